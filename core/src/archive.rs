@@ -1,0 +1,311 @@
+//! Markdown archives of transcripts.
+//!
+//! An archive is what a person (or the agent, with Grep) reads later:
+//!
+//! ```markdown
+//! # Tax research
+//!
+//! Archived: Nov 21, 2026, 3:39 PM
+//!
+//! ---
+//!
+//! **User**: …
+//!
+//! **G2**: …
+//! ```
+//!
+//! Each message is cut at [`ArchiveOptions::max_message_chars`] characters.
+//! Files are written atomically (a temp file in the same folder, then a hard
+//! link to the final name, which fails instead of replacing) and never
+//! overwrite: a name that is taken gets `-2`, `-3`, … appended.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, TimeZone};
+
+use crate::transcript::{Entry, Transcript};
+use crate::validate;
+
+/// Default cut for one message in an archive, in characters.
+pub const DEFAULT_MAX_MESSAGE_CHARS: usize = 2000;
+
+/// How an archive is rendered.
+#[derive(Debug, Clone)]
+pub struct ArchiveOptions {
+    /// The name shown for the assistant's turns (`**G2**: …`).
+    pub assistant_name: String,
+    /// Messages longer than this many characters are cut (and end in `…`).
+    pub max_message_chars: usize,
+}
+
+impl Default for ArchiveOptions {
+    fn default() -> Self {
+        Self {
+            assistant_name: "G2".into(),
+            max_message_chars: DEFAULT_MAX_MESSAGE_CHARS,
+        }
+    }
+}
+
+/// The title of an archive: the given name, else Claude Code's session
+/// summary, else the first user prompt (first line, shortened), else
+/// `conversation-HHMM`.
+pub fn title<Tz: TimeZone>(name: Option<&str>, t: &Transcript, now: &DateTime<Tz>) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let pick = |s: &str| {
+        let line = s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+        shorten(line, 80)
+    };
+    [name, t.summary(), t.first_prompt()]
+        .into_iter()
+        .flatten()
+        .map(pick)
+        .find(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("conversation-{}", now.format("%H%M")))
+}
+
+/// Renders the archive markdown.
+pub fn render<Tz: TimeZone>(
+    title: &str,
+    t: &Transcript,
+    archived_at: &DateTime<Tz>,
+    opts: &ArchiveOptions,
+) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let mut out = String::with_capacity(256 + t.entries.len() * 256);
+    // A title is one line; anything after a newline would become body text.
+    let title = title.lines().next().unwrap_or("").trim();
+    out.push_str("# ");
+    out.push_str(title);
+    out.push_str("\n\nArchived: ");
+    out.push_str(&archived_at.format("%b %-d, %Y, %-I:%M %p").to_string());
+    out.push_str("\n\n---\n\n");
+    let max = opts.max_message_chars;
+    for entry in &t.entries {
+        match entry {
+            Entry::User(text) => push_turn(&mut out, "User", text, max),
+            Entry::Assistant(text) => push_turn(&mut out, &opts.assistant_name, text, max),
+            Entry::Compaction(c) => {
+                out.push_str("*Conversation compacted");
+                let detail: Vec<String> = c
+                    .trigger
+                    .iter()
+                    .cloned()
+                    .chain(c.pre_tokens.map(|n| format!("{n} tokens before")))
+                    .collect();
+                if !detail.is_empty() {
+                    out.push_str(" (");
+                    out.push_str(&detail.join(", "));
+                    out.push(')');
+                }
+                out.push_str(".*\n\n");
+                if let Some(summary) = &c.summary {
+                    push_turn(&mut out, "Summary", summary, max);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn push_turn(out: &mut String, who: &str, text: &str, max: usize) {
+    out.push_str("**");
+    out.push_str(who);
+    out.push_str("**: ");
+    out.push_str(&truncate(text, max));
+    out.push_str("\n\n");
+}
+
+/// Cuts `s` to at most `max` characters, marking a cut with `…`.
+pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(max) {
+        None => s.into(),
+        Some((i, _)) => format!("{}…", &s[..i]).into(),
+    }
+}
+
+/// Shortens to at most `max` characters at a word boundary where there is one.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((i, _)) => {
+            let cut = &s[..i];
+            let cut = cut.rfind(' ').filter(|&j| j > i / 2).map_or(cut, |j| &cut[..j]);
+            format!("{}…", cut.trim_end())
+        }
+    }
+}
+
+/// The file name stem for an archive: the slug of its title, or
+/// `conversation-HHMM` when the title has no usable characters.
+pub fn stem<Tz: TimeZone>(title: &str, now: &DateTime<Tz>) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let s = validate::slug(title);
+    if s.is_empty() {
+        format!("conversation-{}", now.format("%H%M"))
+    } else {
+        s
+    }
+}
+
+/// Writes `contents` to `dir/{date}-{stem}.md` (or `-2.md`, `-3.md`, … when
+/// taken) atomically and without ever replacing a file. Returns the path.
+pub fn write_new(dir: &Path, date: &str, stem: &str, contents: &str) -> io::Result<PathBuf> {
+    fs::create_dir_all(dir)?;
+    // The stem is a slug already; slugging again keeps this function safe on
+    // its own (no separators, no dots).
+    let stem = match validate::slug(stem) {
+        s if s.is_empty() => "conversation".to_string(),
+        s => s,
+    };
+    let date = validate::slug(date);
+    let tmp = tempfile_in(dir)?;
+    let result = (|| {
+        {
+            let mut f = fs::OpenOptions::new().write(true).open(&tmp)?;
+            f.write_all(contents.as_bytes())?;
+            f.sync_all()?;
+        }
+        for n in 1..=10_000u32 {
+            let name = if n == 1 {
+                format!("{date}-{stem}.md")
+            } else {
+                format!("{date}-{stem}-{n}.md")
+            };
+            let path = dir.join(name);
+            match fs::hard_link(&tmp, &path) {
+                Ok(()) => {
+                    sync_dir(dir);
+                    return Ok(path);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                // File systems without hard links: create_new is still
+                // never-overwriting, only not atomic for readers.
+                Err(e) if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(1) => {
+                    match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                        Ok(mut f) => {
+                            f.write_all(contents.as_bytes())?;
+                            f.sync_all()?;
+                            return Ok(path);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("no free archive name for {date}-{stem} in {}", dir.display()),
+        ))
+    })();
+    let _ = fs::remove_file(&tmp);
+    result
+}
+
+/// Creates an empty, uniquely named hidden temp file in `dir`.
+fn tempfile_in(dir: &Path) -> io::Result<PathBuf> {
+    for _ in 0..100 {
+        let path = dir.join(format!(".archive-{}.tmp", uuid::Uuid::new_v4().simple()));
+        match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => return Ok(path),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("could not create a temp file"))
+}
+
+fn sync_dir(dir: &Path) {
+    // Makes the new name durable; failure here only weakens durability.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::parse_bytes;
+    use chrono::Utc;
+
+    fn at() -> DateTime<Utc> {
+        "2026-02-21T03:39:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn renders_the_seed_format() {
+        let t = parse_bytes(
+            concat!(
+                r#"{"type":"user","message":{"content":"I want to plan a trip to Japan"}}"#, "\n",
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Here are some suggestions"}]}}"#,
+            )
+            .as_bytes(),
+        );
+        let md = render("Travel Planning", &t, &at(), &ArchiveOptions::default());
+        assert_eq!(
+            md,
+            "# Travel Planning\n\nArchived: Feb 21, 2026, 3:39 AM\n\n---\n\n\
+             **User**: I want to plan a trip to Japan\n\n**G2**: Here are some suggestions\n\n"
+        );
+    }
+
+    #[test]
+    fn truncates_by_characters() {
+        assert_eq!(truncate("héllo", 3), "hél…");
+        assert_eq!(truncate("héllo", 5), "héllo");
+        let long = "é".repeat(2500);
+        assert_eq!(truncate(&long, 2000).chars().count(), 2001);
+    }
+
+    #[test]
+    fn title_fallbacks() {
+        let now = at();
+        let empty = parse_bytes(b"");
+        assert_eq!(title(Some("Given"), &empty, &now), "Given");
+        assert_eq!(title(None, &empty, &now), "conversation-0339");
+        assert_eq!(title(Some("   "), &empty, &now), "conversation-0339");
+        let t = parse_bytes(br#"{"type":"user","message":{"content":"\n  first line\nsecond"}}"#);
+        assert_eq!(title(None, &t, &now), "first line");
+        let t = parse_bytes(
+            concat!(
+                r#"{"type":"summary","summary":"The summary"}"#, "\n",
+                r#"{"type":"user","message":{"content":"prompt"}}"#
+            )
+            .as_bytes(),
+        );
+        assert_eq!(title(None, &t, &now), "The summary");
+        let long = format!(r#"{{"type":"user","message":{{"content":"{}"}}}}"#, "word ".repeat(50));
+        let got = title(None, &parse_bytes(long.as_bytes()), &now);
+        assert!(got.chars().count() <= 81 && got.ends_with("word…"), "{got}");
+    }
+
+    #[test]
+    fn write_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write_new(dir.path(), "2026-02-21", "tax-research", "one").unwrap();
+        let b = write_new(dir.path(), "2026-02-21", "tax-research", "two").unwrap();
+        let c = write_new(dir.path(), "2026-02-21", "../../evil", "three").unwrap();
+        assert_eq!(a.file_name().unwrap(), "2026-02-21-tax-research.md");
+        assert_eq!(b.file_name().unwrap(), "2026-02-21-tax-research-2.md");
+        assert_eq!(c.parent().unwrap(), dir.path());
+        assert_eq!(fs::read_to_string(&a).unwrap(), "one");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "two");
+        // No temp files left behind.
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(names.iter().all(|n| n.ends_with(".md") && !n.starts_with('.')));
+    }
+}

@@ -1,0 +1,19 @@
+//! Code the g2 host and the `g2-agent` runner must agree on.
+//!
+//! Both sides of the container boundary archive transcripts (the host on
+//! `clear_session`, the runner's PreCompact hook inside the container), so the
+//! parser and the archiver live here, not in either binary. Nothing in this
+//! crate touches the database or the network: it is pure functions over bytes
+//! and files, which keeps the runner small and static.
+//!
+//! - [`validate`]: group folders, session ids and archive names, checked
+//!   before they touch a path.
+//! - [`transcript`]: streaming parser for Claude Code's JSONL transcripts.
+//! - [`archive`]: renders a parsed transcript as markdown and writes it
+//!   atomically, never overwriting.
+//! - [`wire`]: the JSON that crosses the container boundary.
+
+pub mod archive;
+pub mod transcript;
+pub mod validate;
+pub mod wire;

@@ -1,0 +1,728 @@
+//! Streaming parser for Claude Code's JSONL session transcripts.
+//!
+//! A transcript is one JSON object a line (see `contracts.md` §1). Claude
+//! Code adds line types with every release, so the parser is lenient by
+//! construction: it reads each line into a small borrowed view that names
+//! only the fields it needs (serde skips the rest without building values),
+//! skips line types it does not know, counts lines that are not JSON or too
+//! long, and never fails on content. Only I/O errors are errors.
+//!
+//! What comes out is the conversation a person had: the user's and the
+//! assistant's text turns in order. Tool calls, tool results, thinking, meta
+//! lines, sidechains (subagents) and local-command noise are left out.
+//! Consecutive text of one role is one turn, so an assistant that speaks,
+//! calls three tools and speaks again is one turn. A compaction (the
+//! `compact_boundary` line and the `isCompactSummary` user line that follows)
+//! is an entry of its own, never user speech.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+
+/// Lines longer than this are skipped (and counted) without being buffered.
+/// Real lines reach a few MB (base64 images); 64 MiB leaves a wide margin
+/// while bounding memory on a hostile file.
+pub const DEFAULT_MAX_LINE: usize = 64 << 20;
+
+/// One step of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// What the user said (all consecutive user text, joined).
+    User(String),
+    /// What the assistant said (all consecutive assistant text, joined).
+    Assistant(String),
+    /// The conversation was compacted here.
+    Compaction(Compaction),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Compaction {
+    /// `manual` or `auto`, when the boundary line says.
+    pub trigger: Option<String>,
+    /// Tokens in the context before compaction, when the boundary line says.
+    pub pre_tokens: Option<u64>,
+    /// The summary Claude Code carried over (the `isCompactSummary` line).
+    pub summary: Option<String>,
+}
+
+/// Counts of what the parser saw, for diagnostics and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Non-empty lines read.
+    pub lines: u64,
+    /// Lines that were not valid JSON objects of a shape we understand.
+    pub malformed: u64,
+    /// Lines over the length limit, skipped unread.
+    pub oversized: u64,
+    /// Lines of a type this parser does not use (progress, snapshots, …).
+    pub skipped: u64,
+    /// Message lines seen twice (same `uuid`) and counted once.
+    pub duplicates: u64,
+    /// Bytes read.
+    pub bytes: u64,
+}
+
+/// A parsed transcript.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    pub entries: Vec<Entry>,
+    /// Claude Code's own session summaries (`type: summary`), in file order.
+    pub summaries: Vec<Summary>,
+    /// The first `sessionId` seen on a line.
+    pub session_id: Option<String>,
+    /// The first `cwd` seen on a line.
+    pub cwd: Option<String>,
+    /// Earliest and latest `timestamp` seen (RFC 3339 strings compare in order
+    /// only roughly; they are kept as written).
+    pub first_timestamp: Option<String>,
+    pub last_timestamp: Option<String>,
+    pub stats: Stats,
+    /// `uuid`s of message lines, to tell whether a summary's `leafUuid`
+    /// points into this file.
+    uuids: HashSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub text: String,
+    pub leaf_uuid: Option<String>,
+}
+
+impl Transcript {
+    /// The session summary Claude Code wrote for this conversation: the last
+    /// one whose `leafUuid` points into this file, else the last one.
+    pub fn summary(&self) -> Option<&str> {
+        self.summaries
+            .iter()
+            .rev()
+            .find(|s| s.leaf_uuid.as_ref().is_some_and(|l| self.uuids.contains(l)))
+            .or_else(|| self.summaries.last())
+            .map(|s| s.text.as_str())
+    }
+
+    /// The first thing the user said.
+    pub fn first_prompt(&self) -> Option<&str> {
+        self.entries.iter().find_map(|e| match e {
+            Entry::User(t) => Some(t.as_str()),
+            _ => None,
+        })
+    }
+
+    pub fn user_turns(&self) -> usize {
+        self.entries.iter().filter(|e| matches!(e, Entry::User(_))).count()
+    }
+
+    pub fn assistant_turns(&self) -> usize {
+        self.entries.iter().filter(|e| matches!(e, Entry::Assistant(_))).count()
+    }
+
+    pub fn compactions(&self) -> impl Iterator<Item = &Compaction> {
+        self.entries.iter().filter_map(|e| match e {
+            Entry::Compaction(c) => Some(c),
+            _ => None,
+        })
+    }
+}
+
+/// Parses a transcript file.
+pub fn parse_file(path: &Path) -> io::Result<Transcript> {
+    let file = std::fs::File::open(path)?;
+    parse_reader(file, DEFAULT_MAX_LINE)
+}
+
+/// Parses a transcript from any reader, line by line, in bounded memory per
+/// line (`max_line` bytes).
+pub fn parse_reader<R: Read>(reader: R, max_line: usize) -> io::Result<Transcript> {
+    let mut parser = Parser::default();
+    for_each_line(reader, max_line, |line| match line {
+        Line::Text(bytes) => parser.push_line(bytes),
+        Line::Oversized => parser.transcript.stats.oversized += 1,
+    })?;
+    Ok(parser.finish())
+}
+
+/// Parses a transcript held in memory.
+pub fn parse_bytes(bytes: &[u8]) -> Transcript {
+    let mut parser = Parser::default();
+    for line in bytes.split(|b| *b == b'\n') {
+        parser.push_line(line);
+    }
+    parser.finish()
+}
+
+/// A line handed out by [`for_each_line`].
+pub enum Line<'a> {
+    Text(&'a [u8]),
+    /// A line longer than the limit; its bytes were discarded as they came.
+    Oversized,
+}
+
+/// Calls `f` for every line of `reader` without the trailing newline. Lines
+/// longer than `max_line` are reported as [`Line::Oversized`] and never held
+/// in memory whole.
+pub fn for_each_line<R: Read>(
+    reader: R,
+    max_line: usize,
+    mut f: impl FnMut(Line<'_>),
+) -> io::Result<()> {
+    let mut reader = BufReader::with_capacity(256 << 10, reader);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut discarding = false;
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            if discarding {
+                f(Line::Oversized);
+            } else if !buf.is_empty() {
+                f(Line::Text(&buf));
+            }
+            return Ok(());
+        }
+        let len = chunk.len();
+        match memchr::memchr(b'\n', chunk) {
+            Some(i) => {
+                if discarding {
+                    discarding = false;
+                    f(Line::Oversized);
+                } else if buf.is_empty() {
+                    // The common case: the whole line is in the buffer.
+                    if i > max_line {
+                        f(Line::Oversized);
+                    } else {
+                        f(Line::Text(&chunk[..i]));
+                    }
+                } else if buf.len() + i > max_line {
+                    buf.clear();
+                    f(Line::Oversized);
+                } else {
+                    buf.extend_from_slice(&chunk[..i]);
+                    f(Line::Text(&buf));
+                    buf.clear();
+                }
+                reader.consume(i + 1);
+            }
+            None => {
+                if !discarding {
+                    if buf.len() + len > max_line {
+                        buf = Vec::new();
+                        discarding = true;
+                    } else {
+                        buf.extend_from_slice(chunk);
+                    }
+                }
+                reader.consume(len);
+            }
+        }
+    }
+}
+
+/// Incremental parser: feed it lines, then [`Parser::finish`].
+#[derive(Default)]
+pub struct Parser {
+    transcript: Transcript,
+}
+
+impl Parser {
+    pub fn push_line(&mut self, line: &[u8]) {
+        let t = &mut self.transcript;
+        t.stats.bytes += line.len() as u64 + 1;
+        let line = trim_ascii(line);
+        if line.is_empty() {
+            return;
+        }
+        t.stats.lines += 1;
+        let raw: RawLine<'_> = match serde_json::from_slice(line) {
+            Ok(r) => r,
+            Err(_) => {
+                t.stats.malformed += 1;
+                return;
+            }
+        };
+        if let Some(ts) = &raw.timestamp {
+            if t.first_timestamp.is_none() {
+                t.first_timestamp = Some(ts.to_string());
+            }
+            t.last_timestamp = Some(ts.to_string());
+        }
+        match raw.kind.as_deref() {
+            Some("user") | Some("assistant") => self.message(raw),
+            Some("summary") => match raw.summary {
+                Some(text) if !text.trim().is_empty() => t.summaries.push(Summary {
+                    text: text.trim().to_string(),
+                    leaf_uuid: raw.leaf_uuid.map(Cow::into_owned),
+                }),
+                _ => t.stats.skipped += 1,
+            },
+            Some("system") if raw.subtype.as_deref() == Some("compact_boundary") => {
+                let meta = raw.compact_metadata.unwrap_or_default();
+                t.entries.push(Entry::Compaction(Compaction {
+                    trigger: meta.trigger.map(Cow::into_owned),
+                    pre_tokens: meta.pre_tokens,
+                    summary: None,
+                }));
+            }
+            _ => t.stats.skipped += 1,
+        }
+    }
+
+    fn message(&mut self, raw: RawLine<'_>) {
+        let t = &mut self.transcript;
+        if let Some(uuid) = &raw.uuid
+            && !t.uuids.insert(uuid.to_string())
+        {
+            t.stats.duplicates += 1;
+            return;
+        }
+        if t.session_id.is_none() {
+            t.session_id = raw.session_id.map(Cow::into_owned);
+        }
+        if t.cwd.is_none() {
+            t.cwd = raw.cwd.map(Cow::into_owned);
+        }
+        if raw.is_sidechain == Some(true) || raw.is_meta == Some(true) {
+            return;
+        }
+        let Some(content) = raw.message.and_then(|m| m.content) else {
+            return;
+        };
+        let is_user = raw.kind.as_deref() == Some("user");
+        let text = match content {
+            Content::Text(s) => s,
+            Content::Texts(parts) if parts.len() == 1 => parts.into_iter().next().unwrap(),
+            Content::Texts(parts) => Cow::Owned(parts.join("\n\n")),
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        if is_user && raw.is_compact_summary == Some(true) {
+            // The summary belongs to the boundary just before it; a summary
+            // without a boundary (older versions) gets an entry of its own.
+            match t.entries.last_mut() {
+                Some(Entry::Compaction(c)) if c.summary.is_none() => {
+                    c.summary = Some(text.to_string())
+                }
+                _ => t.entries.push(Entry::Compaction(Compaction {
+                    summary: Some(text.to_string()),
+                    ..Compaction::default()
+                })),
+            }
+            return;
+        }
+        if is_user && is_noise(text) {
+            return;
+        }
+        match (t.entries.last_mut(), is_user) {
+            (Some(Entry::User(prev)), true) | (Some(Entry::Assistant(prev)), false) => {
+                prev.push_str("\n\n");
+                prev.push_str(text);
+            }
+            (_, true) => t.entries.push(Entry::User(text.to_string())),
+            (_, false) => t.entries.push(Entry::Assistant(text.to_string())),
+        }
+    }
+
+    pub fn finish(self) -> Transcript {
+        self.transcript
+    }
+}
+
+/// User-role text that is not the user speaking: interruption markers and
+/// the echo of local slash commands.
+fn is_noise(text: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "[Request interrupted by user",
+        "<command-name>",
+        "<command-message>",
+        "<command-args>",
+        "<local-command-stdout>",
+        "<local-command-stderr>",
+        "<local-command-caveat>",
+        "Caveat: The messages below were generated by the user while running local commands",
+    ];
+    PREFIXES.iter().any(|p| text.starts_with(p))
+}
+
+fn trim_ascii(mut s: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = s {
+        if first.is_ascii_whitespace() {
+            s = rest
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = s {
+        if last.is_ascii_whitespace() {
+            s = rest
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------
+// The borrowed view of one line. Every field is optional: a line missing one
+// is still read, and fields not named here are skipped by serde unparsed.
+
+#[derive(Deserialize)]
+struct RawLine<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    subtype: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uuid: Option<Cow<'a, str>>,
+    #[serde(rename = "sessionId", borrow, default)]
+    session_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    cwd: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(rename = "isMeta", default)]
+    is_meta: Option<bool>,
+    #[serde(rename = "isSidechain", default)]
+    is_sidechain: Option<bool>,
+    #[serde(rename = "isCompactSummary", default)]
+    is_compact_summary: Option<bool>,
+    #[serde(borrow, default)]
+    message: Option<RawMessage<'a>>,
+    #[serde(borrow, default)]
+    summary: Option<Cow<'a, str>>,
+    #[serde(rename = "leafUuid", borrow, default)]
+    leaf_uuid: Option<Cow<'a, str>>,
+    #[serde(rename = "compactMetadata", borrow, default)]
+    compact_metadata: Option<RawCompactMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawMessage<'a> {
+    #[serde(borrow, default)]
+    content: Option<Content<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawCompactMeta<'a> {
+    #[serde(borrow, default)]
+    trigger: Option<Cow<'a, str>>,
+    #[serde(rename = "preTokens", default)]
+    pre_tokens: Option<u64>,
+}
+
+/// `message.content`: a string, or blocks of which only `text` blocks count.
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Texts(Vec<Cow<'a, str>>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Content<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or an array of content blocks")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Content::Text(Cow::Owned(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut texts = Vec::new();
+                while let Some(block) = seq.next_element::<Block<'a>>()? {
+                    if let Block::Text(t) = block {
+                        texts.push(t);
+                    }
+                }
+                Ok(Content::Texts(texts))
+            }
+            // Anything else (null, a number, an object) is content we do not
+            // read; the line is still fine.
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Content::Texts(Vec::new()))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Content::Texts(Vec::new()))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Content::Texts(Vec::new()))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Content::Texts(Vec::new()))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Content::Texts(Vec::new()))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                IgnoredAny::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Content::Texts(Vec::new()))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// One content block: a `text` block's text, or something we skip.
+enum Block<'a> {
+    Text(Cow<'a, str>),
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Block<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw<'a> {
+            #[serde(rename = "type", borrow, default)]
+            kind: Option<Cow<'a, str>>,
+            #[serde(borrow, default, deserialize_with = "lenient_str")]
+            text: Option<Cow<'a, str>>,
+        }
+        // A block that is not an object (a bare string in old transcripts is
+        // text; anything else is skipped).
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Block<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a content block")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let raw = Raw::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(match (raw.kind.as_deref(), raw.text) {
+                    (Some("text"), Some(t)) => Block::Text(t),
+                    _ => Block::Other,
+                })
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Block::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Block::Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Block::Other)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Block::Other)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Block::Other)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Block::Other)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Block::Other)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Block::Other)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A string, or `None` for any other JSON value (a block's `text` that is
+/// not a string is not worth failing the line for).
+fn lenient_str<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    struct V<'a>(std::marker::PhantomData<&'a ()>);
+    impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+        type Value = Option<Cow<'a, str>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any value")
+        }
+        fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(v)))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            IgnoredAny::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            Ok(None)
+        }
+    }
+    d.deserialize_any(V(std::marker::PhantomData))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Transcript {
+        parse_reader(s.as_bytes(), DEFAULT_MAX_LINE).unwrap()
+    }
+
+    #[test]
+    fn empty_and_blank() {
+        let t = parse("");
+        assert!(t.entries.is_empty());
+        assert_eq!(t.stats.lines, 0);
+        let t = parse("\n\n   \n");
+        assert!(t.entries.is_empty());
+        assert_eq!(t.stats.malformed, 0);
+    }
+
+    #[test]
+    fn string_and_block_content_in_order() {
+        let t = parse(concat!(
+            r#"{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hello"}}"#, "\n",
+            r#"{"type":"assistant","uuid":"a1","message":{"id":"m1","content":[{"type":"thinking","thinking":"hmm"}]}}"#, "\n",
+            r#"{"type":"assistant","uuid":"a2","message":{"id":"m1","content":[{"type":"text","text":"hi there"}]}}"#, "\n",
+            r#"{"type":"assistant","uuid":"a3","message":{"id":"m1","content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}}"#, "\n",
+            r#"{"type":"user","uuid":"u2","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"SECRET TOOL OUTPUT"}]}}"#, "\n",
+            r#"{"type":"assistant","uuid":"a4","message":{"id":"m2","content":[{"type":"text","text":"done"}]}}"#, "\n",
+            r#"{"type":"user","uuid":"u3","message":{"content":[{"type":"text","text":"thanks"},{"type":"image","source":{}}]}}"#,
+        ));
+        assert_eq!(
+            t.entries,
+            vec![
+                Entry::User("hello".into()),
+                Entry::Assistant("hi there\n\ndone".into()),
+                Entry::User("thanks".into()),
+            ]
+        );
+        assert_eq!(t.session_id.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn malformed_unknown_and_meta_lines_are_skipped() {
+        let t = parse(concat!(
+            "not json\n",
+            "{\"type\":\"user\",\"message\":{\"content\":\"cut\n",
+            "[1,2,3]\n",
+            r#"{"type":"brand-new-type","payload":{"deep":[1,{"x":null}]}}"#, "\n",
+            r#"{"type":"user","isMeta":true,"message":{"content":"meta"}}"#, "\n",
+            r#"{"type":"user","isSidechain":true,"message":{"content":"side"}}"#, "\n",
+            r#"{"type":"user","message":{"content":"<command-name>/compact</command-name>"}}"#, "\n",
+            r#"{"type":"user","message":{"content":[{"type":"text","text":"[Request interrupted by user]"}]}}"#, "\n",
+            r#"{"type":"user","message":{"content":42}}"#, "\n",
+            r#"{"type":"user","message":{"content":[{"type":"text","text":7}, "bare"]}}"#, "\n",
+            r#"{"type":"user","message":{"content":"real"}}"#, "\n",
+        ));
+        assert_eq!(t.entries, vec![Entry::User("bare\n\nreal".into())]);
+        assert_eq!(t.stats.malformed, 3);
+        assert_eq!(t.stats.skipped, 1);
+    }
+
+    #[test]
+    fn duplicate_uuids_count_once() {
+        let line = r#"{"type":"user","uuid":"u1","message":{"content":"once"}}"#;
+        let t = parse(&format!("{line}\n{line}\n"));
+        assert_eq!(t.entries, vec![Entry::User("once".into())]);
+        assert_eq!(t.stats.duplicates, 1);
+    }
+
+    #[test]
+    fn compaction_is_kept_apart_from_user_speech() {
+        let t = parse(concat!(
+            r#"{"type":"user","message":{"content":"before"}}"#, "\n",
+            r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"manual","preTokens":1234}}"#, "\n",
+            r#"{"type":"user","isCompactSummary":true,"isVisibleInTranscriptOnly":true,"message":{"content":"the summary"}}"#, "\n",
+            r#"{"type":"user","message":{"content":"after"}}"#, "\n",
+        ));
+        assert_eq!(
+            t.entries,
+            vec![
+                Entry::User("before".into()),
+                Entry::Compaction(Compaction {
+                    trigger: Some("manual".into()),
+                    pre_tokens: Some(1234),
+                    summary: Some("the summary".into())
+                }),
+                Entry::User("after".into()),
+            ]
+        );
+        assert_eq!(t.user_turns(), 2);
+    }
+
+    #[test]
+    fn summary_prefers_a_leaf_in_this_file() {
+        let t = parse(concat!(
+            r#"{"type":"summary","summary":"Mine","leafUuid":"u1"}"#, "\n",
+            r#"{"type":"summary","summary":"Elsewhere","leafUuid":"zz"}"#, "\n",
+            r#"{"type":"user","uuid":"u1","message":{"content":"x"}}"#, "\n",
+        ));
+        assert_eq!(t.summary(), Some("Mine"));
+        let t = parse(r#"{"type":"summary","summary":"Only","leafUuid":"zz"}"#);
+        assert_eq!(t.summary(), Some("Only"));
+    }
+
+    #[test]
+    fn huge_lines_are_read_or_skipped_without_failing() {
+        let big = "x".repeat(5 << 20);
+        let good = format!(r#"{{"type":"user","message":{{"content":"{big}"}}}}"#);
+        let t = parse(&format!("{good}\n{}\n", r#"{"type":"assistant","message":{"content":[{"type":"text","text":"ok"}]}}"#));
+        assert_eq!(t.user_turns(), 1);
+        assert_eq!(t.assistant_turns(), 1);
+
+        // Over the limit: skipped, counted, and the next line still read.
+        let input = format!("{good}\n{}", r#"{"type":"user","message":{"content":"next"}}"#);
+        let t = parse_reader(input.as_bytes(), 1 << 20).unwrap();
+        assert_eq!(t.stats.oversized, 1);
+        assert_eq!(t.entries, vec![Entry::User("next".into())]);
+        // An oversized last line with no newline.
+        let t = parse_reader(good.as_bytes(), 1 << 20).unwrap();
+        assert_eq!(t.stats.oversized, 1);
+    }
+
+    #[test]
+    fn line_splitting_across_buffer_refills() {
+        // Lines straddling the 256 KiB buffer boundary must come out whole.
+        let mut input = String::new();
+        for i in 0..2000 {
+            input.push_str(&format!(
+                r#"{{"type":"user","uuid":"u{i}","message":{{"content":"{}"}}}}"#,
+                "y".repeat(1 + i % 700)
+            ));
+            input.push('\n');
+            input.push_str(&format!(
+                r#"{{"type":"assistant","uuid":"a{i}","message":{{"content":[{{"type":"text","text":"r{i}"}}]}}}}"#
+            ));
+            input.push('\n');
+        }
+        let t = parse(&input);
+        assert_eq!(t.stats.malformed, 0);
+        assert_eq!(t.assistant_turns(), 2000);
+        assert_eq!(t.entries[3999], Entry::Assistant("r1999".into()));
+    }
+
+    #[test]
+    fn escaped_strings_are_unescaped() {
+        let t = parse(r#"{"type":"user","message":{"content":"a \"quoted\" line\nnext \u00e9"}}"#);
+        assert_eq!(t.entries, vec![Entry::User("a \"quoted\" line\nnext é".into())]);
+    }
+}

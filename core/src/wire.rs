@@ -1,0 +1,88 @@
+//! The JSON that crosses the container boundary (`contracts.md` §2).
+//!
+//! The host writes [`ContainerInput`] to the agent's stdin; the agent writes
+//! [`ContainerOutput`] frames between [`OUTPUT_START`] and [`OUTPUT_END`] on
+//! stdout. Field names are the protocol's (camelCase). Nothing here may ever
+//! carry a credential.
+
+use serde::{Deserialize, Serialize};
+
+pub const OUTPUT_START: &str = "---G2_OUTPUT_START---";
+pub const OUTPUT_END: &str = "---G2_OUTPUT_END---";
+
+/// What a container is started with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerInput {
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub group_folder: String,
+    pub chat_jid: String,
+    pub is_main: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_scheduled_task: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assistant_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputStatus {
+    Success,
+    Error,
+}
+
+/// One output frame. `result: None` after a turn is the idle signal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerOutput {
+    pub status: OutputStatus,
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ContainerOutput {
+    /// The frame as written on stdout, markers included.
+    pub fn frame(&self) -> String {
+        format!(
+            "{OUTPUT_START}\n{}\n{OUTPUT_END}\n",
+            serde_json::to_string(self).expect("output frames serialize")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_uses_protocol_names() {
+        let input: ContainerInput = serde_json::from_str(
+            r#"{"prompt":"hi","sessionId":"x","groupFolder":"main","chatJid":"j","isMain":true}"#,
+        )
+        .unwrap();
+        assert_eq!(input.session_id.as_deref(), Some("x"));
+        assert!(!input.is_scheduled_task);
+        let back = serde_json::to_string(&input).unwrap();
+        assert!(back.contains("\"groupFolder\":\"main\"") && !back.contains("isScheduledTask"));
+    }
+
+    #[test]
+    fn frames() {
+        let f = ContainerOutput {
+            status: OutputStatus::Success,
+            result: None,
+            new_session_id: Some("s".into()),
+            error: None,
+        }
+        .frame();
+        assert_eq!(
+            f,
+            "---G2_OUTPUT_START---\n{\"status\":\"success\",\"result\":null,\"newSessionId\":\"s\"}\n---G2_OUTPUT_END---\n"
+        );
+    }
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Makes a fresh Debian machine ready to build, run and test g2. Idempotent:
+# every step checks first and does nothing when its part is already there.
+#
+#   - Docker engine: installed (Debian `docker.io`) and started in the
+#     background when no engine answers; waits until it does.
+#   - busybox-static: the userland of the agent image.
+#   - Claude Code: the version pinned in CLAUDE_CODE_VERSION, from the npm
+#     registry, into the git-ignored tools/ folder.
+#
+# Environment: G2_SKIP_DOCKER=1 skips the engine (for machines that only
+# build), G2_SETUP_QUIET=1 prints only problems.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+say() { [ "${G2_SETUP_QUIET:-0}" = 1 ] || echo "setup: $*" >&2; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    die "need root for: $*"; fi
+}
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then
+    say "apt-get update"
+    as_root apt-get update -qq >/dev/null || die "apt-get update failed"
+    apt_updated=1
+  fi
+  say "installing $*"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null \
+    || die "apt-get install $* failed"
+}
+
+# --- busybox-static ---------------------------------------------------------
+if ! [ -x /bin/busybox ] || ! dpkg -s busybox-static >/dev/null 2>&1; then
+  apt_install busybox-static
+fi
+
+# --- Docker engine ------------------------------------------------------------
+engine_answers() { timeout 5 docker version --format '{{.Server.APIVersion}}' >/dev/null 2>&1; }
+
+if [ "${G2_SKIP_DOCKER:-0}" != 1 ] && ! engine_answers; then
+  if ! command -v dockerd >/dev/null 2>&1; then
+    apt_install docker.io
+  fi
+  if ! engine_answers; then
+    say "starting dockerd in the background (log: /var/log/g2-dockerd.log)"
+    # A stale pid file from a killed engine stops a new one from starting.
+    if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+      as_root rm -f /var/run/docker.pid
+    fi
+    as_root sh -c 'nohup dockerd >/var/log/g2-dockerd.log 2>&1 &'
+    for _ in $(seq 1 60); do
+      engine_answers && break
+      sleep 1
+    done
+    engine_answers || { tail -n 20 /var/log/g2-dockerd.log >&2 || true; die "the Docker engine did not answer within 60 s"; }
+  fi
+  say "Docker engine answers (API $(docker version --format '{{.Server.APIVersion}}'))"
+fi
+
+# --- Claude Code ------------------------------------------------------------
+version="$(tr -d '[:space:]' < CLAUDE_CODE_VERSION)"
+tools="$root/tools/claude-code"
+bin="$tools/node_modules/.bin/claude"
+have=""
+[ -x "$bin" ] && have="$(node -e 'console.log(require(process.argv[1]).version)' \
+  "$tools/node_modules/@anthropic-ai/claude-code/package.json" 2>/dev/null || true)"
+if [ "$have" != "$version" ]; then
+  command -v npm >/dev/null || die "npm is missing (Node.js 18+ is required)"
+  say "installing @anthropic-ai/claude-code@$version into tools/claude-code"
+  mkdir -p "$tools"
+  [ -f "$tools/package.json" ] || echo '{"name":"g2-tools","private":true}' > "$tools/package.json"
+  (cd "$tools" && npm install --no-audit --no-fund --loglevel=error \
+      "@anthropic-ai/claude-code@$version" >/dev/null) || die "npm install of Claude Code failed"
+fi
+"$bin" --version >/dev/null 2>&1 || die "Claude Code at $bin does not run"
+say "Claude Code $("$bin" --version 2>/dev/null | head -n1) at tools/claude-code"
