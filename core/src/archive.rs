@@ -14,7 +14,8 @@
 //! **G2**: …
 //! ```
 //!
-//! Each message is cut at [`ArchiveOptions::max_message_chars`] characters.
+//! Each message (a turn may hold several) is cut at
+//! [`ArchiveOptions::max_message_chars`] characters.
 //! Files are written atomically (a temp file in the same folder, then a hard
 //! link to the final name, which fails instead of replacing) and never
 //! overwrite: a name that is taken gets `-2`, `-3`, … appended.
@@ -89,8 +90,8 @@ where
     let max = opts.max_message_chars;
     for entry in &t.entries {
         match entry {
-            Entry::User(text) => push_turn(&mut out, "User", text, max),
-            Entry::Assistant(text) => push_turn(&mut out, &opts.assistant_name, text, max),
+            Entry::User(parts) => push_turn(&mut out, "User", parts, max),
+            Entry::Assistant(parts) => push_turn(&mut out, &opts.assistant_name, parts, max),
             Entry::Compaction(c) => {
                 out.push_str("*Conversation compacted");
                 let detail: Vec<String> = c
@@ -106,7 +107,7 @@ where
                 }
                 out.push_str(".*\n\n");
                 if let Some(summary) = &c.summary {
-                    push_turn(&mut out, "Summary", summary, max);
+                    push_turn(&mut out, "Summary", std::slice::from_ref(summary), max);
                 }
             }
         }
@@ -114,11 +115,17 @@ where
     out
 }
 
-fn push_turn(out: &mut String, who: &str, text: &str, max: usize) {
+/// One turn: `**Who**: ` and its messages, each cut at `max` characters.
+fn push_turn(out: &mut String, who: &str, parts: &[String], max: usize) {
     out.push_str("**");
     out.push_str(who);
     out.push_str("**: ");
-    out.push_str(&truncate(text, max));
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push_str("\n\n");
+        }
+        out.push_str(&truncate(part, max));
+    }
     out.push_str("\n\n");
 }
 

@@ -10,8 +10,9 @@
 //! What comes out is the conversation a person had: the user's and the
 //! assistant's text turns in order. Tool calls, tool results, thinking, meta
 //! lines, sidechains (subagents) and local-command noise are left out.
-//! Consecutive text of one role is one turn, so an assistant that speaks,
-//! calls three tools and speaks again is one turn. A compaction (the
+//! Consecutive text of one role is one turn of several parts, so an
+//! assistant that speaks, calls three tools and speaks again is one turn of
+//! two parts. A compaction (the
 //! `compact_boundary` line and the `isCompactSummary` user line that follows)
 //! is an entry of its own, never user speech.
 
@@ -32,12 +33,23 @@ pub const DEFAULT_MAX_LINE: usize = 64 << 20;
 /// One step of the conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
-    /// What the user said (all consecutive user text, joined).
-    User(String),
-    /// What the assistant said (all consecutive assistant text, joined).
-    Assistant(String),
+    /// What the user said: the texts of consecutive user messages.
+    User(Vec<String>),
+    /// What the assistant said: the texts of consecutive assistant messages
+    /// (one API message split over several lines gives several parts).
+    Assistant(Vec<String>),
     /// The conversation was compacted here.
     Compaction(Compaction),
+}
+
+impl Entry {
+    /// A turn's text, its parts separated by blank lines.
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Entry::User(p) | Entry::Assistant(p) => Some(p.join("\n\n")),
+            Entry::Compaction(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,7 +120,7 @@ impl Transcript {
     /// The first thing the user said.
     pub fn first_prompt(&self) -> Option<&str> {
         self.entries.iter().find_map(|e| match e {
-            Entry::User(t) => Some(t.as_str()),
+            Entry::User(parts) => parts.first().map(String::as_str),
             _ => None,
         })
     }
@@ -322,12 +334,11 @@ impl Parser {
             return;
         }
         match (t.entries.last_mut(), is_user) {
-            (Some(Entry::User(prev)), true) | (Some(Entry::Assistant(prev)), false) => {
-                prev.push_str("\n\n");
-                prev.push_str(text);
+            (Some(Entry::User(parts)), true) | (Some(Entry::Assistant(parts)), false) => {
+                parts.push(text.to_string())
             }
-            (_, true) => t.entries.push(Entry::User(text.to_string())),
-            (_, false) => t.entries.push(Entry::Assistant(text.to_string())),
+            (_, true) => t.entries.push(Entry::User(vec![text.to_string()])),
+            (_, false) => t.entries.push(Entry::Assistant(vec![text.to_string()])),
         }
     }
 
@@ -610,9 +621,9 @@ mod tests {
         assert_eq!(
             t.entries,
             vec![
-                Entry::User("hello".into()),
-                Entry::Assistant("hi there\n\ndone".into()),
-                Entry::User("thanks".into()),
+                Entry::User(vec!["hello".into()]),
+                Entry::Assistant(vec!["hi there".into(), "done".into()]),
+                Entry::User(vec!["thanks".into()]),
             ]
         );
         assert_eq!(t.session_id.as_deref(), Some("s"));
@@ -633,7 +644,7 @@ mod tests {
             r#"{"type":"user","message":{"content":[{"type":"text","text":7}, "bare"]}}"#, "\n",
             r#"{"type":"user","message":{"content":"real"}}"#, "\n",
         ));
-        assert_eq!(t.entries, vec![Entry::User("bare\n\nreal".into())]);
+        assert_eq!(t.entries, vec![Entry::User(vec!["bare".into(), "real".into()])]);
         assert_eq!(t.stats.malformed, 3);
         assert_eq!(t.stats.skipped, 1);
     }
@@ -642,7 +653,7 @@ mod tests {
     fn duplicate_uuids_count_once() {
         let line = r#"{"type":"user","uuid":"u1","message":{"content":"once"}}"#;
         let t = parse(&format!("{line}\n{line}\n"));
-        assert_eq!(t.entries, vec![Entry::User("once".into())]);
+        assert_eq!(t.entries, vec![Entry::User(vec!["once".into()])]);
         assert_eq!(t.stats.duplicates, 1);
     }
 
@@ -657,13 +668,13 @@ mod tests {
         assert_eq!(
             t.entries,
             vec![
-                Entry::User("before".into()),
+                Entry::User(vec!["before".into()]),
                 Entry::Compaction(Compaction {
                     trigger: Some("manual".into()),
                     pre_tokens: Some(1234),
                     summary: Some("the summary".into())
                 }),
-                Entry::User("after".into()),
+                Entry::User(vec!["after".into()]),
             ]
         );
         assert_eq!(t.user_turns(), 2);
@@ -693,7 +704,7 @@ mod tests {
         let input = format!("{good}\n{}", r#"{"type":"user","message":{"content":"next"}}"#);
         let t = parse_reader(input.as_bytes(), 1 << 20).unwrap();
         assert_eq!(t.stats.oversized, 1);
-        assert_eq!(t.entries, vec![Entry::User("next".into())]);
+        assert_eq!(t.entries, vec![Entry::User(vec!["next".into()])]);
         // An oversized last line with no newline.
         let t = parse_reader(good.as_bytes(), 1 << 20).unwrap();
         assert_eq!(t.stats.oversized, 1);
@@ -717,12 +728,12 @@ mod tests {
         let t = parse(&input);
         assert_eq!(t.stats.malformed, 0);
         assert_eq!(t.assistant_turns(), 2000);
-        assert_eq!(t.entries[3999], Entry::Assistant("r1999".into()));
+        assert_eq!(t.entries[3999], Entry::Assistant(vec!["r1999".into()]));
     }
 
     #[test]
     fn escaped_strings_are_unescaped() {
         let t = parse(r#"{"type":"user","message":{"content":"a \"quoted\" line\nnext \u00e9"}}"#);
-        assert_eq!(t.entries, vec![Entry::User("a \"quoted\" line\nnext é".into())]);
+        assert_eq!(t.entries, vec![Entry::User(vec!["a \"quoted\" line\nnext é".into()])]);
     }
 }

@@ -1,1 +1,419 @@
-fn main(){}
+//! `g2`: the command line of the g2 host. Each subcommand is a thin layer
+//! over the `g2_host` library; errors become `error: …` and exit code 1.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
+
+use g2_host::archives::{self, Trigger};
+use g2_host::config::Settings;
+use g2_host::groups::{self, NewGroup};
+use g2_host::home::Home;
+use g2_host::sessions::SessionManager;
+use g2_host::store::Store;
+use g2_host::{doctor, search};
+
+#[derive(Parser)]
+#[command(name = "g2", version, about = "g2: a self-hosted memory host for AI agents in chat groups")]
+struct Cli {
+    /// The home directory holding groups/ and data/.
+    #[arg(long, global = true, env = "G2_HOME", default_value = ".")]
+    home: PathBuf,
+    /// Settings file (default: {home}/g2.toml when it exists).
+    #[arg(long, global = true, env = "G2_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the folders, the database, and the main and global groups.
+    Init,
+    /// Register, list and remove chat groups.
+    #[command(subcommand)]
+    Groups(GroupsCmd),
+    /// Show and change a group's active session and its history.
+    #[command(subcommand)]
+    Sessions(SessionsCmd),
+    /// Archive a Claude Code transcript to markdown; prints the file's path.
+    Archive {
+        /// The transcript (`.jsonl`).
+        transcript: PathBuf,
+        /// The group whose conversations/ folder gets the archive.
+        #[arg(long)]
+        group: String,
+        /// Title (default: Claude Code's summary, else the first prompt).
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Full-text search over conversation archives, best first.
+    Search {
+        /// Words to find (all must match; `word*` matches a prefix).
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Only this group's archives.
+        #[arg(long)]
+        group: Option<String>,
+        /// Most hits to show.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Check the database, folders, Docker engine and Claude Code.
+    Doctor {
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+#[derive(Args, Clone, Copy)]
+struct Output {
+    /// Print JSON (the shapes are documented in the README).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum GroupsCmd {
+    /// Register a group (and create its folder).
+    Add {
+        folder: String,
+        #[arg(long)]
+        name: String,
+        /// Chat id (default: local:{folder}).
+        #[arg(long)]
+        jid: Option<String>,
+        /// Regex a message must match to wake the agent (default: ^@{assistant}).
+        #[arg(long, conflicts_with = "no_trigger")]
+        trigger: Option<String>,
+        /// Every message wakes the agent.
+        #[arg(long)]
+        no_trigger: bool,
+        /// This is the main (admin) group.
+        #[arg(long)]
+        main: bool,
+    },
+    /// List registered groups.
+    List {
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Unregister a group (its folder, sessions and archives stay).
+    Remove { folder: String },
+}
+
+#[derive(Subcommand)]
+enum SessionsCmd {
+    /// The group's active session.
+    Show {
+        folder: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Make a session the group's active one.
+    Set { folder: String, session_id: String },
+    /// Earlier sessions of the group, newest first.
+    History {
+        folder: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Archive the active session's transcript, bookmark it, remove the pointer.
+    Clear {
+        folder: String,
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Make an earlier session active again.
+    Resume {
+        folder: String,
+        history_id: i64,
+        /// Bookmark (and archive) the active session under this name first.
+        #[arg(long)]
+        save_as: Option<String>,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+struct Ctx {
+    home: Home,
+    settings: Settings,
+}
+
+impl Ctx {
+    fn store(&self) -> Result<Store> {
+        Store::open(
+            &self.home.db_path(),
+            Duration::from_millis(self.settings.store.busy_timeout_ms),
+        )
+        .with_context(|| format!("opening {}", self.home.db_path().display()))
+    }
+
+    fn sessions(&self, store: &Store) -> SessionManager {
+        SessionManager::new(store.clone(), self.home.clone(), self.settings.archive_options())
+    }
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("G2_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<i32> {
+    let home = Home::new(&cli.home)?;
+    let settings = Settings::load(home.root(), cli.config.as_deref())?;
+    let ctx = Ctx { home, settings };
+    match cli.command {
+        Command::Init => init(&ctx).await,
+        Command::Groups(cmd) => groups_cmd(&ctx, cmd).await,
+        Command::Sessions(cmd) => sessions_cmd(&ctx, cmd).await,
+        Command::Archive { transcript, group, name, out } => {
+            let store = ctx.store()?;
+            require_group(&store, &group).await?;
+            archives::require_transcript(&transcript)?;
+            let (rec, stats) = archives::archive_transcript(
+                &ctx.home,
+                &store,
+                ctx.settings.archive_options(),
+                &group,
+                transcript,
+                name,
+                Trigger::Manual,
+            )
+            .await?;
+            if out.json {
+                print_json(&rec)?;
+            } else {
+                println!("{}", ctx.home.root().join(&rec.path).display());
+                if stats.malformed + stats.oversized > 0 {
+                    eprintln!(
+                        "note: skipped {} malformed and {} oversized lines",
+                        stats.malformed, stats.oversized
+                    );
+                }
+            }
+            Ok(0)
+        }
+        Command::Search { query, group, limit, out } => {
+            let store = ctx.store()?;
+            let q = query.join(" ");
+            let hits = store
+                .read(move |c| search::search(c, &q, group.as_deref(), limit))
+                .await?;
+            if out.json {
+                print_json(&hits)?;
+            } else if hits.is_empty() {
+                println!("no matches");
+            } else {
+                let mut w = std::io::stdout().lock();
+                for (i, h) in hits.iter().enumerate() {
+                    writeln!(w, "{}. [{}] {}  ({})", i + 1, h.group, h.name, &h.created_at[..10.min(h.created_at.len())])?;
+                    writeln!(w, "   {}", ctx.home.root().join(&h.path).display())?;
+                    writeln!(w, "   {}", h.snippet)?;
+                }
+            }
+            Ok(0)
+        }
+        Command::Doctor { out } => {
+            let checks = doctor::run(&ctx.home, &ctx.settings).await;
+            if out.json {
+                print_json(&checks)?;
+            } else {
+                for c in &checks {
+                    println!("{:<12} {}  {}", c.name, if c.ok { "ok  " } else { "FAIL" }, c.detail);
+                }
+            }
+            Ok(if checks.iter().all(|c| c.ok) { 0 } else { 1 })
+        }
+    }
+}
+
+async fn init(ctx: &Ctx) -> Result<i32> {
+    ctx.home.ensure_layout()?;
+    let store = ctx.store()?;
+    let main = NewGroup {
+        folder: "main".into(),
+        name: "Main".into(),
+        is_main: true,
+        ..Default::default()
+    }
+    .into_group(&ctx.settings.assistant_name)?;
+    let created = store
+        .write(move |tx| match groups::main_group(tx)? {
+            Some(existing) => Ok((existing, false)),
+            None => {
+                groups::add(tx, &main)?;
+                Ok((main, true))
+            }
+        })
+        .await?;
+    ctx.home.ensure_group(&created.0.folder, &created.0.name, true)?;
+    println!("home      {}", ctx.home.root().display());
+    println!("database  {}", ctx.home.db_path().display());
+    println!(
+        "main      groups/{}/ ({})",
+        created.0.folder,
+        if created.1 { "registered" } else { "already registered" }
+    );
+    println!("global    groups/global/CLAUDE.md");
+    Ok(0)
+}
+
+async fn require_group(store: &Store, folder: &str) -> Result<groups::Group> {
+    g2_core::validate::group_folder(folder)?;
+    let f = folder.to_string();
+    match store.read(move |c| groups::get(c, &f)).await? {
+        Some(g) => Ok(g),
+        None => bail!("group {folder:?} is not registered (see `g2 groups list`)"),
+    }
+}
+
+async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
+    let store = ctx.store()?;
+    match cmd {
+        GroupsCmd::Add { folder, name, jid, trigger, no_trigger, main } => {
+            ctx.home.ensure_layout()?;
+            let group = NewGroup {
+                folder,
+                name,
+                jid,
+                trigger_pattern: trigger,
+                requires_trigger: no_trigger.then_some(false),
+                is_main: main,
+            }
+            .into_group(&ctx.settings.assistant_name)?;
+            let g = group.clone();
+            store.write(move |tx| groups::add(tx, &g)).await?;
+            ctx.home.ensure_group(&group.folder, &group.name, group.is_main)?;
+            println!("registered {} (groups/{}/)", group.name, group.folder);
+        }
+        GroupsCmd::List { out } => {
+            let all = store.read(|c| groups::list(c)).await?;
+            if out.json {
+                print_json(&all)?;
+            } else if all.is_empty() {
+                println!("no groups (run `g2 init`)");
+            } else {
+                for g in all {
+                    let trigger = if g.requires_trigger {
+                        g.trigger_pattern.unwrap_or_default()
+                    } else {
+                        "(no trigger)".into()
+                    };
+                    println!(
+                        "{:<20} {:<24} {:<28} {}{}",
+                        g.folder,
+                        g.name,
+                        g.jid,
+                        trigger,
+                        if g.is_main { "  [main]" } else { "" }
+                    );
+                }
+            }
+        }
+        GroupsCmd::Remove { folder } => {
+            let g = store.write(move |tx| groups::remove(tx, &folder)).await?;
+            println!("removed {} (groups/{}/ and its sessions are kept)", g.name, g.folder);
+        }
+    }
+    Ok(0)
+}
+
+async fn sessions_cmd(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
+    let store = ctx.store()?;
+    let sessions = ctx.sessions(&store);
+    match cmd {
+        SessionsCmd::Show { folder, out } => {
+            let p = sessions.get(&folder).await?;
+            if out.json {
+                print_json(&p)?;
+            } else {
+                match &p.session_id {
+                    Some(id) => println!("{id}"),
+                    None => println!("no active session (generation {})", p.generation),
+                }
+            }
+        }
+        SessionsCmd::Set { folder, session_id } => {
+            require_group(&store, &folder).await?;
+            let p = sessions.get(&folder).await?;
+            let p = sessions.set(&folder, &session_id, p.generation).await?;
+            println!("{} is the active session of {folder}", p.session_id.unwrap_or_default());
+        }
+        SessionsCmd::History { folder, out } => {
+            let h = sessions.history(&folder).await?;
+            if out.json {
+                print_json(&h)?;
+            } else if h.is_empty() {
+                println!("no earlier sessions");
+            } else {
+                for e in h {
+                    println!("{:>5}  {}  {}  {}", e.id, &e.archived_at[..10.min(e.archived_at.len())], e.session_id, e.name);
+                }
+            }
+        }
+        SessionsCmd::Clear { folder, name, out } => {
+            require_group(&store, &folder).await?;
+            let p = sessions.get(&folder).await?;
+            let cleared = sessions.clear(&folder, &name, p.generation).await?;
+            if out.json {
+                print_json(&cleared)?;
+            } else {
+                println!("cleared session {} as history #{} {:?}", cleared.history.session_id, cleared.history.id, cleared.history.name);
+                match &cleared.archive {
+                    Some(a) => println!("archived to {}", ctx.home.root().join(&a.path).display()),
+                    None => println!("no transcript on disk; nothing archived"),
+                }
+            }
+        }
+        SessionsCmd::Resume { folder, history_id, save_as, out } => {
+            require_group(&store, &folder).await?;
+            let p = sessions.get(&folder).await?;
+            let r = sessions.resume(&folder, history_id, p.generation, save_as.as_deref()).await?;
+            if out.json {
+                print_json(&r)?;
+            } else {
+                if let Some(s) = &r.saved {
+                    println!("saved session {} as history #{} {:?}", s.session_id, s.id, s.name);
+                }
+                println!("{} is the active session of {folder}", r.pointer.session_id.unwrap_or_default());
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn print_json<T: Serialize>(value: &T) -> Result<()> {
+    let mut w = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut w, value)?;
+    writeln!(w)?;
+    Ok(())
+}

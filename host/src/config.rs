@@ -1,0 +1,169 @@
+//! Settings: built-in defaults, then `g2.toml` in the home directory (or the
+//! file named by `--config` / `G2_CONFIG`), then `G2_*` environment
+//! variables. Nested keys use a double underscore in the environment:
+//! `G2_ARCHIVE__MAX_MESSAGE_CHARS=4000` sets `[archive] max_message_chars`.
+
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// File name of the optional settings file in the home directory.
+pub const CONFIG_FILE: &str = "g2.toml";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// The assistant's name: shown in archives (`**G2**: …`) and used in the
+    /// default trigger (`@G2`).
+    pub assistant_name: String,
+    pub store: StoreSettings,
+    pub archive: ArchiveSettings,
+    pub claude_code: ClaudeCodeSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// How long a database call waits for a lock held by another process.
+    pub busy_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArchiveSettings {
+    /// Each message in an archive is cut at this many characters.
+    pub max_message_chars: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClaudeCodeSettings {
+    /// The `claude` executable. Default: `tools/claude-code` as installed by
+    /// `scripts/setup.sh` (looked up under the home directory and beside the
+    /// `g2` binary's project), then `claude` on `PATH`.
+    pub path: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            assistant_name: "G2".into(),
+            store: StoreSettings::default(),
+            archive: ArchiveSettings::default(),
+            claude_code: ClaudeCodeSettings::default(),
+        }
+    }
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            busy_timeout_ms: 5_000,
+        }
+    }
+}
+
+impl Default for ArchiveSettings {
+    fn default() -> Self {
+        Self {
+            max_message_chars: g2_core::archive::DEFAULT_MAX_MESSAGE_CHARS,
+        }
+    }
+}
+
+impl Settings {
+    /// Loads settings for a home directory. `file` overrides the default
+    /// `{home}/g2.toml`; a file named explicitly must exist.
+    pub fn load(home: &Path, file: Option<&Path>) -> Result<Self> {
+        Self::load_from(home, file, Env::prefixed("G2_"))
+    }
+
+    fn load_from(home: &Path, file: Option<&Path>, env: Env) -> Result<Self> {
+        let path = match file {
+            Some(f) if !f.exists() => {
+                return Err(Error::Config(format!("{} does not exist", f.display())));
+            }
+            Some(f) => f.to_path_buf(),
+            None => home.join(CONFIG_FILE),
+        };
+        let settings: Settings = Figment::from(Serialized::defaults(Settings::default()))
+            .merge(Toml::file(&path))
+            // HOME and CONFIG locate this file; they are not settings.
+            .merge(env.ignore(&["home", "config", "log"]).split("__"))
+            .extract()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        settings.check()?;
+        Ok(settings)
+    }
+
+    fn check(&self) -> Result<()> {
+        let name = self.assistant_name.trim();
+        if name.is_empty() || name.len() > 64 || name.contains(['\n', '*']) {
+            return Err(Error::Config(format!(
+                "assistant_name {:?}: use 1-64 characters, no newlines or '*'",
+                self.assistant_name
+            )));
+        }
+        if self.archive.max_message_chars == 0 {
+            return Err(Error::Config("archive.max_message_chars must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    pub fn archive_options(&self) -> g2_core::archive::ArchiveOptions {
+        g2_core::archive::ArchiveOptions {
+            assistant_name: self.assistant_name.clone(),
+            max_message_chars: self.archive.max_message_chars,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_file_then_env() {
+        figment::Jail::expect_with(|jail| {
+            let home = jail.directory().to_path_buf();
+            assert_eq!(Settings::load(&home, None).unwrap(), Settings::default());
+
+            jail.create_file(
+                "g2.toml",
+                "assistant_name = \"Andy\"\n[archive]\nmax_message_chars = 500\n",
+            )?;
+            let s = Settings::load(&home, None).unwrap();
+            assert_eq!(s.assistant_name, "Andy");
+            assert_eq!(s.archive.max_message_chars, 500);
+
+            jail.set_env("G2_ASSISTANT_NAME", "Bea");
+            jail.set_env("G2_STORE__BUSY_TIMEOUT_MS", "42");
+            jail.set_env("G2_HOME", "/somewhere");
+            let s = Settings::load(&home, None).unwrap();
+            assert_eq!(s.assistant_name, "Bea");
+            assert_eq!(s.store.busy_timeout_ms, 42);
+            assert_eq!(s.archive.max_message_chars, 500);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn bad_settings_are_clear_errors() {
+        figment::Jail::expect_with(|jail| {
+            let home = jail.directory().to_path_buf();
+            jail.create_file("g2.toml", "assistent_name = \"typo\"\n")?;
+            let err = Settings::load(&home, None).unwrap_err().to_string();
+            assert!(err.contains("assistent_name"), "{err}");
+            jail.create_file("g2.toml", "[archive]\nmax_message_chars = 0\n")?;
+            assert!(Settings::load(&home, None).is_err());
+            let missing = home.join("nope.toml");
+            let err = Settings::load(&home, Some(&missing)).unwrap_err().to_string();
+            assert!(err.contains("does not exist"), "{err}");
+            Ok(())
+        });
+    }
+}

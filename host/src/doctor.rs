@@ -1,0 +1,155 @@
+//! `g2 doctor`: checks what g2 needs and says, for each part, ok or why not.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::Settings;
+use crate::home::Home;
+
+/// One check's outcome. Also the stable `--json` shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    /// What was found, or why the check failed.
+    pub detail: String,
+}
+
+impl Check {
+    fn new(name: &'static str, r: Result<String, String>) -> Self {
+        match r {
+            Ok(detail) => Check { name, ok: true, detail },
+            Err(detail) => Check { name, ok: false, detail },
+        }
+    }
+}
+
+pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
+    let db = {
+        let home = home.clone();
+        let timeout = Duration::from_millis(settings.store.busy_timeout_ms);
+        tokio::task::spawn_blocking(move || check_database(&home, timeout))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+    };
+    let claude = {
+        let (home, settings) = (home.clone(), settings.clone());
+        tokio::task::spawn_blocking(move || check_claude(&home, &settings))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+    };
+    vec![
+        Check::new("database", db),
+        Check::new("folders", check_folders(home)),
+        Check::new("docker", check_docker().await),
+        Check::new("claude-code", claude),
+    ]
+}
+
+fn check_database(home: &Home, timeout: Duration) -> Result<String, String> {
+    let path = home.db_path();
+    if !path.exists() {
+        return Err(format!("{} does not exist; run `g2 init`", path.display()));
+    }
+    let store = crate::store::Store::open(&path, timeout).map_err(|e| e.to_string())?;
+    let (check, version): (String, i64) = store
+        .read_blocking(|c| {
+            Ok((
+                c.query_row("PRAGMA quick_check", [], |r| r.get(0))?,
+                c.query_row("PRAGMA user_version", [], |r| r.get(0))?,
+            ))
+        })
+        .map_err(|e| e.to_string())?;
+    if check != "ok" {
+        return Err(format!("{}: integrity check says {check}", path.display()));
+    }
+    Ok(format!("{} (schema version {version})", path.display()))
+}
+
+fn check_folders(home: &Home) -> Result<String, String> {
+    let mut missing = Vec::new();
+    for dir in [home.groups_dir(), home.data_dir()] {
+        if !dir.is_dir() {
+            missing.push(dir.display().to_string());
+        }
+    }
+    for f in ["main", "global"] {
+        if let Ok(p) = home.group_dir(f)
+            && !p.join("CLAUDE.md").is_file()
+        {
+            missing.push(p.join("CLAUDE.md").display().to_string());
+        }
+    }
+    if !missing.is_empty() {
+        return Err(format!("missing {}; run `g2 init`", missing.join(", ")));
+    }
+    let probe = home.data_dir().join(format!(".doctor-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| format!("{} is not writable: {e}", home.data_dir().display()))?;
+    let _ = std::fs::remove_file(probe);
+    Ok(format!("{} (groups/, data/ writable)", home.root().display()))
+}
+
+async fn check_docker() -> Result<String, String> {
+    let attempt = async {
+        let docker = bollard::Docker::connect_with_defaults().map_err(|e| e.to_string())?;
+        let docker = docker.negotiate_version().await.map_err(|e| e.to_string())?;
+        let v = docker.version().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(format!(
+            "Docker Engine {} (API {})",
+            v.version.unwrap_or_default(),
+            v.api_version.unwrap_or_default()
+        ))
+    };
+    match tokio::time::timeout(Duration::from_secs(10), attempt).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(format!("no Docker engine answers ({e}); run scripts/setup.sh")),
+        Err(_) => Err("the Docker engine did not answer within 10 s".into()),
+    }
+}
+
+/// Where the `claude` executable is: the configured path, else
+/// `tools/claude-code` under the home or above the running binary (a build
+/// in the project's `target/`), else `claude` on `PATH`.
+pub fn find_claude(home: &Home, settings: &Settings) -> Option<PathBuf> {
+    if let Some(p) = &settings.claude_code.path {
+        return Some(p.clone());
+    }
+    let rel = Path::new("tools/claude-code/node_modules/.bin/claude");
+    let mut roots = vec![home.root().to_path_buf()];
+    if let Ok(exe) = std::env::current_exe() {
+        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    roots
+        .into_iter()
+        .map(|r| r.join(rel))
+        .find(|p| p.is_file())
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join("claude"))
+                    .find(|p| p.is_file())
+            })
+        })
+}
+
+fn check_claude(home: &Home, settings: &Settings) -> Result<String, String> {
+    let want = crate::CLAUDE_CODE_VERSION.trim();
+    let path = find_claude(home, settings)
+        .ok_or_else(|| format!("Claude Code {want} not found; run scripts/setup.sh"))?;
+    let out = std::process::Command::new(&path)
+        .arg("--version")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .output()
+        .map_err(|e| format!("{} does not run: {e}", path.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let have = text.split_whitespace().next().unwrap_or("");
+    if !out.status.success() || have.is_empty() {
+        return Err(format!("{} --version failed: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    if have != want {
+        return Err(format!("{} is Claude Code {have}; g2 is pinned to {want} (run scripts/setup.sh)", path.display()));
+    }
+    Ok(format!("Claude Code {have} at {}", path.display()))
+}

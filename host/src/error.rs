@@ -1,0 +1,61 @@
+//! The host library's error type. Binaries wrap it in `anyhow` at the edge.
+
+use g2_core::validate::ValidationError;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Validation(#[from] ValidationError),
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("database migration: {0}")]
+    Migration(#[from] rusqlite_migration::Error),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    /// A pointer write based on a generation that is no longer current: the
+    /// pointer changed (cleared, resumed, set) since the writer read it.
+    #[error(
+        "session pointer of group {group} changed since it was read (generation {read}, now {current}); write refused"
+    )]
+    StaleGeneration {
+        group: String,
+        read: i64,
+        current: i64,
+    },
+    #[error("background task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Adds a context line to I/O results.
+pub trait IoContext<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| Error::io(context(), e))
+    }
+}

@@ -1,0 +1,241 @@
+//! Registered groups: the chat groups the host serves.
+//!
+//! A group's `folder` is its identity everywhere (sessions, archives, IPC)
+//! and is validated before it is stored. At most one group is main; the
+//! database enforces it with a partial unique index.
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+use g2_core::validate;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub folder: String,
+    pub name: String,
+    pub jid: String,
+    /// Regex a message must match to wake the agent (when required).
+    pub trigger_pattern: Option<String>,
+    pub requires_trigger: bool,
+    pub is_main: bool,
+    /// Per-group container settings (limits, network, extra mounts).
+    pub container_config: serde_json::Value,
+    pub added_at: String,
+}
+
+/// What `add` needs; the rest gets defaults.
+#[derive(Debug, Clone, Default)]
+pub struct NewGroup {
+    pub folder: String,
+    pub name: String,
+    /// Default: `local:{folder}`.
+    pub jid: Option<String>,
+    /// Default: `(?i)^@{assistant}\b`.
+    pub trigger_pattern: Option<String>,
+    /// Default: required, except for the main group.
+    pub requires_trigger: Option<bool>,
+    pub is_main: bool,
+}
+
+/// The trigger a group gets when none is given.
+pub fn default_trigger(assistant_name: &str) -> String {
+    format!(r"(?i)^@{}\b", regex::escape(assistant_name))
+}
+
+impl NewGroup {
+    /// Validates and fills in defaults.
+    pub fn into_group(self, assistant_name: &str) -> Result<Group> {
+        validate::group_folder(&self.folder)?;
+        let name = self.name.trim();
+        if name.is_empty() || name.chars().count() > 200 || name.contains('\n') {
+            return Err(Error::Invalid(format!(
+                "group name {:?}: use 1-200 characters on one line",
+                self.name
+            )));
+        }
+        let jid = self.jid.unwrap_or_else(|| format!("local:{}", self.folder));
+        if jid.trim().is_empty() || jid.len() > 512 {
+            return Err(Error::Invalid(format!("jid {jid:?} is empty or too long")));
+        }
+        let pattern = self
+            .trigger_pattern
+            .unwrap_or_else(|| default_trigger(assistant_name));
+        regex::Regex::new(&pattern)
+            .map_err(|e| Error::Invalid(format!("trigger pattern {pattern:?}: {e}")))?;
+        Ok(Group {
+            folder: self.folder,
+            name: name.to_string(),
+            jid,
+            trigger_pattern: Some(pattern),
+            requires_trigger: self.requires_trigger.unwrap_or(!self.is_main),
+            is_main: self.is_main,
+            container_config: serde_json::json!({}),
+            added_at: crate::now_rfc3339(),
+        })
+    }
+}
+
+pub fn add(tx: &Transaction<'_>, group: &Group) -> Result<()> {
+    if get(tx, &group.folder)?.is_some() {
+        return Err(Error::Conflict(format!(
+            "a group with folder {:?} is registered already",
+            group.folder
+        )));
+    }
+    let jid_taken: Option<String> = tx
+        .query_row(
+            "SELECT folder FROM registered_groups WHERE jid = ?1",
+            [&group.jid],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(other) = jid_taken {
+        return Err(Error::Conflict(format!(
+            "jid {:?} belongs to group {other:?} already",
+            group.jid
+        )));
+    }
+    if group.is_main
+        && let Some(main) = main_group(tx)?
+    {
+        return Err(Error::Conflict(format!(
+            "group {:?} is the main group already; there is only one",
+            main.folder
+        )));
+    }
+    tx.execute(
+        "INSERT INTO registered_groups
+           (jid, name, folder, trigger_pattern, requires_trigger, is_main, container_config, added_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            group.jid,
+            group.name,
+            group.folder,
+            group.trigger_pattern,
+            group.requires_trigger,
+            group.is_main,
+            group.container_config.to_string(),
+            group.added_at,
+        ],
+    )?;
+    Ok(())
+}
+
+const COLUMNS: &str =
+    "folder, name, jid, trigger_pattern, requires_trigger, is_main, container_config, added_at";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Group> {
+    let config: String = r.get(6)?;
+    Ok(Group {
+        folder: r.get(0)?,
+        name: r.get(1)?,
+        jid: r.get(2)?,
+        trigger_pattern: r.get(3)?,
+        requires_trigger: r.get(4)?,
+        is_main: r.get(5)?,
+        container_config: serde_json::from_str(&config).unwrap_or_default(),
+        added_at: r.get(7)?,
+    })
+}
+
+pub fn get(conn: &Connection, folder: &str) -> Result<Option<Group>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM registered_groups WHERE folder = ?1"),
+            [folder],
+            from_row,
+        )
+        .optional()?)
+}
+
+pub fn main_group(conn: &Connection) -> Result<Option<Group>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM registered_groups WHERE is_main = 1"),
+            [],
+            from_row,
+        )
+        .optional()?)
+}
+
+pub fn list(conn: &Connection) -> Result<Vec<Group>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM registered_groups ORDER BY is_main DESC, folder"
+    ))?;
+    let rows = stmt.query_map([], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Unregisters a group. Its folder, sessions and archives stay: registering
+/// the folder again picks them up.
+pub fn remove(tx: &Transaction<'_>, folder: &str) -> Result<Group> {
+    validate::group_folder(folder)?;
+    let group = get(tx, folder)?.ok_or_else(|| Error::NotFound(format!("group {folder:?}")))?;
+    tx.execute("DELETE FROM registered_groups WHERE folder = ?1", [folder])?;
+    Ok(group)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, crate::store::Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
+            .unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn defaults_and_conflicts() {
+        let (_d, s) = store();
+        let main = NewGroup { folder: "main".into(), name: "Main".into(), is_main: true, ..Default::default() }
+            .into_group("G2")
+            .unwrap();
+        assert!(!main.requires_trigger);
+        let dev = NewGroup { folder: "dev".into(), name: "Dev".into(), ..Default::default() }
+            .into_group("G2")
+            .unwrap();
+        assert!(dev.requires_trigger);
+        assert_eq!(dev.jid, "local:dev");
+        let re = regex::Regex::new(dev.trigger_pattern.as_deref().unwrap()).unwrap();
+        assert!(re.is_match("@g2 hello") && !re.is_match("hello @G2") && !re.is_match("@G2x"));
+
+        s.write_blocking(|tx| add(tx, &main)).unwrap();
+        s.write_blocking(|tx| add(tx, &dev)).unwrap();
+        let again = s.write_blocking(|tx| add(tx, &dev)).unwrap_err();
+        assert!(matches!(again, Error::Conflict(_)), "{again}");
+        let second_main = NewGroup { folder: "other".into(), name: "O".into(), is_main: true, ..Default::default() }
+            .into_group("G2")
+            .unwrap();
+        assert!(matches!(s.write_blocking(|tx| add(tx, &second_main)), Err(Error::Conflict(_))));
+        let same_jid = NewGroup { folder: "x".into(), name: "X".into(), jid: Some("local:dev".into()), ..Default::default() }
+            .into_group("G2")
+            .unwrap();
+        assert!(matches!(s.write_blocking(|tx| add(tx, &same_jid)), Err(Error::Conflict(_))));
+
+        let all = s.read_blocking(|c| list(c)).unwrap();
+        assert_eq!(all.iter().map(|g| g.folder.as_str()).collect::<Vec<_>>(), ["main", "dev"]);
+        s.write_blocking(|tx| remove(tx, "dev")).unwrap();
+        assert!(matches!(s.write_blocking(|tx| remove(tx, "dev")), Err(Error::NotFound(_))));
+    }
+
+    #[test]
+    fn invalid_groups_are_refused() {
+        for (folder, name, trigger) in [
+            ("../etc", "x", None),
+            ("global", "x", None),
+            ("ok", "", None),
+            ("ok", "x", Some("(unclosed")),
+        ] {
+            let g = NewGroup {
+                folder: folder.into(),
+                name: name.into(),
+                trigger_pattern: trigger.map(Into::into),
+                ..Default::default()
+            };
+            assert!(g.into_group("G2").is_err(), "{folder:?} {name:?} {trigger:?}");
+        }
+    }
+}

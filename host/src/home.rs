@@ -1,0 +1,183 @@
+//! The home directory layout. Every path g2 touches is built here, from
+//! validated names only.
+//!
+//! ```text
+//! {home}/
+//!   g2.toml                                   optional settings
+//!   groups/{folder}/CLAUDE.md                 the group's memory
+//!   groups/{folder}/conversations/*.md        archives
+//!   groups/global/CLAUDE.md                   memory every non-main group reads
+//!   data/g2.db                                the database
+//!   data/sessions/{folder}/.claude/           the group's Claude Code state
+//!   data/ipc/{folder}/                        the group's IPC folder
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use g2_core::validate;
+
+use crate::Result;
+use crate::error::IoContext;
+
+/// Claude Code's project folder for the container's cwd `/workspace/group`.
+pub const PROJECT_DIR: &str = "-workspace-group";
+
+pub const MAIN_TEMPLATE: &str = include_str!("../../groups/main/CLAUDE.md");
+pub const GLOBAL_TEMPLATE: &str = include_str!("../../groups/global/CLAUDE.md");
+
+#[derive(Debug, Clone)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    /// A home at `root`, made absolute (so paths stay right if the process
+    /// changes directory). Nothing is created.
+    pub fn new(root: impl AsRef<Path>) -> Result<Self> {
+        let root = std::path::absolute(root.as_ref())
+            .ctx(|| format!("resolving home directory {}", root.as_ref().display()))?;
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn groups_dir(&self) -> PathBuf {
+        self.root.join("groups")
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir().join("g2.db")
+    }
+
+    /// `groups/{folder}/` (`global` allowed: it is read, never registered).
+    pub fn group_dir(&self, folder: &str) -> Result<PathBuf> {
+        validate::any_folder(folder)?;
+        Ok(validate::within(&self.groups_dir(), Path::new(folder))?)
+    }
+
+    pub fn conversations_dir(&self, folder: &str) -> Result<PathBuf> {
+        Ok(self.group_dir(folder)?.join("conversations"))
+    }
+
+    /// `data/sessions/{folder}/.claude/`, mounted at `/home/node/.claude`.
+    pub fn claude_dir(&self, folder: &str) -> Result<PathBuf> {
+        validate::group_folder(folder)?;
+        let dir = validate::within(&self.data_dir().join("sessions"), Path::new(folder))?;
+        Ok(dir.join(".claude"))
+    }
+
+    /// Where Claude Code keeps the transcript of `session_id` for a group.
+    pub fn transcript_path(&self, folder: &str, session_id: &str) -> Result<PathBuf> {
+        let id = validate::session_id(session_id)?;
+        Ok(self
+            .claude_dir(folder)?
+            .join("projects")
+            .join(PROJECT_DIR)
+            .join(format!("{id}.jsonl")))
+    }
+
+    pub fn ipc_dir(&self, folder: &str) -> Result<PathBuf> {
+        validate::group_folder(folder)?;
+        Ok(validate::within(&self.data_dir().join("ipc"), Path::new(folder))?)
+    }
+
+    /// A path relative to the home when it is under it (as stored in the
+    /// database), else the path as given.
+    pub fn relative(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(&self.root)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+
+    /// Creates the folders every home has and the global memory file.
+    pub fn ensure_layout(&self) -> Result<()> {
+        for dir in [
+            self.groups_dir(),
+            self.data_dir().join("sessions"),
+            self.data_dir().join("ipc"),
+            self.group_dir("global")?,
+        ] {
+            std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
+        }
+        write_if_missing(&self.group_dir("global")?.join("CLAUDE.md"), GLOBAL_TEMPLATE)
+    }
+
+    /// Creates a group's folders and its CLAUDE.md (from the main template
+    /// for the main group, a short one otherwise). Existing files are kept.
+    pub fn ensure_group(&self, folder: &str, name: &str, is_main: bool) -> Result<()> {
+        validate::group_folder(folder)?;
+        let dir = self.group_dir(folder)?;
+        for d in [
+            dir.join("conversations"),
+            self.claude_dir(folder)?,
+            self.ipc_dir(folder)?,
+        ] {
+            std::fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
+        }
+        let memory = if is_main {
+            MAIN_TEMPLATE.to_string()
+        } else {
+            format!(
+                "# {name}\n\nThis is the memory of the group \"{name}\". Write down here what \
+                 you should remember about this group.\n\nThe `conversations/` folder holds \
+                 searchable archives of earlier sessions.\n"
+            )
+        };
+        write_if_missing(&dir.join("CLAUDE.md"), &memory)
+    }
+}
+
+fn write_if_missing(path: &Path, contents: &str) -> Result<()> {
+    use std::io::Write;
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(mut f) => f
+            .write_all(contents.as_bytes())
+            .ctx(|| format!("writing {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(crate::Error::io(format!("creating {}", path.display()), e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_refuse_traversal() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path()).unwrap();
+        assert!(home.group_dir("main").unwrap().ends_with("groups/main"));
+        assert!(home.group_dir("global").is_ok());
+        assert!(home.claude_dir("global").is_err());
+        for bad in ["..", "../x", "a/b", "/etc", ""] {
+            assert!(home.group_dir(bad).is_err(), "{bad:?}");
+            assert!(home.claude_dir(bad).is_err(), "{bad:?}");
+            assert!(home.ipc_dir(bad).is_err(), "{bad:?}");
+        }
+        assert!(home
+            .transcript_path("main", "../../../etc/passwd")
+            .is_err());
+        let p = home
+            .transcript_path("main", "D58A79A7-451E-4AF5-86D1-3E839200D98D")
+            .unwrap();
+        assert!(p.ends_with(
+            "data/sessions/main/.claude/projects/-workspace-group/d58a79a7-451e-4af5-86d1-3e839200d98d.jsonl"
+        ));
+    }
+
+    #[test]
+    fn symlinked_group_folder_cannot_escape() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path()).unwrap();
+        home.ensure_layout().unwrap();
+        std::os::unix::fs::symlink(outside.path(), home.groups_dir().join("evil")).unwrap();
+        assert!(home.group_dir("evil").is_err());
+    }
+}

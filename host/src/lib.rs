@@ -1,0 +1,29 @@
+//! The g2 host library. The `g2` binary is a thin clap layer over it.
+//!
+//! Bird's-eye view: a [`home::Home`] is a directory holding `groups/` and
+//! `data/`; the [`store::Store`] is the SQLite database in `data/g2.db`; the
+//! [`sessions::SessionManager`] keeps each group's active session pointer and
+//! its history; [`archives`] turns transcripts into markdown files that
+//! [`search`] finds again. See ARCHITECTURE.md for the code map and the
+//! invariants of each module.
+
+pub mod archives;
+pub mod config;
+pub mod doctor;
+pub mod error;
+pub mod groups;
+pub mod home;
+pub mod search;
+pub mod sessions;
+pub mod store;
+
+pub use error::{Error, Result};
+
+/// The Claude Code version this build of g2 is tested with (the one file
+/// that pins it: `CLAUDE_CODE_VERSION` at the project root).
+pub const CLAUDE_CODE_VERSION: &str = include_str!("../../CLAUDE_CODE_VERSION");
+
+/// Current time as stored in the database: RFC 3339, UTC, milliseconds.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
