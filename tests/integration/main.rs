@@ -1,1 +1,13 @@
-mod placeholder {}
+//! g2's integration tests: one binary, one module per area. They run the
+//! real `g2` binary against a temporary home, real SQLite, and (where a test
+//! says so) the real Docker engine and Claude Code CLI installed by
+//! `scripts/setup.sh`. With `CI=true`, a missing engine or CLI fails the
+//! test instead of skipping it.
+
+mod support;
+
+mod cli;
+mod doctor;
+mod fixtures;
+mod search;
+mod sessions;

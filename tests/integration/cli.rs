@@ -1,0 +1,198 @@
+//! The `g2` command line: init, groups, sessions, archive; bad input gets a
+//! clear error and changes nothing.
+
+use crate::support::*;
+
+const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
+
+#[test]
+fn init_is_idempotent_and_creates_the_layout() {
+    let home = TestHome::new();
+    let again = home.ok(&["init"]);
+    assert!(again.contains("already registered"), "{again}");
+    for p in [
+        "data/g2.db",
+        "groups/main/CLAUDE.md",
+        "groups/global/CLAUDE.md",
+        "groups/main/conversations",
+        "data/sessions/main/.claude",
+        "data/ipc/main",
+    ] {
+        assert!(home.path().join(p).exists(), "{p} missing");
+    }
+    let groups = home.json(&["groups", "list"]);
+    assert_eq!(groups.as_array().unwrap().len(), 1);
+    assert_eq!(groups[0]["folder"], "main");
+    assert_eq!(groups[0]["is_main"], true);
+    assert_eq!(groups[0]["requires_trigger"], false);
+}
+
+#[test]
+fn groups_add_list_remove() {
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "dev-team", "--name", "Dev Team", "--jid", "dev@chat"]);
+    home.ok(&["groups", "add", "family", "--name", "Family", "--trigger", "(?i)^hey bot"]);
+    home.ok(&["groups", "add", "open", "--name", "Open", "--no-trigger"]);
+    let list = home.json(&["groups", "list"]);
+    let by = |f: &str| list.as_array().unwrap().iter().find(|g| g["folder"] == f).unwrap().clone();
+    assert_eq!(by("dev-team")["jid"], "dev@chat");
+    assert_eq!(by("dev-team")["requires_trigger"], true);
+    assert_eq!(by("dev-team")["trigger_pattern"], r"(?i)^@G2\b");
+    assert_eq!(by("family")["trigger_pattern"], "(?i)^hey bot");
+    assert_eq!(by("open")["requires_trigger"], false);
+    // The JSON shape is stable: exactly these keys.
+    let open = by("open");
+    let mut keys: Vec<&str> = open.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["added_at", "container_config", "folder", "is_main", "jid", "name", "requires_trigger", "trigger_pattern"]
+    );
+    assert!(home.path().join("groups/dev-team/CLAUDE.md").is_file());
+
+    let err = home.fails(&["groups", "add", "dev-team", "--name", "Again"]);
+    assert!(err.contains("registered already"), "{err}");
+    let err = home.fails(&["groups", "add", "second", "--name", "Second main", "--main"]);
+    assert!(err.contains("only one"), "{err}");
+    let err = home.fails(&["groups", "add", "x", "--name", "X", "--trigger", "(oops"]);
+    assert!(err.contains("trigger pattern"), "{err}");
+
+    home.ok(&["groups", "remove", "dev-team"]);
+    assert!(home.path().join("groups/dev-team/CLAUDE.md").is_file(), "folder kept");
+    let err = home.fails(&["groups", "remove", "dev-team"]);
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[test]
+fn hostile_folder_names_are_refused_and_create_nothing() {
+    let home = TestHome::new();
+    let outside = home.path().parent().unwrap().to_path_buf();
+    let before: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().path()).collect();
+    for bad in ["../escape", "..", "a/b", "/tmp/abs", "global", "-dash", "sp ace", ".hidden", "x\u{0}y"] {
+        if bad.contains('\0') {
+            continue; // argv cannot carry NUL
+        }
+        let err = home.fails(&["groups", "add", "--name", "Bad", "--", bad]);
+        assert!(err.contains("invalid group folder") || err.contains("reserved"), "{bad:?}: {err}");
+        let err = home.fails(&["sessions", "show", "--", bad]);
+        assert!(err.contains("error:"), "{bad:?}: {err}");
+        let err = home.fails(&["sessions", "set", "--", bad, A]);
+        assert!(err.contains("error:"), "{bad:?}: {err}");
+    }
+    let err = home.fails(&["sessions", "set", "main", "../../../../etc/passwd"]);
+    assert!(err.contains("a session id is a UUID"), "{err}");
+    let err = home.fails(&["archive", "/dev/null", "--group", "../main"]);
+    assert!(err.contains("invalid group folder"), "{err}");
+    let after: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(before.len(), after.len(), "something was created outside the home");
+    assert_eq!(home.json(&["groups", "list"]).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn sessions_through_the_cli() {
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "dev", "--name", "Dev"]);
+    let err = home.fails(&["sessions", "set", "nogroup", A]);
+    assert!(err.contains("not registered"), "{err}");
+
+    home.ok(&["sessions", "set", "dev", A]);
+    assert_eq!(home.ok(&["sessions", "show", "dev"]).trim(), A);
+    let p = home.json(&["sessions", "show", "dev"]);
+    assert_eq!(p["session_id"], A);
+    assert_eq!(p["generation"], 1);
+
+    home.place_transcript("dev", A, &fixture("spotter-short.jsonl"));
+    let cleared = home.json(&["sessions", "clear", "dev", "--name", "Phoenix trouble"]);
+    assert_eq!(cleared["history"]["name"], "Phoenix trouble");
+    let path = cleared["archive"]["path"].as_str().unwrap();
+    assert!(path.starts_with("groups/dev/conversations/") && path.ends_with("-phoenix-trouble.md"));
+    assert_eq!(cleared["archive"]["trigger"], "clear");
+    let md = std::fs::read_to_string(home.path().join(path)).unwrap();
+    assert!(md.contains("**User**: mix phx.server doesnt seem to start"));
+    assert!(home.ok(&["sessions", "show", "dev"]).contains("no active session"));
+
+    let history = home.json(&["sessions", "history", "dev"]);
+    assert_eq!(history.as_array().unwrap().len(), 1);
+    let id = history[0]["id"].as_i64().unwrap();
+    let mut keys: Vec<&str> = history[0].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    keys.sort();
+    assert_eq!(keys, ["archived_at", "created_at", "group", "id", "name", "session_id"]);
+
+    // A history id of another group is not found, and changes nothing.
+    let err = home.fails(&["sessions", "resume", "main", &id.to_string()]);
+    assert!(err.contains("not found"), "{err}");
+
+    let resumed = home.json(&["sessions", "resume", "dev", &id.to_string()]);
+    assert_eq!(resumed["pointer"]["session_id"], A);
+    assert!(home.json(&["sessions", "history", "dev"]).as_array().unwrap().is_empty());
+
+    // Clearing with no transcript on disk still bookmarks the session.
+    home.ok(&["sessions", "clear", "dev", "--name", "Again"]);
+    let out = home.json(&["sessions", "history", "dev"]);
+    assert_eq!(out[0]["name"], "Again");
+}
+
+#[test]
+fn archive_never_overwrites() {
+    let home = TestHome::new();
+    let f = fixture("spotter-short.jsonl");
+    let first = home.ok(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
+    let original = std::fs::read_to_string(first.trim()).unwrap();
+    let second = home.ok(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
+    let third = home.json(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
+    assert!(first.trim().ends_with("-same-name.md"));
+    assert!(second.trim().ends_with("-same-name-2.md"));
+    assert!(third["path"].as_str().unwrap().ends_with("-same-name-3.md"));
+    assert_eq!(std::fs::read_to_string(first.trim()).unwrap(), original);
+    // Only the three archives, no temp files.
+    let names: Vec<String> = home
+        .archives("main")
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names.iter().all(|n| !n.starts_with('.')));
+}
+
+#[test]
+fn concurrent_archives_of_one_name_all_land() {
+    let home = TestHome::new();
+    let f = fixture("spotter-short.jsonl");
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_g2"))
+                .args(["--home", home.path().to_str().unwrap(), "archive", f.to_str().unwrap(), "--group", "main", "--name", "Race"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut paths: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success());
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        })
+        .collect();
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths.len(), 8, "two archives got one file");
+    let rows: i64 = home
+        .store()
+        .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM conversation_archives", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(rows, 8);
+}
+
+#[test]
+fn settings_file_and_environment_apply() {
+    let home = TestHome::new();
+    std::fs::write(home.path().join("g2.toml"), "assistant_name = \"Andy\"\n").unwrap();
+    let out = home.ok(&["archive", fixture("spotter-short.jsonl").to_str().unwrap(), "--group", "main"]);
+    let md = std::fs::read_to_string(out.trim()).unwrap();
+    assert!(md.contains("**Andy**: "), "{md}");
+    std::fs::write(home.path().join("g2.toml"), "no_such_setting = 1\n").unwrap();
+    let err = home.fails(&["groups", "list"]);
+    assert!(err.contains("no_such_setting"), "{err}");
+}

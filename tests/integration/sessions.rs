@@ -1,0 +1,177 @@
+//! Session pointers, the generation guard, clear and resume.
+
+use crate::support::*;
+use g2_host::Error;
+
+const A: &str = "11111111-1111-4111-8111-111111111111";
+const B: &str = "22222222-2222-4222-8222-222222222222";
+const C: &str = "33333333-3333-4333-8333-333333333333";
+
+#[tokio::test]
+async fn a_cleared_session_cannot_come_back_from_a_running_turn() {
+    let home = TestHome::new();
+    let s = home.sessions();
+    let p0 = s.get("main").await.unwrap();
+    let p1 = s.set("main", A, p0.generation).await.unwrap();
+    assert_eq!(p1.generation, p0.generation + 1);
+
+    // A turn reads the pointer when it starts...
+    let turn_read = s.get("main").await.unwrap();
+    // ...meanwhile the agent clears the session...
+    s.clear("main", "First", turn_read.generation).await.unwrap();
+    // ...and when the turn ends it tries to write its session id back.
+    let err = s.set("main", A, turn_read.generation).await.unwrap_err();
+    assert!(matches!(err, Error::StaleGeneration { .. }), "{err}");
+    let now = s.get("main").await.unwrap();
+    assert_eq!(now.session_id, None);
+    assert_eq!(now.generation, turn_read.generation + 1);
+
+    // A fresh manager (another process) sees the same state.
+    let other = home.sessions();
+    assert_eq!(other.get("main").await.unwrap(), now);
+    // Its stale write is refused too, by the database, not the cache.
+    let err = other.set("main", B, p0.generation).await.unwrap_err();
+    assert!(matches!(err, Error::StaleGeneration { .. }));
+}
+
+#[tokio::test]
+async fn racing_writers_from_one_generation_only_one_wins() {
+    let home = TestHome::new();
+    let s = home.sessions();
+    let g = s.get("main").await.unwrap().generation;
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let s = s.clone();
+        let id = format!("{i:08x}-0000-4000-8000-000000000000");
+        tasks.push(tokio::spawn(async move { s.set("main", &id, g).await }));
+    }
+    let mut won = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(Error::StaleGeneration { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(won, 1);
+    assert_eq!(s.get("main").await.unwrap().generation, g + 1);
+}
+
+#[tokio::test]
+async fn setting_the_active_session_again_keeps_the_generation() {
+    let home = TestHome::new();
+    let s = home.sessions();
+    let p = s.set("main", A, 0).await.unwrap();
+    let again = s.set("main", &A.to_uppercase(), p.generation).await.unwrap();
+    assert_eq!(again.generation, p.generation);
+    assert_eq!(again.session_id.as_deref(), Some(A));
+}
+
+#[tokio::test]
+async fn clear_archives_bookmarks_and_removes_the_pointer_atomically() {
+    let home = TestHome::new();
+    let s = home.sessions();
+    let p = s.set("main", A, 0).await.unwrap();
+    let t = home.home().transcript_path("main", A).unwrap();
+    write_transcript(&t, A, &[("Let us do the tax research", "Sure, the quokka tax applies")]);
+
+    let cleared = s.clear("main", "Tax research", p.generation).await.unwrap();
+    let archive = cleared.archive.expect("transcript archived");
+    assert!(archive.path.ends_with("-tax-research.md"), "{}", archive.path);
+    assert_eq!(archive.session_id.as_deref(), Some(A));
+    let md = std::fs::read_to_string(home.path().join(&archive.path)).unwrap();
+    assert!(md.starts_with("# Tax research\n"));
+    assert!(md.contains("**User**: Let us do the tax research"));
+    assert_eq!(cleared.history.name, "Tax research");
+    assert_eq!(cleared.history.session_id, A);
+    assert_eq!(s.get("main").await.unwrap().session_id, None);
+    let history = s.history("main").await.unwrap();
+    assert_eq!(history.len(), 1);
+    // Indexed in the same transaction.
+    let hits = home
+        .store()
+        .read(|c| g2_host::search::search(c, "quokka", None, 10))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].archive_id, archive.id);
+
+    // Nothing to clear now: a clear error, nothing written.
+    let g = s.get("main").await.unwrap().generation;
+    let err = s.clear("main", "Again", g).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound(_)), "{err}");
+    assert_eq!(home.archives("main").len(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_clear_leaves_no_archive_behind() {
+    let home = TestHome::new();
+    let s = home.sessions();
+    let p = s.set("main", A, 0).await.unwrap();
+    write_transcript(&home.home().transcript_path("main", A).unwrap(), A, &[("hi", "hello")]);
+    let err = s.clear("main", "Stale", p.generation - 1).await.unwrap_err();
+    assert!(matches!(err, Error::StaleGeneration { .. }));
+    assert!(home.archives("main").is_empty(), "{:?}", home.archives("main"));
+    assert!(s.history("main").await.unwrap().is_empty());
+    assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
+    let n: i64 = home
+        .store()
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM archives_fts", [], |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+}
+
+#[tokio::test]
+async fn resume_restores_and_bookmarks_the_current_session() {
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "dev", "--name", "Dev"]);
+    let s = home.sessions();
+    let p = s.set("main", A, 0).await.unwrap();
+    let first = s.clear("main", "First", p.generation).await.unwrap().history;
+    let p = s.get("main").await.unwrap();
+    let p = s.set("main", B, p.generation).await.unwrap();
+    write_transcript(&home.home().transcript_path("main", B).unwrap(), B, &[("second talk", "ok")]);
+
+    let r = s.resume("main", first.id, p.generation, Some("Second")).await.unwrap();
+    assert_eq!(r.pointer.session_id.as_deref(), Some(A));
+    // The restored session keeps its original start time.
+    assert_eq!(r.pointer.created_at.as_deref(), Some(first.created_at.as_str()));
+    let saved = r.saved.unwrap();
+    assert_eq!((saved.session_id.as_str(), saved.name.as_str()), (B, "Second"));
+    assert!(r.saved_archive.unwrap().path.ends_with("-second.md"));
+    let history = s.history("main").await.unwrap();
+    assert_eq!(history.iter().map(|h| h.session_id.as_str()).collect::<Vec<_>>(), [B]);
+
+    // Another group cannot resume main's history entry.
+    let dev = s.get("dev").await.unwrap();
+    let err = s.resume("dev", saved.id, dev.generation, None).await.unwrap_err();
+    assert!(matches!(err, Error::NotFound(_)), "{err}");
+    assert_eq!(s.history("main").await.unwrap().len(), 1);
+    assert_eq!(s.get("dev").await.unwrap().session_id, None);
+
+    // Without a name, the current session is bookmarked anyway.
+    let p = s.get("main").await.unwrap();
+    let r = s.resume("main", saved.id, p.generation, None).await.unwrap();
+    assert_eq!(r.pointer.session_id.as_deref(), Some(B));
+    let auto = r.saved.unwrap();
+    assert_eq!(auto.session_id, A);
+    assert_eq!(auto.name, "before resuming Second");
+    let _ = C;
+}
+
+#[tokio::test]
+async fn invalid_names_never_touch_the_store() {
+    let home = TestHome::new();
+    let s = home.sessions();
+    for bad in ["../main", "global", "a/b", ""] {
+        assert!(matches!(s.get(bad).await, Err(Error::Validation(_))), "{bad:?}");
+        assert!(matches!(s.set(bad, A, 0).await, Err(Error::Validation(_))), "{bad:?}");
+    }
+    for bad in ["../../etc/passwd", "not-a-uuid", ""] {
+        assert!(matches!(s.set("main", bad, 0).await, Err(Error::Validation(_))), "{bad:?}");
+    }
+    let p = s.set("main", A, 0).await.unwrap();
+    assert!(matches!(s.clear("main", "   ", p.generation).await, Err(Error::Invalid(_))));
+    assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
+}

@@ -1,0 +1,166 @@
+//! Shared test helpers: temporary homes, running `g2`, fixture paths.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use g2_host::config::Settings;
+use g2_host::home::Home;
+use g2_host::sessions::SessionManager;
+use g2_host::store::Store;
+
+/// The project root (this file is in `tests/integration/`).
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `../shared/fixtures/transcripts` beside the project (or `G2_FIXTURES`).
+pub fn fixtures_dir() -> PathBuf {
+    let dir = std::env::var_os("G2_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_root().join("../shared/fixtures/transcripts"));
+    assert!(
+        dir.is_dir(),
+        "transcript fixtures not found at {} (set G2_FIXTURES)",
+        dir.display()
+    );
+    dir
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures_dir().join(name)
+}
+
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A temporary home with `g2 init` done.
+pub struct TestHome {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    pub fn new() -> Self {
+        let h = Self::empty();
+        h.ok(&["init"]);
+        h
+    }
+
+    pub fn empty() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn g2(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_g2"));
+        cmd.arg("--home").arg(self.path()).args(args);
+        // The tests' own environment must not leak settings in.
+        for (k, _) in std::env::vars() {
+            if k.starts_with("G2_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.output().expect("running g2")
+    }
+
+    /// Runs g2 and requires success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.g2(args);
+        assert!(
+            out.status.success(),
+            "g2 {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs g2 and requires failure; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.g2(args);
+        assert!(
+            !out.status.success(),
+            "g2 {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stderr).unwrap()
+    }
+
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&self.ok(&a)).expect("g2 --json prints JSON")
+    }
+
+    pub fn home(&self) -> Home {
+        Home::new(self.path()).unwrap()
+    }
+
+    pub fn store(&self) -> Store {
+        Store::open(&self.home().db_path(), std::time::Duration::from_secs(5)).unwrap()
+    }
+
+    pub fn sessions(&self) -> SessionManager {
+        SessionManager::new(
+            self.store(),
+            self.home(),
+            Settings::default().archive_options(),
+        )
+    }
+
+    /// Puts a transcript where Claude Code would have written it for a
+    /// group's session.
+    pub fn place_transcript(&self, folder: &str, session_id: &str, from: &Path) -> PathBuf {
+        let dest = self.home().transcript_path(folder, session_id).unwrap();
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(from, &dest).unwrap();
+        dest
+    }
+
+    /// Files in a group's conversations folder, sorted.
+    pub fn archives(&self, folder: &str) -> Vec<PathBuf> {
+        let dir = self.home().conversations_dir(folder).unwrap();
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+/// Writes a small transcript with the given user/assistant exchanges.
+pub fn write_transcript(path: &Path, session_id: &str, exchanges: &[(&str, &str)]) {
+    let mut s = String::new();
+    for (i, (user, assistant)) in exchanges.iter().enumerate() {
+        s.push_str(&serde_json::json!({
+            "type": "user", "uuid": format!("u{i}"), "sessionId": session_id,
+            "message": {"role": "user", "content": user}
+        }).to_string());
+        s.push('\n');
+        s.push_str(&serde_json::json!({
+            "type": "assistant", "uuid": format!("a{i}"), "sessionId": session_id,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": assistant}]}
+        }).to_string());
+        s.push('\n');
+    }
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, s).unwrap();
+}
+
+/// Whether a tool the test needs is there. In CI its absence fails the test;
+/// elsewhere the test is skipped with a message saying what to run.
+pub fn require(what: &str, present: bool) -> bool {
+    if present {
+        return true;
+    }
+    if in_ci() {
+        panic!("{what} is required in CI but missing: scripts/setup.sh should have provided it");
+    }
+    eprintln!("skipping: {what} is missing (run scripts/setup.sh)");
+    false
+}
