@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the g2 host from this checkout: sets the machine up, builds g2 in
+# release mode, initialises the home (this folder, unless G2_HOME says
+# otherwise) and runs `g2 ARGS…` (default: `g2 doctor`, then the command list).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh
+cargo build --release --locked -q -p g2-host -p g2-agent
+export G2_HOME="${G2_HOME:-$root}"
+g2="$root/target/release/g2"
+"$g2" init >/dev/null
+if [ "$#" -eq 0 ]; then
+  "$g2" doctor || true
+  echo
+  "$g2" --help
+else
+  exec "$g2" "$@"
+fi

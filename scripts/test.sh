@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs every test of g2: sets the machine up first (Docker engine, busybox,
+# the pinned Claude Code), then the whole workspace's tests. Extra arguments
+# go to `cargo test` (e.g. a test name filter).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh
+exec cargo test --workspace --locked "$@"
