@@ -152,11 +152,12 @@ struct Ctx {
 }
 
 impl Ctx {
-    fn store(&self) -> Result<Store> {
-        Store::open(
-            &self.home.db_path(),
+    async fn store(&self) -> Result<Store> {
+        Store::open_async(
+            self.home.db_path(),
             Duration::from_millis(self.settings.store.busy_timeout_ms),
         )
+        .await
         .with_context(|| format!("opening {}", self.home.db_path().display()))
     }
 
@@ -196,7 +197,7 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Groups(cmd) => groups_cmd(&ctx, cmd).await,
         Command::Sessions(cmd) => sessions_cmd(&ctx, cmd).await,
         Command::Archive { transcript, group, name, out } => {
-            let store = ctx.store()?;
+            let store = ctx.store().await?;
             require_group(&store, &group).await?;
             archives::require_transcript(&transcript)?;
             let (rec, stats) = archives::archive_transcript(
@@ -223,7 +224,7 @@ async fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Search { query, group, limit, out } => {
-            let store = ctx.store()?;
+            let store = ctx.store().await?;
             let q = query.join(" ");
             let hits = store
                 .read(move |c| search::search(c, &q, group.as_deref(), limit))
@@ -258,7 +259,7 @@ async fn run(cli: Cli) -> Result<i32> {
 
 async fn init(ctx: &Ctx) -> Result<i32> {
     ctx.home.ensure_layout()?;
-    let store = ctx.store()?;
+    let store = ctx.store().await?;
     let main = NewGroup {
         folder: "main".into(),
         name: "Main".into(),
@@ -297,7 +298,7 @@ async fn require_group(store: &Store, folder: &str) -> Result<groups::Group> {
 }
 
 async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
-    let store = ctx.store()?;
+    let store = ctx.store().await?;
     match cmd {
         GroupsCmd::Add { folder, name, jid, trigger, no_trigger, main } => {
             ctx.home.ensure_layout()?;
@@ -348,7 +349,7 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
 }
 
 async fn sessions_cmd(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
-    let store = ctx.store()?;
+    let store = ctx.store().await?;
     let sessions = ctx.sessions(&store);
     match cmd {
         SessionsCmd::Show { folder, out } => {

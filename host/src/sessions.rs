@@ -296,9 +296,10 @@ impl SessionManager {
         self.clear_with(group, name, read_generation, prepared).await
     }
 
-    /// `resume_session`: archives and bookmarks the active session (named
-    /// `save_current_as`, else after its content), then restores the chosen
-    /// one.
+    /// `resume_session`: bookmarks the active session (and, when
+    /// `save_current_as` names it, archives its transcript under that name;
+    /// unnamed it is bookmarked as "before resuming <target>"), then
+    /// restores the chosen one.
     pub async fn resume(
         &self,
         group: &str,

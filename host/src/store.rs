@@ -65,6 +65,11 @@ impl Store {
         })
     }
 
+    /// [`Store::open`] on the blocking pool, for async callers.
+    pub async fn open_async(path: PathBuf, busy_timeout: Duration) -> Result<Self> {
+        tokio::task::spawn_blocking(move || Self::open(&path, busy_timeout)).await?
+    }
+
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
