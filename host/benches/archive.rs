@@ -1,1 +1,325 @@
-fn main(){}
+//! Archive throughput on the largest transcript fixture, against jq.
+//!
+//! Measures, on the largest `.jsonl` in the fixtures folder
+//! (`spotter-auto-compact-4d5611e5.jsonl`, 3.1 MB):
+//!
+//! - parse only (`transcript::parse_file`), and parse from memory
+//!   (`transcript::parse_bytes`, no file I/O);
+//! - parse + title + render markdown: the whole in-memory archive pipeline;
+//! - `archives::prepare` into a temp home: parse + render + atomic write of
+//!   the file (with its `fsync`s), the file removed again between runs;
+//! - jq run as a process doing the equivalent extraction of the user's and
+//!   the assistant's text (`jq -r 'select(...) | .message.content | ...'`);
+//! - `g2 archive` run as a process too, when the release binary exists
+//!   (`target/release/g2`), for a process-to-process comparison.
+//!
+//! Each in-process case runs a warm-up, then at least 50 timed runs; median
+//! and best are reported, as MB/s (1 MB = 10^6 bytes of input transcript).
+//! Processes run at least 10 times; median and best. The goal is archiving
+//! at least 10x faster than jq (compared on medians).
+//!
+//! Run: `cargo bench -p g2-host --bench archive`
+//! (`cargo build --release -p g2-host` first to include the `g2 archive`
+//! row). The fixtures folder is `../../shared/fixtures/transcripts/` from
+//! this crate, or `$G2_FIXTURES`; jq is `jq` on the PATH, or `$JQ`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use g2_core::archive::{self, ArchiveOptions};
+use g2_core::transcript;
+use g2_host::archives::{self, Trigger};
+use g2_host::home::Home;
+
+const WARMUP: usize = 5;
+const RUNS: usize = 60;
+const PROCESS_RUNS: usize = 15;
+
+const JQ_FILTER: &str = r#"select((.type=="user" or .type=="assistant") and (.isMeta|not) and (.isSidechain|not)) | .message.content | if type=="string" then . else (.[]? | select(.type=="text") | .text) end"#;
+
+fn main() {
+    let fixture = largest_fixture();
+    let bytes = std::fs::metadata(&fixture).expect("fixture metadata").len();
+    let jq = std::env::var("JQ").unwrap_or_else(|_| "jq".into());
+    let jq_version = match Command::new(&jq).arg("--version").output() {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => {
+            eprintln!(
+                "error: jq not found (tried {jq:?}); install it (apt-get install jq) or set JQ=/path/to/jq"
+            );
+            std::process::exit(2);
+        }
+    };
+
+    println!("archive bench");
+    println!("  fixture  {} ({} bytes)", fixture.display(), bytes);
+    println!("  jq       {jq_version}");
+    println!("  cores    {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!();
+
+    // What each side extracts, as a sanity check that the work is comparable.
+    let parsed = transcript::parse_file(&fixture).expect("parse fixture");
+    let now = chrono::Local::now();
+    let opts = ArchiveOptions::default();
+    let title = archive::title(None, &parsed, &now);
+    let body = archive::render(&title, &parsed, &now, &opts);
+    let jq_out = Command::new(&jq)
+        .args(["-r", JQ_FILTER])
+        .arg(&fixture)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run jq");
+    assert!(jq_out.status.success(), "jq failed");
+    println!(
+        "  g2: {} entries ({} user, {} assistant turns), {} lines ({} skipped), markdown {} bytes",
+        parsed.entries.len(),
+        parsed.user_turns(),
+        parsed.assistant_turns(),
+        parsed.stats.lines,
+        parsed.stats.skipped,
+        body.len()
+    );
+    println!("  jq: extracted text {} bytes", jq_out.stdout.len());
+    println!();
+
+    let mut rows: Vec<(String, Stats)> = Vec::new();
+
+    let raw = std::fs::read(&fixture).expect("read fixture");
+    rows.push((
+        "parse (parse_bytes, in memory)".into(),
+        time_runs(|| {
+            let t = transcript::parse_bytes(&raw);
+            std::hint::black_box(t.entries.len());
+        }),
+    ));
+    rows.push((
+        "parse (parse_file)".into(),
+        time_runs(|| {
+            let t = transcript::parse_file(&fixture).unwrap();
+            std::hint::black_box(t.entries.len());
+        }),
+    ));
+    rows.push((
+        "parse + render markdown".into(),
+        time_runs(|| {
+            let t = transcript::parse_file(&fixture).unwrap();
+            let now = chrono::Local::now();
+            let title = archive::title(None, &t, &now);
+            let body = archive::render(&title, &t, &now, &opts);
+            std::hint::black_box(body.len());
+        }),
+    ));
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let home = Home::new(tmp.path()).unwrap();
+    home.ensure_layout().unwrap();
+    home.ensure_group("main", "Main", true).unwrap();
+    rows.push((
+        "archives::prepare (+ atomic write, fsync)".into(),
+        time_runs_with_cleanup(|| {
+            let p = archives::prepare(&home, &opts, "main", &fixture, None, None, Trigger::Manual)
+                .expect("prepare");
+            p.file
+        }),
+    ));
+    drop(tmp);
+
+    let jq_stats = time_process(PROCESS_RUNS, || {
+        let mut c = Command::new(&jq);
+        c.args(["-r", JQ_FILTER]).arg(&fixture);
+        c
+    });
+    let jq_startup = time_process(PROCESS_RUNS, || {
+        let mut c = Command::new(&jq);
+        c.args(["-n", "empty"]);
+        c
+    });
+
+    let g2 = g2_binary();
+    let g2_cli = g2.as_ref().map(|g2| {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let status = Command::new(g2)
+            .env_remove("G2_FIXTURES")
+            .env_remove("G2_BIN")
+            .env_remove("G2_CONFIG")
+            .arg("--home")
+            .arg(tmp.path())
+            .arg("init")
+            .stdout(Stdio::null())
+            .status()
+            .expect("g2 init");
+        assert!(status.success(), "g2 init failed");
+        // Files are kept: removing one while its row stays would make the
+        // next archive of the same title reuse the name, which the
+        // database's UNIQUE(path) refuses. Names go -2, -3, … instead.
+        time_process(PROCESS_RUNS, || {
+            let mut c = Command::new(g2);
+            c.arg("--home").arg(tmp.path()).args(["archive", "--group", "main"]).arg(&fixture);
+            c
+        })
+    });
+
+    println!(
+        "{:<44} {:>10} {:>10} {:>10} {:>10}",
+        "case", "median", "best", "MB/s med", "MB/s best"
+    );
+    let line = |name: &str, s: &Stats| {
+        println!(
+            "{:<44} {:>10} {:>10} {:>10.1} {:>10.1}",
+            format!("{name} (n={})", s.n),
+            fmt_dur(s.median),
+            fmt_dur(s.best),
+            mbps(bytes, s.median),
+            mbps(bytes, s.best)
+        );
+    };
+    for (name, s) in &rows {
+        line(name, s);
+    }
+    line("jq extraction (process)", &jq_stats);
+    println!(
+        "{:<44} {:>10} {:>10}",
+        format!("  jq startup only: jq -n empty (n={})", jq_startup.n),
+        fmt_dur(jq_startup.median),
+        fmt_dur(jq_startup.best)
+    );
+    match &g2_cli {
+        Some(s) => line("g2 archive (process, incl. db + fsync)", s),
+        None => println!("  g2 archive (process): skipped, build target/release/g2 first"),
+    }
+    println!();
+
+    println!("speedup vs jq (jq median / g2 median; goal >= 10x):");
+    let jq_med = jq_stats.median.as_secs_f64();
+    let mut goal_met = true;
+    for (name, s) in rows.iter().skip(1) {
+        let x = jq_med / s.median.as_secs_f64();
+        println!("  {:<44} {:>8.1}x", name, x);
+        if name.starts_with("parse + render") {
+            goal_met = x >= 10.0;
+        }
+    }
+    let jq_work = jq_stats.median.saturating_sub(jq_startup.median);
+    if let Some(s) = &g2_cli {
+        println!("  {:<44} {:>8.1}x", "g2 archive process vs jq process", jq_med / s.median.as_secs_f64());
+    }
+    println!(
+        "  {:<44} {:>8.1}x",
+        "parse + render vs jq minus jq startup",
+        jq_work.as_secs_f64() / rows[2].1.median.as_secs_f64()
+    );
+    println!();
+    println!(
+        "goal (parse + render at least 10x faster than jq): {}",
+        if goal_met { "MET" } else { "MISSED" }
+    );
+}
+
+/// The largest `.jsonl` in the fixtures folder.
+fn largest_fixture() -> PathBuf {
+    let dir = std::env::var_os("G2_FIXTURES").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/transcripts")
+    });
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
+        eprintln!("error: fixtures folder {}: {e} (set G2_FIXTURES)", dir.display());
+        std::process::exit(2);
+    });
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .unwrap_or_else(|| {
+            eprintln!("error: no .jsonl fixture in {}", dir.display());
+            std::process::exit(2);
+        })
+}
+
+/// `target/release/g2` (or `$G2_BIN`) when it exists.
+fn g2_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("G2_BIN").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/g2")
+    });
+    path.is_file().then_some(path)
+}
+
+struct Stats {
+    n: usize,
+    median: Duration,
+    best: Duration,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<Duration>) -> Stats {
+        samples.sort();
+        Stats { n: samples.len(), median: samples[samples.len() / 2], best: samples[0] }
+    }
+}
+
+fn time_runs(mut f: impl FnMut()) -> Stats {
+    for _ in 0..WARMUP {
+        f();
+    }
+    let samples = (0..RUNS)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    Stats::of(samples)
+}
+
+/// Like [`time_runs`]; the file `f` returns is removed after the clock stops.
+fn time_runs_with_cleanup(mut f: impl FnMut() -> PathBuf) -> Stats {
+    for _ in 0..WARMUP {
+        std::fs::remove_file(f()).unwrap();
+    }
+    let samples = (0..RUNS)
+        .map(|_| {
+            let t = Instant::now();
+            let file = f();
+            let d = t.elapsed();
+            std::fs::remove_file(file).unwrap();
+            d
+        })
+        .collect();
+    Stats::of(samples)
+}
+
+/// Runs the command (output to /dev/null) once to warm up, then `runs`
+/// times.
+fn time_process(runs: usize, cmd: impl Fn() -> Command) -> Stats {
+    let run = || {
+        let mut c = cmd();
+        // g2 reads settings from G2_* variables and refuses unknown ones
+        // (such as this bench's own G2_FIXTURES).
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("G2_") {
+                c.env_remove(k);
+            }
+        }
+        let t = Instant::now();
+        let status = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .expect("spawn");
+        let d = t.elapsed();
+        assert!(status.success(), "command failed: {status}");
+        d
+    };
+    run();
+    Stats::of((0..runs).map(|_| run()).collect())
+}
+
+fn mbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 / 1e6 / d.as_secs_f64()
+}
+
+fn fmt_dur(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1.0 { format!("{:.0} µs", ms * 1e3) } else { format!("{ms:.2} ms") }
+}
