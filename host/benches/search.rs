@@ -1,1 +1,559 @@
-fn main(){}
+//! `g2 search` latency over 10,000 archives, against `grep -ril`.
+//!
+//! Builds a temporary home holding 10,000 generated markdown archives of
+//! about 20 KB each (200 MB) in the archive format (`# Title`, `Archived:`,
+//! `---`, `**User**: …`, `**G2**: …`), written to
+//! `groups/main/conversations/` and indexed in the database with the same
+//! rows as `archives::insert` (`conversation_archives` + `archives_fts`),
+//! in a few large transactions. The text is deterministic: a seeded
+//! xorshift PRNG draws words from a Zipf-distributed vocabulary (common
+//! English words first, then generated ones), and a few marker terms are
+//! planted in a chosen number of documents (about 10, 1,000 and 9,000) so
+//! that terms of known document frequency exist. Marker terms use letters
+//! the vocabulary never does, so `grep` (a substring match) finds exactly
+//! the same files as FTS5.
+//!
+//! Then, per term:
+//! - in-process `search::search(conn, term, None, 10)`: warm-up, then 1,000
+//!   queries (fewer when a term is so slow that 1,000 would exceed the time
+//!   cap; `n` is printed), p50 / p99;
+//! - the whole process `g2 --home DIR search TERM --limit 10`: 100 runs,
+//!   p50 / p99 (and `g2 --version` as the process floor);
+//! - `grep -ril TERM groups/main/conversations`: 10 runs, median.
+//!
+//! The page cache is warm for both sides (the files were just written, and
+//! the database is read on every query); nothing here drops caches.
+//! Goal: p50 under 5 ms, at least 100x faster than grep.
+//!
+//! Run: `cargo build --release -p g2-host && cargo bench -p g2-host --bench search`
+//! (the bench builds `target/release/g2` itself when it is missing;
+//! `$G2_BIN` names another binary). The generated home is a temp dir,
+//! removed at the end; set `G2_BENCH_HOME=/some/empty/dir` to keep it (a
+//! later run with the same folder reuses it). Takes about 3 minutes on 2
+//! cores.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{TimeZone, Utc};
+use rusqlite::params;
+
+use g2_host::home::Home;
+use g2_host::search;
+use g2_host::store::Store;
+
+const DOCS: usize = 10_000;
+const DOC_BYTES: usize = 20_000;
+const VOCAB: usize = 5_000;
+const BATCH: usize = 2_500;
+const SEED: u64 = 0x6732_5f62_656e_6368;
+
+const QUERIES: usize = 1_000;
+const QUERY_TIME_CAP: Duration = Duration::from_secs(20);
+const CLI_RUNS: usize = 100;
+const GREP_RUNS: usize = 10;
+
+/// Planted marker terms: (term, in how many documents, how it is chosen).
+const RARE: &str = "quorzal";
+const MEDIUM: &str = "vexquill";
+const COMMON: &str = "zinthex";
+
+/// Common English words, most frequent first (none holds q, x or z).
+const ENGLISH: &[&str] = &[
+    "the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "he", "was", "for", "on",
+    "are", "with", "as", "i", "his", "they", "be", "at", "one", "have", "this", "from", "or",
+    "had", "by", "not", "word", "but", "what", "some", "we", "can", "out", "other", "were",
+    "all", "there", "when", "up", "use", "your", "how", "said", "an", "each", "she", "which",
+    "do", "their", "time", "if", "will", "way", "about", "many", "then", "them", "write",
+    "would", "like", "so", "these", "her", "long", "make", "thing", "see", "him", "two", "has",
+    "look", "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most",
+    "people", "my", "over", "know", "water", "than", "call", "first", "who", "may", "down",
+    "side", "been", "now", "find", "file", "test", "build", "error", "search", "archive",
+    "session", "group", "memory", "agent", "message", "server", "config", "release", "branch",
+    "commit", "deploy", "budget", "invoice", "research", "meeting", "schedule", "report",
+];
+
+fn main() {
+    let g2 = g2_binary();
+    let started = Instant::now();
+    // `$G2_BENCH_HOME` keeps the corpus for poking at afterwards (and
+    // reuses it when it is already there); by default it is a temp dir.
+    let kept = std::env::var_os("G2_BENCH_HOME").map(PathBuf::from);
+    let tmp = match &kept {
+        Some(_) => None,
+        None => Some(tempfile::Builder::new().prefix("g2-search-bench").tempdir().expect("tempdir")),
+    };
+    let root = kept.clone().unwrap_or_else(|| tmp.as_ref().unwrap().path().to_path_buf());
+    let home = Home::new(&root).unwrap();
+    home.ensure_layout().unwrap();
+    home.ensure_group("main", "Main", true).unwrap();
+    let store = Store::open(&home.db_path(), Duration::from_secs(5)).unwrap();
+
+    println!("search bench");
+    println!(
+        "  home     {} ({})",
+        home.root().display(),
+        if kept.is_some() { "kept: $G2_BENCH_HOME" } else { "temp, removed at the end" }
+    );
+    println!("  g2       {}", g2.display());
+    println!("  cores    {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "  locale   LANG={} LC_ALL={}",
+        std::env::var("LANG").unwrap_or_default(),
+        std::env::var("LC_ALL").unwrap_or_default()
+    );
+
+    let existing: i64 = store
+        .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM conversation_archives", [], |r| r.get(0))?))
+        .unwrap();
+    if existing == DOCS as i64 {
+        println!("  corpus   {DOCS} archives already there, reused");
+    } else {
+        assert_eq!(existing, 0, "{} holds other archives; use an empty folder", home.root().display());
+        let gen_stats = generate(&home, &store);
+        println!(
+            "  corpus   {} archives, {:.1} MB of markdown (mean {} bytes), written in {:.1} s, indexed in {:.1} s",
+            DOCS,
+            gen_stats.bytes as f64 / 1e6,
+            gen_stats.bytes / DOCS as u64,
+            gen_stats.write_time.as_secs_f64(),
+            gen_stats.index_time.as_secs_f64()
+        );
+    }
+    let db_bytes = std::fs::metadata(home.db_path()).map_or(0, |m| m.len())
+        + std::fs::metadata(home.db_path().with_extension("db-wal")).map_or(0, |m| m.len());
+    println!("  database {:.1} MB (with WAL)", db_bytes as f64 / 1e6);
+    println!();
+
+    let terms: Vec<(&str, String)> = vec![
+        ("rare (planted)", RARE.to_string()),
+        ("medium (planted)", MEDIUM.to_string()),
+        ("common (planted)", COMMON.to_string()),
+        ("top Zipf word", "the".to_string()),
+        ("two words (AND)", format!("{MEDIUM} {COMMON}")),
+    ];
+
+    // Document frequency as FTS5 sees it, and the in-process latencies.
+    let in_proc: Vec<(i64, usize, Quantiles)> = store
+        .read_blocking(|conn| {
+            let mut out = Vec::new();
+            for (_, term) in &terms {
+                let fts = search::fts_query(term).unwrap();
+                let df: i64 = conn.query_row(
+                    "SELECT count(*) FROM archives_fts WHERE archives_fts MATCH ?1",
+                    [&fts],
+                    |r| r.get(0),
+                )?;
+                let hits = search::search(conn, term, None, 10)?.len();
+                for _ in 0..20 {
+                    std::hint::black_box(search::search(conn, term, None, 10)?);
+                }
+                let mut samples = Vec::with_capacity(QUERIES);
+                let cap = Instant::now();
+                while samples.len() < QUERIES && (samples.len() < 100 || cap.elapsed() < QUERY_TIME_CAP) {
+                    let t = Instant::now();
+                    std::hint::black_box(search::search(conn, term, None, 10)?);
+                    samples.push(t.elapsed());
+                }
+                out.push((df, hits, Quantiles::of(samples)));
+            }
+            Ok(out)
+        })
+        .expect("in-process search");
+
+    // Process floors: start-up alone, and start-up + settings + store open
+    // + a search that matches nothing.
+    let floor = time_process(CLI_RUNS, &[0], || {
+        let mut c = Command::new(&g2);
+        c.arg("--version");
+        c
+    });
+    let floor_empty = time_process(CLI_RUNS, &[0], || {
+        let mut c = Command::new(&g2);
+        c.arg("--home").arg(home.root()).args(["search", "qqqnomatch", "--limit", "10"]);
+        c
+    });
+    let cli: Vec<Quantiles> = terms
+        .iter()
+        .map(|(_, term)| {
+            time_process(CLI_RUNS, &[0], || {
+                let mut c = Command::new(&g2);
+                c.arg("--home").arg(home.root()).arg("search");
+                c.args(term.split(' '));
+                c.args(["--limit", "10"]);
+                c
+            })
+        })
+        .collect();
+
+    let conv = "groups/main/conversations";
+    let grep: Vec<Option<(usize, Quantiles)>> = terms
+        .iter()
+        .map(|(_, term)| {
+            if term.contains(' ') {
+                return None;
+            }
+            let out = Command::new("grep")
+                .args(["-ril", term, conv])
+                .current_dir(home.root())
+                .output()
+                .expect("grep (is it installed?)");
+            let files = out.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+            let q = time_process(GREP_RUNS, &[0, 1], || {
+                let mut c = Command::new("grep");
+                c.args(["-ril", term, conv]).current_dir(home.root());
+                c
+            });
+            Some((files, q))
+        })
+        .collect();
+
+    println!(
+        "{:<18} {:<18} {:>6} {:>6} | {:>22} | {:>18} | {:>10} {:>6} | {:>8} {:>8}",
+        "term", "kind", "docs", "grep", "in-process p50/p99 (n)", "CLI p50/p99", "grep med", "(n)", "grep/in", "grep/CLI"
+    );
+    let mut p50_ok = true;
+    let mut speedup_ok = true;
+    for (i, (kind, term)) in terms.iter().enumerate() {
+        let (df, _hits, q) = &in_proc[i];
+        let c = &cli[i];
+        let (grep_files, grep_med, x_in, x_cli) = match &grep[i] {
+            Some((files, g)) => {
+                let x_in = g.p50.as_secs_f64() / q.p50.as_secs_f64();
+                let x_cli = g.p50.as_secs_f64() / c.p50.as_secs_f64();
+                speedup_ok &= x_in >= 100.0;
+                (
+                    files.to_string(),
+                    fmt_dur(g.p50),
+                    fmt_ratio(x_in),
+                    fmt_ratio(x_cli),
+                )
+            }
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        p50_ok &= q.p50 < Duration::from_millis(5);
+        println!(
+            "{:<18} {:<18} {:>6} {:>6} | {:>22} | {:>18} | {:>10} {:>6} | {:>8} {:>8}",
+            term,
+            kind,
+            df,
+            grep_files,
+            format!("{} / {} ({})", fmt_dur(q.p50), fmt_dur(q.p99), q.n),
+            format!("{} / {}", fmt_dur(c.p50), fmt_dur(c.p99)),
+            grep_med,
+            format!("({})", grep[i].as_ref().map_or(0, |g| g.1.n)),
+            x_in,
+            x_cli
+        );
+    }
+    println!(
+        "process floor: `g2 --version` p50 {} / p99 {}; `g2 search` with no match p50 {} / p99 {} (n={})",
+        fmt_dur(floor.p50),
+        fmt_dur(floor.p99),
+        fmt_dur(floor_empty.p50),
+        fmt_dur(floor_empty.p99),
+        floor.n
+    );
+    println!("(CLI rows: n={CLI_RUNS} each; docs = FTS5 match count; grep = files grep -ril lists)");
+    println!();
+    println!("goal p50 < 5 ms (in-process, every term): {}", if p50_ok { "MET" } else { "MISSED" });
+    println!("goal >= 100x faster than grep (in-process p50): {}", if speedup_ok { "MET" } else { "MISSED" });
+
+    drop(store);
+    if let Some(tmp) = tmp {
+        tmp.close().expect("removing the temp home");
+    }
+    println!("total bench time {:.0} s", started.elapsed().as_secs_f64());
+}
+
+/// `target/release/g2` (or `$G2_BIN`), built when missing.
+fn g2_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("G2_BIN") {
+        return PathBuf::from(p);
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/g2");
+    if !path.is_file() {
+        eprintln!("{} is missing; running cargo build --release -p g2-host", path.display());
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "-p", "g2-host", "--bin", "g2"])
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .status()
+            .expect("running cargo");
+        assert!(status.success() && path.is_file(), "building the g2 binary failed");
+    }
+    path.canonicalize().unwrap_or(path)
+}
+
+/// xorshift64*: small, seeded, good enough for text.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in `0..n`.
+    fn below(&mut self, n: usize) -> usize {
+        (((self.next() >> 32) * n as u64) >> 32) as usize
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Words by rank, and the cumulative Zipf (s = 1) weights to draw them.
+struct Vocabulary {
+    words: Vec<String>,
+    cumulative: Vec<f64>,
+}
+
+impl Vocabulary {
+    fn new(rng: &mut Rng) -> Self {
+        const ONSETS: &[&str] = &[
+            "b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "br", "tr",
+            "st", "pl", "gr", "sh", "ch", "th",
+        ];
+        const VOWELS: &[&str] = &["a", "e", "i", "o", "u", "ai", "ea", "ou"];
+        const CODAS: &[&str] = &["", "", "n", "r", "l", "s", "t", "m", "nd", "rk"];
+        let mut seen: HashSet<String> = ENGLISH.iter().map(|w| w.to_string()).collect();
+        let mut words: Vec<String> = ENGLISH.iter().map(|w| w.to_string()).collect();
+        while words.len() < VOCAB {
+            let syllables = 1 + rng.below(3);
+            let mut w = String::new();
+            for _ in 0..syllables {
+                w.push_str(ONSETS[rng.below(ONSETS.len())]);
+                w.push_str(VOWELS[rng.below(VOWELS.len())]);
+                w.push_str(CODAS[rng.below(CODAS.len())]);
+            }
+            if seen.insert(w.clone()) {
+                words.push(w);
+            }
+        }
+        for w in &words {
+            assert!(
+                !w.contains(['q', 'x', 'z']),
+                "vocabulary word {w:?} would collide with the planted terms"
+            );
+        }
+        let mut total = 0.0;
+        let cumulative = (0..words.len())
+            .map(|r| {
+                total += 1.0 / (r + 1) as f64;
+                total
+            })
+            .collect();
+        Vocabulary { words, cumulative }
+    }
+
+    fn draw(&self, rng: &mut Rng) -> &str {
+        let total = *self.cumulative.last().unwrap();
+        let u = rng.unit() * total;
+        let i = self.cumulative.partition_point(|&c| c <= u).min(self.words.len() - 1);
+        &self.words[i]
+    }
+}
+
+struct GenStats {
+    bytes: u64,
+    write_time: Duration,
+    index_time: Duration,
+}
+
+/// Writes the archives and indexes them, `BATCH` per transaction.
+fn generate(home: &Home, store: &Store) -> GenStats {
+    let mut rng = Rng(SEED);
+    let vocab = Vocabulary::new(&mut rng);
+    let dir = home.conversations_dir("main").unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    // Exactly 10 documents get the rare term, spread over the corpus.
+    let rare_docs: HashSet<usize> = (0..10).map(|i| i * (DOCS / 10) + 7).collect();
+    let base = Utc.with_ymd_and_hms(2025, 1, 1, 9, 0, 0).unwrap();
+    let triggers = ["clear", "precompact", "manual"];
+
+    let mut stats = GenStats { bytes: 0, write_time: Duration::ZERO, index_time: Duration::ZERO };
+    let mut batch: Vec<(String, String, String, String, String, String)> = Vec::with_capacity(BATCH);
+    for i in 0..DOCS {
+        let t0 = Instant::now();
+        let at = base + chrono::Duration::minutes(53 * i as i64);
+        let mut planted: Vec<&str> = Vec::new();
+        if rare_docs.contains(&i) {
+            planted.push(RARE);
+        }
+        if rng.unit() < 0.10 {
+            planted.extend(std::iter::repeat_n(MEDIUM, 1 + rng.below(3)));
+        }
+        if rng.unit() < 0.90 {
+            planted.extend(std::iter::repeat_n(COMMON, 1 + rng.below(5)));
+        }
+        let (title, body) = document(&mut rng, &vocab, &at, &planted);
+        let slug: String = title
+            .to_lowercase()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join("-");
+        let rel = format!("groups/main/conversations/{}-{slug}-{i}.md", at.format("%Y-%m-%d"));
+        std::fs::write(home.root().join(&rel), &body).unwrap();
+        stats.bytes += body.len() as u64;
+        let session = format!("{:016x}-{:04x}", rng.next(), i);
+        let created = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        batch.push((title, body, rel, session, triggers[i % 3].to_string(), created));
+        stats.write_time += t0.elapsed();
+
+        if batch.len() == BATCH || i + 1 == DOCS {
+            let t1 = Instant::now();
+            let rows = std::mem::take(&mut batch);
+            store
+                .write_blocking(move |tx| {
+                    let mut meta = tx.prepare_cached(
+                        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
+                         VALUES ('main', ?1, ?2, ?3, ?4, ?5)",
+                    )?;
+                    let mut fts = tx
+                        .prepare_cached("INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)")?;
+                    for (title, body, rel, session, trigger, created) in &rows {
+                        meta.execute(params![session, title, rel, trigger, created])?;
+                        fts.execute(params![tx.last_insert_rowid(), title, body])?;
+                    }
+                    Ok(())
+                })
+                .expect("indexing a batch");
+            stats.index_time += t1.elapsed();
+        }
+    }
+    stats
+}
+
+/// One archive: its title and markdown, `planted` words placed at random
+/// positions among the first ~2,000 words.
+fn document(
+    rng: &mut Rng,
+    vocab: &Vocabulary,
+    at: &chrono::DateTime<Utc>,
+    planted: &[&str],
+) -> (String, String) {
+    let title_words = 2 + rng.below(5);
+    let mut title = String::new();
+    for k in 0..title_words {
+        if k > 0 {
+            title.push(' ');
+        }
+        let w = vocab.words[20 + rng.below(2000)].clone();
+        title.push_str(&if k == 0 { capitalize(&w) } else { w });
+    }
+    let mut positions: Vec<(usize, &str)> =
+        planted.iter().map(|t| (rng.below(2000), *t)).collect();
+    positions.sort();
+    let mut next_planted = positions.into_iter().peekable();
+
+    let mut out = String::with_capacity(DOC_BYTES + 1024);
+    out.push_str("# ");
+    out.push_str(&title);
+    out.push_str("\n\nArchived: ");
+    out.push_str(&at.format("%b %-d, %Y, %-I:%M %p").to_string());
+    out.push_str("\n\n---\n\n");
+    let mut word_index = 0usize;
+    let mut user = true;
+    while out.len() < DOC_BYTES {
+        out.push_str(if user { "**User**: " } else { "**G2**: " });
+        let sentences = if user { 1 + rng.below(3) } else { 2 + rng.below(8) };
+        for s in 0..sentences {
+            if s > 0 {
+                out.push(' ');
+            }
+            let len = 6 + rng.below(14);
+            for k in 0..len {
+                let w = match next_planted.peek() {
+                    Some(&(pos, t)) if pos <= word_index => {
+                        next_planted.next();
+                        t
+                    }
+                    _ => vocab.draw(rng),
+                };
+                word_index += 1;
+                if k == 0 {
+                    out.push_str(&capitalize(w));
+                } else {
+                    out.push(' ');
+                    out.push_str(w);
+                }
+            }
+            out.push(if rng.below(6) == 0 { '?' } else { '.' });
+        }
+        out.push_str("\n\n");
+        user = !user;
+    }
+    // Any planted word not placed yet (a very short document) goes last.
+    for (_, t) in next_planted {
+        out.push_str(t);
+        out.push_str(".\n\n");
+    }
+    (title, out)
+}
+
+fn capitalize(w: &str) -> String {
+    let mut c = w.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+struct Quantiles {
+    n: usize,
+    p50: Duration,
+    p99: Duration,
+}
+
+impl Quantiles {
+    /// Nearest-rank percentiles.
+    fn of(mut samples: Vec<Duration>) -> Quantiles {
+        samples.sort();
+        let n = samples.len();
+        let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+        Quantiles { n, p50: at(0.50), p99: at(0.99) }
+    }
+}
+
+/// Runs the command once to warm up, then `runs` times, output to
+/// /dev/null. An exit code not in `ok` fails the bench.
+fn time_process(runs: usize, ok: &[i32], cmd: impl Fn() -> Command) -> Quantiles {
+    let run = || {
+        let mut c = cmd();
+        // g2 reads settings from G2_* variables and refuses unknown ones
+        // (such as this bench's own G2_BENCH_HOME).
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("G2_") {
+                c.env_remove(k);
+            }
+        }
+        let t = Instant::now();
+        let status = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .expect("spawn");
+        let d = t.elapsed();
+        assert!(status.code().is_some_and(|c| ok.contains(&c)), "command failed: {status}");
+        d
+    };
+    run();
+    Quantiles::of((0..runs).map(|_| run()).collect())
+}
+
+fn fmt_ratio(x: f64) -> String {
+    if x >= 10.0 { format!("{x:.0}x") } else { format!("{x:.1}x") }
+}
+
+fn fmt_dur(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1.0 { format!("{:.0} µs", ms * 1e3) } else { format!("{ms:.2} ms") }
+}

@@ -62,16 +62,25 @@ pub fn search(conn: &Connection, query: &str, group: Option<&str>, limit: usize)
     let fts = fts_query(query)
         .ok_or_else(|| Error::Invalid(format!("search query {query:?} has no words to search for")))?;
     let limit = limit.clamp(1, MAX_LIMIT) as i64;
-    // bm25() is "lower is better"; weights: name 4, body 1. Ranking and the
-    // limit run inside FTS5; snippets are made for returned rows only.
+    // Two phases: rank every match with bm25() and keep the top `limit`
+    // rowids, then make snippets for those rows only. In one flat query
+    // SQLite builds each matching row's snippet before sorting, which made
+    // common words 4-6x slower. bm25() is "lower is better"; weights: name
+    // 4, body 1.
     let mut stmt = conn.prepare_cached(
         "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at,
                 snippet(archives_fts, 1, '[', ']', '…', 16), bm25(archives_fts, 4.0, 1.0) AS score
          FROM archives_fts
          JOIN conversation_archives a ON a.id = archives_fts.rowid
-         WHERE archives_fts MATCH ?1 AND (?2 IS NULL OR a.group_folder = ?2)
-         ORDER BY score
-         LIMIT ?3",
+         WHERE archives_fts MATCH ?1
+           AND archives_fts.rowid IN (
+             SELECT rowid FROM archives_fts
+             WHERE archives_fts MATCH ?1
+               AND (?2 IS NULL OR rowid IN
+                     (SELECT id FROM conversation_archives WHERE group_folder = ?2))
+             ORDER BY bm25(archives_fts, 4.0, 1.0)
+             LIMIT ?3)
+         ORDER BY score",
     )?;
     let rows = stmt.query_map(params![fts, group, limit], |r| {
         Ok(Hit {
