@@ -34,7 +34,7 @@ use g2_host::home::Home;
 
 const WARMUP: usize = 5;
 const RUNS: usize = 60;
-const PROCESS_RUNS: usize = 15;
+const PROCESS_RUNS: usize = 21;
 
 const JQ_FILTER: &str = r#"select((.type=="user" or .type=="assistant") and (.isMeta|not) and (.isSidechain|not)) | .message.content | if type=="string" then . else (.[]? | select(.type=="text") | .text) end"#;
 
