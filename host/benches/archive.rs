@@ -10,18 +10,18 @@
 //!   the file (with its `fsync`s), the file removed again between runs;
 //! - jq run as a process doing the equivalent extraction of the user's and
 //!   the assistant's text (`jq -r 'select(...) | .message.content | ...'`);
-//! - `g2 archive` run as a process too, when the release binary exists
-//!   (`target/release/g2`), for a process-to-process comparison.
+//! - `g2 archive` run as a process too (the binary Cargo builds with the
+//!   bench), for a process-to-process comparison: start-up, settings,
+//!   store open, parse, render, atomic write and the database row.
 //!
 //! Each in-process case runs a warm-up, then at least 50 timed runs; median
 //! and best are reported, as MB/s (1 MB = 10^6 bytes of input transcript).
 //! Processes run at least 10 times; median and best. The goal is archiving
 //! at least 10x faster than jq (compared on medians).
 //!
-//! Run: `cargo bench -p g2-host --bench archive`
-//! (`cargo build --release -p g2-host` first to include the `g2 archive`
-//! row). The fixtures folder is `../../shared/fixtures/transcripts/` from
-//! this crate, or `$G2_FIXTURES`; jq is `jq` on the PATH, or `$JQ`.
+//! Run: `cargo bench -p g2-host --bench archive`. The fixtures folder is `../../shared/fixtures/transcripts/` from
+//! this crate, or `$G2_FIXTURES`; jq is `jq` on the PATH, or `$JQ`; the g2
+//! binary is the one Cargo built with the bench, or `$G2_BIN`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -137,12 +137,9 @@ fn main() {
     });
 
     let g2 = g2_binary();
-    let g2_cli = g2.as_ref().map(|g2| {
+    let g2_cli = {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let status = Command::new(g2)
-            .env_remove("G2_FIXTURES")
-            .env_remove("G2_BIN")
-            .env_remove("G2_CONFIG")
+        let status = command(&g2)
             .arg("--home")
             .arg(tmp.path())
             .arg("init")
@@ -154,11 +151,11 @@ fn main() {
         // next archive of the same title reuse the name, which the
         // database's UNIQUE(path) refuses. Names go -2, -3, … instead.
         time_process(PROCESS_RUNS, || {
-            let mut c = Command::new(g2);
+            let mut c = command(&g2);
             c.arg("--home").arg(tmp.path()).args(["archive", "--group", "main"]).arg(&fixture);
             c
         })
-    });
+    };
 
     println!(
         "{:<44} {:>10} {:>10} {:>10} {:>10}",
@@ -184,10 +181,7 @@ fn main() {
         fmt_dur(jq_startup.median),
         fmt_dur(jq_startup.best)
     );
-    match &g2_cli {
-        Some(s) => line("g2 archive (process, incl. db + fsync)", s),
-        None => println!("  g2 archive (process): skipped, build target/release/g2 first"),
-    }
+    line("g2 archive (process, incl. db + fsync)", &g2_cli);
     println!();
 
     println!("speedup vs jq (jq median / g2 median; goal >= 10x):");
@@ -201,9 +195,11 @@ fn main() {
         }
     }
     let jq_work = jq_stats.median.saturating_sub(jq_startup.median);
-    if let Some(s) = &g2_cli {
-        println!("  {:<44} {:>8.1}x", "g2 archive process vs jq process", jq_med / s.median.as_secs_f64());
-    }
+    println!(
+        "  {:<44} {:>8.1}x",
+        "g2 archive process vs jq process",
+        jq_med / g2_cli.median.as_secs_f64()
+    );
     println!(
         "  {:<44} {:>8.1}x",
         "parse + render vs jq minus jq startup",
@@ -236,12 +232,12 @@ fn largest_fixture() -> PathBuf {
         })
 }
 
-/// `target/release/g2` (or `$G2_BIN`) when it exists.
-fn g2_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("G2_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/g2")
-    });
-    path.is_file().then_some(path)
+/// The `g2` binary Cargo built along with this bench (same profile, so
+/// `target/release/g2` under `cargo bench`), or `$G2_BIN`.
+fn g2_binary() -> PathBuf {
+    std::env::var_os("G2_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_g2")))
 }
 
 struct Stats {
@@ -288,18 +284,23 @@ fn time_runs_with_cleanup(mut f: impl FnMut() -> PathBuf) -> Stats {
     Stats::of(samples)
 }
 
+/// A command without this bench's environment: g2 reads settings from
+/// `G2_*` variables and refuses unknown ones (such as `G2_FIXTURES`).
+fn command(program: &Path) -> Command {
+    let mut c = Command::new(program);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("G2_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
 /// Runs the command (output to /dev/null) once to warm up, then `runs`
 /// times.
 fn time_process(runs: usize, cmd: impl Fn() -> Command) -> Stats {
     let run = || {
         let mut c = cmd();
-        // g2 reads settings from G2_* variables and refuses unknown ones
-        // (such as this bench's own G2_FIXTURES).
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("G2_") {
-                c.env_remove(k);
-            }
-        }
         let t = Instant::now();
         let status = c
             .stdin(Stdio::null())

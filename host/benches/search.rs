@@ -25,15 +25,15 @@
 //! the database is read on every query); nothing here drops caches.
 //! Goal: p50 under 5 ms, at least 100x faster than grep.
 //!
-//! Run: `cargo build --release -p g2-host && cargo bench -p g2-host --bench search`
-//! (the bench builds `target/release/g2` itself when it is missing;
-//! `$G2_BIN` names another binary). The generated home is a temp dir,
+//! Run: `cargo bench -p g2-host --bench search` (Cargo builds the `g2`
+//! binary with the bench, as `target/release/g2`; `$G2_BIN` names another
+//! binary). The generated home is a temp dir,
 //! removed at the end; set `G2_BENCH_HOME=/some/empty/dir` to keep it (a
 //! later run with the same folder reuses it). Takes about 3 minutes on 2
 //! cores.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -268,23 +268,12 @@ fn main() {
     println!("total bench time {:.0} s", started.elapsed().as_secs_f64());
 }
 
-/// `target/release/g2` (or `$G2_BIN`), built when missing.
+/// The `g2` binary Cargo built along with this bench (same profile, so
+/// `target/release/g2` under `cargo bench`), or `$G2_BIN`.
 fn g2_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("G2_BIN") {
-        return PathBuf::from(p);
-    }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/g2");
-    if !path.is_file() {
-        eprintln!("{} is missing; running cargo build --release -p g2-host", path.display());
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "-p", "g2-host", "--bin", "g2"])
-            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-            .status()
-            .expect("running cargo");
-        assert!(status.success() && path.is_file(), "building the g2 binary failed");
-    }
-    path.canonicalize().unwrap_or(path)
+    std::env::var_os("G2_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_g2")))
 }
 
 /// xorshift64*: small, seeded, good enough for text.
