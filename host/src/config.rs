@@ -92,12 +92,19 @@ impl Settings {
         };
         let settings: Settings = Figment::from(Serialized::defaults(Settings::default()))
             .merge(Toml::file(&path))
-            // HOME and CONFIG locate this file; they are not settings.
-            .merge(env.ignore(&["home", "config", "log"]).split("__"))
+            .merge(env.filter_map(|k| settings_key(k.as_str()).map(Into::into)))
             .extract()
             .map_err(|e| Error::Config(e.to_string()))?;
         settings.check()?;
         Ok(settings)
+    }
+
+    /// Top-level keys of the settings, as they appear in `g2.toml`.
+    fn top_level_keys() -> Vec<String> {
+        match serde_json::to_value(Settings::default()) {
+            Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
     }
 
     fn check(&self) -> Result<()> {
@@ -122,6 +129,26 @@ impl Settings {
     }
 }
 
+/// Maps a `G2_*` variable (prefix already stripped) to a settings key, or
+/// drops it. Only variables whose first segment names a setting are taken,
+/// so other `G2_*` variables (`G2_HOME`, `G2_SKIP_DOCKER`, variables of the
+/// scripts) never make loading fail; inside a known section a typo still does.
+fn settings_key(key: &str) -> Option<String> {
+    let key = key.to_ascii_lowercase();
+    // Short forms documented for the gateway.
+    match key.as_str() {
+        "provider" => return Some("gateway.provider".into()),
+        "model" => return Some("gateway.model".into()),
+        _ => {}
+    }
+    let first = key.split("__").next().unwrap_or_default();
+    if Settings::top_level_keys().iter().any(|k| k == first) {
+        Some(key.replace("__", "."))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +170,9 @@ mod tests {
             jail.set_env("G2_ASSISTANT_NAME", "Bea");
             jail.set_env("G2_STORE__BUSY_TIMEOUT_MS", "42");
             jail.set_env("G2_HOME", "/somewhere");
+            // Variables of the scripts are not settings and must not break loading.
+            jail.set_env("G2_SKIP_DOCKER", "1");
+            jail.set_env("G2_FIXTURES", "/tmp/x");
             let s = Settings::load(&home, None).unwrap();
             assert_eq!(s.assistant_name, "Bea");
             assert_eq!(s.store.busy_timeout_ms, 42);
@@ -160,6 +190,10 @@ mod tests {
             assert!(err.contains("assistent_name"), "{err}");
             jail.create_file("g2.toml", "[archive]\nmax_message_chars = 0\n")?;
             assert!(Settings::load(&home, None).is_err());
+            jail.create_file("g2.toml", "")?;
+            jail.set_env("G2_STORE__BUSY_TIMOUT_MS", "1");
+            let err = Settings::load(&home, None).unwrap_err().to_string();
+            assert!(err.contains("busy_timout_ms"), "{err}");
             let missing = home.join("nope.toml");
             let err = Settings::load(&home, Some(&missing)).unwrap_err().to_string();
             assert!(err.contains("does not exist"), "{err}");
