@@ -165,7 +165,15 @@ where
 
 /// Writes `contents` to `dir/{date}-{stem}.md` (or `-2.md`, `-3.md`, … when
 /// taken) atomically and without ever replacing a file. Returns the path.
-pub fn write_new(dir: &Path, date: &str, stem: &str, contents: &str) -> io::Result<PathBuf> {
+/// `reserved` names paths that are taken although no file is there (an index
+/// row whose file was deleted by hand); they are skipped too.
+pub fn write_new(
+    dir: &Path,
+    date: &str,
+    stem: &str,
+    contents: &str,
+    reserved: &dyn Fn(&Path) -> bool,
+) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
     // The stem is a slug already; slugging again keeps this function safe on
     // its own (no separators, no dots).
@@ -188,6 +196,9 @@ pub fn write_new(dir: &Path, date: &str, stem: &str, contents: &str) -> io::Resu
                 format!("{date}-{stem}-{n}.md")
             };
             let path = dir.join(name);
+            if reserved(&path) {
+                continue;
+            }
             match fs::hard_link(&tmp, &path) {
                 Ok(()) => {
                     sync_dir(dir);
@@ -299,9 +310,10 @@ mod tests {
     #[test]
     fn write_never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
-        let a = write_new(dir.path(), "2026-02-21", "tax-research", "one").unwrap();
-        let b = write_new(dir.path(), "2026-02-21", "tax-research", "two").unwrap();
-        let c = write_new(dir.path(), "2026-02-21", "../../evil", "three").unwrap();
+        let free = |_: &Path| false;
+        let a = write_new(dir.path(), "2026-02-21", "tax-research", "one", &free).unwrap();
+        let b = write_new(dir.path(), "2026-02-21", "tax-research", "two", &free).unwrap();
+        let c = write_new(dir.path(), "2026-02-21", "../../evil", "three", &free).unwrap();
         assert_eq!(a.file_name().unwrap(), "2026-02-21-tax-research.md");
         assert_eq!(b.file_name().unwrap(), "2026-02-21-tax-research-2.md");
         assert_eq!(c.parent().unwrap(), dir.path());

@@ -31,6 +31,7 @@ use g2_core::archive::{self, ArchiveOptions};
 use g2_core::transcript;
 use g2_host::archives::{self, Trigger};
 use g2_host::home::Home;
+use g2_host::store::Store;
 
 const WARMUP: usize = 5;
 const RUNS: usize = 60;
@@ -115,10 +116,11 @@ fn main() {
     let home = Home::new(tmp.path()).unwrap();
     home.ensure_layout().unwrap();
     home.ensure_group("main", "Main", true).unwrap();
+    let store = Store::open(&home.db_path(), std::time::Duration::from_secs(5)).unwrap();
     rows.push((
         "archives::prepare (+ atomic write, fsync)".into(),
         time_runs_with_cleanup(|| {
-            let p = archives::prepare(&home, &opts, "main", &fixture, None, None, Trigger::Manual)
+            let p = archives::prepare(&home, &store, &opts, "main", &fixture, None, None, Trigger::Manual)
                 .expect("prepare");
             p.file
         }),

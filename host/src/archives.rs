@@ -82,6 +82,7 @@ impl Prepared {
 /// `conversations/` folder. Blocking (parsing is CPU and I/O).
 pub fn prepare(
     home: &Home,
+    store: &Store,
     opts: &archive::ArchiveOptions,
     group: &str,
     transcript_path: &Path,
@@ -101,7 +102,21 @@ pub fn prepare(
     let body = archive::render(&title, &parsed, &now, opts);
     let dir = home.conversations_dir(group)?;
     let stem = archive::stem(&title, &now);
-    let file = archive::write_new(&dir, &now.format("%Y-%m-%d").to_string(), &stem, &body)
+    // A row may still hold a name whose file was deleted by hand; never
+    // reuse it (the path column is unique and the old row stays searchable).
+    let recorded = |path: &Path| {
+        let rel = home.relative(path).to_string_lossy().into_owned();
+        store
+            .read_blocking(|c| {
+                Ok(c.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)",
+                    [&rel],
+                    |r| r.get::<_, bool>(0),
+                )?)
+            })
+            .unwrap_or(false)
+    };
+    let file = archive::write_new(&dir, &now.format("%Y-%m-%d").to_string(), &stem, &body, &recorded)
         .ctx(|| format!("writing archive into {}", dir.display()))?;
     Ok(Prepared {
         group: group.to_string(),
@@ -150,9 +165,9 @@ pub async fn archive_transcript(
     name: Option<String>,
     trigger: Trigger,
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
-    let (home, group_owned) = (home.clone(), group.to_string());
+    let (home, group_owned, st) = (home.clone(), group.to_string(), store.clone());
     let prepared = tokio::task::spawn_blocking(move || {
-        prepare(&home, &opts, &group_owned, &transcript_path, name.as_deref(), None, trigger)
+        prepare(&home, &st, &opts, &group_owned, &transcript_path, name.as_deref(), None, trigger)
     })
     .await??;
     record(store, prepared).await

@@ -328,15 +328,16 @@ impl SessionManager {
         if !path.is_file() {
             return Ok(None);
         }
-        let (home, opts, g, id, n) = (
+        let (home, store, opts, g, id, n) = (
             self.home.clone(),
+            self.store.clone(),
             self.archive.clone(),
             group.to_string(),
             session_id.to_string(),
             name.to_string(),
         );
         let p = tokio::task::spawn_blocking(move || {
-            archives::prepare(&home, &opts, &g, &path, Some(&n), Some(&id), Trigger::Clear)
+            archives::prepare(&home, &store, &opts, &g, &path, Some(&n), Some(&id), Trigger::Clear)
         })
         .await??;
         Ok(Some(p))

@@ -152,6 +152,42 @@ fn archive_never_overwrites() {
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
     assert!(names.iter().all(|n| !n.starts_with('.')));
+
+    // A file deleted by hand keeps its row (and its search entry); the name
+    // is not reused, the next archive of that title still lands.
+    std::fs::remove_file(first.trim()).unwrap();
+    let fourth = home.json(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
+    assert!(fourth["path"].as_str().unwrap().ends_with("-same-name-4.md"), "{fourth}");
+    let rows: i64 = home
+        .store()
+        .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM conversation_archives", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(rows, 4);
+}
+
+#[test]
+fn foreign_g2_variables_are_not_settings() {
+    let home = TestHome::new();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_g2"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["groups", "list"])
+        .env("G2_SKIP_DOCKER", "1")
+        .env("G2_FIXTURES", "/nowhere")
+        .env("G2_SETUP_QUIET", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A typo inside a known section is still an error.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_g2"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["groups", "list"])
+        .env("G2_ARCHIVE__MAX_MESAGE_CHARS", "5")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_mesage_chars"));
 }
 
 #[test]
