@@ -23,6 +23,7 @@ pub struct Settings {
     pub store: StoreSettings,
     pub archive: ArchiveSettings,
     pub claude_code: ClaudeCodeSettings,
+    pub gateway: GatewaySettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -48,6 +49,82 @@ pub struct ClaudeCodeSettings {
     pub path: Option<PathBuf>,
 }
 
+/// Which model provider the gateway serves.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// Forward to the Anthropic Messages API with the host's key.
+    Anthropic,
+    /// g2's built-in deterministic model: no network, no account.
+    Offline,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Offline => "offline",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewaySettings {
+    /// `anthropic` or `offline`. Unset: `anthropic` when an API key is
+    /// configured (environment or `{home}/.env`), else `offline`.
+    /// Short environment form: `G2_PROVIDER`.
+    pub provider: Option<ProviderKind>,
+    /// Model every request is sent to, whatever the agent asked for. Unset:
+    /// the agent's choice. Short environment form: `G2_MODEL`.
+    pub model: Option<String>,
+    /// Where the `anthropic` provider forwards to.
+    pub upstream_url: String,
+    /// Loopback TCP address of the gateway for local use (`g2 gateway`).
+    pub listen: String,
+    /// Largest request body accepted.
+    pub max_request_bytes: usize,
+    /// Requests one group may have in flight at once.
+    pub max_concurrent: u32,
+    /// Tokens (input + output) one group may use per UTC day. Unset: no limit.
+    pub daily_tokens: Option<u64>,
+    /// Per-group overrides: `[gateway.groups.family] daily_tokens = 100000`.
+    pub groups: std::collections::BTreeMap<String, GroupLimits>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GroupLimits {
+    pub max_concurrent: Option<u32>,
+    pub daily_tokens: Option<u64>,
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            provider: None,
+            model: None,
+            upstream_url: "https://api.anthropic.com".into(),
+            listen: "127.0.0.1:4180".into(),
+            max_request_bytes: 32 * 1024 * 1024,
+            max_concurrent: 4,
+            daily_tokens: None,
+            groups: Default::default(),
+        }
+    }
+}
+
+impl GatewaySettings {
+    /// The limits that apply to one group.
+    pub fn limits_for(&self, group: &str) -> GroupLimits {
+        let o = self.groups.get(group).cloned().unwrap_or_default();
+        GroupLimits {
+            max_concurrent: Some(o.max_concurrent.unwrap_or(self.max_concurrent)),
+            daily_tokens: o.daily_tokens.or(self.daily_tokens),
+        }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -55,6 +132,7 @@ impl Default for Settings {
             store: StoreSettings::default(),
             archive: ArchiveSettings::default(),
             claude_code: ClaudeCodeSettings::default(),
+            gateway: GatewaySettings::default(),
         }
     }
 }
@@ -118,6 +196,20 @@ impl Settings {
         if self.archive.max_message_chars == 0 {
             return Err(Error::Config("archive.max_message_chars must be at least 1".into()));
         }
+        let gw = &self.gateway;
+        if gw.max_concurrent == 0 || gw.groups.values().any(|g| g.max_concurrent == Some(0)) {
+            return Err(Error::Config("gateway.max_concurrent must be at least 1".into()));
+        }
+        if !(gw.upstream_url.starts_with("http://") || gw.upstream_url.starts_with("https://")) {
+            return Err(Error::Config(format!(
+                "gateway.upstream_url {:?}: use an http:// or https:// URL",
+                gw.upstream_url
+            )));
+        }
+        for folder in gw.groups.keys() {
+            g2_core::validate::group_folder(folder)
+                .map_err(|e| Error::Config(format!("gateway.groups: {e}")))?;
+        }
         Ok(())
     }
 
@@ -177,6 +269,14 @@ mod tests {
             assert_eq!(s.assistant_name, "Bea");
             assert_eq!(s.store.busy_timeout_ms, 42);
             assert_eq!(s.archive.max_message_chars, 500);
+
+            jail.set_env("G2_PROVIDER", "offline");
+            jail.set_env("G2_MODEL", "m1");
+            jail.set_env("G2_GATEWAY__DAILY_TOKENS", "1000");
+            let s = Settings::load(&home, None).unwrap();
+            assert_eq!(s.gateway.provider, Some(ProviderKind::Offline));
+            assert_eq!(s.gateway.model.as_deref(), Some("m1"));
+            assert_eq!(s.gateway.limits_for("any").daily_tokens, Some(1000));
             Ok(())
         });
     }

@@ -11,11 +11,13 @@ pub mod archives;
 pub mod config;
 pub mod doctor;
 pub mod error;
+pub mod gateway;
 pub mod groups;
 pub mod home;
 pub mod search;
 pub mod sessions;
 pub mod store;
+pub mod usage;
 
 pub use error::{Error, Result};
 

@@ -19,9 +19,10 @@ use crate::error::IoContext;
 
 /// The schema, one entry per file in `migrations/`, in order.
 pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
-    Migrations::new(vec![M::up(include_str!(
-        "../../migrations/0001_foundation.sql"
-    ))])
+    Migrations::new(vec![
+        M::up(include_str!("../../migrations/0001_foundation.sql")),
+        M::up(include_str!("../../migrations/0002_model_usage.sql")),
+    ])
 });
 
 /// Idle read connections kept open.

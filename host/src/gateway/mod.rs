@@ -1,0 +1,622 @@
+//! The model gateway: the only way an agent reaches a model.
+//!
+//! The host serves the Anthropic Messages API (`POST /v1/messages`, streaming
+//! and not, and `POST /v1/messages/count_tokens`) on one Unix socket per
+//! group, `data/ipc/{folder}/model.sock`, and on a loopback TCP address for
+//! local use. A request is accounted to the listener it arrived on: the
+//! socket *is* the group's identity, nothing in the request can change it.
+//! Requests from TCP are accounted to [`usage::LOCAL_CALLER`].
+//!
+//! Per request: read the body (bounded), check it is JSON with a model,
+//! take a concurrency slot and check the daily budget of the caller, hand it
+//! to the [`Provider`], and relay the answer chunk by chunk while a
+//! [`meter::Meter`] reads its token usage. When the answer ends (or the
+//! caller goes away) one usage row is written and the caller's day total
+//! updated. Refusals are Anthropic-shaped errors and are recorded too.
+//!
+//! Invariants: credentials live only in the `anthropic` provider; callers'
+//! credential headers are dropped before a provider sees the request; no log
+//! line carries headers or bodies.
+
+pub mod anthropic;
+pub mod credentials;
+pub mod meter;
+pub mod offline;
+pub mod provider;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use bytes::Bytes;
+use futures_util::Stream;
+use serde::Deserialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+
+use crate::config::{GatewaySettings, ProviderKind};
+use crate::error::IoContext;
+use crate::home::Home;
+use crate::store::Store;
+use crate::usage::{self, Outcome, Record, Tokens};
+use crate::{Error, Result};
+
+pub use credentials::Credential;
+pub use provider::{ModelRequest, Provider, Reply};
+
+/// Which provider the settings and environment select, and why.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub kind: ProviderKind,
+    pub credential: Option<Credential>,
+    /// One line for `g2 doctor` and the startup log.
+    pub reason: String,
+}
+
+/// Picks the provider: the configured one, else `anthropic` when a
+/// credential is found, else `offline`. Asking for `anthropic` without a
+/// credential is an error.
+pub fn choose(settings: &GatewaySettings, home: &Path) -> Result<Choice> {
+    let credential = Credential::find(home);
+    let from = |c: &Credential| match c.source {
+        credentials::Source::Environment => format!("{} from the environment", c.variable()),
+        credentials::Source::DotEnv => format!("{} from {}", c.variable(), home.join(".env").display()),
+    };
+    let (kind, reason) = match (settings.provider, &credential) {
+        (Some(ProviderKind::Offline), _) => (ProviderKind::Offline, "offline (gateway.provider)".to_string()),
+        (Some(ProviderKind::Anthropic), Some(c)) => (
+            ProviderKind::Anthropic,
+            format!("anthropic at {} ({}; gateway.provider)", settings.upstream_url, from(c)),
+        ),
+        (Some(ProviderKind::Anthropic), None) => {
+            return Err(Error::Config(format!(
+                "gateway.provider is anthropic but neither ANTHROPIC_API_KEY nor ANTHROPIC_AUTH_TOKEN is set \
+                 in the environment or in {}",
+                home.join(".env").display()
+            )));
+        }
+        (None, Some(c)) => (ProviderKind::Anthropic, format!("anthropic at {} ({})", settings.upstream_url, from(c))),
+        (None, None) => (ProviderKind::Offline, "offline (no ANTHROPIC_API_KEY configured)".to_string()),
+    };
+    Ok(Choice { kind, credential, reason })
+}
+
+/// The offline provider.
+pub struct Offline {
+    model: Option<String>,
+}
+
+impl Offline {
+    pub fn new(model: Option<String>) -> Self {
+        Offline { model }
+    }
+
+    fn reply(&self, req: &ModelRequest, count_only: bool) -> Reply {
+        let value: serde_json::Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", format!("body: {e}")),
+        };
+        let input_tokens = offline::estimate_tokens(req.body.len());
+        if count_only {
+            return Reply::full(StatusCode::OK, "application/json", serde_json::json!({ "input_tokens": input_tokens }).to_string());
+        }
+        let answer = match offline::answer(&value) {
+            Ok(a) => a,
+            Err(msg) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", msg),
+        };
+        let model = self.model.clone().unwrap_or_else(|| req.model.clone());
+        let id = format!("msg_g2{}", uuid::Uuid::new_v4().simple());
+        if req.stream {
+            let events = offline::to_events(&answer, &id, &model, input_tokens);
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            let body = futures_util::stream::iter(events.into_iter().map(|e| Ok(Bytes::from(e))));
+            Reply { status: StatusCode::OK, headers, body: Box::pin(body) }
+        } else {
+            let msg = offline::to_message(&answer, &id, &model, input_tokens);
+            Reply::full(StatusCode::OK, "application/json", msg.to_string())
+        }
+    }
+}
+
+impl Provider for Offline {
+    fn name(&self) -> &'static str {
+        "offline"
+    }
+
+    fn messages(&self, req: ModelRequest) -> provider::BoxFuture<'_, Reply> {
+        let r = self.reply(&req, false);
+        Box::pin(async move { r })
+    }
+
+    fn count_tokens(&self, req: ModelRequest) -> provider::BoxFuture<'_, Reply> {
+        let r = self.reply(&req, true);
+        Box::pin(async move { r })
+    }
+}
+
+enum ToRecorder {
+    Row(Record),
+    Flush(oneshot::Sender<()>),
+}
+
+struct Inner {
+    provider: Arc<dyn Provider>,
+    settings: GatewaySettings,
+    store: Store,
+    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Tokens used today per caller: (day, tokens). Loaded from the store the
+    /// first time a caller is seen on a day, then kept current in memory.
+    spent: Mutex<HashMap<String, (String, u64)>>,
+    recorder: mpsc::UnboundedSender<ToRecorder>,
+}
+
+/// The gateway; cheap to clone, shared by all its listeners.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+/// A running listener; stops when [`Listening::stop`] is called or the
+/// handle is dropped.
+pub struct Listening {
+    /// `http://127.0.0.1:PORT` or the socket path.
+    pub address: String,
+    pub local_addr: Option<SocketAddr>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    socket: Option<PathBuf>,
+}
+
+impl Listening {
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(p) = &self.socket {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Gateway {
+    /// Builds the gateway with the provider [`choose`] selects. Must be
+    /// called inside a Tokio runtime (it starts the usage writer).
+    pub fn new(settings: &GatewaySettings, home: &Home, store: Store) -> Result<(Gateway, Choice)> {
+        let choice = choose(settings, home.root())?;
+        let provider: Arc<dyn Provider> = match (choice.kind, &choice.credential) {
+            (ProviderKind::Anthropic, Some(c)) => Arc::new(anthropic::Anthropic::new(&settings.upstream_url, c.clone())?),
+            _ => Arc::new(Offline::new(settings.model.clone())),
+        };
+        Ok((Gateway::with_provider(settings, store, provider), choice))
+    }
+
+    /// A gateway over any provider.
+    pub fn with_provider(settings: &GatewaySettings, store: Store, provider: Arc<dyn Provider>) -> Gateway {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(record_loop(store.clone(), rx));
+        Gateway {
+            inner: Arc::new(Inner {
+                provider,
+                settings: settings.clone(),
+                store,
+                slots: Mutex::new(HashMap::new()),
+                spent: Mutex::new(HashMap::new()),
+                recorder: tx,
+            }),
+        }
+    }
+
+    pub fn provider_name(&self) -> &'static str {
+        self.inner.provider.name()
+    }
+
+    /// The HTTP routes, with every request accounted to `caller`.
+    pub fn router(&self, caller: &str) -> Router {
+        let state = Handler { gw: self.clone(), caller: Arc::from(caller) };
+        Router::new()
+            .route("/v1/messages", post(messages))
+            .route("/v1/messages/count_tokens", post(count_tokens))
+            .fallback(not_found)
+            .with_state(state)
+    }
+
+    /// Serves on a loopback TCP address (`127.0.0.1:0` picks a port).
+    /// Non-loopback addresses are refused: the listener has no
+    /// authentication of its own.
+    pub async fn listen_tcp(&self, addr: &str) -> Result<Listening> {
+        let sock: SocketAddr = addr
+            .parse()
+            .map_err(|_| Error::Config(format!("gateway listen address {addr:?}: use IP:PORT, e.g. 127.0.0.1:4180")))?;
+        if !sock.ip().is_loopback() {
+            return Err(Error::Config(format!(
+                "gateway listen address {addr}: only loopback addresses are allowed"
+            )));
+        }
+        let listener = tokio::net::TcpListener::bind(sock).await.ctx(|| format!("binding {sock}"))?;
+        let local = listener.local_addr().ctx(|| "local address".into())?;
+        let router = self.router(usage::LOCAL_CALLER);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "gateway TCP listener failed");
+            }
+        });
+        Ok(Listening {
+            address: format!("http://{local}"),
+            local_addr: Some(local),
+            stop: Some(stop),
+            task,
+            socket: None,
+        })
+    }
+
+    /// Serves a group on its socket `data/ipc/{folder}/model.sock`. The
+    /// socket is world-connectable (the container's user is not the host's);
+    /// the folder it sits in is mounted into that group's container only.
+    pub async fn listen_group(&self, home: &Home, folder: &str) -> Result<Listening> {
+        g2_core::validate::group_folder(folder)?;
+        let dir = home.ipc_dir(folder)?;
+        std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
+        let path = dir.join("model.sock");
+        // sun_path holds 108 bytes including the terminating NUL.
+        if path.as_os_str().len() > 107 {
+            return Err(Error::Config(format!(
+                "socket path {} is longer than 107 bytes; use a shorter home directory",
+                path.display()
+            )));
+        }
+        remove_stale_socket(&path)?;
+        let listener = tokio::net::UnixListener::bind(&path).ctx(|| format!("binding {}", path.display()))?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+                .ctx(|| format!("permissions of {}", path.display()))?;
+        }
+        let router = self.router(folder);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "gateway socket listener failed");
+            }
+        });
+        Ok(Listening {
+            address: path.display().to_string(),
+            local_addr: None,
+            stop: Some(stop),
+            task,
+            socket: Some(path),
+        })
+    }
+
+    /// Waits until every usage row recorded so far is in the database.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.recorder.send(ToRecorder::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    fn slot(&self, caller: &str) -> std::result::Result<OwnedSemaphorePermit, u32> {
+        let max = self.inner.settings.limits_for(caller).max_concurrent.unwrap_or(1).max(1);
+        let sem = {
+            let mut slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.entry(caller.to_string()).or_insert_with(|| Arc::new(Semaphore::new(max as usize))).clone()
+        };
+        sem.try_acquire_owned().map_err(|_| max)
+    }
+
+    /// Tokens the caller used today, loading the day's sum on first use.
+    async fn spent_today(&self, caller: &str) -> Result<u64> {
+        let today = usage::today();
+        if let Some((day, n)) = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner()).get(caller)
+            && *day == today
+        {
+            return Ok(*n);
+        }
+        let (c, d) = (caller.to_string(), today.clone());
+        let n = self.inner.store.read(move |conn| usage::tokens_on(conn, &c, &d)).await?;
+        let mut spent = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = spent.entry(caller.to_string()).or_insert((today.clone(), n));
+        if entry.0 != today {
+            *entry = (today, n);
+        }
+        Ok(entry.1)
+    }
+
+    fn add_spent(&self, caller: &str, day: &str, tokens: u64) {
+        let mut spent = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner());
+        match spent.get_mut(caller) {
+            Some((d, n)) if d == day => *n += tokens,
+            // Not loaded yet (or a new day): the next check loads from the store.
+            _ => {}
+        }
+    }
+
+    fn record(&self, r: Record) {
+        self.add_spent(&r.caller, &r.day, r.tokens.billable());
+        tracing::info!(
+            caller = %r.caller, model = %r.model, status = r.status, outcome = r.outcome.as_str(),
+            input_tokens = r.tokens.input, output_tokens = r.tokens.output, duration_ms = r.duration_ms,
+            "model request"
+        );
+        let _ = self.inner.recorder.send(ToRecorder::Row(r));
+    }
+}
+
+fn remove_stale_socket(path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).ctx(|| format!("removing stale {}", path.display())),
+        Ok(_) => Err(Error::Conflict(format!("{} exists and is not a socket; not touching it", path.display()))),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Writes usage rows in order; a failed write is logged, not retried (the
+/// answer was already delivered).
+async fn record_loop(store: Store, mut rx: mpsc::UnboundedReceiver<ToRecorder>) {
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            ToRecorder::Row(r) => {
+                if let Err(e) = store.write(move |tx| usage::insert(tx, &r)).await {
+                    tracing::error!(error = %e, "recording model usage failed");
+                }
+            }
+            ToRecorder::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Handler {
+    gw: Gateway,
+    caller: Arc<str>,
+}
+
+#[derive(Deserialize)]
+struct Head {
+    model: String,
+    #[serde(default)]
+    stream: bool,
+}
+
+async fn messages(State(h): State<Handler>, req: Request) -> Response {
+    handle(h, req, false).await
+}
+
+async fn count_tokens(State(h): State<Handler>, req: Request) -> Response {
+    handle(h, req, true).await
+}
+
+async fn not_found(req: Request) -> Response {
+    relay_now(Reply::error(
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        format!("g2 gateway serves POST /v1/messages and /v1/messages/count_tokens, not {} {}", req.method(), req.uri().path()),
+    ))
+}
+
+async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
+    let started = Instant::now();
+    let started_at = crate::now_rfc3339();
+    let gw = &h.gw;
+    let settings = &gw.inner.settings;
+    let (parts, body) = req.into_parts();
+    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| parts.uri.path().into());
+    let body = match axum::body::to_bytes(body, settings.max_request_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            return relay_now(Reply::error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                format!("request body is larger than {} bytes (gateway.max_request_bytes)", settings.max_request_bytes),
+            ));
+        }
+    };
+    let head: Head = match serde_json::from_slice(&body) {
+        Ok(h) => h,
+        Err(e) => {
+            return relay_now(Reply::error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!("request body must be a JSON object with a string `model`: {e}"),
+            ));
+        }
+    };
+    let (model, body) = match &settings.model {
+        Some(m) if *m != head.model && gw.provider_name() == "anthropic" => match pin_model(&body, m) {
+            Some(b) => (m.clone(), b),
+            None => (m.clone(), body),
+        },
+        Some(m) => (m.clone(), body),
+        None => (head.model.clone(), body),
+    };
+    let stream = head.stream && !count_only;
+    let mut rec = Record {
+        caller: h.caller.to_string(),
+        provider: gw.provider_name().to_string(),
+        model: model.clone(),
+        tokens: Tokens::default(),
+        duration_ms: 0,
+        status: 0,
+        outcome: Outcome::Refused,
+        streamed: stream,
+        started_at,
+        day: usage::today(),
+    };
+
+    // Limits first: a refused request never reaches a provider.
+    let permit = if count_only {
+        None
+    } else {
+        match gw.slot(&h.caller) {
+            Ok(p) => Some(p),
+            Err(max) => {
+                let reply = Reply::error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limit_error",
+                    format!("g2: {} already has {max} model requests in flight (gateway.max_concurrent)", h.caller),
+                )
+                .with_header("retry-after", "1");
+                return refuse(gw, rec, reply, started);
+            }
+        }
+    };
+    if !count_only && let Some(budget) = settings.limits_for(&h.caller).daily_tokens {
+        let spent = match gw.spent_today(&h.caller).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, "reading usage failed");
+                0
+            }
+        };
+        if spent >= budget {
+            let reply = Reply::error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                format!(
+                    "g2: {} used {spent} of its {budget} tokens for today (gateway.daily_tokens); the budget resets at 00:00 UTC",
+                    h.caller
+                ),
+            )
+            // Retrying cannot help until tomorrow.
+            .with_header("x-should-retry", "false");
+            return refuse(gw, rec, reply, started);
+        }
+    }
+
+    let mreq = ModelRequest {
+        path_and_query,
+        headers: anthropic::forwardable(&parts.headers),
+        body,
+        model,
+        stream,
+    };
+    let provider = gw.inner.provider.clone();
+    let reply = if count_only { provider.count_tokens(mreq).await } else { provider.messages(mreq).await };
+    rec.status = reply.status.as_u16();
+    let sse = reply
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let metered = Metered {
+        inner: reply.body,
+        meter: meter::Meter::new(sse),
+        ok: reply.status.is_success(),
+        rec: Some(rec),
+        gw: gw.clone(),
+        started,
+        _permit: permit,
+        count_only,
+    };
+    let mut resp = Response::new(Body::from_stream(metered));
+    *resp.status_mut() = reply.status;
+    *resp.headers_mut() = reply.headers;
+    resp
+}
+
+/// Replaces the request's model (`gateway.model` pins one for everybody).
+fn pin_model(body: &Bytes, model: &str) -> Option<Bytes> {
+    let mut v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.as_object_mut()?.insert("model".into(), serde_json::Value::String(model.into()));
+    serde_json::to_vec(&v).ok().map(Bytes::from)
+}
+
+fn refuse(gw: &Gateway, mut rec: Record, reply: Reply, started: Instant) -> Response {
+    rec.status = reply.status.as_u16();
+    rec.outcome = Outcome::Refused;
+    rec.duration_ms = started.elapsed().as_millis() as u64;
+    gw.record(rec);
+    relay_now(reply)
+}
+
+fn relay_now(reply: Reply) -> Response {
+    let mut resp = Body::from_stream(reply.body).into_response();
+    *resp.status_mut() = reply.status;
+    *resp.headers_mut() = reply.headers;
+    resp
+}
+
+/// Relays a provider's body and records usage when it ends or is dropped.
+struct Metered {
+    inner: provider::ByteStream,
+    meter: meter::Meter,
+    ok: bool,
+    rec: Option<Record>,
+    gw: Gateway,
+    started: Instant,
+    /// Held until the answer is complete: the concurrency slot.
+    _permit: Option<OwnedSemaphorePermit>,
+    count_only: bool,
+}
+
+impl Metered {
+    fn finish(&mut self, outcome: Outcome) {
+        let Some(mut rec) = self.rec.take() else { return };
+        self.meter.finish();
+        rec.tokens = if self.count_only { Tokens::default() } else { self.meter.tokens };
+        rec.outcome = if outcome == Outcome::Ok && (!self.ok || self.meter.stream_error) { Outcome::Error } else { outcome };
+        rec.duration_ms = self.started.elapsed().as_millis() as u64;
+        self.gw.record(rec);
+    }
+}
+
+impl Stream for Metered {
+    type Item = std::result::Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        match this.inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
+                this.meter.feed(&chunk);
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                tracing::warn!(error = %e, "provider stream broke off");
+                this.ok = false;
+                this.finish(Outcome::Error);
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                this.finish(Outcome::Ok);
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Metered {
+    fn drop(&mut self) {
+        // Dropped before the end: the caller went away.
+        self.finish(Outcome::Cancelled);
+    }
+}
