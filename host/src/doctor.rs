@@ -45,7 +45,18 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("folders", check_folders(home)),
         Check::new("docker", check_docker().await),
         Check::new("claude-code", claude),
+        Check::new("model", check_model(home, settings)),
     ]
+}
+
+/// Which provider the gateway would use, and from where the credential
+/// comes (never its value).
+fn check_model(home: &Home, settings: &Settings) -> Result<String, String> {
+    let choice = crate::gateway::choose(&settings.gateway, home.root()).map_err(|e| e.to_string())?;
+    Ok(match &settings.gateway.model {
+        Some(m) => format!("{}; model pinned to {m}", choice.reason),
+        None => choice.reason,
+    })
 }
 
 fn check_database(home: &Home, timeout: Duration) -> Result<String, String> {

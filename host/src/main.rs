@@ -15,7 +15,8 @@ use g2_host::groups::{self, NewGroup};
 use g2_host::home::Home;
 use g2_host::sessions::SessionManager;
 use g2_host::store::Store;
-use g2_host::{doctor, search};
+use g2_host::gateway::Gateway;
+use g2_host::{doctor, search, usage};
 
 #[derive(Parser)]
 #[command(name = "g2", version, about = "g2: a self-hosted memory host for AI agents in chat groups")]
@@ -67,7 +68,26 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
-    /// Check the database, folders, Docker engine and Claude Code.
+    /// Run the model gateway alone: the Anthropic Messages API on a loopback
+    /// TCP address and on each registered group's socket. Point any Claude
+    /// Code at it with ANTHROPIC_BASE_URL.
+    Gateway {
+        /// Loopback address to listen on (default: gateway.listen, 127.0.0.1:4180).
+        #[arg(long)]
+        listen: Option<String>,
+    },
+    /// Model usage per day, group and model, newest first.
+    Usage {
+        /// Only this group (`@local` for the loopback listener).
+        #[arg(long)]
+        group: Option<String>,
+        /// How many days back, today included.
+        #[arg(long, default_value_t = 30)]
+        days: u32,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Check the database, folders, Docker engine, Claude Code and model provider.
     Doctor {
         #[command(flatten)]
         out: Output,
@@ -243,6 +263,35 @@ async fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
+        Command::Gateway { listen } => gateway_cmd(&ctx, listen).await,
+        Command::Usage { group, days, out } => {
+            let store = ctx.store().await?;
+            if let Some(g) = &group
+                && g != usage::LOCAL_CALLER
+            {
+                g2_core::validate::any_folder(g)?;
+            }
+            let since = (chrono::Utc::now() - chrono::Duration::days(i64::from(days.max(1)) - 1))
+                .format("%Y-%m-%d")
+                .to_string();
+            let lines = store.read(move |c| usage::report(c, group.as_deref(), Some(&since))).await?;
+            if out.json {
+                print_json(&lines)?;
+            } else if lines.is_empty() {
+                println!("no model requests recorded");
+            } else {
+                let mut w = std::io::stdout().lock();
+                writeln!(w, "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+                    "day", "group", "provider", "model", "requests", "input", "output", "errors", "refused")?;
+                for l in lines {
+                    writeln!(w, "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+                        l.day, l.group, l.provider, l.model, l.requests,
+                        l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens,
+                        l.output_tokens, l.errors, l.refused)?;
+                }
+            }
+            Ok(0)
+        }
         Command::Doctor { out } => {
             let checks = doctor::run(&ctx.home, &ctx.settings).await;
             if out.json {
@@ -254,6 +303,42 @@ async fn run(cli: Cli) -> Result<i32> {
             }
             Ok(if checks.iter().all(|c| c.ok) { 0 } else { 1 })
         }
+    }
+}
+
+async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
+    ctx.home.ensure_layout()?;
+    let store = ctx.store().await?;
+    let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
+    let addr = listen.unwrap_or_else(|| ctx.settings.gateway.listen.clone());
+    let tcp = gw.listen_tcp(&addr).await?;
+    println!("provider  {}", choice.reason);
+    println!("listening {}", tcp.address);
+    let mut sockets = Vec::new();
+    for g in store.read(|c| groups::list(c)).await? {
+        let l = gw.listen_group(&ctx.home, &g.folder).await?;
+        println!("group     {} {}", g.folder, l.address);
+        sockets.push(l);
+    }
+    println!(
+        "try       ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=unused CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude",
+        tcp.address
+    );
+    shutdown_signal().await;
+    tcp.stop().await;
+    for s in sockets {
+        s.stop().await;
+    }
+    gw.flush().await;
+    Ok(0)
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
     }
 }
 

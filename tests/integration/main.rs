@@ -9,5 +9,6 @@ mod support;
 mod cli;
 mod doctor;
 mod fixtures;
+mod gateway;
 mod search;
 mod sessions;

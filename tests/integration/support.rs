@@ -57,14 +57,20 @@ impl TestHome {
     }
 
     pub fn g2(&self, args: &[&str]) -> Output {
+        self.g2_with(args, &[])
+    }
+
+    /// Runs g2 with only the given settings in its environment: the tests'
+    /// own `G2_*` and `ANTHROPIC_*` variables must not leak in.
+    pub fn g2_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_g2"));
         cmd.arg("--home").arg(self.path()).args(args);
-        // The tests' own environment must not leak settings in.
         for (k, _) in std::env::vars() {
-            if k.starts_with("G2_") {
+            if k.starts_with("G2_") || k.starts_with("ANTHROPIC_") {
                 cmd.env_remove(k);
             }
         }
+        cmd.envs(env.iter().copied());
         cmd.output().expect("running g2")
     }
 

@@ -304,11 +304,17 @@ fn is_prompt(msg: &Value) -> bool {
     msg["role"] == "user" && tool_results(msg).is_empty()
 }
 
-/// Working directory from Claude Code's system prompt (its environment
-/// section says `Primary working directory: /path`).
+/// Working directory from Claude Code's environment section (`Primary
+/// working directory: /path`), found in the system prompt or, in 2.1.x, in a
+/// `role: "system"` entry of `messages`.
 fn working_directory(req: &Value) -> String {
-    let system: Vec<&str> = texts(&req["system"]);
-    for block in system {
+    let mut sources: Vec<&str> = texts(&req["system"]);
+    if let Some(messages) = req["messages"].as_array() {
+        for m in messages.iter().filter(|m| m["role"] == "system") {
+            sources.extend(texts(&m["content"]));
+        }
+    }
+    for block in sources {
         for line in block.lines() {
             let l = line.trim().trim_start_matches("- ");
             if let Some(i) = l.to_ascii_lowercase().find("working directory:") {
@@ -553,8 +559,13 @@ mod tests {
     }
 
     fn req(messages: Value) -> Value {
+        let mut messages = messages;
+        if let Some(m) = messages.as_array_mut() {
+            m.insert(0, json!({ "role": "system", "content": [{ "type": "text",
+                "text": "# Environment\n - Primary working directory: /work/g\n - Platform: linux" }] }));
+        }
         json!({ "model": "m", "max_tokens": 100, "tools": tools(), "messages": messages,
-                "system": [{ "type": "text", "text": "env\nPrimary working directory: /work/g\n" }] })
+                "system": [{ "type": "text", "text": "You are Claude Code." }] })
     }
 
     fn text(a: &Answer) -> &str {
