@@ -254,6 +254,14 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind(sock).await.ctx(|| format!("binding {sock}"))?;
         let local = listener.local_addr().ctx(|| "local address".into())?;
         let router = self.router(usage::LOCAL_CALLER);
+        // Events are small writes that must leave at once; Nagle's algorithm
+        // would hold them for the peer's delayed ACK (40 ms).
+        let listener = {
+            use axum::serve::ListenerExt;
+            listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            })
+        };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, router).with_graceful_shutdown(async {
