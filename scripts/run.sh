@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the g2 host from this checkout: sets the machine up, builds g2 in
 # release mode, initialises the home (this folder, unless G2_HOME says
-# otherwise) and runs `g2 ARGS…` (default: `g2 doctor`, then the command list).
+# otherwise) and runs `g2 ARGS…`. Default: `g2 doctor`, then `g2 gateway`,
+# the model gateway on 127.0.0.1:4180 and on every group's socket (on the
+# built-in offline model when no ANTHROPIC_API_KEY is set).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -13,7 +15,7 @@ g2="$root/target/release/g2"
 if [ "$#" -eq 0 ]; then
   "$g2" doctor || true
   echo
-  "$g2" --help
+  exec "$g2" gateway
 else
   exec "$g2" "$@"
 fi
