@@ -317,6 +317,10 @@ impl Parser {
             return;
         }
         if is_user && raw.is_compact_summary == Some(true) {
+            // Claude Code wraps bookkeeping for the model into the summary;
+            // it is not part of what a reader wants.
+            let text = strip_reminders(text);
+            let text = text.trim();
             // The summary belongs to the boundary just before it; a summary
             // without a boundary (older versions) gets an entry of its own.
             match t.entries.last_mut() {
@@ -345,6 +349,29 @@ impl Parser {
     pub fn finish(self) -> Transcript {
         self.transcript
     }
+}
+
+/// Removes `<system-reminder>…</system-reminder>` spans (an unclosed one
+/// is kept: better too much text than lost text).
+fn strip_reminders(text: &str) -> Cow<'_, str> {
+    const OPEN: &str = "<system-reminder>";
+    const CLOSE: &str = "</system-reminder>";
+    if !text.contains(OPEN) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        let Some(len) = rest[start..].find(CLOSE) else { break };
+        out.push_str(&rest[..start]);
+        rest = &rest[start + len + CLOSE.len()..];
+        // Drop the blank line the span leaves behind.
+        if out.ends_with('\n') {
+            rest = rest.trim_start_matches(['\n', '\r']);
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// User-role text that is not the user speaking: interruption markers and
@@ -657,6 +684,16 @@ mod tests {
         let t = parse(&format!("{line}\n{line}\n"));
         assert_eq!(t.entries, vec![Entry::User(vec!["once".into()])]);
         assert_eq!(t.stats.duplicates, 1);
+    }
+
+    #[test]
+    fn reminders_are_stripped_from_summaries() {
+        assert_eq!(
+            strip_reminders("Continued.\n\n<system-reminder>\n<tools></tools>\n</system-reminder>\nSummary:\n1. x"),
+            "Continued.\n\nSummary:\n1. x"
+        );
+        assert_eq!(strip_reminders("a <system-reminder>open"), "a <system-reminder>open");
+        assert_eq!(strip_reminders("plain"), "plain");
     }
 
     #[test]

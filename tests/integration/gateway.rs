@@ -234,6 +234,7 @@ fn claude_code_runs_end_to_end_on_the_offline_model() {
             for want in ["hello from the gateway test", "what did I say?", "**Summary**", "Conversation compacted"] {
                 assert!(md.contains(want), "archive lacks {want:?}:\n{md}");
             }
+            assert!(!md.contains("<system-reminder>"), "{md}");
         }
         archived += 1;
     }
@@ -543,11 +544,22 @@ async fn each_socket_is_its_groups_identity() {
     assert_eq!(resp.status(), 200);
     let (status, _, _) = post_json(&http(), &format!("{}/v1/messages", gw.url), request("m-tcp", true)).await;
     assert_eq!(status, 200);
+    let (status, _, body) = post_json(&socket_client(a), "http://g2/v1/messages/count_tokens", request("m-alpha", false)).await;
+    assert_eq!(status, 200);
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["input_tokens"].as_u64().unwrap() > 0);
+
+    // Killed hard, the host leaves its socket files behind; the next start
+    // replaces them.
+    drop(gw);
+    assert!(a.exists());
+    let gw = GatewayProcess::start(&home, &[("G2_PROVIDER", "offline")]);
+    let (status, _, _) = post_json(&socket_client(a), "http://g2/v1/messages", request("m-alpha", false)).await;
+    assert_eq!(status, 200);
     gw.stop();
 
     let rows = usage(&home);
     let by_group = |g: &str| rows.iter().filter(|r| r["group"] == g).map(|r| r["requests"].as_u64().unwrap()).sum::<u64>();
-    assert_eq!(by_group("alpha"), 4, "{rows:?}");
+    assert_eq!(by_group("alpha"), 6, "{rows:?}");
     assert_eq!(by_group("beta"), 0, "{rows:?}");
     assert_eq!(by_group("@local"), 1, "{rows:?}");
     let only_alpha = home.json(&["usage", "--group", "alpha"]);
