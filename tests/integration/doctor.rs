@@ -9,7 +9,7 @@ fn doctor_reports_every_part() {
     let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let checks = checks.as_array().unwrap();
     let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["database", "folders", "docker", "claude-code"]);
+    assert_eq!(names, ["database", "folders", "docker", "claude-code", "model"]);
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();
     assert_eq!(get("database")["ok"], true, "{}", get("database"));
     assert_eq!(get("folders")["ok"], true, "{}", get("folders"));
@@ -23,7 +23,40 @@ fn doctor_reports_every_part() {
         let detail = get("claude-code")["detail"].as_str().unwrap();
         assert!(detail.contains(g2_host::CLAUDE_CODE_VERSION.trim()), "{detail}");
     }
+    // No key in g2's environment (the test strips ANTHROPIC_*): offline.
+    assert_eq!(get("model")["ok"], true);
+    assert!(get("model")["detail"].as_str().unwrap().starts_with("offline"), "{}", get("model"));
     assert_eq!(out.status.success(), docker_ok && claude_ok);
+}
+
+#[test]
+fn doctor_names_the_provider_and_the_key_source_never_the_key() {
+    let home = TestHome::new();
+    let key = "sk-ant-doctor-test-0123456789";
+    let run = |env: &[(&str, &str)]| {
+        let out = home.g2_with(&["doctor", "--json"], env);
+        let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let model = checks.as_array().unwrap().iter().find(|c| c["name"] == "model").unwrap().clone();
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(key));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(key));
+        model
+    };
+    let m = run(&[("ANTHROPIC_API_KEY", key)]);
+    assert_eq!(m["ok"], true);
+    assert!(m["detail"].as_str().unwrap().contains("anthropic at https://api.anthropic.com (ANTHROPIC_API_KEY from the environment)"), "{m}");
+
+    std::fs::write(home.path().join(".env"), format!("# host secrets\nANTHROPIC_API_KEY={key}\n")).unwrap();
+    let m = run(&[("G2_MODEL", "claude-x")]);
+    assert!(m["detail"].as_str().unwrap().contains(".env"), "{m}");
+    assert!(m["detail"].as_str().unwrap().ends_with("model pinned to claude-x"), "{m}");
+
+    let m = run(&[("G2_PROVIDER", "offline")]);
+    assert!(m["detail"].as_str().unwrap().starts_with("offline"), "{m}");
+
+    std::fs::remove_file(home.path().join(".env")).unwrap();
+    let m = run(&[("G2_PROVIDER", "anthropic")]);
+    assert_eq!(m["ok"], false);
+    assert!(m["detail"].as_str().unwrap().contains("ANTHROPIC_API_KEY"), "{m}");
 }
 
 #[test]
