@@ -80,6 +80,7 @@ impl Prepared {
 
 /// Parses `transcript` and writes its markdown archive into the group's
 /// `conversations/` folder. Blocking (parsing is CPU and I/O).
+#[allow(clippy::too_many_arguments)] // each is a distinct input; a struct would only rename them
 pub fn prepare(
     home: &Home,
     store: &Store,

@@ -242,6 +242,7 @@ fn settings_key(key: &str) -> Option<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail's closures return figment::Error
 mod tests {
     use super::*;
 

@@ -215,7 +215,7 @@ mod tests {
             .unwrap();
         assert!(matches!(s.write_blocking(|tx| add(tx, &same_jid)), Err(Error::Conflict(_))));
 
-        let all = s.read_blocking(|c| list(c)).unwrap();
+        let all = s.read_blocking(list).unwrap();
         assert_eq!(all.iter().map(|g| g.folder.as_str()).collect::<Vec<_>>(), ["main", "dev"]);
         s.write_blocking(|tx| remove(tx, "dev")).unwrap();
         assert!(matches!(s.write_blocking(|tx| remove(tx, "dev")), Err(Error::NotFound(_))));

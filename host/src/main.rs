@@ -315,7 +315,7 @@ async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     println!("provider  {}", choice.reason);
     println!("listening {}", tcp.address);
     let mut sockets = Vec::new();
-    for g in store.read(|c| groups::list(c)).await? {
+    for g in store.read(groups::list).await? {
         let l = gw.listen_group(&ctx.home, &g.folder).await?;
         println!("group     {} {}", g.folder, l.address);
         sockets.push(l);
@@ -402,7 +402,7 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             println!("registered {} (groups/{}/)", group.name, group.folder);
         }
         GroupsCmd::List { out } => {
-            let all = store.read(|c| groups::list(c)).await?;
+            let all = store.read(groups::list).await?;
             if out.json {
                 print_json(&all)?;
             } else if all.is_empty() {

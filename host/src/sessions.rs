@@ -356,7 +356,7 @@ impl SessionManager {
         let outcome = self
             .store
             .write(move |tx| {
-                let r = (|| {
+                (|| {
                     let current = check(tx, &g, read_generation)?;
                     let Some(id) = current.session_id.clone() else {
                         return Err(Error::NotFound(format!("an active session in group {g:?}")));
@@ -365,8 +365,7 @@ impl SessionManager {
                     let history = insert_history(tx, &current, &id, &n)?;
                     let pointer = write(tx, &current, None, None)?;
                     Ok(Cleared { history, archive, pointer })
-                })();
-                r
+                })()
             })
             .await;
         self.settle(group, outcome, file, |c| &c.pointer)
@@ -410,7 +409,7 @@ impl SessionManager {
         let outcome = self
             .store
             .write(move |tx| {
-                let r = (|| {
+                (|| {
                     let current = check(tx, &g, read_generation)?;
                     // Scoped to the group: another group's history id is
                     // simply not found.
@@ -436,8 +435,7 @@ impl SessionManager {
                     tx.execute("DELETE FROM session_history WHERE id = ?1", [target.id])?;
                     let pointer = write(tx, &current, Some(&target.session_id), Some(&target.created_at))?;
                     Ok(Resumed { pointer, saved, saved_archive })
-                })();
-                r
+                })()
             })
             .await;
         self.settle(group, outcome, file, |r| &r.pointer)

@@ -268,9 +268,12 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 /// An upstream that answers like the Anthropic API from recorded bodies,
 /// chosen by the request's model, and remembers what it received.
+/// A request upstream received: path and query, headers, JSON body.
+type Seen = (String, HashMap<String, String>, Value);
+
 #[derive(Clone, Default)]
 struct Upstream {
-    seen: Arc<Mutex<Vec<(String, HashMap<String, String>, Value)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
     release: Arc<Notify>,
     finished: Arc<AtomicBool>,
 }
