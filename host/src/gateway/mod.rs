@@ -262,15 +262,7 @@ impl Gateway {
                 let _ = tcp.set_nodelay(true);
             })
         };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "gateway TCP listener failed");
-            }
-        });
+        let (stop, task) = spawn_server(listener, router);
         Ok(Listening {
             address: format!("http://{local}"),
             local_addr: Some(local),
@@ -302,16 +294,7 @@ impl Gateway {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
                 .ctx(|| format!("permissions of {}", path.display()))?;
         }
-        let router = self.router(folder);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, router).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "gateway socket listener failed");
-            }
-        });
+        let (stop, task) = spawn_server(listener, self.router(folder));
         Ok(Listening {
             address: path.display().to_string(),
             local_addr: None,
@@ -374,6 +357,24 @@ impl Gateway {
         );
         let _ = self.inner.recorder.send(ToRecorder::Row(r));
     }
+}
+
+/// Serves `router` on `listener` until the returned sender fires (or drops).
+fn spawn_server<L>(listener: L, router: Router) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let serve = axum::serve(listener, router).with_graceful_shutdown(async {
+            let _ = stopped.await;
+        });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "gateway listener failed");
+        }
+    });
+    (stop, task)
 }
 
 fn remove_stale_socket(path: &Path) -> Result<()> {
