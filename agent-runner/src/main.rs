@@ -1,17 +1,45 @@
 //! `g2-agent`: the process that runs inside each group's container and
-//! drives Claude Code. Until the container runtime lands it only reports its
-//! version; it already links the shared transcript and archive code it will
-//! use for the PreCompact hook.
+//! drives Claude Code.
+//!
+//! - `g2-agent run` is the container's entrypoint ([`run`]).
+//! - `g2-agent hook <event>` is what the group's Claude Code hooks call
+//!   ([`hook`]).
+//!
+//! It holds no secret and needs none: the model is reached through the
+//! group's gateway socket ([`proxy`]).
+
+mod hook;
+mod inbox;
+mod paths;
+mod proxy;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "g2-agent", version, about = "g2's in-container agent runner")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the group's agent: container input on stdin, frames on stdout.
+    Run,
+    /// Handle a Claude Code hook event (input on stdin); always exits 0.
+    Hook { event: String },
+}
 
 fn main() {
-    let arg = std::env::args().nth(1);
-    match arg.as_deref() {
-        None | Some("--version") | Some("-V") | Some("version") => {
-            println!("g2-agent {}", env!("CARGO_PKG_VERSION"));
+    let cli = Cli::parse();
+    let paths = paths::Paths::from_env();
+    let code = match cli.command {
+        Cmd::Run => {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+            rt.block_on(run::run(paths))
         }
-        Some(other) => {
-            eprintln!("g2-agent: unknown command {other:?} (this build knows only --version)");
-            std::process::exit(2);
-        }
-    }
+        Cmd::Hook { event } => hook::run(&paths, &event),
+    };
+    std::process::exit(code);
 }

@@ -1,0 +1,89 @@
+//! `g2-agent hook <event>`: Claude Code's hooks, registered by the host in
+//! the group's `.claude/settings.json`. A hook must never hurt the agent: it
+//! reads its input with a bound, does a few milliseconds of work, reports
+//! problems on stderr and always exits 0.
+//!
+//! - `PreCompact` archives the transcript about to be compacted into
+//!   `/workspace/group/conversations/` with the archiver the host uses, then
+//!   writes an `archive` event so the host indexes it and lists it.
+//! - Every event (PreCompact included) is recorded as a `hook` event in
+//!   `ipc/events/` for the memory layer.
+
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use g2_core::archive::{self, ArchiveOptions};
+use g2_core::transcript;
+
+use crate::paths::{Paths, event_name, write_atomic};
+
+/// Largest hook input read.
+const MAX_INPUT: u64 = 4 << 20;
+/// Longest prompt kept in a `UserPromptSubmit` record.
+const MAX_PROMPT: usize = 4_000;
+
+pub fn run(paths: &Paths, event: &str) -> i32 {
+    let mut raw = String::new();
+    let _ = std::io::stdin().take(MAX_INPUT).read_to_string(&mut raw);
+    let input: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
+    if let Err(e) = handle(paths, event, &input) {
+        eprintln!("g2-agent hook {event}: {e:#}");
+    }
+    0
+}
+
+fn handle(paths: &Paths, event: &str, input: &Value) -> anyhow::Result<()> {
+    let session = input["session_id"].as_str();
+    let mut record = json!({
+        "type": "hook",
+        "event": event,
+        "sessionId": session,
+        "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    });
+    match event {
+        "PreCompact" => {
+            record["trigger"] = input["trigger"].clone();
+            if let Some(t) = input["transcript_path"].as_str() {
+                archive_transcript(paths, Path::new(t), session, input["trigger"].as_str())?;
+            }
+        }
+        "SessionStart" => record["source"] = input["source"].clone(),
+        "SessionEnd" => record["reason"] = input["reason"].clone(),
+        "UserPromptSubmit" => {
+            let p = input["prompt"].as_str().unwrap_or("");
+            record["prompt"] = json!(archive::truncate(p, MAX_PROMPT));
+        }
+        "PostToolUse" => record["tool"] = input["tool_name"].clone(),
+        _ => {}
+    }
+    write_atomic(&paths.events(), &event_name(), record.to_string().as_bytes())?;
+    Ok(())
+}
+
+fn archive_transcript(paths: &Paths, transcript_path: &Path, session: Option<&str>, trigger: Option<&str>) -> anyhow::Result<()> {
+    let parsed = transcript::parse_file(transcript_path)?;
+    let now = chrono::Local::now();
+    let opts = ArchiveOptions {
+        assistant_name: std::env::var("G2_ASSISTANT_NAME").unwrap_or_else(|_| "G2".into()),
+        ..ArchiveOptions::default()
+    };
+    let title = archive::title(None, &parsed, &now);
+    let body = archive::render(&title, &parsed, &now, &opts);
+    let dir = paths.group().join("conversations");
+    let stem = archive::stem(&title, &now);
+    let file = archive::write_new(&dir, &now.format("%Y-%m-%d").to_string(), &stem, &body, &|_| false)?;
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let notice = json!({
+        "type": "archive",
+        "trigger": "precompact",
+        "compactTrigger": trigger,
+        "sessionId": session,
+        "title": title,
+        // Relative to the group folder; the host resolves and checks it.
+        "path": format!("conversations/{name}"),
+    });
+    write_atomic(&paths.events(), &event_name(), notice.to_string().as_bytes())?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Host → agent messages: files in `ipc/input/`. The host writes each
+//! message as `{"type":"message","text":…}` through a temp file and a rename,
+//! and `_close` (empty) to ask the agent to finish. inotify wakes the
+//! watcher at once; each wake rescans the folder, so nothing is missed when
+//! events coalesce, and files are taken in name order (the host names them
+//! by time).
+
+use std::path::Path;
+
+use notify::{RecursiveMode, Watcher};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+pub const CLOSE: &str = "_close";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    Message(String),
+    Close,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(rename = "type")]
+    kind: String,
+    text: String,
+}
+
+/// Watches `dir`; the receiver yields items in order. The watcher lives as
+/// long as the returned guard.
+pub fn watch(dir: &Path, errors: &Path) -> notify::Result<(mpsc::UnboundedReceiver<Item>, notify::RecommendedWatcher)> {
+    std::fs::create_dir_all(dir).map_err(notify::Error::io)?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (d, e) = (dir.to_path_buf(), errors.to_path_buf());
+    let wake_tx = tx.clone();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        // Reading the folder is itself an access event: reacting to those
+        // would loop forever.
+        if let Ok(ev) = &res
+            && matches!(ev.kind, notify::EventKind::Access(_))
+        {
+            return;
+        }
+        drain(&d, &e, &wake_tx);
+    })?;
+    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    // Files that were there before the watch began.
+    drain(dir, errors, &tx);
+    Ok((rx, watcher))
+}
+
+/// Takes every complete file out of the folder, in name order.
+fn drain(dir: &Path, errors: &Path, tx: &mpsc::UnboundedSender<Item>) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut names: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        // Temp files (`.x.tmp`) are not finished yet.
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    let mut close = false;
+    for name in names {
+        let path = dir.join(&name);
+        if name == CLOSE {
+            close = true;
+            continue;
+        }
+        if !name.ends_with(".json") {
+            continue;
+        }
+        // Whoever removes the file owns it: two wakes never deliver it twice.
+        let Ok(bytes) = std::fs::read(&path) else { continue };
+        if std::fs::remove_file(&path).is_err() {
+            continue;
+        }
+        match serde_json::from_slice::<Message>(&bytes) {
+            Ok(m) if m.kind == "message" => {
+                let _ = tx.send(Item::Message(m.text));
+            }
+            Ok(m) => keep_bad(errors, &name, &bytes, &format!("unknown type {:?}", m.kind)),
+            Err(e) => keep_bad(errors, &name, &bytes, &e.to_string()),
+        }
+    }
+    if close && std::fs::remove_file(dir.join(CLOSE)).is_ok() {
+        let _ = tx.send(Item::Close);
+    }
+}
+
+fn keep_bad(errors: &Path, name: &str, bytes: &[u8], why: &str) {
+    eprintln!("g2-agent: input file {name} skipped: {why}");
+    let _ = crate::paths::write_atomic(errors, name, bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    async fn next(rx: &mut mpsc::UnboundedReceiver<Item>) -> Item {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn delivers_in_order_skips_bad_and_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("input");
+        let errors = dir.path().join("errors");
+        std::fs::create_dir_all(&input).unwrap();
+        std::fs::write(input.join("001.json"), r#"{"type":"message","text":"before start"}"#).unwrap();
+        let (mut rx, _w) = watch(&input, &errors).unwrap();
+        assert_eq!(next(&mut rx).await, Item::Message("before start".into()));
+        crate::paths::write_atomic(&input, "002.json", br#"{"type":"message","text":"two"}"#).unwrap();
+        assert_eq!(next(&mut rx).await, Item::Message("two".into()));
+        std::fs::write(input.join("003.json"), b"{broken").unwrap();
+        crate::paths::write_atomic(&input, "004.json", br#"{"type":"message","text":"four"}"#).unwrap();
+        assert_eq!(next(&mut rx).await, Item::Message("four".into()));
+        assert!(errors.join("003.json").exists());
+        std::fs::write(input.join(CLOSE), b"").unwrap();
+        assert_eq!(next(&mut rx).await, Item::Close);
+        assert!(std::fs::read_dir(&input).unwrap().next().is_none(), "input folder left empty");
+    }
+}

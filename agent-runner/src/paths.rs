@@ -1,0 +1,77 @@
+//! Where things are inside the container (the mount table of
+//! `contracts.md` §2). `G2_WORKSPACE` moves the whole tree, so the runner can
+//! be exercised outside a container too.
+
+use std::path::PathBuf;
+
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// `/workspace`.
+    pub workspace: PathBuf,
+    /// The Claude Code executable.
+    pub claude: PathBuf,
+}
+
+impl Paths {
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        Paths {
+            workspace: var("G2_WORKSPACE").unwrap_or_else(|| "/workspace".into()),
+            claude: var("G2_CLAUDE").unwrap_or_else(|| "/usr/local/bin/claude".into()),
+        }
+    }
+
+    /// The group's folder and the agent's working directory.
+    pub fn group(&self) -> PathBuf {
+        self.workspace.join("group")
+    }
+
+    /// Read-only memory shared by non-main groups.
+    pub fn global_memory(&self) -> PathBuf {
+        self.workspace.join("global/CLAUDE.md")
+    }
+
+    pub fn ipc(&self) -> PathBuf {
+        self.workspace.join("ipc")
+    }
+
+    /// Host → agent messages (`*.json`) and the `_close` sentinel.
+    pub fn input(&self) -> PathBuf {
+        self.ipc().join("input")
+    }
+
+    /// Agent → host events (hook records, archive notices).
+    pub fn events(&self) -> PathBuf {
+        self.ipc().join("events")
+    }
+
+    /// Files that could not be read, kept for a person to look at.
+    pub fn errors(&self) -> PathBuf {
+        self.ipc().join("errors")
+    }
+
+    /// The group's model gateway socket.
+    pub fn model_socket(&self) -> PathBuf {
+        self.ipc().join("model.sock")
+    }
+}
+
+/// Writes `bytes` to `dir/name` through a temp file and a rename, so a
+/// reader never sees half a file.
+pub fn write_atomic(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes)?;
+    let path = dir.join(name);
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// A file name that sorts by time: `{millis}-{random}.json`.
+pub fn event_name() -> String {
+    format!(
+        "{:013}-{}.json",
+        chrono::Utc::now().timestamp_millis(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
+}

@@ -1,0 +1,211 @@
+//! `g2-agent run`: one container's life. Reads the container input from
+//! stdin, starts Claude Code with stream-json in and out, and relays:
+//!
+//! - each `result` becomes an output frame, followed by the idle frame
+//!   (`result: null`) that tells the host the turn is over;
+//! - messages the host drops into `ipc/input/` are queued and written to
+//!   Claude Code's stdin only between turns, never into a running turn;
+//! - `_close` lets the current turn and the queue finish, then closes
+//!   Claude Code's stdin so it exits cleanly.
+//!
+//! A resumed session Claude Code cannot find is reported as an error frame
+//! whose `error` starts with [`STALE_SESSION`], so the host can clear the
+//! pointer and retry once, fresh.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, Command};
+
+use g2_core::wire::{ContainerInput, ContainerOutput, OutputStatus};
+
+use crate::inbox::{self, Item};
+use crate::paths::Paths;
+
+/// Start of the `error` of a frame reporting a session Claude Code could
+/// not find.
+pub const STALE_SESSION: &str = "stale session";
+
+/// Placeholder for Claude Code's required key. Not a credential: the
+/// gateway ignores it and adds the host's own.
+const PLACEHOLDER_KEY: &str = "g2-gateway";
+
+/// Largest container input accepted on stdin.
+const MAX_INPUT: u64 = 16 << 20;
+
+/// How much of Claude Code's stderr is kept for error reports.
+const STDERR_TAIL: usize = 16 << 10;
+
+fn emit(frame: &ContainerOutput) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(frame.frame().as_bytes());
+    let _ = out.flush();
+}
+
+fn error_frame(error: String, session: Option<String>) -> ContainerOutput {
+    ContainerOutput { status: OutputStatus::Error, result: None, new_session_id: session, error: Some(error) }
+}
+
+fn user_line(text: &str) -> String {
+    let mut s = json!({ "type": "user", "message": { "role": "user", "content": text } }).to_string();
+    s.push('\n');
+    s
+}
+
+/// Runs the container's agent; returns the process exit code.
+pub async fn run(paths: Paths) -> i32 {
+    let mut raw = String::new();
+    if let Err(e) = tokio::io::stdin().take(MAX_INPUT).read_to_string(&mut raw).await {
+        emit(&error_frame(format!("reading container input: {e}"), None));
+        return 1;
+    }
+    let input: ContainerInput = match serde_json::from_str(&raw) {
+        Ok(i) => i,
+        Err(e) => {
+            emit(&error_frame(format!("container input is not valid: {e}"), None));
+            return 1;
+        }
+    };
+    match drive(&paths, input).await {
+        Ok(code) => code,
+        Err(e) => {
+            emit(&error_frame(format!("{e:#}"), None));
+            1
+        }
+    }
+}
+
+async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
+    use anyhow::Context;
+    let port = crate::proxy::start(paths.model_socket()).await.context("starting the model proxy")?;
+    let (mut inbox, _watcher) = inbox::watch(&paths.input(), &paths.errors()).context("watching ipc/input")?;
+
+    let mut cmd = Command::new(&paths.claude);
+    cmd.current_dir(paths.group())
+        .args(["--print", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"])
+        .args(["--permission-mode", "bypassPermissions"])
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", PLACEHOLDER_KEY)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(id) = &input.session_id {
+        cmd.args(["--resume", id]);
+    }
+    if !input.is_main
+        && let Ok(global) = std::fs::read_to_string(paths.global_memory())
+        && !global.trim().is_empty()
+    {
+        cmd.args(["--append-system-prompt", &global]);
+    }
+    let mut child = cmd.spawn().with_context(|| format!("starting {}", paths.claude.display()))?;
+    let mut stdin = child.stdin.take();
+    let stdout = child.stdout.take().context("claude stdout")?;
+    let stderr = child.stderr.take().context("claude stderr")?;
+
+    // Keep the tail of stderr for error reports, and pass it on.
+    let tail = Arc::new(Mutex::new(String::new()));
+    let tail_w = tail.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            eprintln!("claude: {l}");
+            let mut t = tail_w.lock().unwrap_or_else(|e| e.into_inner());
+            t.push_str(&l);
+            t.push('\n');
+            if t.len() > STDERR_TAIL {
+                let cut = t.len() - STDERR_TAIL;
+                let cut = (cut..t.len()).find(|i| t.is_char_boundary(*i)).unwrap_or(t.len());
+                t.drain(..cut);
+            }
+        }
+    });
+
+    let mut session = input.session_id.clone();
+    let mut queue: VecDeque<String> = VecDeque::new();
+    let mut in_turn = true;
+    let mut closing = false;
+    send(&mut stdin, &input.prompt).await;
+    let mut lines = BufReader::new(stdout).lines();
+    loop {
+        tokio::select! {
+            line = lines.next_line() => {
+                let Ok(Some(line)) = line else { break };
+                let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
+                match (v["type"].as_str(), v["subtype"].as_str()) {
+                    (Some("system"), Some("init")) => {
+                        if let Some(id) = v["session_id"].as_str() {
+                            session = Some(id.to_string());
+                        }
+                    }
+                    (Some("result"), _) => {
+                        if let Some(id) = v["session_id"].as_str() {
+                            session = Some(id.to_string());
+                        }
+                        let text = v["result"].as_str().map(str::to_string);
+                        let frame = if v["is_error"] == true {
+                            error_frame(text.unwrap_or_else(|| "the turn failed".into()), session.clone())
+                        } else {
+                            ContainerOutput { status: OutputStatus::Success, result: text, new_session_id: session.clone(), error: None }
+                        };
+                        emit(&frame);
+                        emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None });
+                        in_turn = false;
+                        if let Some(next) = queue.pop_front() {
+                            send(&mut stdin, &next).await;
+                            in_turn = true;
+                        } else if closing {
+                            stdin = None;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            item = inbox.recv(), if stdin.is_some() => match item {
+                Some(Item::Message(text)) if in_turn => queue.push_back(text),
+                Some(Item::Message(text)) => {
+                    send(&mut stdin, &text).await;
+                    in_turn = true;
+                }
+                Some(Item::Close) | None => {
+                    closing = true;
+                    if !in_turn && queue.is_empty() {
+                        // Claude Code exits once its stdin ends.
+                        stdin = None;
+                    }
+                }
+            },
+        }
+    }
+    let status = child.wait().await.context("waiting for claude")?;
+    // Let the stderr task catch up with the last lines.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let tail = tail.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if tail.contains("No conversation found with session ID") {
+        emit(&error_frame(format!("{STALE_SESSION}: {}", tail.trim()), None));
+        return Ok(3);
+    }
+    if !status.success() || in_turn {
+        emit(&error_frame(
+            format!("claude exited ({status}) {}: {}", if in_turn { "during a turn" } else { "" }, tail.trim()),
+            session,
+        ));
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+async fn send(stdin: &mut Option<ChildStdin>, text: &str) {
+    if let Some(s) = stdin.as_mut()
+        && (s.write_all(user_line(text).as_bytes()).await.is_err() || s.flush().await.is_err())
+    {
+        *stdin = None;
+    }
+}
