@@ -14,6 +14,7 @@ pub mod error;
 pub mod gateway;
 pub mod groups;
 pub mod home;
+pub mod image;
 pub mod search;
 pub mod sessions;
 pub mod store;

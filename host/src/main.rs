@@ -16,7 +16,7 @@ use g2_host::home::Home;
 use g2_host::sessions::SessionManager;
 use g2_host::store::Store;
 use g2_host::gateway::Gateway;
-use g2_host::{doctor, search, usage};
+use g2_host::{doctor, image, search, usage};
 
 #[derive(Parser)]
 #[command(name = "g2", version, about = "g2: a self-hosted memory host for AI agents in chat groups")]
@@ -76,6 +76,9 @@ enum Command {
         #[arg(long)]
         listen: Option<String>,
     },
+    /// The agent image.
+    #[command(subcommand)]
+    Image(ImageCmd),
     /// Model usage per day, group and model, newest first.
     Usage {
         /// Only this group (`@local` for the loopback listener).
@@ -99,6 +102,20 @@ struct Output {
     /// Print JSON (the shapes are documented in the README).
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Subcommand)]
+enum ImageCmd {
+    /// Assemble the root filesystem and build the image (skipped when an
+    /// image with the same inputs exists).
+    Build {
+        /// A static g2-agent to use (default: build it with cargo in this checkout).
+        #[arg(long)]
+        agent: Option<PathBuf>,
+        /// Build even when the image is up to date.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -264,6 +281,7 @@ async fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Gateway { listen } => gateway_cmd(&ctx, listen).await,
+        Command::Image(ImageCmd::Build { agent, force }) => image_build(&ctx, agent, force).await,
         Command::Usage { group, days, out } => {
             let store = ctx.store().await?;
             if let Some(g) = &group
@@ -330,6 +348,36 @@ async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         s.stop().await;
     }
     gw.flush().await;
+    Ok(0)
+}
+
+async fn image_build(ctx: &Ctx, agent: Option<PathBuf>, force: bool) -> Result<i32> {
+    let claude = doctor::find_claude(&ctx.home, &ctx.settings)
+        .context("Claude Code not found (run scripts/setup.sh or set claude_code.path)")?;
+    let agent = match agent {
+        Some(a) => a,
+        None => {
+            let root = image::project_root().context(
+                "this g2 was not built from a checkout; pass --agent with a static g2-agent binary",
+            )?;
+            eprintln!("building the static g2-agent (cargo, --target {})…", image::AGENT_TARGET);
+            tokio::task::spawn_blocking(move || image::build_agent(&root)).await??
+        }
+    };
+    let inputs = tokio::task::spawn_blocking(move || image::Inputs::gather(agent, &claude)).await??;
+    let docker = bollard::Docker::connect_with_defaults()?.negotiate_version().await
+        .context("no Docker engine answers (run scripts/setup.sh)")?;
+    let started = std::time::Instant::now();
+    let outcome = image::build(&docker, inputs, force, |line| eprintln!("  {line}")).await?;
+    match outcome {
+        image::Built::UpToDate(d) => println!("{} is up to date (inputs {})", image::IMAGE, &d[..12]),
+        image::Built::Built(d) => println!(
+            "built {} in {:.1} s (inputs {})",
+            image::IMAGE,
+            started.elapsed().as_secs_f64(),
+            &d[..12]
+        ),
+    }
     Ok(0)
 }
 

@@ -1,0 +1,12 @@
+# The g2 agent image. No registry: `g2 image build` assembles rootfs/ from
+# files on this machine (the static g2-agent, the pinned Claude Code binary
+# and the libraries it links, busybox-static, passwd/group, CA certificates)
+# and sends this file with it as the build context.
+FROM scratch
+COPY rootfs/ /
+ENV PATH=/usr/local/bin:/bin \
+    HOME=/home/node \
+    DISABLE_AUTOUPDATER=1 \
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
+WORKDIR /workspace/group
+ENTRYPOINT ["/usr/local/bin/g2-agent", "run"]
