@@ -24,6 +24,7 @@ pub struct Settings {
     pub archive: ArchiveSettings,
     pub claude_code: ClaudeCodeSettings,
     pub gateway: GatewaySettings,
+    pub container: crate::container::ContainerSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -133,6 +134,7 @@ impl Default for Settings {
             archive: ArchiveSettings::default(),
             claude_code: ClaudeCodeSettings::default(),
             gateway: GatewaySettings::default(),
+            container: crate::container::ContainerSettings::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod archives;
 pub mod config;
+pub mod container;
 pub mod doctor;
 pub mod error;
 pub mod gateway;
