@@ -1,11 +1,13 @@
 # The g2 agent image. No registry: `g2 image build` assembles rootfs/ from
 # files on this machine (the static g2-agent, the pinned Claude Code binary
-# and the libraries it links, busybox-static, passwd/group, CA certificates)
+# and the libraries it links, busybox-static, bash-static, passwd/group, CA
+# certificates)
 # and sends this file with it as the build context.
 FROM scratch
 COPY rootfs/ /
 ENV PATH=/usr/local/bin:/bin \
     HOME=/home/node \
+    SHELL=/bin/bash \
     DISABLE_AUTOUPDATER=1 \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
 WORKDIR /workspace/group

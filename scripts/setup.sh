@@ -4,7 +4,7 @@
 #
 #   - Docker engine: installed (Debian `docker.io`) and started in the
 #     background when no engine answers; waits until it does.
-#   - busybox-static: the userland of the agent image.
+#   - busybox-static and bash-static: the userland of the agent image.
 #   - Claude Code: the version pinned in CLAUDE_CODE_VERSION, from the npm
 #     registry, into the git-ignored tools/ folder.
 #
@@ -35,9 +35,14 @@ apt_install() {
     || die "apt-get install $* failed"
 }
 
-# --- busybox-static ---------------------------------------------------------
+# --- busybox-static, bash-static ----------------------------------------------
+# The agent image's userland: busybox for the tools, a static bash because
+# Claude Code's Bash tool requires bash (or zsh).
 if ! [ -x /bin/busybox ] || ! dpkg -s busybox-static >/dev/null 2>&1; then
   apt_install busybox-static
+fi
+if ! [ -x /bin/bash-static ]; then
+  apt_install bash-static
 fi
 
 # --- Docker engine ------------------------------------------------------------

@@ -76,6 +76,32 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// An archive file the agent's PreCompact hook wrote into the group's
+    /// `conversations/` folder, ready to be recorded. `rel` is relative to
+    /// the group folder and must stay inside `conversations/`.
+    pub fn adopt(home: &Home, group: &str, rel: &str, title: &str, session_id: Option<&str>) -> Result<Prepared> {
+        let conversations = home.conversations_dir(group)?;
+        let name = rel
+            .strip_prefix("conversations/")
+            .ok_or_else(|| Error::Invalid(format!("archive notice path {rel:?} is not in conversations/")))?;
+        let file = validate::within(&conversations, Path::new(name))?;
+        if file.extension().is_none_or(|e| e != "md") || file.parent() != Some(conversations.as_path()) {
+            return Err(Error::Invalid(format!("archive notice path {rel:?} is not a markdown file in conversations/")));
+        }
+        let body = std::fs::read_to_string(&file).ctx(|| format!("reading {}", file.display()))?;
+        let title: String = title.chars().filter(|c| !c.is_control()).take(200).collect();
+        Ok(Prepared {
+            group: group.to_string(),
+            session_id: session_id.and_then(|s| validate::session_id(s).ok()),
+            title: if title.trim().is_empty() { name.trim_end_matches(".md").to_string() } else { title },
+            rel_path: home.relative(&file).to_string_lossy().into_owned(),
+            file,
+            body,
+            trigger: Trigger::Precompact,
+            created_at: crate::now_rfc3339(),
+            stats: transcript::Stats::default(),
+        })
+    }
 }
 
 /// Parses `transcript` and writes its markdown archive into the group's

@@ -7,6 +7,7 @@
 //! /usr/local/bin/claude       the pinned Claude Code native binary
 //! /lib…, /lib64/ld-linux…     the shared libraries claude links (from ldd)
 //! /bin/busybox + applets      the userland the Bash tool runs in
+//! /bin/bash                   bash-static (Claude Code's Bash tool needs bash)
 //! /etc/passwd, /etc/group     the agent user (the host's uid, 1000 for root)
 //! /etc/ssl/certs/…            CA certificates
 //! /home/node, /tmp, /workspace/{group,global,ipc,project,extra}
@@ -47,6 +48,7 @@ pub struct Inputs {
     pub agent: PathBuf,
     pub claude: PathBuf,
     pub busybox: PathBuf,
+    pub bash: PathBuf,
     /// Absolute library paths claude links, as the loader resolves them.
     pub libraries: Vec<PathBuf>,
     pub ca_certificates: Option<PathBuf>,
@@ -129,6 +131,11 @@ pub fn find_busybox() -> Option<PathBuf> {
     ["/bin/busybox", "/usr/bin/busybox"].iter().map(PathBuf::from).find(|p| p.is_file())
 }
 
+/// Finds the bash-static binary (`scripts/setup.sh` installs it).
+pub fn find_bash() -> Option<PathBuf> {
+    ["/bin/bash-static", "/usr/bin/bash-static"].iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
 /// The project checkout the running `g2` was built from, if any (holds
 /// `Cargo.toml` and `agent-runner/`).
 pub fn project_root() -> Option<PathBuf> {
@@ -170,10 +177,14 @@ impl Inputs {
         if is_dynamic(&busybox)? {
             return Err(Error::Invalid(format!("{} is not busybox-static", busybox.display())));
         }
+        let bash = find_bash().ok_or_else(|| Error::NotFound("bash-static (run scripts/setup.sh)".into()))?;
+        if is_dynamic(&bash)? {
+            return Err(Error::Invalid(format!("{} is not statically linked", bash.display())));
+        }
         let libraries = libraries_of(&claude)?;
         let ca = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
         let (uid, gid) = agent_ids();
-        Ok(Inputs { agent, claude, busybox, libraries, ca_certificates: ca.is_file().then_some(ca), uid, gid })
+        Ok(Inputs { agent, claude, busybox, bash, libraries, ca_certificates: ca.is_file().then_some(ca), uid, gid })
     }
 
     /// A digest of everything the image is made of.
@@ -183,7 +194,7 @@ impl Inputs {
         h.update(format!("{}:{}", self.uid, self.gid));
         h.update(std::fs::read(&self.agent).map_err(|e| Error::io("reading g2-agent", e))?);
         // Large files: identity by path, size and modification time.
-        for p in [&self.claude, &self.busybox].into_iter().chain(&self.libraries).chain(&self.ca_certificates) {
+        for p in [&self.claude, &self.busybox, &self.bash].into_iter().chain(&self.libraries).chain(&self.ca_certificates) {
             let m = std::fs::metadata(p).map_err(|e| Error::io(format!("{}", p.display()), e))?;
             h.update(format!("{}:{}:{:?}", p.display(), m.len(), m.modified().ok()));
         }
@@ -242,8 +253,9 @@ impl Inputs {
         file(&mut tar, &self.agent, "rootfs/usr/local/bin/g2-agent", 0o755)?;
         file(&mut tar, &self.claude, "rootfs/usr/local/bin/claude", 0o755)?;
         file(&mut tar, &self.busybox, "rootfs/bin/busybox", 0o755)?;
+        file(&mut tar, &self.bash, "rootfs/bin/bash", 0o755)?;
         for applet in busybox_applets(&self.busybox) {
-            if applet != "busybox" {
+            if applet != "busybox" && applet != "bash" {
                 link(&mut tar, &format!("rootfs/bin/{applet}"), "busybox")?;
             }
         }

@@ -7,6 +7,7 @@
 //! [`search`] finds again. See ARCHITECTURE.md for the code map and the
 //! invariants of each module.
 
+pub mod agent;
 pub mod archives;
 pub mod config;
 pub mod container;

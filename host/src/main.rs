@@ -76,6 +76,16 @@ enum Command {
         #[arg(long)]
         listen: Option<String>,
     },
+    /// Send one message to a group's agent (in its container) and print the
+    /// reply; the group's session pointer follows the agent's session.
+    Run {
+        folder: String,
+        /// The message.
+        #[arg(required = true, num_args = 1..)]
+        prompt: Vec<String>,
+        #[command(flatten)]
+        out: Output,
+    },
     /// The agent image.
     #[command(subcommand)]
     Image(ImageCmd),
@@ -282,6 +292,7 @@ async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Gateway { listen } => gateway_cmd(&ctx, listen).await,
         Command::Image(ImageCmd::Build { agent, force }) => image_build(&ctx, agent, force).await,
+        Command::Run { folder, prompt, out } => run_cmd(&ctx, &folder, &prompt.join(" "), out).await,
         Command::Usage { group, days, out } => {
             let store = ctx.store().await?;
             if let Some(g) = &group
@@ -349,6 +360,44 @@ async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     }
     gw.flush().await;
     Ok(0)
+}
+
+async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i32> {
+    ctx.home.ensure_layout()?;
+    let store = ctx.store().await?;
+    require_group(&store, folder).await?;
+    let runtime = g2_host::container::docker::DockerRuntime::connect().await?;
+    if image::current_digest(runtime.docker()).await.is_none() {
+        eprintln!("no agent image yet; building it");
+        image_build(ctx, None, false).await?;
+    }
+    let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
+    let agents = g2_host::agent::Agents::new(
+        ctx.home.clone(),
+        ctx.settings.clone(),
+        store,
+        std::sync::Arc::new(runtime),
+        gw.clone(),
+    );
+    for name in agents.reap().await? {
+        eprintln!("removed container {name} left by an earlier host");
+    }
+    let report = agents.run_prompt(folder, prompt).await?;
+    gw.flush().await;
+    if out.json {
+        print_json(&report)?;
+    } else {
+        for r in &report.replies {
+            println!("{r}");
+        }
+        for e in &report.errors {
+            eprintln!("agent error: {e}");
+        }
+        for a in &report.archives {
+            eprintln!("archived {}", a.path);
+        }
+    }
+    Ok(if report.replies.is_empty() { 1 } else { 0 })
 }
 
 async fn image_build(ctx: &Ctx, agent: Option<PathBuf>, force: bool) -> Result<i32> {

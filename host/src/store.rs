@@ -22,6 +22,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
     Migrations::new(vec![
         M::up(include_str!("../../migrations/0001_foundation.sql")),
         M::up(include_str!("../../migrations/0002_model_usage.sql")),
+        M::up(include_str!("../../migrations/0003_agent_events.sql")),
     ])
 });
 

@@ -1,0 +1,485 @@
+//! Running a group's agent: prepare its folders and hooks, make sure its
+//! gateway socket is served, start its container with the active session,
+//! read the output frames, update the session pointer, and take in what the
+//! agent reported through IPC (archives from PreCompact, hook events).
+//!
+//! Invariants:
+//! - the pointer is written only through [`SessionManager`] with the
+//!   generation read before the run: a `clear` during a run is never undone
+//!   by the run's result;
+//! - a session Claude Code cannot find is cleared and the prompt retried
+//!   once, fresh — never looped on;
+//! - a container never outlives its run: the hard timeout stops it (grace,
+//!   then kill) and the runtime removes every container it started;
+//! - host → agent files are written through a temp file and a rename.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use g2_core::wire::{ContainerInput, ContainerOutput, OUTPUT_END, OUTPUT_START, OutputStatus};
+
+use crate::archives::{self, ArchiveRecord, Prepared};
+use crate::config::Settings;
+use crate::container::{self, ContainerRuntime, Output};
+use crate::error::IoContext;
+use crate::gateway::{Gateway, Listening};
+use crate::groups::{self, Group};
+use crate::home::Home;
+use crate::sessions::SessionManager;
+use crate::store::Store;
+use crate::{Error, Result};
+
+/// Start of the `error` the runner reports for a session Claude Code could
+/// not find (agent-runner's `STALE_SESSION`).
+const STALE_SESSION: &str = "stale session";
+/// Most stdout a container may write without completing a frame.
+const MAX_PENDING_OUTPUT: usize = 10 << 20;
+
+/// What one run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub group: String,
+    /// The replies, one per finished turn.
+    pub replies: Vec<String>,
+    /// Errors the agent reported.
+    pub errors: Vec<String>,
+    /// The session the group now points at.
+    pub session_id: Option<String>,
+    pub container: String,
+    /// The stored session was gone and the prompt ran in a fresh one.
+    pub retried_fresh: bool,
+    /// Archives the agent wrote (PreCompact) and the host indexed.
+    pub archives: Vec<ArchiveRecord>,
+    pub exit_code: i64,
+    pub timed_out: bool,
+}
+
+/// Hooks registered in every group's `.claude/settings.json`.
+pub const HOOK_EVENTS: &[&str] = &["PreCompact", "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"];
+
+pub struct Agents {
+    home: Home,
+    settings: Settings,
+    store: Store,
+    sessions: SessionManager,
+    runtime: Arc<dyn ContainerRuntime>,
+    gateway: Gateway,
+    sockets: Mutex<Vec<Listening>>,
+}
+
+impl Agents {
+    pub fn new(home: Home, settings: Settings, store: Store, runtime: Arc<dyn ContainerRuntime>, gateway: Gateway) -> Self {
+        let sessions = SessionManager::new(store.clone(), home.clone(), settings.archive_options());
+        Agents { home, settings, store, sessions, runtime, gateway, sockets: Mutex::new(Vec::new()) }
+    }
+
+    pub fn sessions(&self) -> &SessionManager {
+        &self.sessions
+    }
+
+    /// Removes containers an earlier host of this home left behind.
+    pub async fn reap(&self) -> Result<Vec<String>> {
+        self.runtime.reap(&container::home_label(self.home.root())).await
+    }
+
+    /// Serves the group's gateway socket unless a live one is there already
+    /// (another g2 process serving it).
+    pub async fn ensure_socket(&self, folder: &str) -> Result<()> {
+        let path = self.home.ipc_dir(folder)?.join("model.sock");
+        let mut sockets = self.sockets.lock().await;
+        if sockets.iter().any(|l| Path::new(&l.address) == path) {
+            return Ok(());
+        }
+        if tokio::net::UnixStream::connect(&path).await.is_ok() {
+            return Ok(());
+        }
+        sockets.push(self.gateway.listen_group(&self.home, folder).await?);
+        Ok(())
+    }
+
+    /// Runs one prompt in the group's container and returns when the
+    /// container has finished.
+    pub async fn run_prompt(&self, folder: &str, prompt: &str) -> Result<RunReport> {
+        let f = folder.to_string();
+        let group = self
+            .store
+            .read(move |c| groups::get(c, &f))
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("group {folder:?} (see `g2 groups list`)")))?;
+        self.prepare(&group)?;
+        self.ensure_socket(folder).await?;
+        let pointer = self.sessions.get(folder).await?;
+        let mut report = self.attempt(&group, prompt, pointer.session_id.clone()).await?;
+        let mut generation = pointer.generation;
+        if report.errors.iter().any(|e| e.starts_with(STALE_SESSION)) && pointer.session_id.is_some() {
+            tracing::warn!(group = folder, "stored session not found; clearing the pointer and retrying fresh");
+            generation = self.sessions.delete(folder, generation).await?.generation;
+            report = self.attempt(&group, prompt, None).await?;
+            report.retried_fresh = true;
+        }
+        if let Some(id) = report.session_id.clone()
+            && Some(&id) != pointer.session_id.as_ref()
+        {
+            match self.sessions.set(folder, &id, generation).await {
+                Ok(_) => {}
+                // Cleared or resumed meanwhile: that decision stands.
+                Err(Error::StaleGeneration { .. }) => {
+                    tracing::info!(group = folder, "pointer changed during the run; not overwriting it");
+                    report.session_id = self.sessions.get(folder).await?.session_id;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        report.archives = self.take_events(folder).await?;
+        Ok(report)
+    }
+
+    /// Folders, ownership and hooks a run needs.
+    fn prepare(&self, group: &Group) -> Result<()> {
+        self.home.ensure_layout()?;
+        self.home.ensure_group(&group.folder, &group.name, group.is_main)?;
+        let ipc = self.home.ipc_dir(&group.folder)?;
+        for d in ["input", "events", "errors"] {
+            std::fs::create_dir_all(ipc.join(d)).ctx(|| format!("creating {}", ipc.join(d).display()))?;
+        }
+        // Leftovers of an earlier run must not end the next one.
+        let _ = std::fs::remove_file(ipc.join("input/_close"));
+        write_hooks(&self.home.claude_dir(&group.folder)?)?;
+        let (uid, gid) = crate::image::agent_ids();
+        if is_root() {
+            for d in [self.home.group_dir(&group.folder)?, self.home.claude_dir(&group.folder)?, ipc] {
+                chown_tree(&d, uid, gid);
+            }
+        }
+        Ok(())
+    }
+
+    async fn attempt(&self, group: &Group, prompt: &str, session_id: Option<String>) -> Result<RunReport> {
+        let spec = container::spec_for(&self.home, &self.settings.container, group, None)?;
+        let (hard, idle) = container::timeouts(&self.settings.container, group);
+        let input = ContainerInput {
+            prompt: prompt.to_string(),
+            session_id: session_id.clone(),
+            group_folder: group.folder.clone(),
+            chat_jid: group.jid.clone(),
+            is_main: group.is_main,
+            is_scheduled_task: false,
+            assistant_name: Some(self.settings.assistant_name.clone()),
+        };
+        let bytes = serde_json::to_vec(&input).map_err(|e| Error::Invalid(e.to_string()))?;
+        let mut running = self.runtime.run(spec, bytes).await?;
+        let ipc_input = self.home.ipc_dir(&group.folder)?.join("input");
+        let mut report = RunReport {
+            group: group.folder.clone(),
+            replies: Vec::new(),
+            errors: Vec::new(),
+            session_id,
+            container: running.name.clone(),
+            retried_fresh: false,
+            archives: Vec::new(),
+            exit_code: 0,
+            timed_out: false,
+        };
+        let deadline = Instant::now() + hard;
+        let mut idle_since: Option<Instant> = None;
+        let mut pending = Vec::new();
+        let mut stderr_tail = String::new();
+        let mut stopping = false;
+        loop {
+            let wait = match idle_since {
+                Some(t) => (t + idle).min(deadline),
+                None => deadline,
+            };
+            let item = tokio::time::timeout_at(wait.into(), running.output.recv()).await;
+            match item {
+                Ok(Some(Output::Stdout(b))) => {
+                    pending.extend_from_slice(&b);
+                    for frame in take_frames(&mut pending) {
+                        match frame.result {
+                            Some(text) if frame.status == OutputStatus::Success => report.replies.push(text),
+                            _ => {}
+                        }
+                        if let Some(e) = frame.error {
+                            report.errors.push(e);
+                        }
+                        if frame.new_session_id.is_some() {
+                            report.session_id = frame.new_session_id;
+                        }
+                    }
+                    if report.replies.len() + report.errors.len() > 0 && idle_since.is_none() {
+                        // One prompt per `g2 run`: the turn is over, let the agent finish.
+                        idle_since = Some(Instant::now());
+                        close(&ipc_input)?;
+                    }
+                    if pending.len() > MAX_PENDING_OUTPUT && !stopping {
+                        report.errors.push("the agent wrote more than 10 MB without a frame; stopped".into());
+                        stopping = true;
+                        self.runtime.stop(&running.id, self.grace()).await?;
+                    }
+                }
+                Ok(Some(Output::Stderr(b))) => {
+                    stderr_tail.push_str(&String::from_utf8_lossy(&b));
+                    if stderr_tail.len() > 16_384 {
+                        let cut = stderr_tail.len() - 16_384;
+                        let cut = (cut..stderr_tail.len()).find(|i| stderr_tail.is_char_boundary(*i)).unwrap_or(0);
+                        stderr_tail.drain(..cut);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) if Instant::now() >= deadline => {
+                    if !stopping {
+                        tracing::warn!(container = %running.name, "hard timeout; stopping");
+                        report.timed_out = true;
+                        stopping = true;
+                        self.runtime.stop(&running.id, self.grace()).await?;
+                    } else {
+                        // Stop did not end the streams: give up waiting on them.
+                        break;
+                    }
+                }
+                Err(_) => {
+                    // Idle: ask the agent to finish (again; harmless).
+                    close(&ipc_input)?;
+                    idle_since = Some(Instant::now());
+                }
+            }
+        }
+        report.exit_code = tokio::time::timeout(self.grace() + Duration::from_secs(30), &mut running.exit)
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .unwrap_or(-1);
+        let _ = std::fs::remove_file(ipc_input.join("_close"));
+        if report.replies.is_empty() && report.errors.is_empty() {
+            report.errors.push(format!(
+                "the agent exited ({}) without a reply: {}",
+                report.exit_code,
+                stderr_tail.trim()
+            ));
+        }
+        Ok(report)
+    }
+
+    fn grace(&self) -> Duration {
+        Duration::from_secs(self.settings.container.stop_grace_secs)
+    }
+
+    /// Takes the agent's IPC events: indexes archive notices, stores hook
+    /// records; unreadable files go to `errors/`.
+    pub async fn take_events(&self, folder: &str) -> Result<Vec<ArchiveRecord>> {
+        let ipc = self.home.ipc_dir(folder)?;
+        let dir = ipc.join("events");
+        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+            Err(_) => return Ok(Vec::new()),
+        };
+        names.retain(|n| n.ends_with(".json") && !n.starts_with('.'));
+        names.sort();
+        let mut archived = Vec::new();
+        for name in names {
+            let path = dir.join(&name);
+            let Ok(bytes) = std::fs::read(&path) else { continue };
+            let parsed: std::result::Result<Value, String> = serde_json::from_slice(&bytes).map_err(|e| e.to_string());
+            let outcome = match parsed {
+                Ok(v) if v["type"] == "archive" => self.adopt_archive(folder, &v).await.map(|r| archived.extend(r)),
+                Ok(v) if v["type"] == "hook" => self.store_hook(folder, v).await,
+                Ok(v) => Err(Error::Invalid(format!("unknown event type {}", v["type"]))),
+                Err(e) => Err(Error::Invalid(e)),
+            };
+            match outcome {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Err(e) => {
+                    tracing::warn!(group = folder, file = %name, error = %e, "agent event kept in errors/");
+                    let _ = std::fs::create_dir_all(ipc.join("errors"));
+                    let _ = std::fs::rename(&path, ipc.join("errors").join(&name));
+                }
+            }
+        }
+        Ok(archived)
+    }
+
+    async fn adopt_archive(&self, folder: &str, v: &Value) -> Result<Option<ArchiveRecord>> {
+        let rel = v["path"].as_str().unwrap_or("");
+        let prepared = Prepared::adopt(&self.home, folder, rel, v["title"].as_str().unwrap_or(""), v["sessionId"].as_str())?;
+        let path = prepared.rel_path.clone();
+        let known = self
+            .store
+            .read(move |c| {
+                Ok(c.query_row("SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)", [&path], |r| {
+                    r.get::<_, bool>(0)
+                })?)
+            })
+            .await?;
+        if known {
+            return Ok(None);
+        }
+        let rec = self.store.write(move |tx| archives::insert(tx, &prepared)).await?;
+        Ok(Some(rec))
+    }
+
+    async fn store_hook(&self, folder: &str, v: Value) -> Result<()> {
+        let event = v["event"].as_str().unwrap_or("").chars().take(64).collect::<String>();
+        let session = v["sessionId"].as_str().map(str::to_string);
+        let at = v["at"].as_str().map(str::to_string).unwrap_or_else(crate::now_rfc3339);
+        let mut data = v.clone();
+        if let Some(o) = data.as_object_mut() {
+            for k in ["type", "event", "sessionId", "at"] {
+                o.remove(k);
+            }
+        }
+        let g = folder.to_string();
+        self.store
+            .write(move |tx| {
+                tx.execute(
+                    "INSERT INTO hook_events (group_folder, session_id, event, data, at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    rusqlite::params![g, session, event, data.to_string(), at],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// Pulls complete frames out of `buf`, leaving any partial one.
+fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
+    let mut frames = Vec::new();
+    loop {
+        let text = String::from_utf8_lossy(buf);
+        let Some(start) = text.find(OUTPUT_START) else {
+            // Keep only a possible partial marker.
+            let keep = buf.len().saturating_sub(OUTPUT_START.len());
+            buf.drain(..keep);
+            break;
+        };
+        let Some(end_rel) = text[start..].find(OUTPUT_END) else {
+            let s = start;
+            buf.drain(..s);
+            break;
+        };
+        let body = text[start + OUTPUT_START.len()..start + end_rel].trim().to_string();
+        let consumed = start + end_rel + OUTPUT_END.len();
+        drop(text);
+        buf.drain(..consumed.min(buf.len()));
+        match serde_json::from_str::<ContainerOutput>(&body) {
+            Ok(f) => frames.push(f),
+            Err(e) => tracing::warn!(error = %e, "unreadable output frame skipped"),
+        }
+    }
+    frames
+}
+
+/// Asks the agent to finish: the `_close` sentinel.
+fn close(input_dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(input_dir).ctx(|| format!("creating {}", input_dir.display()))?;
+    let tmp = input_dir.join("._close.tmp");
+    std::fs::write(&tmp, b"").ctx(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, input_dir.join("_close")).ctx(|| "writing _close".into())
+}
+
+/// Writes a message for a running agent into its `input/` folder.
+pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<PathBuf> {
+    let dir = home.ipc_dir(folder)?.join("input");
+    std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
+    let name = format!("{:013}-{}.json", chrono::Utc::now().timestamp_millis(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    {
+        let mut f = std::fs::File::create(&tmp).ctx(|| format!("writing {}", tmp.display()))?;
+        f.write_all(json!({ "type": "message", "text": text }).to_string().as_bytes())
+            .ctx(|| format!("writing {}", tmp.display()))?;
+    }
+    let path = dir.join(&name);
+    std::fs::rename(&tmp, &path).ctx(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+/// Registers g2's hooks in a group's `.claude/settings.json`, keeping any
+/// other settings in the file.
+fn write_hooks(claude_dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(claude_dir).ctx(|| format!("creating {}", claude_dir.display()))?;
+    let path = claude_dir.join("settings.json");
+    let mut settings: Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    let mut hooks = serde_json::Map::new();
+    for ev in HOOK_EVENTS {
+        hooks.insert(
+            ev.to_string(),
+            json!([{ "hooks": [{ "type": "command", "command": format!("/usr/local/bin/g2-agent hook {ev}"), "timeout": 30 }] }]),
+        );
+    }
+    settings["hooks"] = Value::Object(hooks);
+    let tmp = claude_dir.join(".settings.json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&settings).unwrap_or_default())
+        .ctx(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).ctx(|| format!("writing {}", path.display()))
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:")).map(|r| r.split_whitespace().next() == Some("0")))
+        .unwrap_or(false)
+}
+
+/// Gives a tree to the agent user (when the host runs as root); entries
+/// already owned are skipped, symlinks are not followed.
+fn chown_tree(dir: &Path, uid: u32, gid: u32) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
+    if meta.file_type().is_symlink() {
+        return;
+    }
+    if meta.uid() != uid || meta.gid() != gid {
+        let _ = std::os::unix::fs::lchown(dir, Some(uid), Some(gid));
+    }
+    if meta.is_dir()
+        && let Ok(rd) = std::fs::read_dir(dir)
+    {
+        for e in rd.flatten() {
+            chown_tree(&e.path(), uid, gid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_across_chunks_and_noise() {
+        let f1 = ContainerOutput { status: OutputStatus::Success, result: Some("hi".into()), new_session_id: Some("s".into()), error: None }.frame();
+        let f2 = ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: Some("s".into()), error: None }.frame();
+        let all = format!("noise\n{f1}more noise\n{f2}");
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        for c in all.as_bytes().chunks(7) {
+            buf.extend_from_slice(c);
+            got.extend(take_frames(&mut buf));
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].result.as_deref(), Some("hi"));
+        assert_eq!(got[1].result, None);
+        assert!(buf.len() < OUTPUT_START.len());
+    }
+
+    #[test]
+    fn hooks_keep_other_settings() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("settings.json"), r#"{"model":"x","hooks":{"Old":[]}}"#).unwrap();
+        write_hooks(d.path()).unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(d.path().join("settings.json")).unwrap()).unwrap();
+        assert_eq!(v["model"], "x");
+        assert!(v["hooks"].get("Old").is_none());
+        assert_eq!(v["hooks"]["PreCompact"][0]["hooks"][0]["command"], "/usr/local/bin/g2-agent hook PreCompact");
+    }
+}
