@@ -6,6 +6,7 @@
 
 mod support;
 
+mod agents;
 mod cli;
 mod doctor;
 mod fixtures;

@@ -105,7 +105,8 @@ impl DockerRuntime {
                 nano_cpus: Some(spec.limits.nano_cpus),
                 pids_limit: Some(spec.limits.pids),
                 network_mode: Some(if spec.network { "bridge".into() } else { "none".into() }),
-                init: Some(false),
+                // tini as PID 1: signals reach the agent, orphans are reaped.
+                init: Some(true),
                 auto_remove: Some(false),
                 ..Default::default()
             }),
