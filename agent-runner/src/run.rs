@@ -207,5 +207,11 @@ async fn send(stdin: &mut Option<ChildStdin>, text: &str) {
         && (s.write_all(user_line(text).as_bytes()).await.is_err() || s.flush().await.is_err())
     {
         *stdin = None;
+        return;
+    }
+    // For the follow-up latency benchmark: when each message reached claude.
+    if std::env::var_os("G2_AGENT_TRACE").is_some() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        eprintln!("g2-agent trace: stdin {} {}", t.as_nanos(), text.chars().take(40).collect::<String>());
     }
 }

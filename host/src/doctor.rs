@@ -46,7 +46,36 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("docker", check_docker().await),
         Check::new("claude-code", claude),
         Check::new("model", check_model(home, settings)),
+        Check::new("image", check_image(settings).await),
     ]
+}
+
+/// The agent image. Missing is not a failure: `g2 run` builds it on first
+/// use.
+async fn check_image(settings: &Settings) -> Result<String, String> {
+    let attempt = async {
+        let docker = bollard::Docker::connect_with_defaults().ok()?.negotiate_version().await.ok()?;
+        let img = docker.inspect_image(&settings.container.image).await.ok();
+        Some(match img {
+            Some(i) => format!(
+                "{} ({} MB, built {}, inputs {})",
+                settings.container.image,
+                i.size.unwrap_or(0) / 1_000_000,
+                i.created.map(|c| c.to_string()).unwrap_or_default().get(..19).unwrap_or(""),
+                i.config
+                    .and_then(|c| c.labels)
+                    .and_then(|l| l.get(crate::image::INPUTS_LABEL).cloned())
+                    .unwrap_or_default()
+                    .get(..12)
+                    .unwrap_or("?")
+            ),
+            None => format!("{} not built yet: `g2 image build` (`g2 run` builds it on first use)", settings.container.image),
+        })
+    };
+    match tokio::time::timeout(Duration::from_secs(10), attempt).await {
+        Ok(Some(s)) => Ok(s),
+        _ => Ok("unknown: no Docker engine answers".into()),
+    }
 }
 
 /// Which provider the gateway would use, and from where the credential

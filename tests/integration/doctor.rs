@@ -9,8 +9,10 @@ fn doctor_reports_every_part() {
     let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let checks = checks.as_array().unwrap();
     let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["database", "folders", "docker", "claude-code", "model"]);
+    assert_eq!(names, ["database", "folders", "docker", "claude-code", "model", "image"]);
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();
+    // A missing image is not a failure: `g2 run` builds it.
+    assert_eq!(get("image")["ok"], true, "{}", get("image"));
     assert_eq!(get("database")["ok"], true, "{}", get("database"));
     assert_eq!(get("folders")["ok"], true, "{}", get("folders"));
 
