@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use g2_core::archive::{self, ArchiveOptions};
 use g2_core::transcript;
+use g2_core::wire::AgentEvent;
 
 use crate::paths::{Paths, event_name, write_atomic};
 
@@ -36,29 +37,28 @@ pub fn run(paths: &Paths, event: &str) -> i32 {
 
 fn handle(paths: &Paths, event: &str, input: &Value) -> anyhow::Result<()> {
     let session = input["session_id"].as_str();
-    let mut record = json!({
-        "type": "hook",
-        "event": event,
-        "sessionId": session,
-        "at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-    });
-    match event {
+    let data = match event {
         "PreCompact" => {
-            record["trigger"] = input["trigger"].clone();
             if let Some(t) = input["transcript_path"].as_str() {
                 archive_transcript(paths, Path::new(t), session, input["trigger"].as_str())?;
             }
+            json!({ "trigger": input["trigger"] })
         }
-        "SessionStart" => record["source"] = input["source"].clone(),
-        "SessionEnd" => record["reason"] = input["reason"].clone(),
+        "SessionStart" => json!({ "source": input["source"] }),
+        "SessionEnd" => json!({ "reason": input["reason"] }),
         "UserPromptSubmit" => {
-            let p = input["prompt"].as_str().unwrap_or("");
-            record["prompt"] = json!(archive::truncate(p, MAX_PROMPT));
+            json!({ "prompt": archive::truncate(input["prompt"].as_str().unwrap_or(""), MAX_PROMPT) })
         }
-        "PostToolUse" => record["tool"] = input["tool_name"].clone(),
-        _ => {}
-    }
-    write_atomic(&paths.events(), &event_name(), record.to_string().as_bytes())?;
+        "PostToolUse" => json!({ "tool": input["tool_name"] }),
+        _ => json!({}),
+    };
+    let record = AgentEvent::Hook {
+        event: event.to_string(),
+        session_id: session.map(str::to_string),
+        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        data,
+    };
+    write_atomic(&paths.events(), &event_name(), serde_json::to_string(&record)?.as_bytes())?;
     Ok(())
 }
 
@@ -75,15 +75,13 @@ fn archive_transcript(paths: &Paths, transcript_path: &Path, session: Option<&st
     let stem = archive::stem(&title, &now);
     let file = archive::write_new(&dir, &now.format("%Y-%m-%d").to_string(), &stem, &body, &|_| false)?;
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let notice = json!({
-        "type": "archive",
-        "trigger": "precompact",
-        "compactTrigger": trigger,
-        "sessionId": session,
-        "title": title,
+    let notice = AgentEvent::Archive {
         // Relative to the group folder; the host resolves and checks it.
-        "path": format!("conversations/{name}"),
-    });
-    write_atomic(&paths.events(), &event_name(), notice.to_string().as_bytes())?;
+        path: format!("conversations/{name}"),
+        title,
+        session_id: session.map(str::to_string),
+        compact_trigger: trigger.map(str::to_string),
+    };
+    write_atomic(&paths.events(), &event_name(), serde_json::to_string(&notice)?.as_bytes())?;
     Ok(())
 }

@@ -8,22 +8,15 @@
 use std::path::Path;
 
 use notify::{RecursiveMode, Watcher};
-use serde::Deserialize;
 use tokio::sync::mpsc;
 
-pub const CLOSE: &str = "_close";
+use g2_core::ipc::CLOSE;
+use g2_core::wire::InputMessage;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Item {
     Message(String),
     Close,
-}
-
-#[derive(Deserialize)]
-struct Message {
-    #[serde(rename = "type")]
-    kind: String,
-    text: String,
 }
 
 /// Watches `dir`; the receiver yields items in order. The watcher lives as
@@ -75,11 +68,10 @@ fn drain(dir: &Path, errors: &Path, tx: &mpsc::UnboundedSender<Item>) {
         if std::fs::remove_file(&path).is_err() {
             continue;
         }
-        match serde_json::from_slice::<Message>(&bytes) {
-            Ok(m) if m.kind == "message" => {
-                let _ = tx.send(Item::Message(m.text));
+        match serde_json::from_slice::<InputMessage>(&bytes) {
+            Ok(InputMessage::Message { text }) => {
+                let _ = tx.send(Item::Message(text));
             }
-            Ok(m) => keep_bad(errors, &name, &bytes, &format!("unknown type {:?}", m.kind)),
             Err(e) => keep_bad(errors, &name, &bytes, &e.to_string()),
         }
     }

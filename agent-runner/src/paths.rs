@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use g2_core::ipc;
+
 #[derive(Debug, Clone)]
 pub struct Paths {
     /// `/workspace`.
@@ -37,41 +39,23 @@ impl Paths {
 
     /// Host → agent messages (`*.json`) and the `_close` sentinel.
     pub fn input(&self) -> PathBuf {
-        self.ipc().join("input")
+        self.ipc().join(ipc::INPUT_DIR)
     }
 
     /// Agent → host events (hook records, archive notices).
     pub fn events(&self) -> PathBuf {
-        self.ipc().join("events")
+        self.ipc().join(ipc::EVENTS_DIR)
     }
 
     /// Files that could not be read, kept for a person to look at.
     pub fn errors(&self) -> PathBuf {
-        self.ipc().join("errors")
+        self.ipc().join(ipc::ERRORS_DIR)
     }
 
     /// The group's model gateway socket.
     pub fn model_socket(&self) -> PathBuf {
-        self.ipc().join("model.sock")
+        self.ipc().join(ipc::MODEL_SOCKET)
     }
 }
 
-/// Writes `bytes` to `dir/name` through a temp file and a rename, so a
-/// reader never sees half a file.
-pub fn write_atomic(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes)?;
-    let path = dir.join(name);
-    std::fs::rename(&tmp, &path)?;
-    Ok(path)
-}
-
-/// A file name that sorts by time: `{millis}-{random}.json`.
-pub fn event_name() -> String {
-    format!(
-        "{:013}-{}.json",
-        chrono::Utc::now().timestamp_millis(),
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    )
-}
+pub use g2_core::ipc::{timestamped_name as event_name, write_atomic};

@@ -12,8 +12,10 @@
 //! - [`archive`]: renders a parsed transcript as markdown and writes it
 //!   atomically, never overwriting.
 //! - [`wire`]: the JSON that crosses the container boundary.
+//! - [`ipc`]: the shared IPC folder's names and atomic writes.
 
 pub mod archive;
+pub mod ipc;
 pub mod transcript;
 pub mod validate;
 pub mod wire;

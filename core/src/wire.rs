@@ -55,6 +55,38 @@ impl ContainerOutput {
     }
 }
 
+/// A message for a running agent (`ipc/input/*.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum InputMessage {
+    Message { text: String },
+}
+
+/// What an agent reports to the host (`ipc/events/*.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", rename_all_fields = "camelCase")]
+pub enum AgentEvent {
+    /// The PreCompact hook archived a transcript.
+    Archive {
+        /// Relative to the group folder: `conversations/{file}.md`.
+        path: String,
+        title: String,
+        session_id: Option<String>,
+        /// `manual` or `auto`, as Claude Code reported it.
+        compact_trigger: Option<String>,
+    },
+    /// A Claude Code hook fired.
+    Hook {
+        event: String,
+        session_id: Option<String>,
+        /// RFC 3339, UTC.
+        at: String,
+        /// The event's small payload (source, prompt, tool name, …).
+        #[serde(default)]
+        data: serde_json::Value,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +101,22 @@ mod tests {
         assert!(!input.is_scheduled_task);
         let back = serde_json::to_string(&input).unwrap();
         assert!(back.contains("\"groupFolder\":\"main\"") && !back.contains("isScheduledTask"));
+    }
+
+    #[test]
+    fn ipc_json_shapes() {
+        let m: InputMessage = serde_json::from_str(r#"{"type":"message","text":"hi"}"#).unwrap();
+        assert_eq!(m, InputMessage::Message { text: "hi".into() });
+        let e = AgentEvent::Archive {
+            path: "conversations/a.md".into(),
+            title: "A".into(),
+            session_id: None,
+            compact_trigger: Some("manual".into()),
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["type"], "archive");
+        assert_eq!(v["compactTrigger"], "manual");
+        assert!(serde_json::from_str::<AgentEvent>(r#"{"type":"bogus"}"#).is_err());
     }
 
     #[test]

@@ -13,7 +13,6 @@
 //!   then kill) and the runtime removes every container it started;
 //! - host → agent files are written through a temp file and a rename.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +21,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use g2_core::wire::{ContainerInput, ContainerOutput, OUTPUT_END, OUTPUT_START, OutputStatus};
+use g2_core::ipc;
+use g2_core::wire::{AgentEvent, ContainerInput, ContainerOutput, InputMessage, OUTPUT_END, OUTPUT_START, OutputStatus};
 
 use crate::archives::{self, ArchiveRecord, Prepared};
 use crate::config::Settings;
@@ -91,7 +91,7 @@ impl Agents {
     /// Serves the group's gateway socket unless a live one is there already
     /// (another g2 process serving it).
     pub async fn ensure_socket(&self, folder: &str) -> Result<()> {
-        let path = self.home.ipc_dir(folder)?.join("model.sock");
+        let path = self.home.ipc_dir(folder)?.join(ipc::MODEL_SOCKET);
         let mut sockets = self.sockets.lock().await;
         if sockets.iter().any(|l| Path::new(&l.address) == path) {
             return Ok(());
@@ -144,16 +144,16 @@ impl Agents {
     fn prepare(&self, group: &Group) -> Result<()> {
         self.home.ensure_layout()?;
         self.home.ensure_group(&group.folder, &group.name, group.is_main)?;
-        let ipc = self.home.ipc_dir(&group.folder)?;
-        for d in ["input", "events", "errors"] {
-            std::fs::create_dir_all(ipc.join(d)).ctx(|| format!("creating {}", ipc.join(d).display()))?;
+        let ipc_dir = self.home.ipc_dir(&group.folder)?;
+        for d in [ipc::INPUT_DIR, ipc::EVENTS_DIR, ipc::ERRORS_DIR] {
+            std::fs::create_dir_all(ipc_dir.join(d)).ctx(|| format!("creating {}", ipc_dir.join(d).display()))?;
         }
         // Leftovers of an earlier run must not end the next one.
-        let _ = std::fs::remove_file(ipc.join("input/_close"));
+        let _ = std::fs::remove_file(ipc_dir.join(ipc::INPUT_DIR).join(ipc::CLOSE));
         write_hooks(&self.home.claude_dir(&group.folder)?)?;
         let (uid, gid) = crate::image::agent_ids();
         if is_root() {
-            for d in [self.home.group_dir(&group.folder)?, self.home.claude_dir(&group.folder)?, ipc] {
+            for d in [self.home.group_dir(&group.folder)?, self.home.claude_dir(&group.folder)?, ipc_dir] {
                 chown_tree(&d, uid, gid);
             }
         }
@@ -174,7 +174,7 @@ impl Agents {
         };
         let bytes = serde_json::to_vec(&input).map_err(|e| Error::Invalid(e.to_string()))?;
         let mut running = self.runtime.run(spec, bytes).await?;
-        let ipc_input = self.home.ipc_dir(&group.folder)?.join("input");
+        let ipc_input = self.home.ipc_dir(&group.folder)?.join(ipc::INPUT_DIR);
         let mut report = RunReport {
             group: group.folder.clone(),
             replies: Vec::new(),
@@ -255,7 +255,7 @@ impl Agents {
             .ok()
             .and_then(|r| r.ok())
             .unwrap_or(-1);
-        let _ = std::fs::remove_file(ipc_input.join("_close"));
+        let _ = std::fs::remove_file(ipc_input.join(ipc::CLOSE));
         if report.replies.is_empty() && report.errors.is_empty() {
             report.errors.push(format!(
                 "the agent exited ({}) without a reply: {}",
@@ -273,8 +273,8 @@ impl Agents {
     /// Takes the agent's IPC events: indexes archive notices, stores hook
     /// records; unreadable files go to `errors/`.
     pub async fn take_events(&self, folder: &str) -> Result<Vec<ArchiveRecord>> {
-        let ipc = self.home.ipc_dir(folder)?;
-        let dir = ipc.join("events");
+        let ipc_dir = self.home.ipc_dir(folder)?;
+        let dir = ipc_dir.join(ipc::EVENTS_DIR);
         let mut names: Vec<String> = match std::fs::read_dir(&dir) {
             Ok(rd) => rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
             Err(_) => return Ok(Vec::new()),
@@ -285,12 +285,12 @@ impl Agents {
         for name in names {
             let path = dir.join(&name);
             let Ok(bytes) = std::fs::read(&path) else { continue };
-            let parsed: std::result::Result<Value, String> = serde_json::from_slice(&bytes).map_err(|e| e.to_string());
-            let outcome = match parsed {
-                Ok(v) if v["type"] == "archive" => self.adopt_archive(folder, &v).await.map(|r| archived.extend(r)),
-                Ok(v) if v["type"] == "hook" => self.store_hook(folder, v).await,
-                Ok(v) => Err(Error::Invalid(format!("unknown event type {}", v["type"]))),
-                Err(e) => Err(Error::Invalid(e)),
+            let outcome = match serde_json::from_slice::<AgentEvent>(&bytes) {
+                Ok(AgentEvent::Archive { path, title, session_id, .. }) => {
+                    self.adopt_archive(folder, &path, &title, session_id.as_deref()).await.map(|r| archived.extend(r))
+                }
+                Ok(AgentEvent::Hook { event, session_id, at, data }) => self.store_hook(folder, event, session_id, at, data).await,
+                Err(e) => Err(Error::Invalid(format!("agent event: {e}"))),
             };
             match outcome {
                 Ok(()) => {
@@ -298,17 +298,16 @@ impl Agents {
                 }
                 Err(e) => {
                     tracing::warn!(group = folder, file = %name, error = %e, "agent event kept in errors/");
-                    let _ = std::fs::create_dir_all(ipc.join("errors"));
-                    let _ = std::fs::rename(&path, ipc.join("errors").join(&name));
+                    let _ = std::fs::create_dir_all(ipc_dir.join(ipc::ERRORS_DIR));
+                    let _ = std::fs::rename(&path, ipc_dir.join(ipc::ERRORS_DIR).join(&name));
                 }
             }
         }
         Ok(archived)
     }
 
-    async fn adopt_archive(&self, folder: &str, v: &Value) -> Result<Option<ArchiveRecord>> {
-        let rel = v["path"].as_str().unwrap_or("");
-        let prepared = Prepared::adopt(&self.home, folder, rel, v["title"].as_str().unwrap_or(""), v["sessionId"].as_str())?;
+    async fn adopt_archive(&self, folder: &str, rel: &str, title: &str, session_id: Option<&str>) -> Result<Option<ArchiveRecord>> {
+        let prepared = Prepared::adopt(&self.home, folder, rel, title, session_id)?;
         let path = prepared.rel_path.clone();
         let known = self
             .store
@@ -325,16 +324,8 @@ impl Agents {
         Ok(Some(rec))
     }
 
-    async fn store_hook(&self, folder: &str, v: Value) -> Result<()> {
-        let event = v["event"].as_str().unwrap_or("").chars().take(64).collect::<String>();
-        let session = v["sessionId"].as_str().map(str::to_string);
-        let at = v["at"].as_str().map(str::to_string).unwrap_or_else(crate::now_rfc3339);
-        let mut data = v.clone();
-        if let Some(o) = data.as_object_mut() {
-            for k in ["type", "event", "sessionId", "at"] {
-                o.remove(k);
-            }
-        }
+    async fn store_hook(&self, folder: &str, event: String, session: Option<String>, at: String, data: Value) -> Result<()> {
+        let event: String = event.chars().take(64).collect();
         let g = folder.to_string();
         self.store
             .write(move |tx| {
@@ -378,26 +369,15 @@ fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
 
 /// Asks the agent to finish: the `_close` sentinel.
 fn close(input_dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(input_dir).ctx(|| format!("creating {}", input_dir.display()))?;
-    let tmp = input_dir.join("._close.tmp");
-    std::fs::write(&tmp, b"").ctx(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, input_dir.join("_close")).ctx(|| "writing _close".into())
+    ipc::write_atomic(input_dir, ipc::CLOSE, b"").ctx(|| format!("writing {}/_close", input_dir.display()))?;
+    Ok(())
 }
 
 /// Writes a message for a running agent into its `input/` folder.
 pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<PathBuf> {
-    let dir = home.ipc_dir(folder)?.join("input");
-    std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-    let name = format!("{:013}-{}.json", chrono::Utc::now().timestamp_millis(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        let mut f = std::fs::File::create(&tmp).ctx(|| format!("writing {}", tmp.display()))?;
-        f.write_all(json!({ "type": "message", "text": text }).to_string().as_bytes())
-            .ctx(|| format!("writing {}", tmp.display()))?;
-    }
-    let path = dir.join(&name);
-    std::fs::rename(&tmp, &path).ctx(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    let dir = home.ipc_dir(folder)?.join(ipc::INPUT_DIR);
+    let msg = serde_json::to_vec(&InputMessage::Message { text: text.to_string() }).map_err(|e| Error::Invalid(e.to_string()))?;
+    ipc::write_atomic(&dir, &ipc::timestamped_name(), &msg).ctx(|| format!("writing into {}", dir.display()))
 }
 
 /// Registers g2's hooks in a group's `.claude/settings.json`, keeping any
@@ -418,10 +398,9 @@ fn write_hooks(claude_dir: &Path) -> Result<()> {
         );
     }
     settings["hooks"] = Value::Object(hooks);
-    let tmp = claude_dir.join(".settings.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&settings).unwrap_or_default())
-        .ctx(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).ctx(|| format!("writing {}", path.display()))
+    ipc::write_atomic(claude_dir, "settings.json", &serde_json::to_vec_pretty(&settings).unwrap_or_default())
+        .ctx(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 fn is_root() -> bool {

@@ -279,7 +279,7 @@ impl Gateway {
         g2_core::validate::group_folder(folder)?;
         let dir = home.ipc_dir(folder)?;
         std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let path = dir.join("model.sock");
+        let path = dir.join(g2_core::ipc::MODEL_SOCKET);
         // sun_path holds 108 bytes including the terminating NUL.
         if path.as_os_str().len() > 107 {
             return Err(Error::Config(format!(
