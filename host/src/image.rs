@@ -114,8 +114,8 @@ pub fn libraries_of(exe: &Path) -> Result<Vec<PathBuf>> {
         // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)` or
         // `/lib64/ld-linux-x86-64.so.2 (0x…)`; the vdso has no file.
         let path = match line.split_once("=>") {
-            Some((_, rest)) => rest.trim().split_whitespace().next().unwrap_or(""),
-            None => line.trim().split_whitespace().next().unwrap_or(""),
+            Some((_, rest)) => rest.split_whitespace().next().unwrap_or(""),
+            None => line.split_whitespace().next().unwrap_or(""),
         };
         if path.starts_with('/') {
             libs.push(PathBuf::from(path));

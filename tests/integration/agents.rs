@@ -106,7 +106,7 @@ fn follow_ups_go_to_the_running_container() {
         return;
     }
     let home = TestHome::new();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_g2"))
+    let child = Command::new(env!("CARGO_BIN_EXE_g2"))
         .arg("--home")
         .arg(home.path())
         .args(["run", "main", "g2:bash sleep 3; echo slept", "--json"])
@@ -237,7 +237,7 @@ fn killed_hosts_and_timeouts_leave_no_container() {
     let orphan = wait_for_container(&home);
     child.kill().unwrap();
     child.wait().unwrap();
-    assert_eq!(containers_of(&home), [orphan.clone()]);
+    assert_eq!(containers_of(&home), std::slice::from_ref(&orphan));
     // …and the next start removes it.
     let next = run(&home, "main", "after the crash", &[]);
     assert_eq!(next["replies"][0], "Offline model (g2) received: \"after the crash\"");
