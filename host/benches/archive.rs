@@ -23,9 +23,13 @@
 //! this crate, or `$G2_FIXTURES`; jq is `jq` on the PATH, or `$JQ`; the g2
 //! binary is the one Cargo built with the bench, or `$G2_BIN`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{Samples, command, fmt_dur, g2_binary, time_process};
 
 use g2_core::archive::{self, ArchiveOptions};
 use g2_core::transcript;
@@ -84,7 +88,7 @@ fn main() {
     println!("  jq: extracted text {} bytes", jq_out.stdout.len());
     println!();
 
-    let mut rows: Vec<(String, Stats)> = Vec::new();
+    let mut rows: Vec<(String, Samples)> = Vec::new();
 
     let raw = std::fs::read(&fixture).expect("read fixture");
     rows.push((
@@ -127,12 +131,12 @@ fn main() {
     ));
     drop(tmp);
 
-    let jq_stats = time_process(PROCESS_RUNS, || {
+    let jq_stats = time_process(PROCESS_RUNS, &[0], || {
         let mut c = Command::new(&jq);
         c.args(["-r", JQ_FILTER]).arg(&fixture);
         c
     });
-    let jq_startup = time_process(PROCESS_RUNS, || {
+    let jq_startup = time_process(PROCESS_RUNS, &[0], || {
         let mut c = Command::new(&jq);
         c.args(["-n", "empty"]);
         c
@@ -152,7 +156,7 @@ fn main() {
         // Files are kept: removing one while its row stays would make the
         // next archive of the same title reuse the name, which the
         // database's UNIQUE(path) refuses. Names go -2, -3, … instead.
-        time_process(PROCESS_RUNS, || {
+        time_process(PROCESS_RUNS, &[0], || {
             let mut c = command(&g2);
             c.arg("--home").arg(tmp.path()).args(["archive", "--group", "main"]).arg(&fixture);
             c
@@ -163,14 +167,14 @@ fn main() {
         "{:<44} {:>10} {:>10} {:>10} {:>10}",
         "case", "median", "best", "MB/s med", "MB/s best"
     );
-    let line = |name: &str, s: &Stats| {
+    let line = |name: &str, s: &Samples| {
         println!(
             "{:<44} {:>10} {:>10} {:>10.1} {:>10.1}",
-            format!("{name} (n={})", s.n),
-            fmt_dur(s.median),
-            fmt_dur(s.best),
-            mbps(bytes, s.median),
-            mbps(bytes, s.best)
+            format!("{name} (n={})", s.n()),
+            fmt_dur(s.at(0.5)),
+            fmt_dur(s.at(0.0)),
+            mbps(bytes, s.at(0.5)),
+            mbps(bytes, s.at(0.0))
         );
     };
     for (name, s) in &rows {
@@ -179,33 +183,33 @@ fn main() {
     line("jq extraction (process)", &jq_stats);
     println!(
         "{:<44} {:>10} {:>10}",
-        format!("  jq startup only: jq -n empty (n={})", jq_startup.n),
-        fmt_dur(jq_startup.median),
-        fmt_dur(jq_startup.best)
+        format!("  jq startup only: jq -n empty (n={})", jq_startup.n()),
+        fmt_dur(jq_startup.at(0.5)),
+        fmt_dur(jq_startup.at(0.0))
     );
     line("g2 archive (process, incl. db + fsync)", &g2_cli);
     println!();
 
     println!("speedup vs jq (jq median / g2 median; goal >= 10x):");
-    let jq_med = jq_stats.median.as_secs_f64();
+    let jq_med = jq_stats.at(0.5).as_secs_f64();
     let mut goal_met = true;
     for (name, s) in rows.iter().skip(1) {
-        let x = jq_med / s.median.as_secs_f64();
+        let x = jq_med / s.at(0.5).as_secs_f64();
         println!("  {:<44} {:>8.1}x", name, x);
         if name.starts_with("parse + render") {
             goal_met = x >= 10.0;
         }
     }
-    let jq_work = jq_stats.median.saturating_sub(jq_startup.median);
+    let jq_work = jq_stats.at(0.5).saturating_sub(jq_startup.at(0.5));
     println!(
         "  {:<44} {:>8.1}x",
         "g2 archive process vs jq process",
-        jq_med / g2_cli.median.as_secs_f64()
+        jq_med / g2_cli.at(0.5).as_secs_f64()
     );
     println!(
         "  {:<44} {:>8.1}x",
         "parse + render vs jq minus jq startup",
-        jq_work.as_secs_f64() / rows[2].1.median.as_secs_f64()
+        jq_work.as_secs_f64() / rows[2].1.at(0.5).as_secs_f64()
     );
     println!();
     println!(
@@ -234,28 +238,7 @@ fn largest_fixture() -> PathBuf {
         })
 }
 
-/// The `g2` binary Cargo built along with this bench (same profile, so
-/// `target/release/g2` under `cargo bench`), or `$G2_BIN`.
-fn g2_binary() -> PathBuf {
-    std::env::var_os("G2_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_g2")))
-}
-
-struct Stats {
-    n: usize,
-    median: Duration,
-    best: Duration,
-}
-
-impl Stats {
-    fn of(mut samples: Vec<Duration>) -> Stats {
-        samples.sort();
-        Stats { n: samples.len(), median: samples[samples.len() / 2], best: samples[0] }
-    }
-}
-
-fn time_runs(mut f: impl FnMut()) -> Stats {
+fn time_runs(mut f: impl FnMut()) -> Samples {
     for _ in 0..WARMUP {
         f();
     }
@@ -266,11 +249,11 @@ fn time_runs(mut f: impl FnMut()) -> Stats {
             t.elapsed()
         })
         .collect();
-    Stats::of(samples)
+    Samples::of(samples)
 }
 
 /// Like [`time_runs`]; the file `f` returns is removed after the clock stops.
-fn time_runs_with_cleanup(mut f: impl FnMut() -> PathBuf) -> Stats {
+fn time_runs_with_cleanup(mut f: impl FnMut() -> PathBuf) -> Samples {
     for _ in 0..WARMUP {
         std::fs::remove_file(f()).unwrap();
     }
@@ -283,46 +266,9 @@ fn time_runs_with_cleanup(mut f: impl FnMut() -> PathBuf) -> Stats {
             d
         })
         .collect();
-    Stats::of(samples)
-}
-
-/// A command without this bench's environment: g2 reads settings from
-/// `G2_*` variables and refuses unknown ones (such as `G2_FIXTURES`).
-fn command(program: &Path) -> Command {
-    let mut c = Command::new(program);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("G2_") {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
-/// Runs the command (output to /dev/null) once to warm up, then `runs`
-/// times.
-fn time_process(runs: usize, cmd: impl Fn() -> Command) -> Stats {
-    let run = || {
-        let mut c = cmd();
-        let t = Instant::now();
-        let status = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .status()
-            .expect("spawn");
-        let d = t.elapsed();
-        assert!(status.success(), "command failed: {status}");
-        d
-    };
-    run();
-    Stats::of((0..runs).map(|_| run()).collect())
+    Samples::of(samples)
 }
 
 fn mbps(bytes: u64, d: Duration) -> f64 {
     bytes as f64 / 1e6 / d.as_secs_f64()
-}
-
-fn fmt_dur(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1e3;
-    if ms < 1.0 { format!("{:.0} µs", ms * 1e3) } else { format!("{ms:.2} ms") }
 }

@@ -17,9 +17,15 @@
 //! - in-process `search::search(conn, term, None, 10)`: warm-up, then 1,000
 //!   queries (fewer when a term is so slow that 1,000 would exceed the time
 //!   cap; `n` is printed), p50 / p99;
+//! - the same with a group filter: `Some("main")` (the group of every
+//!   archive: the filter refuses nothing) and `Some("nobody")` (a group
+//!   without archives: every match is found and refused);
 //! - the whole process `g2 --home DIR search TERM --limit 10`: 100 runs,
-//!   p50 / p99 (and `g2 --version` as the process floor);
+//!   p50 / p99 (and `g2 --version` as the process floor), and the same with
+//!   `--group main`;
 //! - `grep -ril TERM groups/main/conversations`: 10 runs, median.
+//!
+//! It also prints the best hit's snippet per term, as a sanity check.
 //!
 //! The page cache is warm for both sides (the files were just written, and
 //! the database is read on every query); nothing here drops caches.
@@ -29,13 +35,16 @@
 //! binary with the bench, as `target/release/g2`; `$G2_BIN` names another
 //! binary). The generated home is a temp dir,
 //! removed at the end; set `G2_BENCH_HOME=/some/empty/dir` to keep it (a
-//! later run with the same folder reuses it). Takes about 3 minutes on 2
-//! cores.
+//! later run with the same folder reuses it). Takes about 3-5 minutes on 2
+//! cores (less with a reused corpus).
+
+mod common;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{Samples, command, fmt_dur, g2_binary, time_process};
 
 use chrono::{TimeZone, Utc};
 use rusqlite::params;
@@ -135,8 +144,10 @@ fn main() {
         ("two words (AND)", format!("{MEDIUM} {COMMON}")),
     ];
 
-    // Document frequency as FTS5 sees it, and the in-process latencies.
-    let in_proc: Vec<(i64, usize, Quantiles)> = store
+    // Document frequency as FTS5 sees it, and the in-process latencies:
+    // without a group, with the group holding every archive, and with a
+    // group holding none (every match is found and refused).
+    let in_proc: Vec<InProcess> = store
         .read_blocking(|conn| {
             let mut out = Vec::new();
             for (_, term) in &terms {
@@ -146,18 +157,14 @@ fn main() {
                     [&fts],
                     |r| r.get(0),
                 )?;
-                let hits = search::search(conn, term, None, 10)?.len();
-                for _ in 0..20 {
-                    std::hint::black_box(search::search(conn, term, None, 10)?);
-                }
-                let mut samples = Vec::with_capacity(QUERIES);
-                let cap = Instant::now();
-                while samples.len() < QUERIES && (samples.len() < 100 || cap.elapsed() < QUERY_TIME_CAP) {
-                    let t = Instant::now();
-                    std::hint::black_box(search::search(conn, term, None, 10)?);
-                    samples.push(t.elapsed());
-                }
-                out.push((df, hits, Quantiles::of(samples)));
+                let top = search::search(conn, term, None, 10)?;
+                out.push(InProcess {
+                    df,
+                    snippet: top.first().map(|h| h.snippet.clone()).unwrap_or_default(),
+                    all: time_search(conn, term, None)?,
+                    group_all: time_search(conn, term, Some("main"))?,
+                    group_none: time_search(conn, term, Some(NO_ARCHIVES))?,
+                });
             }
             Ok(out)
         })
@@ -166,43 +173,45 @@ fn main() {
     // Process floors: start-up alone, and start-up + settings + store open
     // + a search that matches nothing.
     let floor = time_process(CLI_RUNS, &[0], || {
-        let mut c = Command::new(&g2);
+        let mut c = command(&g2);
         c.arg("--version");
         c
     });
     let floor_empty = time_process(CLI_RUNS, &[0], || {
-        let mut c = Command::new(&g2);
+        let mut c = command(&g2);
         c.arg("--home").arg(home.root()).args(["search", "qqqnomatch", "--limit", "10"]);
         c
     });
-    let cli: Vec<Quantiles> = terms
-        .iter()
-        .map(|(_, term)| {
-            time_process(CLI_RUNS, &[0], || {
-                let mut c = Command::new(&g2);
-                c.arg("--home").arg(home.root()).arg("search");
-                c.args(term.split(' '));
-                c.args(["--limit", "10"]);
-                c
-            })
+    let cli = |term: &str, group: Option<&str>| {
+        time_process(CLI_RUNS, &[0], || {
+            let mut c = command(&g2);
+            c.arg("--home").arg(home.root()).arg("search");
+            c.args(term.split(' '));
+            c.args(["--limit", "10"]);
+            if let Some(g) = group {
+                c.args(["--group", g]);
+            }
+            c
         })
-        .collect();
+    };
+    let cli_all: Vec<Samples> = terms.iter().map(|(_, term)| cli(term, None)).collect();
+    let cli_group: Vec<Samples> = terms.iter().map(|(_, term)| cli(term, Some("main"))).collect();
 
     let conv = "groups/main/conversations";
-    let grep: Vec<Option<(usize, Quantiles)>> = terms
+    let grep: Vec<Option<(usize, Samples)>> = terms
         .iter()
         .map(|(_, term)| {
             if term.contains(' ') {
                 return None;
             }
-            let out = Command::new("grep")
+            let out = command("grep")
                 .args(["-ril", term, conv])
                 .current_dir(home.root())
                 .output()
                 .expect("grep (is it installed?)");
             let files = out.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
             let q = time_process(GREP_RUNS, &[0, 1], || {
-                let mut c = Command::new("grep");
+                let mut c = command("grep");
                 c.args(["-ril", term, conv]).current_dir(home.root());
                 c
             });
@@ -217,46 +226,62 @@ fn main() {
     let mut p50_ok = true;
     let mut speedup_ok = true;
     for (i, (kind, term)) in terms.iter().enumerate() {
-        let (df, _hits, q) = &in_proc[i];
-        let c = &cli[i];
+        let q = &in_proc[i].all;
+        let c = &cli_all[i];
         let (grep_files, grep_med, x_in, x_cli) = match &grep[i] {
             Some((files, g)) => {
-                let x_in = g.p50.as_secs_f64() / q.p50.as_secs_f64();
-                let x_cli = g.p50.as_secs_f64() / c.p50.as_secs_f64();
+                let x_in = g.at(0.5).as_secs_f64() / q.at(0.5).as_secs_f64();
+                let x_cli = g.at(0.5).as_secs_f64() / c.at(0.5).as_secs_f64();
                 speedup_ok &= x_in >= 100.0;
-                (
-                    files.to_string(),
-                    fmt_dur(g.p50),
-                    fmt_ratio(x_in),
-                    fmt_ratio(x_cli),
-                )
+                (files.to_string(), fmt_dur(g.at(0.5)), fmt_ratio(x_in), fmt_ratio(x_cli))
             }
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
-        p50_ok &= q.p50 < Duration::from_millis(5);
+        p50_ok &= q.at(0.5) < Duration::from_millis(5);
         println!(
             "{:<18} {:<18} {:>6} {:>6} | {:>22} | {:>18} | {:>10} {:>6} | {:>8} {:>8}",
             term,
             kind,
-            df,
+            in_proc[i].df,
             grep_files,
-            format!("{} / {} ({})", fmt_dur(q.p50), fmt_dur(q.p99), q.n),
-            format!("{} / {}", fmt_dur(c.p50), fmt_dur(c.p99)),
+            p50_p99_n(q),
+            p50_p99(c),
             grep_med,
-            format!("({})", grep[i].as_ref().map_or(0, |g| g.1.n)),
+            format!("({})", grep[i].as_ref().map_or(0, |g| g.1.n())),
             x_in,
             x_cli
         );
     }
     println!(
         "process floor: `g2 --version` p50 {} / p99 {}; `g2 search` with no match p50 {} / p99 {} (n={})",
-        fmt_dur(floor.p50),
-        fmt_dur(floor.p99),
-        fmt_dur(floor_empty.p50),
-        fmt_dur(floor_empty.p99),
-        floor.n
+        fmt_dur(floor.at(0.5)),
+        fmt_dur(floor.at(0.99)),
+        fmt_dur(floor_empty.at(0.5)),
+        fmt_dur(floor_empty.at(0.99)),
+        floor.n()
     );
     println!("(CLI rows: n={CLI_RUNS} each; docs = FTS5 match count; grep = files grep -ril lists)");
+    println!();
+
+    println!("with a group filter (`--group main` holds every archive, `--group {NO_ARCHIVES}` none):");
+    println!(
+        "{:<18} | {:>24} | {:>24} | {:>20}",
+        "term", "in-proc main p50/p99 (n)", "in-proc none p50/p99 (n)", "CLI main p50/p99"
+    );
+    for (i, (_, term)) in terms.iter().enumerate() {
+        println!(
+            "{:<18} | {:>24} | {:>24} | {:>20}",
+            term,
+            p50_p99_n(&in_proc[i].group_all),
+            p50_p99_n(&in_proc[i].group_none),
+            p50_p99(&cli_group[i])
+        );
+    }
+    println!();
+    println!("top hit's snippet per term:");
+    for (i, (_, term)) in terms.iter().enumerate() {
+        println!("  {term:<18} {}", in_proc[i].snippet);
+    }
     println!();
     println!("goal p50 < 5 ms (in-process, every term): {}", if p50_ok { "MET" } else { "MISSED" });
     println!("goal >= 100x faster than grep (in-process p50): {}", if speedup_ok { "MET" } else { "MISSED" });
@@ -266,14 +291,6 @@ fn main() {
         tmp.close().expect("removing the temp home");
     }
     println!("total bench time {:.0} s", started.elapsed().as_secs_f64());
-}
-
-/// The `g2` binary Cargo built along with this bench (same profile, so
-/// `target/release/g2` under `cargo bench`), or `$G2_BIN`.
-fn g2_binary() -> PathBuf {
-    std::env::var_os("G2_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_g2")))
 }
 
 /// xorshift64*: small, seeded, good enough for text.
@@ -495,54 +512,48 @@ fn capitalize(w: &str) -> String {
     }
 }
 
-struct Quantiles {
-    n: usize,
-    p50: Duration,
-    p99: Duration,
-}
-
-impl Quantiles {
-    /// Nearest-rank percentiles.
-    fn of(mut samples: Vec<Duration>) -> Quantiles {
-        samples.sort();
-        let n = samples.len();
-        let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-        Quantiles { n, p50: at(0.50), p99: at(0.99) }
-    }
-}
-
-/// Runs the command once to warm up, then `runs` times, output to
-/// /dev/null. An exit code not in `ok` fails the bench.
-fn time_process(runs: usize, ok: &[i32], cmd: impl Fn() -> Command) -> Quantiles {
-    let run = || {
-        let mut c = cmd();
-        // g2 reads settings from G2_* variables and refuses unknown ones
-        // (such as this bench's own G2_BENCH_HOME).
-        for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("G2_") {
-                c.env_remove(k);
-            }
-        }
-        let t = Instant::now();
-        let status = c
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .status()
-            .expect("spawn");
-        let d = t.elapsed();
-        assert!(status.code().is_some_and(|c| ok.contains(&c)), "command failed: {status}");
-        d
-    };
-    run();
-    Quantiles::of((0..runs).map(|_| run()).collect())
-}
-
 fn fmt_ratio(x: f64) -> String {
     if x >= 10.0 { format!("{x:.0}x") } else { format!("{x:.1}x") }
 }
 
-fn fmt_dur(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1e3;
-    if ms < 1.0 { format!("{:.0} µs", ms * 1e3) } else { format!("{ms:.2} ms") }
+/// A group folder no archive of the corpus is in.
+const NO_ARCHIVES: &str = "nobody";
+
+/// One term's in-process measurements.
+struct InProcess {
+    /// FTS5 match count.
+    df: i64,
+    /// The best hit's snippet.
+    snippet: String,
+    /// No group filter.
+    all: Samples,
+    /// `main`: every archive.
+    group_all: Samples,
+    /// [`NO_ARCHIVES`]: no archive.
+    group_none: Samples,
+}
+
+/// `search::search(conn, term, group, 10)`: 20 warm-up queries, then
+/// `QUERIES` timed ones, or fewer (at least 100) once `QUERY_TIME_CAP` has
+/// passed.
+fn time_search(conn: &rusqlite::Connection, term: &str, group: Option<&str>) -> g2_host::Result<Samples> {
+    for _ in 0..20 {
+        std::hint::black_box(search::search(conn, term, group, 10)?);
+    }
+    let mut samples = Vec::with_capacity(QUERIES);
+    let cap = Instant::now();
+    while samples.len() < QUERIES && (samples.len() < 100 || cap.elapsed() < QUERY_TIME_CAP) {
+        let t = Instant::now();
+        std::hint::black_box(search::search(conn, term, group, 10)?);
+        samples.push(t.elapsed());
+    }
+    Ok(Samples::of(samples))
+}
+
+fn p50_p99(s: &Samples) -> String {
+    format!("{} / {}", fmt_dur(s.at(0.5)), fmt_dur(s.at(0.99)))
+}
+
+fn p50_p99_n(s: &Samples) -> String {
+    format!("{} ({})", p50_p99(s), s.n())
 }

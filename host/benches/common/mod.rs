@@ -1,0 +1,78 @@
+//! Helpers the benches share (`mod common;` in each bench): the `g2`
+//! binary, running it without the caller's `G2_*` environment, timing
+//! processes, and the statistics and formatting of the reports.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `g2` binary Cargo built along with the bench (same profile, so
+/// `target/release/g2` under `cargo bench`), or `$G2_BIN`.
+pub fn g2_binary() -> PathBuf {
+    std::env::var_os("G2_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_g2")))
+}
+
+/// A command without the bench's `G2_*` environment: g2 reads settings from
+/// `G2_*` variables, and the benches' own (`G2_BENCH_HOME`, `G2_FIXTURES`,
+/// `G2_BIN`) are not settings.
+pub fn command(program: impl AsRef<Path>) -> Command {
+    let mut c = Command::new(program.as_ref());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("G2_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+/// Timings, sorted.
+pub struct Samples {
+    sorted: Vec<Duration>,
+}
+
+impl Samples {
+    pub fn of(mut samples: Vec<Duration>) -> Samples {
+        assert!(!samples.is_empty(), "no samples");
+        samples.sort();
+        Samples { sorted: samples }
+    }
+
+    pub fn n(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// Nearest-rank percentile, `p` in `0.0..=1.0` (`0.0` is the best).
+    pub fn at(&self, p: f64) -> Duration {
+        let n = self.sorted.len();
+        self.sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
+    }
+}
+
+/// Runs the command (built by `cmd`, which should start from [`command`];
+/// output to /dev/null, stderr passed through) once to warm up, then `runs`
+/// times. An exit code not in `ok` fails the bench.
+pub fn time_process(runs: usize, ok: &[i32], cmd: impl Fn() -> Command) -> Samples {
+    let run = || {
+        let mut c = cmd();
+        let t = Instant::now();
+        let status = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .expect("spawn");
+        let d = t.elapsed();
+        assert!(status.code().is_some_and(|c| ok.contains(&c)), "command failed: {status}");
+        d
+    };
+    run();
+    Samples::of((0..runs).map(|_| run()).collect())
+}
+
+/// `850 µs`, `12.34 ms`.
+pub fn fmt_dur(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1.0 { format!("{:.0} µs", ms * 1e3) } else { format!("{ms:.2} ms") }
+}
