@@ -552,7 +552,16 @@ async fn each_socket_is_its_groups_identity() {
     assert!(serde_json::from_str::<Value>(&body).unwrap()["input_tokens"].as_u64().unwrap() > 0);
 
     // Killed hard, the host leaves its socket files behind; the next start
-    // replaces them.
+    // replaces them. (Usage rows are written just after each answer; wait
+    // for them so the kill does not race the writer.)
+    let alpha_rows = |home: &TestHome| {
+        usage(home).iter().filter(|r| r["group"] == "alpha").map(|r| r["requests"].as_u64().unwrap()).sum::<u64>()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alpha_rows(&home) < 5 {
+        assert!(std::time::Instant::now() < deadline, "usage rows were not written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     drop(gw);
     assert!(a.exists());
     let gw = GatewayProcess::start(&home, &[("G2_PROVIDER", "offline")]);
