@@ -4,12 +4,14 @@
 //! - `g2-agent run` is the container's entrypoint ([`run`]).
 //! - `g2-agent hook <event>` is what the group's Claude Code hooks call
 //!   ([`hook`]).
+//! - `g2-agent mcp` is the `g2` MCP server with the agent's tools ([`mcp`]).
 //!
 //! It holds no secret and needs none: the model is reached through the
 //! group's gateway socket ([`proxy`]).
 
 mod hook;
 mod inbox;
+mod mcp;
 mod paths;
 mod proxy;
 mod run;
@@ -29,6 +31,8 @@ enum Cmd {
     Run,
     /// Handle a Claude Code hook event (input on stdin); always exits 0.
     Hook { event: String },
+    /// The `g2` MCP server (stdio) with the agent's g2 tools.
+    Mcp,
 }
 
 fn main() {
@@ -40,6 +44,10 @@ fn main() {
             rt.block_on(run::run(paths))
         }
         Cmd::Hook { event } => hook::run(&paths, &event),
+        Cmd::Mcp => {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+            rt.block_on(mcp::serve(paths))
+        }
     };
     std::process::exit(code);
 }

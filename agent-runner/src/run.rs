@@ -92,12 +92,19 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
         .env("ANTHROPIC_API_KEY", PLACEHOLDER_KEY)
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
+        // Offer every tool up front: with tool search on, MCP tools are
+        // deferred behind ToolSearch and the g2 tools are not in the list.
+        .env("ENABLE_TOOL_SEARCH", "false")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     if let Some(id) = &input.session_id {
         cmd.args(["--resume", id]);
+    }
+    // The g2 tools: this same binary as an MCP server.
+    if let Ok(exe) = std::env::current_exe() {
+        cmd.args(["--mcp-config", &crate::mcp::config_json(&exe)]);
     }
     if !input.is_main
         && let Ok(global) = std::fs::read_to_string(paths.global_memory())
@@ -143,6 +150,12 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                     (Some("system"), Some("init")) => {
                         if let Some(id) = v["session_id"].as_str() {
                             session = Some(id.to_string());
+                        }
+                        // A g2 tool server that did not connect is worth a line in the logs.
+                        for s in v["mcp_servers"].as_array().into_iter().flatten() {
+                            if s["status"] != "connected" {
+                                eprintln!("g2-agent: MCP server {} is {}", s["name"], s["status"]);
+                            }
                         }
                     }
                     (Some("result"), _) => {

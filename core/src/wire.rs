@@ -87,6 +87,39 @@ pub enum AgentEvent {
     },
 }
 
+/// A request an agent's g2 tool makes of the host (`ipc/tasks/{id}.json`).
+/// The host answers in `ipc/responses/{id}.json`. Which group asks is
+/// the IPC folder the file is in, never anything in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskRequest {
+    /// Also the file names of the request and its response.
+    pub request_id: String,
+    #[serde(flatten)]
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum Action {
+    /// Archive the active session under `name`, bookmark it, start fresh.
+    ClearSession { name: String },
+    ListSessions {},
+    /// Make an earlier session active; bookmark (and archive) the current
+    /// one as `save_current_as` first when given.
+    ResumeSession { history_id: i64, save_current_as: Option<String> },
+    SearchSessions { query: String, limit: Option<usize> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskResponse {
+    pub request_id: String,
+    pub ok: bool,
+    /// What the tool returns to the agent.
+    pub text: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +134,19 @@ mod tests {
         assert!(!input.is_scheduled_task);
         let back = serde_json::to_string(&input).unwrap();
         assert!(back.contains("\"groupFolder\":\"main\"") && !back.contains("isScheduledTask"));
+    }
+
+    #[test]
+    fn task_shapes() {
+        let r: TaskRequest =
+            serde_json::from_str(r#"{"requestId":"r1","type":"resume_session","historyId":3,"saveCurrentAs":"x"}"#).unwrap();
+        assert_eq!(r.action, Action::ResumeSession { history_id: 3, save_current_as: Some("x".into()) });
+        let back = serde_json::to_value(&r).unwrap();
+        assert_eq!(back["type"], "resume_session");
+        assert_eq!(back["requestId"], "r1");
+        let l: TaskRequest = serde_json::from_str(r#"{"requestId":"r2","type":"list_sessions"}"#).unwrap();
+        assert_eq!(l.action, Action::ListSessions {});
+        assert!(serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"register_group"}"#).is_err());
     }
 
     #[test]

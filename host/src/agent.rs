@@ -31,6 +31,7 @@ use crate::error::IoContext;
 use crate::gateway::{Gateway, Listening};
 use crate::groups::{self, Group};
 use crate::home::Home;
+use crate::ipc::TaskServer;
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -71,12 +72,14 @@ pub struct Agents {
     runtime: Arc<dyn ContainerRuntime>,
     gateway: Gateway,
     sockets: Mutex<Vec<Listening>>,
+    tasks: TaskServer,
 }
 
 impl Agents {
     pub fn new(home: Home, settings: Settings, store: Store, runtime: Arc<dyn ContainerRuntime>, gateway: Gateway) -> Self {
         let sessions = SessionManager::new(store.clone(), home.clone(), settings.archive_options());
-        Agents { home, settings, store, sessions, runtime, gateway, sockets: Mutex::new(Vec::new()) }
+        let tasks = TaskServer::new(home.clone(), store.clone(), sessions.clone());
+        Agents { home, settings, store, sessions, runtime, gateway, sockets: Mutex::new(Vec::new()), tasks }
     }
 
     pub fn sessions(&self) -> &SessionManager {
@@ -145,7 +148,7 @@ impl Agents {
         self.home.ensure_layout()?;
         self.home.ensure_group(&group.folder, &group.name, group.is_main)?;
         let ipc_dir = self.home.ipc_dir(&group.folder)?;
-        for d in [ipc::INPUT_DIR, ipc::EVENTS_DIR, ipc::ERRORS_DIR] {
+        for d in [ipc::INPUT_DIR, ipc::EVENTS_DIR, ipc::ERRORS_DIR, ipc::TASKS_DIR, ipc::RESPONSES_DIR] {
             std::fs::create_dir_all(ipc_dir.join(d)).ctx(|| format!("creating {}", ipc_dir.join(d).display()))?;
         }
         // Leftovers of an earlier run must not end the next one.
@@ -173,6 +176,8 @@ impl Agents {
             assistant_name: Some(self.settings.assistant_name.clone()),
         };
         let bytes = serde_json::to_vec(&input).map_err(|e| Error::Invalid(e.to_string()))?;
+        // The agent's g2 tools are answered while its container runs.
+        let watching = self.tasks.watch(&group.folder)?;
         let mut running = self.runtime.run(spec, bytes).await?;
         let ipc_input = self.home.ipc_dir(&group.folder)?.join(ipc::INPUT_DIR);
         let mut report = RunReport {
@@ -224,7 +229,11 @@ impl Agents {
                     }
                 }
                 Ok(Some(Output::Stderr(b))) => {
-                    stderr_tail.push_str(&String::from_utf8_lossy(&b));
+                    let text = String::from_utf8_lossy(&b);
+                    for line in text.lines() {
+                        tracing::debug!(container = %running.name, "{line}");
+                    }
+                    stderr_tail.push_str(&text);
                     if stderr_tail.len() > 16_384 {
                         let cut = stderr_tail.len() - 16_384;
                         let cut = (cut..stderr_tail.len()).find(|i| stderr_tail.is_char_boundary(*i)).unwrap_or(0);
@@ -255,6 +264,7 @@ impl Agents {
             .ok()
             .and_then(|r| r.ok())
             .unwrap_or(-1);
+        watching.stop().await;
         let _ = std::fs::remove_file(ipc_input.join(ipc::CLOSE));
         if report.replies.is_empty() && report.errors.is_empty() {
             report.errors.push(format!(

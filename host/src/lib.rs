@@ -17,6 +17,7 @@ pub mod gateway;
 pub mod groups;
 pub mod home;
 pub mod image;
+pub mod ipc;
 pub mod search;
 pub mod sessions;
 pub mod store;

@@ -255,3 +255,49 @@ fn killed_hosts_and_timeouts_leave_no_container() {
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     assert!(containers_of(&home).is_empty());
 }
+
+#[test]
+fn the_agents_session_tools_clear_list_resume_and_search() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let first = run(&home, "main", "Let us look at the home office deductions", &[]);
+    let old = first["session_id"].as_str().unwrap().to_string();
+
+    // clear_session: archived under the name, bookmarked, pointer gone.
+    let cleared = run(&home, "main", "g2:clear Tax research", &[]);
+    let reply = cleared["replies"][0].as_str().unwrap();
+    assert!(reply.contains("bookmarked as \"Tax research\""), "{reply}");
+    let date = chrono::Local::now().format("%Y-%m-%d");
+    let md = std::fs::read_to_string(home.path().join(format!("groups/main/conversations/{date}-tax-research.md"))).unwrap();
+    assert!(md.contains("home office deductions"), "{md}");
+    assert_eq!(home.json(&["sessions", "show", "main"])["session_id"], Value::Null, "the run must not write the old id back");
+    let history = home.json(&["sessions", "history", "main"]);
+    assert_eq!(history[0]["name"], "Tax research");
+    assert_eq!(history[0]["session_id"], old.as_str());
+
+    // The next message starts a new session.
+    let fresh = run(&home, "main", "something new", &[]);
+    let new = fresh["session_id"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+
+    // list_sessions and search_sessions see the archive.
+    let listed = run(&home, "main", "g2:sessions", &[]);
+    assert!(listed["replies"][0].as_str().unwrap().contains("#1 \"Tax research\""), "{listed}");
+    let found = run(&home, "main", "g2:search deductions", &[]);
+    let text = found["replies"][0].as_str().unwrap();
+    assert!(text.contains("Tax research") && text.contains("[deductions]"), "{text}");
+    assert!(text.contains(&format!("conversations/{date}-tax-research.md")), "{text}");
+
+    // resume_session brings the old session back and bookmarks the current one.
+    let id = history[0]["id"].as_i64().unwrap();
+    let resumed = run(&home, "main", &format!("g2:resume {id} Something new"), &[]);
+    assert!(resumed["replies"][0].as_str().unwrap().contains(&format!("Resumed session {old}")), "{resumed}");
+    assert_eq!(home.json(&["sessions", "show", "main"])["session_id"], old.as_str());
+    let back = run(&home, "main", "and we are back", &[]);
+    assert_eq!(back["session_id"], old.as_str());
+    let history = home.json(&["sessions", "history", "main"]);
+    assert_eq!(history[0]["name"], "Something new");
+    assert_eq!(history[0]["session_id"], new.as_str());
+}

@@ -175,3 +175,46 @@ async fn invalid_names_never_touch_the_store() {
     assert!(matches!(s.clear("main", "   ", p.generation).await, Err(Error::Invalid(_))));
     assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
 }
+
+/// The host side of the agents' session tools, without a container: a
+/// request is served for the group whose folder it is in, and only for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_requests_act_on_their_own_group_only() {
+    use g2_core::wire::{Action, TaskRequest, TaskResponse};
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "family", "--name", "Family"]);
+    home.ok(&["groups", "add", "work", "--name", "Work"]);
+    let sessions = home.sessions();
+    let work_id = "11111111-2222-4333-8444-555555555555";
+    let p = sessions.get("work").await.unwrap();
+    sessions.set("work", work_id, p.generation).await.unwrap();
+    let tasks = g2_host::ipc::TaskServer::new(home.home(), home.store(), sessions.clone());
+
+    // A family request naming a work session id still acts on family.
+    let ask = |folder: &str, id: &str, action: Action| {
+        let dir = home.path().join(format!("data/ipc/{folder}/tasks"));
+        let req = TaskRequest { request_id: id.into(), action };
+        g2_core::ipc::write_atomic(&dir, &format!("{id}.json"), &serde_json::to_vec(&req).unwrap()).unwrap();
+    };
+    ask("family", "r1", Action::ClearSession { name: "x".into() });
+    ask("family", "r2", Action::ListSessions {});
+    ask("family", "r3", Action::ResumeSession { history_id: 1, save_current_as: None });
+    let dir = home.path().join("data/ipc/family/tasks");
+    std::fs::write(dir.join("r4.json"), b"{\"requestId\":\"r4\",\"type\":\"register_group\",\"folder\":\"evil\"}").unwrap();
+    tasks.drain("family").await;
+
+    let answer = |id: &str| -> TaskResponse {
+        serde_json::from_slice(&std::fs::read(home.path().join(format!("data/ipc/family/responses/{id}.json"))).unwrap()).unwrap()
+    };
+    let r1 = answer("r1");
+    assert!(!r1.ok && r1.text.contains("active session in group \"family\""), "{r1:?}");
+    assert_eq!(answer("r2").text, "No earlier sessions.");
+    assert!(!answer("r3").ok);
+    // Work's pointer is untouched; the unknown action is kept with a reason.
+    assert_eq!(sessions.get("work").await.unwrap().session_id.as_deref(), Some(work_id));
+    let errors = home.path().join("data/ipc/family/errors");
+    assert!(errors.join("r4.json").exists());
+    assert!(std::fs::read_to_string(errors.join("r4.json.reason.txt")).unwrap().contains("not a valid request"));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "every request was claimed");
+    assert!(home.path().join("data/ipc/work/responses").read_dir().map(|mut d| d.next().is_none()).unwrap_or(true));
+}

@@ -176,7 +176,7 @@ fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         Command::Resume { history_id, save_as } => {
             let mut input = json!({ "history_id": history_id });
             if let Some(s) = save_as {
-                input["save_as"] = json!(s);
+                input["save_current_as"] = json!(s);
             }
             mcp("resume_session", input)
         }
@@ -355,6 +355,7 @@ pub fn answer(req: &Value) -> Result<Answer, String> {
         .as_array()
         .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
+    tracing::trace!(tools = ?offered, "offline model: tools offered");
     let cwd = working_directory(req);
     let mut used = 0;
     let mut lines = Vec::new();
@@ -627,7 +628,7 @@ mod tests {
             }
             let (id, name, input) = call(&a);
             if name == "mcp__g2__resume_session" {
-                assert_eq!(input, &json!({ "history_id": 7, "save_as": "before-tax" }));
+                assert_eq!(input, &json!({ "history_id": 7, "save_current_as": "before-tax" }));
             }
             names.push(name.to_string());
             msgs.push(json!({ "role": "assistant", "content": [{ "type": "tool_use", "id": id, "name": name, "input": input }] }));
