@@ -154,11 +154,51 @@ impl Agents {
         // Leftovers of an earlier run must not end the next one.
         let _ = std::fs::remove_file(ipc_dir.join(ipc::INPUT_DIR).join(ipc::CLOSE));
         write_hooks(&self.home.claude_dir(&group.folder)?)?;
+        self.write_snapshots(group, &ipc_dir)?;
         let (uid, gid) = crate::image::agent_ids();
         if is_root() {
             for d in [self.home.group_dir(&group.folder)?, self.home.claude_dir(&group.folder)?, ipc_dir] {
                 chown_tree(&d, uid, gid);
             }
+        }
+        Ok(())
+    }
+
+    /// Read-only snapshots for the agent, written before each start:
+    /// `session_history.json`, `current_tasks.json` (the group's tasks; all
+    /// tasks for main) and `available_groups.json` (empty unless main).
+    fn write_snapshots(&self, group: &Group, ipc_dir: &Path) -> Result<()> {
+        let (folder, is_main) = (group.folder.clone(), group.is_main);
+        let (history, tasks, groups) = self.store.read_blocking(move |c| {
+            let history = crate::sessions::history(c, &folder)?;
+            let mut stmt = c.prepare(
+                "SELECT id, group_folder, prompt, schedule_type, schedule_value, status, next_run
+                 FROM scheduled_tasks WHERE ?1 OR group_folder = ?2 ORDER BY created_at",
+            )?;
+            let tasks: Vec<Value> = stmt
+                .query_map(rusqlite::params![is_main, folder], |r| {
+                    Ok(json!({
+                        "id": r.get::<_, String>(0)?, "groupFolder": r.get::<_, String>(1)?,
+                        "prompt": r.get::<_, String>(2)?, "scheduleType": r.get::<_, String>(3)?,
+                        "scheduleValue": r.get::<_, String>(4)?, "status": r.get::<_, String>(5)?,
+                        "nextRun": r.get::<_, Option<String>>(6)?,
+                    }))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            let groups = if is_main { groups::list(c)? } else { Vec::new() };
+            Ok((history, tasks, groups))
+        })?;
+        let groups: Vec<Value> = groups
+            .iter()
+            .map(|g| json!({ "folder": g.folder, "name": g.name, "jid": g.jid, "isMain": g.is_main }))
+            .collect();
+        for (name, v) in [
+            ("session_history.json", serde_json::to_value(&history).unwrap_or_default()),
+            ("current_tasks.json", Value::Array(tasks)),
+            ("available_groups.json", Value::Array(groups)),
+        ] {
+            ipc::write_atomic(ipc_dir, name, &serde_json::to_vec_pretty(&v).unwrap_or_default())
+                .ctx(|| format!("writing {name}"))?;
         }
         Ok(())
     }

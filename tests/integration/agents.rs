@@ -191,6 +191,9 @@ fn agents_are_hardened_isolated_and_hold_no_key() {
     assert!(!reply.contains(key), "the agent saw the key: {reply}");
     assert!(!reply.contains("private-plans"), "the agent saw another group's folder: {reply}");
     assert_eq!(std::fs::read_to_string(home.path().join("groups/family/note.txt")).unwrap(), "written\n");
+    // Only the main group learns about the other groups.
+    let groups = std::fs::read_to_string(home.path().join("data/ipc/family/available_groups.json")).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&groups).unwrap(), serde_json::json!([]));
     assert!(containers_of(&home).is_empty());
 }
 
@@ -281,6 +284,13 @@ fn the_agents_session_tools_clear_list_resume_and_search() {
     let fresh = run(&home, "main", "something new", &[]);
     let new = fresh["session_id"].as_str().unwrap().to_string();
     assert_ne!(new, old);
+    // Snapshots written before that start.
+    let snap = |name: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("data/ipc/main").join(name)).unwrap()).unwrap()
+    };
+    assert_eq!(snap("session_history.json")[0]["name"], "Tax research");
+    assert_eq!(snap("available_groups.json")[0]["folder"], "main");
+    assert_eq!(snap("current_tasks.json"), serde_json::json!([]));
 
     // list_sessions and search_sessions see the archive.
     let listed = run(&home, "main", "g2:sessions", &[]);
