@@ -25,6 +25,22 @@ pub struct Settings {
     pub claude_code: ClaudeCodeSettings,
     pub gateway: GatewaySettings,
     pub container: crate::container::ContainerSettings,
+    pub api: ApiSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiSettings {
+    /// Where `g2 serve` listens. A non-loopback address requires `token`.
+    pub listen: String,
+    /// Bearer token required on every `/api` route when set (16+ characters).
+    pub token: Option<String>,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        ApiSettings { listen: "127.0.0.1:4170".into(), token: None }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -135,6 +151,7 @@ impl Default for Settings {
             claude_code: ClaudeCodeSettings::default(),
             gateway: GatewaySettings::default(),
             container: crate::container::ContainerSettings::default(),
+            api: ApiSettings::default(),
         }
     }
 }

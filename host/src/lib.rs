@@ -8,6 +8,7 @@
 //! invariants of each module.
 
 pub mod agent;
+pub mod api;
 pub mod archives;
 pub mod config;
 pub mod container;

@@ -68,6 +68,13 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
+    /// Run the host: the HTTP API, the model gateway (loopback TCP and every
+    /// group's socket); removes containers an earlier host left.
+    Serve {
+        /// Address of the HTTP API (default: api.listen, 127.0.0.1:4170).
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Run the model gateway alone: the Anthropic Messages API on a loopback
     /// TCP address and on each registered group's socket. Point any Claude
     /// Code at it with ANTHROPIC_BASE_URL.
@@ -291,6 +298,7 @@ async fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Gateway { listen } => gateway_cmd(&ctx, listen).await,
+        Command::Serve { listen } => serve_cmd(&ctx, listen).await,
         Command::Image(ImageCmd::Build { agent, force }) => image_build(&ctx, agent, force).await,
         Command::Run { folder, prompt, out } => run_cmd(&ctx, &folder, &prompt.join(" "), out).await,
         Command::Usage { group, days, out } => {
@@ -333,6 +341,45 @@ async fn run(cli: Cli) -> Result<i32> {
             Ok(if checks.iter().all(|c| c.ok) { 0 } else { 1 })
         }
     }
+}
+
+async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
+    ctx.home.ensure_layout()?;
+    let addr: std::net::SocketAddr = listen
+        .unwrap_or_else(|| ctx.settings.api.listen.clone())
+        .parse()
+        .context("api listen address: use IP:PORT")?;
+    g2_host::api::check_bind(&addr, ctx.settings.api.token.as_deref())?;
+    let store = ctx.store().await?;
+    let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
+    if let Ok(rt) = g2_host::container::docker::DockerRuntime::connect().await {
+        use g2_host::container::ContainerRuntime;
+        for name in rt.reap(&g2_host::container::home_label(ctx.home.root())).await.unwrap_or_default() {
+            tracing::warn!(container = %name, "removed a container left by an earlier host");
+        }
+    }
+    let mut sockets = Vec::new();
+    for g in store.read(groups::list).await? {
+        sockets.push(gw.listen_group(&ctx.home, &g.folder).await?);
+    }
+    let api = g2_host::api::Api {
+        home: ctx.home.clone(),
+        store: store.clone(),
+        sessions: ctx.sessions(&store),
+        assistant_name: ctx.settings.assistant_name.clone(),
+        provider: choice.kind.as_str().to_string(),
+        token: ctx.settings.api.token.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    println!("provider  {}", choice.reason);
+    println!("api       http://{}", listener.local_addr()?);
+    println!("groups    {} sockets", sockets.len());
+    axum::serve(listener, api.router()).with_graceful_shutdown(shutdown_signal()).await?;
+    for s in sockets {
+        s.stop().await;
+    }
+    gw.flush().await;
+    Ok(0)
 }
 
 async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {

@@ -1,0 +1,249 @@
+//! The HTTP API of `g2 serve`: groups, sessions, archives, search, usage,
+//! health. JSON in and out, the same shapes as the CLI's `--json`.
+//!
+//! Invariants: bound to loopback unless a bearer token is configured (then
+//! every `/api` route requires it; `/health` stays open); request bodies are
+//! limited to [`MAX_BODY`]; errors are `{"error":{"kind","message"}}` with a
+//! status that says whose fault it is (400 bad input, 404 unknown, 409
+//! conflict, 500 ours).
+
+use std::net::SocketAddr;
+
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::groups::{self, NewGroup};
+use crate::home::Home;
+use crate::sessions::SessionManager;
+use crate::store::Store;
+use crate::{Error, archives, search, usage};
+
+/// Largest request body accepted.
+pub const MAX_BODY: usize = 64 * 1024;
+
+#[derive(Clone)]
+pub struct Api {
+    pub home: Home,
+    pub store: Store,
+    pub sessions: SessionManager,
+    pub assistant_name: String,
+    pub provider: String,
+    pub token: Option<String>,
+}
+
+/// An error as the API reports it.
+pub struct ApiError(Error);
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError(e)
+    }
+}
+
+impl From<g2_core::validate::ValidationError> for ApiError {
+    fn from(e: g2_core::validate::ValidationError) -> Self {
+        ApiError(Error::Validation(e))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, kind) = match &self.0 {
+            Error::Validation(_) | Error::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
+            Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Error::Conflict(_) | Error::StaleGeneration { .. } => (StatusCode::CONFLICT, "conflict"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!(error = %self.0, "API request failed");
+        }
+        (status, Json(json!({ "error": { "kind": kind, "message": self.0.to_string() } }))).into_response()
+    }
+}
+
+type ApiResult<T> = std::result::Result<Json<T>, ApiError>;
+
+/// Checks that an address may be served: loopback, or any with a token.
+pub fn check_bind(addr: &SocketAddr, token: Option<&str>) -> crate::Result<()> {
+    if addr.ip().is_loopback() || token.is_some_and(|t| t.len() >= 16) {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "api.listen {addr} is not a loopback address: set api.token (16+ characters) to serve it"
+        )))
+    }
+}
+
+impl Api {
+    pub fn router(self) -> Router {
+        let api = Router::new()
+            .route("/groups", get(list_groups).post(add_group))
+            .route("/groups/{folder}", delete(remove_group))
+            .route("/groups/{folder}/session", get(show_session))
+            .route("/groups/{folder}/session/clear", post(clear_session))
+            .route("/groups/{folder}/session/resume", post(resume_session))
+            .route("/groups/{folder}/sessions", get(session_history))
+            .route("/groups/{folder}/archives", get(list_archives))
+            .route("/archives/{id}", get(read_archive))
+            .route("/search", get(search_archives))
+            .route("/usage", get(usage_report))
+            .route_layer(middleware::from_fn_with_state(self.clone(), require_token));
+        Router::new()
+            .route("/health", get(health))
+            .nest("/api", api)
+            .fallback(|| async { ApiError(Error::NotFound("route".into())) })
+            .layer(DefaultBodyLimit::max(MAX_BODY))
+            .with_state(self)
+    }
+}
+
+async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Response {
+    if let Some(token) = &api.token {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        // Constant-time enough for a comparison of equal-length secrets.
+        let ok = given.is_some_and(|g| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0, |a, (x, y)| a | (x ^ y)) == 0);
+        if !ok {
+            return (StatusCode::UNAUTHORIZED, Json(json!({ "error": { "kind": "unauthorized", "message": "a bearer token is required" } })))
+                .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+async fn health(State(api): State<Api>) -> Json<Value> {
+    let db = api.store.read(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?)).await.is_ok();
+    Json(json!({ "status": if db { "ok" } else { "degraded" }, "database": db, "provider": api.provider, "version": env!("CARGO_PKG_VERSION") }))
+}
+
+async fn list_groups(State(api): State<Api>) -> ApiResult<Vec<groups::Group>> {
+    Ok(Json(api.store.read(groups::list).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewGroupBody {
+    folder: String,
+    name: String,
+    jid: Option<String>,
+    trigger: Option<String>,
+    requires_trigger: Option<bool>,
+    #[serde(default)]
+    is_main: bool,
+}
+
+async fn add_group(State(api): State<Api>, Json(b): Json<NewGroupBody>) -> std::result::Result<(StatusCode, Json<groups::Group>), ApiError> {
+    let g = NewGroup {
+        folder: b.folder,
+        name: b.name,
+        jid: b.jid,
+        trigger_pattern: b.trigger,
+        requires_trigger: b.requires_trigger,
+        is_main: b.is_main,
+    }
+    .into_group(&api.assistant_name)?;
+    api.home.ensure_layout()?;
+    let stored = g.clone();
+    api.store.write(move |tx| groups::add(tx, &stored)).await?;
+    api.home.ensure_group(&g.folder, &g.name, g.is_main)?;
+    Ok((StatusCode::CREATED, Json(g)))
+}
+
+async fn remove_group(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<groups::Group> {
+    g2_core::validate::group_folder(&folder)?;
+    Ok(Json(api.store.write(move |tx| groups::remove(tx, &folder)).await?))
+}
+
+async fn require_group(api: &Api, folder: &str) -> std::result::Result<(), ApiError> {
+    g2_core::validate::group_folder(folder)?;
+    let f = folder.to_string();
+    match api.store.read(move |c| groups::get(c, &f)).await? {
+        Some(_) => Ok(()),
+        None => Err(Error::NotFound(format!("group {folder:?}")).into()),
+    }
+}
+
+async fn show_session(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<crate::sessions::Pointer> {
+    require_group(&api, &folder).await?;
+    Ok(Json(api.sessions.get(&folder).await?))
+}
+
+async fn session_history(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<crate::sessions::HistoryEntry>> {
+    require_group(&api, &folder).await?;
+    Ok(Json(api.sessions.history(&folder).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClearBody {
+    name: String,
+}
+
+async fn clear_session(State(api): State<Api>, Path(folder): Path<String>, Json(b): Json<ClearBody>) -> ApiResult<crate::sessions::Cleared> {
+    require_group(&api, &folder).await?;
+    let p = api.sessions.get(&folder).await?;
+    Ok(Json(api.sessions.clear(&folder, &b.name, p.generation).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResumeBody {
+    history_id: i64,
+    save_as: Option<String>,
+}
+
+async fn resume_session(State(api): State<Api>, Path(folder): Path<String>, Json(b): Json<ResumeBody>) -> ApiResult<crate::sessions::Resumed> {
+    require_group(&api, &folder).await?;
+    let p = api.sessions.get(&folder).await?;
+    Ok(Json(api.sessions.resume(&folder, b.history_id, p.generation, b.save_as.as_deref()).await?))
+}
+
+async fn list_archives(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<archives::ArchiveRecord>> {
+    g2_core::validate::any_folder(&folder)?;
+    Ok(Json(api.store.read(move |c| archives::list(c, &folder)).await?))
+}
+
+async fn read_archive(State(api): State<Api>, Path(id): Path<i64>) -> ApiResult<Value> {
+    let rec = api
+        .store
+        .read(move |c| archives::get(c, id))
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("archive {id}")))?;
+    // Stored paths are relative to the home and checked to stay inside it.
+    let path = g2_core::validate::within(api.home.root(), std::path::Path::new(&rec.path))?;
+    let markdown = std::fs::read_to_string(&path).ok();
+    Ok(Json(json!({ "archive": rec, "markdown": markdown })))
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    q: String,
+    group: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn search_archives(State(api): State<Api>, Query(q): Query<SearchQuery>) -> ApiResult<Vec<search::Hit>> {
+    let limit = q.limit.unwrap_or(10).clamp(1, search::MAX_LIMIT);
+    Ok(Json(api.store.read(move |c| search::search(c, &q.q, q.group.as_deref(), limit)).await?))
+}
+
+#[derive(Deserialize)]
+struct UsageQuery {
+    group: Option<String>,
+    days: Option<u32>,
+}
+
+async fn usage_report(State(api): State<Api>, Query(q): Query<UsageQuery>) -> ApiResult<Vec<usage::Line>> {
+    let days = i64::from(q.days.unwrap_or(30).clamp(1, 3660));
+    let since = (chrono::Utc::now() - chrono::Duration::days(days - 1)).format("%Y-%m-%d").to_string();
+    Ok(Json(api.store.read(move |c| usage::report(c, q.group.as_deref(), Some(&since))).await?))
+}

@@ -1,0 +1,143 @@
+//! `g2 serve`'s HTTP API on a real port: groups, sessions, archives, search,
+//! usage, health; loopback unless a token is set; clear errors.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_g2"));
+    cmd.arg("--home").arg(home.path()).args(["serve", "--listen", "127.0.0.1:0"]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("G2_") || k.starts_with("ANTHROPIC_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd.envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut url = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
+        if let Some(u) = line.strip_prefix("api ") {
+            url = Some(u.trim().to_string());
+        }
+        if line.starts_with("groups") {
+            break;
+        }
+    }
+    Serve { child, url: url.expect("g2 serve printed its address") }
+}
+
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+async fn call(c: &reqwest::Client, method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = c.request(method.parse().unwrap(), url);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_api() {
+    let home = TestHome::new();
+    let sid = "0b9c3f6e-1c1d-4d0e-9a35-6c1b6d7e8f90";
+    home.place_transcript("main", sid, &fixture("spotter-short.jsonl"));
+    home.ok(&["sessions", "set", "main", sid]);
+    let s = serve(&home, &[]);
+    let c = client();
+    let u = |p: &str| format!("{}{p}", s.url);
+
+    let (st, health) = call(&c, "GET", &u("/health"), None).await;
+    assert_eq!((st, health["status"].as_str()), (200, Some("ok")), "{health}");
+    assert_eq!(health["provider"], "offline");
+
+    // Groups.
+    let (st, g) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "family", "name": "Family" }))).await;
+    assert_eq!(st, 201, "{g}");
+    assert_eq!(g["requires_trigger"], true);
+    assert!(home.path().join("groups/family/CLAUDE.md").is_file());
+    let (st, e) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "family", "name": "Again" }))).await;
+    assert_eq!((st, e["error"]["kind"].as_str()), (409, Some("conflict")), "{e}");
+    let (st, e) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "../etc", "name": "X" }))).await;
+    assert_eq!((st, e["error"]["kind"].as_str()), (400, Some("invalid")), "{e}");
+    let (st, _) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "x", "name": "X", "evil": 1 }))).await;
+    assert!(st == 400 || st == 422, "unknown fields are refused: {st}");
+    let (_, list) = call(&c, "GET", &u("/api/groups"), None).await;
+    assert_eq!(list.as_array().unwrap().len(), 2);
+
+    // Sessions: show, clear, history, resume.
+    let (_, p) = call(&c, "GET", &u("/api/groups/main/session"), None).await;
+    assert_eq!(p["session_id"], sid);
+    let (st, cleared) = call(&c, "POST", &u("/api/groups/main/session/clear"), Some(json!({ "name": "Spotter work" }))).await;
+    assert_eq!(st, 200, "{cleared}");
+    assert_eq!(cleared["pointer"]["session_id"], Value::Null);
+    let archive_id = cleared["archive"]["id"].as_i64().unwrap();
+    let (_, hist) = call(&c, "GET", &u("/api/groups/main/sessions"), None).await;
+    assert_eq!(hist[0]["name"], "Spotter work");
+    let (st, e) = call(&c, "POST", &u("/api/groups/main/session/clear"), Some(json!({ "name": "again" }))).await;
+    assert_eq!(st, 404, "nothing to clear: {e}");
+    let (st, r) = call(&c, "POST", &u("/api/groups/main/session/resume"), Some(json!({ "history_id": hist[0]["id"] }))).await;
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(r["pointer"]["session_id"], sid);
+    let (st, _) = call(&c, "GET", &u("/api/groups/nobody/session"), None).await;
+    assert_eq!(st, 404);
+
+    // Archives and search.
+    let (_, arcs) = call(&c, "GET", &u("/api/groups/main/archives"), None).await;
+    assert_eq!(arcs[0]["id"], archive_id);
+    let (st, a) = call(&c, "GET", &u(&format!("/api/archives/{archive_id}")), None).await;
+    assert_eq!(st, 200);
+    assert!(a["markdown"].as_str().unwrap().starts_with("# Spotter work"), "{a}");
+    let (_, hits) = call(&c, "GET", &u("/api/search?q=spotter&group=main"), None).await;
+    assert_eq!(hits[0]["archive_id"], archive_id, "{hits}");
+    let (st, _) = call(&c, "GET", &u("/api/search?q=x&group=../up"), None).await;
+    assert_eq!(st, 400);
+    let (st, usage) = call(&c, "GET", &u("/api/usage?days=7"), None).await;
+    assert_eq!((st, usage), (200, json!([])));
+
+    // Bodies are limited; unknown routes are clear errors.
+    let big = json!({ "name": "x".repeat(100_000) });
+    let (st, _) = call(&c, "POST", &u("/api/groups/main/session/clear"), Some(big)).await;
+    assert_eq!(st, 413);
+    let (st, e) = call(&c, "GET", &u("/api/nothing"), None).await;
+    assert_eq!((st, e["error"]["kind"].as_str()), (404, Some("not_found")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_guard_the_api_and_other_binds() {
+    let home = TestHome::new();
+    // Not loopback and no token: refused at start.
+    let out = home.fails(&["serve", "--listen", "0.0.0.0:0"]);
+    assert!(out.contains("api.token"), "{out}");
+    let token = "tok-0123456789abcdef";
+    let s = serve(&home, &[("G2_API__TOKEN", token)]);
+    let c = client();
+    let (st, _) = call(&c, "GET", &format!("{}/api/groups", s.url), None).await;
+    assert_eq!(st, 401);
+    let resp = c.get(format!("{}/api/groups", s.url)).bearer_auth("wrong-token-0123456").send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    let resp = c.get(format!("{}/api/groups", s.url)).bearer_auth(token).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    // Health stays open for probes.
+    let (st, _) = call(&c, "GET", &format!("{}/health", s.url), None).await;
+    assert_eq!(st, 200);
+}
