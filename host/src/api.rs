@@ -22,7 +22,7 @@ use crate::groups::{self, NewGroup};
 use crate::home::Home;
 use crate::sessions::SessionManager;
 use crate::store::Store;
-use crate::{Error, archives, search, usage};
+use crate::{Error, archives, messages, search, usage};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -90,6 +90,7 @@ impl Api {
             .route("/groups/{folder}/session/resume", post(resume_session))
             .route("/groups/{folder}/sessions", get(session_history))
             .route("/groups/{folder}/archives", get(list_archives))
+            .route("/groups/{folder}/messages", get(list_messages).post(post_message))
             .route("/archives/{id}", get(read_archive))
             .route("/search", get(search_archives))
             .route("/usage", get(usage_report))
@@ -163,13 +164,37 @@ async fn remove_group(State(api): State<Api>, Path(folder): Path<String>) -> Api
     Ok(Json(api.store.write(move |tx| groups::remove(tx, &folder)).await?))
 }
 
-async fn require_group(api: &Api, folder: &str) -> std::result::Result<(), ApiError> {
+async fn require_group(api: &Api, folder: &str) -> std::result::Result<groups::Group, ApiError> {
     g2_core::validate::group_folder(folder)?;
     let f = folder.to_string();
     match api.store.read(move |c| groups::get(c, &f)).await? {
-        Some(_) => Ok(()),
+        Some(g) => Ok(g),
         None => Err(Error::NotFound(format!("group {folder:?}")).into()),
     }
+}
+
+/// A message into a group's chat: stored first, then answered with 202.
+async fn post_message(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+    Json(m): Json<messages::Inbound>,
+) -> std::result::Result<(StatusCode, Json<Value>), ApiError> {
+    let g = require_group(&api, &folder).await?;
+    m.check()?;
+    let stored = api.store.write(move |tx| messages::insert_inbound(tx, &g.jid, "http", &m)).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "id": stored.id, "seq": stored.seq }))))
+}
+
+#[derive(Deserialize)]
+struct AfterQuery {
+    after: Option<i64>,
+    limit: Option<usize>,
+}
+
+async fn list_messages(State(api): State<Api>, Path(folder): Path<String>, Query(q): Query<AfterQuery>) -> ApiResult<Vec<messages::Message>> {
+    let g = require_group(&api, &folder).await?;
+    let (after, limit) = (q.after.unwrap_or(0), q.limit.unwrap_or(100).clamp(1, 1000));
+    Ok(Json(api.store.read(move |c| messages::after(c, &g.jid, after, limit)).await?))
 }
 
 async fn show_session(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<crate::sessions::Pointer> {

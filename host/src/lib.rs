@@ -19,6 +19,7 @@ pub mod groups;
 pub mod home;
 pub mod image;
 pub mod ipc;
+pub mod messages;
 pub mod search;
 pub mod sessions;
 pub mod store;

@@ -141,3 +141,48 @@ async fn tokens_guard_the_api_and_other_binds() {
     let (st, _) = call(&c, "GET", &format!("{}/health", s.url), None).await;
     assert_eq!(st, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_are_stored_first_in_order_and_none_lost() {
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "family", "--name", "Family"]);
+    let s = serve(&home, &[]);
+    let c = client();
+    let url = format!("{}/api/groups/family/messages", s.url);
+
+    let (st, first) = call(&c, "POST", &url, Some(json!({ "sender": "u1", "sender_name": "Ann", "text": "hello <b>&</b>" }))).await;
+    assert_eq!(st, 202, "{first}");
+    // 100 concurrent senders: every message stored once, in one order.
+    let mut tasks = Vec::new();
+    for i in 0..100 {
+        let (c, url) = (c.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            call(&c, "POST", &url, Some(json!({ "sender": format!("u{i}"), "text": format!("message {i}") }))).await
+        }));
+    }
+    let mut ids = std::collections::HashSet::new();
+    for t in tasks {
+        let (st, v) = t.await.unwrap();
+        assert_eq!(st, 202);
+        assert!(ids.insert(v["id"].as_str().unwrap().to_string()));
+    }
+    let (_, all) = call(&c, "GET", &format!("{url}?limit=1000"), None).await;
+    let all = all.as_array().unwrap();
+    assert_eq!(all.len(), 101);
+    assert_eq!(all[0]["text"], "hello <b>&</b>", "stored as received");
+    assert_eq!(all[0]["sender_name"], "Ann");
+    assert!(all.windows(2).all(|w| w[0]["seq"].as_i64() < w[1]["seq"].as_i64()));
+    let (_, later) = call(&c, "GET", &format!("{url}?after={}", all[99]["seq"]), None).await;
+    assert_eq!(later.as_array().unwrap().len(), 1);
+    assert_eq!(later[0]["id"], all[100]["id"]);
+
+    // Bad input is refused and stores nothing.
+    for bad in [json!({ "sender": "u", "text": "  " }), json!({ "text": "no sender" }), json!({ "sender": "u", "text": "x", "admin": true })] {
+        let (st, _) = call(&c, "POST", &url, Some(bad.clone())).await;
+        assert!(st == 400 || st == 422, "{bad}: {st}");
+    }
+    let (st, _) = call(&c, "POST", &format!("{}/api/groups/nobody/messages", s.url), Some(json!({ "sender": "u", "text": "x" }))).await;
+    assert_eq!(st, 404);
+    let (_, all) = call(&c, "GET", &format!("{url}?limit=1000"), None).await;
+    assert_eq!(all.as_array().unwrap().len(), 101);
+}

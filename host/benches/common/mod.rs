@@ -2,6 +2,8 @@
 //! binary, running it without the caller's `G2_*` environment, timing
 //! processes, and the statistics and formatting of the reports.
 
+#![allow(dead_code)] // each bench uses a part of these
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

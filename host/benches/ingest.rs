@@ -1,0 +1,81 @@
+//! Ingest: messages per second that `POST /api/groups/{folder}/messages`
+//! accepts into SQLite with 100 concurrent clients (each on a kept-alive
+//! connection), against a real `g2 serve` process.
+//!
+//! `cargo bench -p g2-host --bench ingest` (`G2_BENCH_MESSAGES` sets the
+//! total, default 20,000).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Instant;
+
+use common::{Samples, command, fmt_dur, g2_binary};
+
+const CLIENTS: usize = 100;
+
+fn main() {
+    let total: usize = std::env::var("G2_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let home = tempfile::tempdir().unwrap();
+    let g2 = g2_binary();
+    assert!(command(&g2).arg("--home").arg(home.path()).arg("init").stdout(Stdio::null()).status().unwrap().success());
+    let mut child = command(&g2)
+        .arg("--home")
+        .arg(home.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
+        if let Some(u) = line.strip_prefix("api ") {
+            url = Some(u.trim().to_string());
+        }
+        if line.starts_with("groups") {
+            break;
+        }
+    }
+    let url = format!("{}/api/groups/main/messages", url.unwrap());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (elapsed, latencies) = rt.block_on(async move {
+        let client = reqwest::Client::builder().pool_max_idle_per_host(CLIENTS).tcp_nodelay(true).build().unwrap();
+        // Warm the connections.
+        let body = |i: usize| format!("{{\"sender\":\"u{}\",\"text\":\"message number {i} with a little text\"}}", i % CLIENTS);
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for c in 0..CLIENTS {
+            let (client, url) = (client.clone(), url.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut i = c;
+                while i < total {
+                    let t = Instant::now();
+                    let r = client.post(&url).header("content-type", "application/json").body(body(i)).send().await.unwrap();
+                    assert_eq!(r.status(), 202);
+                    let _ = r.bytes().await;
+                    lat.push(t.elapsed());
+                    i += CLIENTS;
+                }
+                lat
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        (started.elapsed(), all)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    // Every message is in the database, once.
+    let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
+    let stored: i64 = conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0)).unwrap();
+    assert_eq!(stored as usize, total, "messages lost");
+    let s = Samples::of(latencies);
+    println!("ingest: {total} messages from {CLIENTS} concurrent clients into SQLite");
+    println!("  {:.0} messages/s ({} in all)", total as f64 / elapsed.as_secs_f64(), fmt_dur(elapsed));
+    println!("  request latency p50 {} p99 {}", fmt_dur(s.at(0.5)), fmt_dur(s.at(0.99)));
+}

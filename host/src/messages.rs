@@ -1,0 +1,108 @@
+//! The message log: every message in and out of a group's chat, stored
+//! before anything else happens to it, in arrival order (`seq`). The
+//! router's per-group cursor is a `seq` in this log.
+//!
+//! Invariants: a message is stored exactly once (`id` is unique; inbound
+//! ids are generated here); `seq` only grows; text is stored as received
+//! (escaping happens when a prompt is built).
+
+use rusqlite::{Connection, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Longest message text accepted.
+pub const MAX_TEXT: usize = 32 * 1024;
+/// Longest sender id or name.
+const MAX_SENDER: usize = 200;
+
+/// One message. Also the stable JSON shape of the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub seq: i64,
+    pub id: String,
+    pub chat_jid: String,
+    pub sender: String,
+    pub sender_name: Option<String>,
+    pub text: String,
+    /// RFC 3339, UTC.
+    pub timestamp: String,
+    /// Written by the assistant.
+    pub from_bot: bool,
+}
+
+/// An inbound message as a channel hands it over.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inbound {
+    pub sender: String,
+    pub sender_name: Option<String>,
+    pub text: String,
+}
+
+impl Inbound {
+    pub fn check(&self) -> Result<()> {
+        let bad = |why: &str| Err(Error::Invalid(why.to_string()));
+        if self.sender.trim().is_empty() || self.sender.len() > MAX_SENDER {
+            return bad("sender: 1-200 characters");
+        }
+        if self.sender_name.as_ref().is_some_and(|n| n.len() > MAX_SENDER) {
+            return bad("sender_name: at most 200 characters");
+        }
+        if self.text.trim().is_empty() {
+            return bad("text must not be empty");
+        }
+        if self.text.len() > MAX_TEXT {
+            return bad("text: at most 32 KiB");
+        }
+        Ok(())
+    }
+}
+
+/// Stores an inbound message for a chat (creating the chat row on first
+/// use); returns it with its `seq`.
+pub fn insert_inbound(tx: &Transaction<'_>, chat_jid: &str, channel: &str, m: &Inbound) -> Result<Message> {
+    m.check()?;
+    let now = crate::now_rfc3339();
+    tx.execute(
+        "INSERT INTO chats (jid, channel, last_message_time) VALUES (?1, ?2, ?3)
+         ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
+        params![chat_jid, channel, now],
+    )?;
+    let id = uuid::Uuid::new_v4().to_string();
+    tx.execute(
+        "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![id, chat_jid, m.sender.trim(), m.sender_name, m.text, now],
+    )?;
+    Ok(Message {
+        seq: tx.last_insert_rowid(),
+        id,
+        chat_jid: chat_jid.to_string(),
+        sender: m.sender.trim().to_string(),
+        sender_name: m.sender_name.clone(),
+        text: m.text.clone(),
+        timestamp: now,
+        from_bot: false,
+    })
+}
+
+/// Messages of a chat after `after` (a `seq`), oldest first.
+pub fn after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
+    let mut stmt = conn.prepare(
+        "SELECT seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot
+         FROM messages WHERE chat_jid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(params![chat_jid, after, limit as i64], |r| {
+        Ok(Message {
+            seq: r.get(0)?,
+            id: r.get(1)?,
+            chat_jid: r.get(2)?,
+            sender: r.get(3)?,
+            sender_name: r.get(4)?,
+            text: r.get(5)?,
+            timestamp: r.get(6)?,
+            from_bot: r.get(7)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
