@@ -35,6 +35,8 @@ pub struct Api {
     pub assistant_name: String,
     pub provider: String,
     pub token: Option<String>,
+    /// New messages of every chat, for the SSE streams.
+    pub events: tokio::sync::broadcast::Sender<messages::Message>,
 }
 
 /// An error as the API reports it.
@@ -91,6 +93,7 @@ impl Api {
             .route("/groups/{folder}/sessions", get(session_history))
             .route("/groups/{folder}/archives", get(list_archives))
             .route("/groups/{folder}/messages", get(list_messages).post(post_message))
+            .route("/groups/{folder}/stream", get(stream_messages))
             .route("/archives/{id}", get(read_archive))
             .route("/search", get(search_archives))
             .route("/usage", get(usage_report))
@@ -182,7 +185,53 @@ async fn post_message(
     let g = require_group(&api, &folder).await?;
     m.check()?;
     let stored = api.store.write(move |tx| messages::insert_inbound(tx, &g.jid, "http", &m)).await?;
+    // Nobody listening is fine.
+    let _ = api.events.send(stored.clone());
     Ok((StatusCode::ACCEPTED, Json(json!({ "id": stored.id, "seq": stored.seq }))))
+}
+
+/// Server-sent events of a chat's messages (`event: message`, data = the
+/// message JSON): first those after `?after=<seq>`, then new ones as they
+/// are stored. Subscribing before reading the backlog means none is missed;
+/// `seq` filtering means none is sent twice.
+async fn stream_messages(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+    Query(q): Query<AfterQuery>,
+) -> std::result::Result<axum::response::sse::Sse<impl futures_util::Stream<Item = std::result::Result<axum::response::sse::Event, std::convert::Infallible>>>, ApiError> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let g = require_group(&api, &folder).await?;
+    let live = api.events.subscribe();
+    let (jid, after) = (g.jid.clone(), q.after.unwrap_or(i64::MAX));
+    let backlog = if after == i64::MAX {
+        Vec::new()
+    } else {
+        let j = jid.clone();
+        api.store.read(move |c| messages::after(c, &j, after, 1000)).await?
+    };
+    let last = backlog.last().map(|m| m.seq).unwrap_or(if after == i64::MAX { 0 } else { after });
+    let event = |m: &messages::Message| Event::default().event("message").id(m.seq.to_string()).json_data(m).ok();
+    let first = futures_util::stream::iter(backlog.into_iter().filter_map(move |m| event(&m).map(Ok)));
+    let rest = futures_util::stream::unfold((live, last), move |(mut rx, mut last)| {
+        let jid = jid.clone();
+        async move {
+            loop {
+                match rx.recv().await {
+                    Ok(m) if m.chat_jid == jid && m.seq > last => {
+                        last = m.seq;
+                        if let Some(e) = event(&m) {
+                            return Some((Ok(e), (rx, last)));
+                        }
+                    }
+                    Ok(_) => {}
+                    // A slow reader skips ahead; `?after=` recovers the gap.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    });
+    Ok(Sse::new(futures_util::StreamExt::chain(first, rest)).keep_alive(KeepAlive::default()))
 }
 
 #[derive(Deserialize)]

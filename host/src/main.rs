@@ -369,6 +369,7 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         assistant_name: ctx.settings.assistant_name.clone(),
         provider: choice.kind.as_str().to_string(),
         token: ctx.settings.api.token.clone(),
+        events: tokio::sync::broadcast::channel(1024).0,
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     println!("provider  {}", choice.reason);
