@@ -156,7 +156,7 @@ impl Agents {
         write_hooks(&self.home.claude_dir(&group.folder)?)?;
         self.write_snapshots(group, &ipc_dir)?;
         let (uid, gid) = crate::image::agent_ids();
-        if is_root() {
+        if crate::image::host_ids().0 == 0 {
             for d in [self.home.group_dir(&group.folder)?, self.home.claude_dir(&group.folder)?, ipc_dir] {
                 chown_tree(&d, uid, gid);
             }
@@ -451,13 +451,6 @@ fn write_hooks(claude_dir: &Path) -> Result<()> {
     ipc::write_atomic(claude_dir, "settings.json", &serde_json::to_vec_pretty(&settings).unwrap_or_default())
         .ctx(|| format!("writing {}", path.display()))?;
     Ok(())
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:")).map(|r| r.split_whitespace().next() == Some("0")))
-        .unwrap_or(false)
 }
 
 /// Gives a tree to the agent user (when the host runs as root); entries

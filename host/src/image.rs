@@ -56,9 +56,8 @@ pub struct Inputs {
     pub gid: u32,
 }
 
-/// The uid/gid agents run as: the host's, or 1000 when the host is root
-/// (never root inside the container).
-pub fn agent_ids() -> (u32, u32) {
+/// The uid and gid this process runs as (from `/proc/self/status`).
+pub fn host_ids() -> (u32, u32) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let field = |name: &str| {
         status
@@ -68,7 +67,13 @@ pub fn agent_ids() -> (u32, u32) {
             .and_then(|v| v.parse::<u32>().ok())
             .unwrap_or(0)
     };
-    match (field("Uid:"), field("Gid:")) {
+    (field("Uid:"), field("Gid:"))
+}
+
+/// The uid/gid agents run as: the host's, or 1000 when the host is root
+/// (never root inside the container).
+pub fn agent_ids() -> (u32, u32) {
+    match host_ids() {
         (0, _) | (_, 0) => (1000, 1000),
         ids => ids,
     }
