@@ -109,12 +109,7 @@ impl Agents {
     /// Runs one prompt in the group's container and returns when the
     /// container has finished.
     pub async fn run_prompt(&self, folder: &str, prompt: &str) -> Result<RunReport> {
-        let f = folder.to_string();
-        let group = self
-            .store
-            .read(move |c| groups::get(c, &f))
-            .await?
-            .ok_or_else(|| Error::NotFound(format!("group {folder:?} (see `g2 groups list`)")))?;
+        let group = groups::require(&self.store, folder).await?;
         self.prepare(&group)?;
         self.ensure_socket(folder).await?;
         let pointer = self.sessions.get(folder).await?;

@@ -168,12 +168,7 @@ async fn remove_group(State(api): State<Api>, Path(folder): Path<String>) -> Api
 }
 
 async fn require_group(api: &Api, folder: &str) -> std::result::Result<groups::Group, ApiError> {
-    g2_core::validate::group_folder(folder)?;
-    let f = folder.to_string();
-    match api.store.read(move |c| groups::get(c, &f)).await? {
-        Some(g) => Ok(g),
-        None => Err(Error::NotFound(format!("group {folder:?}")).into()),
-    }
+    Ok(groups::require(&api.store, folder).await?)
 }
 
 /// A message into a group's chat: stored first, then answered with 202.

@@ -149,6 +149,16 @@ pub fn get(conn: &Connection, folder: &str) -> Result<Option<Group>> {
         .optional()?)
 }
 
+/// A registered group by folder (checked first), or `NotFound`.
+pub async fn require(store: &crate::store::Store, folder: &str) -> Result<Group> {
+    g2_core::validate::group_folder(folder)?;
+    let f = folder.to_string();
+    store
+        .read(move |c| get(c, &f))
+        .await?
+        .ok_or_else(|| crate::Error::NotFound(format!("group {folder:?}")))
+}
+
 pub fn main_group(conn: &Connection) -> Result<Option<Group>> {
     Ok(conn
         .query_row(

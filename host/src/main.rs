@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow};
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
@@ -519,12 +519,10 @@ async fn init(ctx: &Ctx) -> Result<i32> {
 }
 
 async fn require_group(store: &Store, folder: &str) -> Result<groups::Group> {
-    g2_core::validate::group_folder(folder)?;
-    let f = folder.to_string();
-    match store.read(move |c| groups::get(c, &f)).await? {
-        Some(g) => Ok(g),
-        None => bail!("group {folder:?} is not registered (see `g2 groups list`)"),
-    }
+    groups::require(store, folder).await.map_err(|e| match e {
+        g2_host::Error::NotFound(_) => anyhow!("group {folder:?} is not registered (see `g2 groups list`)"),
+        e => e.into(),
+    })
 }
 
 async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
