@@ -384,30 +384,30 @@ impl Agents {
     }
 }
 
-/// Pulls complete frames out of `buf`, leaving any partial one.
+/// Pulls complete frames out of `buf`, leaving any partial one. Searches
+/// bytes: no copy of the buffer per chunk, and offsets stay right when the
+/// output is not valid UTF-8.
 fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
+    use memchr::memmem;
+    let (open, close) = (OUTPUT_START.as_bytes(), OUTPUT_END.as_bytes());
     let mut frames = Vec::new();
     loop {
-        let text = String::from_utf8_lossy(buf);
-        let Some(start) = text.find(OUTPUT_START) else {
+        let Some(start) = memmem::find(buf, open) else {
             // Keep only a possible partial marker.
-            let keep = buf.len().saturating_sub(OUTPUT_START.len());
+            let keep = buf.len().saturating_sub(open.len());
             buf.drain(..keep);
             break;
         };
-        let Some(end_rel) = text[start..].find(OUTPUT_END) else {
-            let s = start;
-            buf.drain(..s);
+        let body_from = start + open.len();
+        let Some(len) = memmem::find(&buf[body_from..], close) else {
+            buf.drain(..start);
             break;
         };
-        let body = text[start + OUTPUT_START.len()..start + end_rel].trim().to_string();
-        let consumed = start + end_rel + OUTPUT_END.len();
-        drop(text);
-        buf.drain(..consumed.min(buf.len()));
-        match serde_json::from_str::<ContainerOutput>(&body) {
+        match serde_json::from_slice::<ContainerOutput>(buf[body_from..body_from + len].trim_ascii()) {
             Ok(f) => frames.push(f),
             Err(e) => tracing::warn!(error = %e, "unreadable output frame skipped"),
         }
+        buf.drain(..body_from + len + close.len());
     }
     frames
 }
@@ -476,7 +476,7 @@ mod tests {
     fn frames_across_chunks_and_noise() {
         let f1 = ContainerOutput { status: OutputStatus::Success, result: Some("hi".into()), new_session_id: Some("s".into()), error: None }.frame();
         let f2 = ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: Some("s".into()), error: None }.frame();
-        let all = format!("noise\n{f1}more noise\n{f2}");
+        let all = format!("noise \u{fffd}\n{f1}more noise\n{f2}");
         let mut buf = Vec::new();
         let mut got = Vec::new();
         for c in all.as_bytes().chunks(7) {
