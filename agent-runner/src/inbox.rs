@@ -10,7 +10,7 @@ use std::path::Path;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use g2_core::ipc::CLOSE;
+use g2_core::ipc::{self, CLOSE};
 use g2_core::wire::InputMessage;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,25 +44,9 @@ pub fn watch(dir: &Path, errors: &Path) -> notify::Result<(mpsc::UnboundedReceiv
 
 /// Takes every complete file out of the folder, in name order.
 fn drain(dir: &Path, errors: &Path, tx: &mpsc::UnboundedSender<Item>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
-    let mut names: Vec<String> = rd
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        // Temp files (`.x.tmp`) are not finished yet.
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    names.sort();
-    let mut close = false;
-    for name in names {
+    // Messages first, then the close sentinel: a close never overtakes them.
+    for name in ipc::pending(dir) {
         let path = dir.join(&name);
-        if name == CLOSE {
-            close = true;
-            continue;
-        }
-        if !name.ends_with(".json") {
-            continue;
-        }
         // Whoever removes the file owns it: two wakes never deliver it twice.
         let Ok(bytes) = std::fs::read(&path) else { continue };
         if std::fs::remove_file(&path).is_err() {
@@ -75,7 +59,7 @@ fn drain(dir: &Path, errors: &Path, tx: &mpsc::UnboundedSender<Item>) {
             Err(e) => keep_bad(errors, &name, &bytes, &e.to_string()),
         }
     }
-    if close && std::fs::remove_file(dir.join(CLOSE)).is_ok() {
+    if dir.join(CLOSE).is_file() && std::fs::remove_file(dir.join(CLOSE)).is_ok() {
         let _ = tx.send(Item::Close);
     }
 }

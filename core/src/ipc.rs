@@ -39,6 +39,21 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<Pat
     Ok(path)
 }
 
+/// The finished `*.json` files of an IPC folder, in name order (names
+/// sort by time); dot-named temp files are skipped. A missing folder has
+/// none.
+pub fn pending(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut names: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json") && !n.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+}
+
 /// A file name that sorts by creation time: `{millis}-{random}.json`.
 pub fn timestamped_name() -> String {
     format!(
@@ -58,6 +73,11 @@ mod tests {
         let p = write_atomic(&d.path().join("input"), "a.json", b"{}").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"{}");
         assert_eq!(std::fs::read_dir(d.path().join("input")).unwrap().count(), 1, "no temp file left");
+        write_atomic(&d.path().join("input"), "0.json", b"{}").unwrap();
+        std::fs::write(d.path().join("input/.b.json.tmp"), b"").unwrap();
+        std::fs::write(d.path().join("input/_close"), b"").unwrap();
+        assert_eq!(pending(&d.path().join("input")), ["0.json", "a.json"]);
+        assert!(pending(&d.path().join("missing")).is_empty());
         let (a, b) = (timestamped_name(), timestamped_name());
         assert!(a.ends_with(".json") && a.len() == b.len());
     }

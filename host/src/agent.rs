@@ -320,14 +320,8 @@ impl Agents {
     pub async fn take_events(&self, folder: &str) -> Result<Vec<ArchiveRecord>> {
         let ipc_dir = self.home.ipc_dir(folder)?;
         let dir = ipc_dir.join(ipc::EVENTS_DIR);
-        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
-            Err(_) => return Ok(Vec::new()),
-        };
-        names.retain(|n| n.ends_with(".json") && !n.starts_with('.'));
-        names.sort();
         let mut archived = Vec::new();
-        for name in names {
+        for name in ipc::pending(&dir) {
             let path = dir.join(&name);
             let Ok(bytes) = std::fs::read(&path) else { continue };
             let outcome = match serde_json::from_slice::<AgentEvent>(&bytes) {

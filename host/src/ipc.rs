@@ -102,14 +102,7 @@ impl TaskServer {
     pub async fn drain(&self, folder: &str) {
         let Ok(ipc_dir) = self.home.ipc_dir(folder) else { return };
         let dir = ipc_dir.join(ipc::TASKS_DIR);
-        let Ok(rd) = std::fs::read_dir(&dir) else { return };
-        let mut names: Vec<String> = rd
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".json") && !n.starts_with('.'))
-            .collect();
-        names.sort();
-        for name in names {
+        for name in ipc::pending(&dir) {
             let claimed = dir.join(format!(".claimed-{name}"));
             if std::fs::rename(dir.join(&name), &claimed).is_err() {
                 continue; // someone else took it
