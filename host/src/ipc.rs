@@ -14,11 +14,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use g2_core::ipc;
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
 
+use crate::background::Background;
 use crate::home::Home;
 use crate::search;
 use crate::sessions::SessionManager;
@@ -35,36 +36,13 @@ pub struct TaskServer {
     sessions: SessionManager,
 }
 
-/// A running watcher; stops when dropped or [`Watching::stop`]ped.
-pub struct Watching {
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Watching {
-    pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        let _ = (&mut self.task).await;
-    }
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
-
 impl TaskServer {
     pub fn new(home: Home, store: Store, sessions: SessionManager) -> Self {
         TaskServer { home, store, sessions }
     }
 
     /// Serves a group's requests until stopped; a last drain runs at stop.
-    pub fn watch(&self, folder: &str) -> Result<Watching> {
+    pub fn watch(&self, folder: &str) -> Result<Background> {
         let dir = self.home.ipc_dir(folder)?.join(ipc::TASKS_DIR);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
@@ -81,9 +59,8 @@ impl TaskServer {
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|e| Error::Invalid(format!("watching {}: {e}", dir.display())))?;
-        let (stop, mut stopped) = oneshot::channel::<()>();
         let (server, folder) = (self.clone(), folder.to_string());
-        let task = tokio::spawn(async move {
+        Ok(Background::spawn(|mut stopped| async move {
             let _watcher = watcher;
             loop {
                 server.drain(&folder).await;
@@ -94,8 +71,7 @@ impl TaskServer {
                 }
             }
             server.drain(&folder).await;
-        });
-        Ok(Watching { stop: Some(stop), task })
+        }))
     }
 
     /// Handles every request waiting in the group's `tasks/`.

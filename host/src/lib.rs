@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod api;
 pub mod archives;
+pub mod background;
 pub mod config;
 pub mod container;
 pub mod doctor;

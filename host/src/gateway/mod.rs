@@ -42,6 +42,7 @@ use futures_util::Stream;
 use serde::Deserialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
+use crate::background::Background;
 use crate::config::{GatewaySettings, ProviderKind};
 use crate::error::IoContext;
 use crate::home::Home;
@@ -172,25 +173,21 @@ pub struct Listening {
     /// `http://127.0.0.1:PORT` or the socket path.
     pub address: String,
     pub local_addr: Option<SocketAddr>,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    server: Option<Background>,
     socket: Option<PathBuf>,
 }
 
 impl Listening {
     pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
+        if let Some(server) = self.server.take() {
+            server.stop().await;
         }
-        let _ = (&mut self.task).await;
     }
 }
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
+        // Dropping the server handle asks it to stop.
         if let Some(p) = &self.socket {
             let _ = std::fs::remove_file(p);
         }
@@ -262,12 +259,10 @@ impl Gateway {
                 let _ = tcp.set_nodelay(true);
             })
         };
-        let (stop, task) = spawn_server(listener, router);
         Ok(Listening {
             address: format!("http://{local}"),
             local_addr: Some(local),
-            stop: Some(stop),
-            task,
+            server: Some(spawn_server(listener, router)),
             socket: None,
         })
     }
@@ -294,12 +289,10 @@ impl Gateway {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
                 .ctx(|| format!("permissions of {}", path.display()))?;
         }
-        let (stop, task) = spawn_server(listener, self.router(folder));
         Ok(Listening {
             address: path.display().to_string(),
             local_addr: None,
-            stop: Some(stop),
-            task,
+            server: Some(spawn_server(listener, self.router(folder))),
             socket: Some(path),
         })
     }
@@ -359,22 +352,20 @@ impl Gateway {
     }
 }
 
-/// Serves `router` on `listener` until the returned sender fires (or drops).
-fn spawn_server<L>(listener: L, router: Router) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>)
+/// Serves `router` on `listener` until stopped.
+fn spawn_server<L>(listener: L, router: Router) -> Background
 where
     L: axum::serve::Listener,
     L::Addr: std::fmt::Debug,
 {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
+    Background::spawn(|stopped| async move {
         let serve = axum::serve(listener, router).with_graceful_shutdown(async {
             let _ = stopped.await;
         });
         if let Err(e) = serve.await {
             tracing::error!(error = %e, "gateway listener failed");
         }
-    });
-    (stop, task)
+    })
 }
 
 fn remove_stale_socket(path: &Path) -> Result<()> {
