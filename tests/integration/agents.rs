@@ -106,11 +106,8 @@ fn follow_ups_go_to_the_running_container() {
         return;
     }
     let home = TestHome::new();
-    let child = Command::new(env!("CARGO_BIN_EXE_g2"))
-        .arg("--home")
-        .arg(home.path())
-        .args(["run", "main", "g2:bash sleep 3; echo slept", "--json"])
-        .env_remove("ANTHROPIC_API_KEY")
+    let child = home
+        .command(&["run", "main", "g2:bash sleep 3; echo slept", "--json"], &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -141,11 +138,8 @@ fn agents_are_hardened_isolated_and_hold_no_key() {
     let env = [("ANTHROPIC_API_KEY", key), ("G2_PROVIDER", "offline")];
 
     // Inspect a running agent container.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_g2"))
-        .arg("--home")
-        .arg(home.path())
-        .args(["run", "family", "g2:bash sleep 2"])
-        .envs(env)
+    let mut child = home
+        .command(&["run", "family", "g2:bash sleep 2"], &env)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -229,10 +223,8 @@ fn killed_hosts_and_timeouts_leave_no_container() {
     }
     let home = TestHome::new();
     // A host killed mid-run leaves its container behind…
-    let mut child = Command::new(env!("CARGO_BIN_EXE_g2"))
-        .arg("--home")
-        .arg(home.path())
-        .args(["run", "main", "g2:bash timeout 60 tail -f /dev/null; echo woke"])
+    let mut child = home
+        .command(&["run", "main", "g2:bash timeout 60 tail -f /dev/null; echo woke"], &[])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

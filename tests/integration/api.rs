@@ -1,8 +1,7 @@
 //! `g2 serve`'s HTTP API on a real port: groups, sessions, archives, search,
 //! usage, health; loopback unless a token is set; clear errors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use serde_json::{Value, json};
 
@@ -21,29 +20,14 @@ impl Drop for Serve {
 }
 
 fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_g2"));
-    cmd.arg("--home").arg(home.path()).args(["serve", "--listen", "127.0.0.1:0"]);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("G2_") || k.starts_with("ANTHROPIC_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let mut url = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
-        if let Some(u) = line.strip_prefix("api ") {
-            url = Some(u.trim().to_string());
-        }
-        if line.starts_with("groups") {
-            break;
-        }
-    }
+    let mut child = home
+        .command(&["serve", "--listen", "127.0.0.1:0"], env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = lines_until(&mut child, "groups").iter().find_map(|l| l.strip_prefix("api ").map(|u| u.trim().to_string()));
     Serve { child, url: url.expect("g2 serve printed its address") }
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
 }
 
 async fn call(c: &reqwest::Client, method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
@@ -63,7 +47,7 @@ async fn the_http_api() {
     home.place_transcript("main", sid, &fixture("spotter-short.jsonl"));
     home.ok(&["sessions", "set", "main", sid]);
     let s = serve(&home, &[]);
-    let c = client();
+    let c = http_client();
     let u = |p: &str| format!("{}{p}", s.url);
 
     let (st, health) = call(&c, "GET", &u("/health"), None).await;
@@ -130,7 +114,7 @@ async fn tokens_guard_the_api_and_other_binds() {
     assert!(out.contains("api.token"), "{out}");
     let token = "tok-0123456789abcdef";
     let s = serve(&home, &[("G2_API__TOKEN", token)]);
-    let c = client();
+    let c = http_client();
     let (st, _) = call(&c, "GET", &format!("{}/api/groups", s.url), None).await;
     assert_eq!(st, 401);
     let resp = c.get(format!("{}/api/groups", s.url)).bearer_auth("wrong-token-0123456").send().await.unwrap();
@@ -147,7 +131,7 @@ async fn messages_are_stored_first_in_order_and_none_lost() {
     let home = TestHome::new();
     home.ok(&["groups", "add", "family", "--name", "Family"]);
     let s = serve(&home, &[]);
-    let c = client();
+    let c = http_client();
     let url = format!("{}/api/groups/family/messages", s.url);
 
     let (st, first) = call(&c, "POST", &url, Some(json!({ "sender": "u1", "sender_name": "Ann", "text": "hello <b>&</b>" }))).await;
@@ -192,7 +176,7 @@ async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
     use futures_util::StreamExt;
     let home = TestHome::new();
     let s = serve(&home, &[]);
-    let c = client();
+    let c = http_client();
     let url = format!("{}/api/groups/main/messages", s.url);
     for i in 0..3 {
         call(&c, "POST", &url, Some(json!({ "sender": "u", "text": format!("before {i}") }))).await;

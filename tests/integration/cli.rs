@@ -168,24 +168,13 @@ fn archive_never_overwrites() {
 #[test]
 fn foreign_g2_variables_are_not_settings() {
     let home = TestHome::new();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_g2"))
-        .arg("--home")
-        .arg(home.path())
-        .args(["groups", "list"])
-        .env("G2_SKIP_DOCKER", "1")
-        .env("G2_FIXTURES", "/nowhere")
-        .env("G2_SETUP_QUIET", "1")
-        .output()
-        .unwrap();
+    let out = home.g2_with(
+        &["groups", "list"],
+        &[("G2_SKIP_DOCKER", "1"), ("G2_FIXTURES", "/nowhere"), ("G2_SETUP_QUIET", "1")],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // A typo inside a known section is still an error.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_g2"))
-        .arg("--home")
-        .arg(home.path())
-        .args(["groups", "list"])
-        .env("G2_ARCHIVE__MAX_MESAGE_CHARS", "5")
-        .output()
-        .unwrap();
+    let out = home.g2_with(&["groups", "list"], &[("G2_ARCHIVE__MAX_MESAGE_CHARS", "5")]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_mesage_chars"));
 }
@@ -196,8 +185,7 @@ fn concurrent_archives_of_one_name_all_land() {
     let f = fixture("spotter-short.jsonl");
     let children: Vec<_> = (0..8)
         .map(|_| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_g2"))
-                .args(["--home", home.path().to_str().unwrap(), "archive", f.to_str().unwrap(), "--group", "main", "--name", "Race"])
+            home.command(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Race"], &[])
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()

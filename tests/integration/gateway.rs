@@ -4,7 +4,6 @@
 //! that replays recorded Anthropic answers (`tests/fixtures/anthropic/`).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,31 +40,25 @@ impl GatewayProcess {
     fn start(home: &TestHome, env: &[(&str, &str)]) -> Self {
         let logdir = tempfile::tempdir().unwrap();
         let log = logdir.path().join("stderr.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_g2"));
-        cmd.arg("--home").arg(home.path()).args(["gateway", "--listen", "127.0.0.1:0"]);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("G2_") || k.starts_with("ANTHROPIC_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.envs(env.iter().copied())
+        let mut child = home
+            .command(&["gateway", "--listen", "127.0.0.1:0"], env)
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap());
-        let mut child = cmd.spawn().expect("starting g2 gateway");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting g2 gateway");
+        let lines = lines_until(&mut child, "try");
+        if !lines.last().is_some_and(|l| l.starts_with("try")) {
+            let _ = child.wait();
+            panic!("g2 gateway ended early: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
         let (mut url, mut sockets) = (None, HashMap::new());
-        loop {
-            let Some(Ok(line)) = lines.next() else {
-                let _ = child.wait();
-                panic!("g2 gateway ended early: {}", std::fs::read_to_string(&log).unwrap_or_default());
-            };
+        for line in &lines {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
                 ["listening", u] => url = Some(u.to_string()),
                 ["group", folder, path] => {
                     sockets.insert(folder.to_string(), PathBuf::from(path));
                 }
-                ["try", ..] => break,
                 _ => {}
             }
         }
@@ -89,16 +82,6 @@ impl Drop for GatewayProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn http() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}
-
-fn socket_client(path: &Path) -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().unix_socket(path).build().unwrap()
 }
 
 fn usage(home: &TestHome) -> Vec<Value> {
@@ -409,7 +392,7 @@ async fn anthropic_provider_relays_answers_and_never_leaks_the_key() {
         &home,
         &[("ANTHROPIC_API_KEY", &key), ("G2_GATEWAY__UPSTREAM_URL", &base), ("G2_LOG", "trace")],
     );
-    let client = http();
+    let client = http_client();
     let url = format!("{}/v1/messages?beta=true", gw.url);
     let mut bodies = Vec::new();
 
@@ -491,7 +474,7 @@ async fn streamed_events_are_relayed_before_upstream_finishes() {
     let base = upstream.start().await;
     let home = TestHome::new();
     let gw = GatewayProcess::start(&home, &[("ANTHROPIC_API_KEY", "sk-ant-test"), ("G2_GATEWAY__UPSTREAM_URL", &base)]);
-    let resp = http()
+    let resp = http_client()
         .post(format!("{}/v1/messages", gw.url))
         .json(&request("replay-hold", true))
         .send()
@@ -545,7 +528,7 @@ async fn each_socket_is_its_groups_identity() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let (status, _, _) = post_json(&http(), &format!("{}/v1/messages", gw.url), request("m-tcp", true)).await;
+    let (status, _, _) = post_json(&http_client(), &format!("{}/v1/messages", gw.url), request("m-tcp", true)).await;
     assert_eq!(status, 200);
     let (status, _, body) = post_json(&socket_client(a), "http://g2/v1/messages/count_tokens", request("m-alpha", false)).await;
     assert_eq!(status, 200);
@@ -589,7 +572,7 @@ async fn limits_refuse_with_anthropic_errors() {
     )
     .unwrap();
     let gw = GatewayProcess::start(&home, &[("ANTHROPIC_API_KEY", "sk-ant-test"), ("G2_GATEWAY__UPSTREAM_URL", &base)]);
-    let client = http();
+    let client = http_client();
     let url = format!("{}/v1/messages", gw.url);
 
     // One request in flight takes the only slot.
@@ -625,7 +608,7 @@ async fn limits_refuse_with_anthropic_errors() {
 async fn bad_requests_get_clear_anthropic_errors() {
     let home = TestHome::new();
     let gw = GatewayProcess::start(&home, &[("G2_PROVIDER", "offline"), ("G2_GATEWAY__MAX_REQUEST_BYTES", "4096")]);
-    let client = http();
+    let client = http_client();
     let url = format!("{}/v1/messages", gw.url);
     let error_of = |body: &str| -> (String, String) {
         let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));

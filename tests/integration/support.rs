@@ -1,7 +1,8 @@
 //! Shared test helpers: temporary homes, running `g2`, fixture paths.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 
 use g2_host::config::Settings;
 use g2_host::home::Home;
@@ -60,9 +61,10 @@ impl TestHome {
         self.g2_with(args, &[])
     }
 
-    /// Runs g2 with only the given settings in its environment: the tests'
-    /// own `G2_*` and `ANTHROPIC_*` variables must not leak in.
-    pub fn g2_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    /// `g2 --home <this home> ARGS` with only the given settings in its
+    /// environment: the tests' own `G2_*` and `ANTHROPIC_*` variables must
+    /// not leak in.
+    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_g2"));
         cmd.arg("--home").arg(self.path()).args(args);
         for (k, _) in std::env::vars() {
@@ -71,7 +73,12 @@ impl TestHome {
             }
         }
         cmd.envs(env.iter().copied());
-        cmd.output().expect("running g2")
+        cmd
+    }
+
+    /// Runs g2 (see [`TestHome::command`]) to the end.
+    pub fn g2_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().expect("running g2")
     }
 
     /// Runs g2 and requires success; returns stdout.
@@ -156,6 +163,33 @@ pub fn write_transcript(path: &Path, session_id: &str, exchanges: &[(&str, &str)
     }
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, s).unwrap();
+}
+
+/// Reads a started process's stdout (piped) line by line up to and
+/// including the first line starting with `last`; fewer lines, without it,
+/// when the process ends first.
+pub fn lines_until(child: &mut Child, last: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().expect("stdout piped")).lines().map_while(Result::ok) {
+        let done = line.starts_with(last);
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    lines
+}
+
+/// An HTTP client (with the TLS crypto provider the host uses installed).
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+/// An HTTP client that talks over a Unix socket.
+pub fn socket_client(path: &Path) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().unix_socket(path).build().unwrap()
 }
 
 /// Whether a tool the test needs is there. In CI its absence fails the test;
