@@ -18,24 +18,19 @@
 //! `cargo bench -p g2-host --bench agents` (`G2_BENCH_COLD_RUNS`,
 //! `G2_BENCH_FOLLOW_UPS` change the counts).
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use common::{command, g2_binary, project_root};
 
 fn g2(home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_g2"));
+    let mut c = command(g2_binary());
     c.arg("--home").arg(home);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("G2_") || k.starts_with("ANTHROPIC_") {
-            c.env_remove(k);
-        }
-    }
     c
 }
 

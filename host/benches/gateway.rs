@@ -13,8 +13,10 @@
 //! `cargo bench -p g2-host --bench gateway` (`G2_BENCH_REQUESTS` changes
 //! the count).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
@@ -26,11 +28,9 @@ use axum::routing::post;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-const SLOW_PAUSE: Duration = Duration::from_millis(20);
+use common::{command, g2_binary, project_root};
 
-fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+const SLOW_PAUSE: Duration = Duration::from_millis(20);
 
 fn events() -> Vec<Bytes> {
     let text = std::fs::read_to_string(project_root().join("tests/fixtures/anthropic/stream.sse")).unwrap();
@@ -73,29 +73,19 @@ impl Drop for Gateway {
 
 fn start_gateway(upstream: &str) -> Gateway {
     let home = tempfile::tempdir().unwrap();
-    let g2 = env!("CARGO_BIN_EXE_g2");
-    let clean = |c: &mut Command| {
-        for (k, _) in std::env::vars() {
-            if k.starts_with("G2_") || k.starts_with("ANTHROPIC_") {
-                c.env_remove(k);
-            }
-        }
-    };
-    let mut init = Command::new(g2);
-    init.arg("--home").arg(home.path()).arg("init").stdout(Stdio::null());
-    clean(&mut init);
-    assert!(init.status().unwrap().success());
-    let mut cmd = Command::new(g2);
-    cmd.arg("--home")
+    let g2 = g2_binary();
+    let init = command(&g2).arg("--home").arg(home.path()).arg("init").stdout(Stdio::null()).status();
+    assert!(init.unwrap().success());
+    let mut child = command(&g2)
+        .arg("--home")
         .arg(home.path())
         .args(["gateway", "--listen", "127.0.0.1:0"])
         .env("ANTHROPIC_API_KEY", "sk-ant-bench")
         .env("G2_GATEWAY__UPSTREAM_URL", upstream)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    clean(&mut cmd);
-    cmd.env("ANTHROPIC_API_KEY", "sk-ant-bench").env("G2_GATEWAY__UPSTREAM_URL", upstream);
-    let mut child = cmd.spawn().unwrap();
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
     let mut url = None;
     let mut socket = None;
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {

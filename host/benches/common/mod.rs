@@ -16,17 +16,24 @@ pub fn g2_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_g2")))
 }
 
-/// A command without the bench's `G2_*` environment: g2 reads settings from
-/// `G2_*` variables, and the benches' own (`G2_BENCH_HOME`, `G2_FIXTURES`,
-/// `G2_BIN`) are not settings.
+/// A command without the bench's `G2_*` and `ANTHROPIC_*` environment: g2
+/// reads settings from `G2_*` variables, and the benches' own
+/// (`G2_BENCH_HOME`, `G2_FIXTURES`, `G2_BIN`) are not settings; a key in
+/// the caller's environment would switch the gateway to the real API.
 pub fn command(program: impl AsRef<Path>) -> Command {
     let mut c = Command::new(program.as_ref());
     for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("G2_") {
+        let k2 = k.to_string_lossy();
+        if k2.starts_with("G2_") || k2.starts_with("ANTHROPIC_") {
             c.env_remove(k);
         }
     }
     c
+}
+
+/// The project checkout (the benches live in `host/benches/`).
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// Timings, sorted.
