@@ -358,10 +358,7 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
             tracing::warn!(container = %name, "removed a container left by an earlier host");
         }
     }
-    let mut sockets = Vec::new();
-    for g in store.read(groups::list).await? {
-        sockets.push(gw.listen_group(&ctx.home, &g.folder).await?);
-    }
+    let sockets: Vec<_> = group_sockets(ctx, &gw, &store).await?.into_iter().map(|(_, l)| l).collect();
     let api = g2_host::api::Api {
         home: ctx.home.clone(),
         store: store.clone(),
@@ -376,11 +373,26 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     println!("api       http://{}", listener.local_addr()?);
     println!("groups    {} sockets", sockets.len());
     axum::serve(listener, api.router()).with_graceful_shutdown(shutdown_signal()).await?;
-    for s in sockets {
-        s.stop().await;
+    stop_gateway(gw, sockets).await;
+    Ok(0)
+}
+
+/// Serves every registered group's gateway socket; (folder, listener).
+async fn group_sockets(ctx: &Ctx, gw: &Gateway, store: &Store) -> Result<Vec<(String, g2_host::gateway::Listening)>> {
+    let mut sockets = Vec::new();
+    for g in store.read(groups::list).await? {
+        let l = gw.listen_group(&ctx.home, &g.folder).await?;
+        sockets.push((g.folder, l));
+    }
+    Ok(sockets)
+}
+
+/// Stops the listeners, then waits for the last usage rows.
+async fn stop_gateway(gw: Gateway, listeners: Vec<g2_host::gateway::Listening>) {
+    for l in listeners {
+        l.stop().await;
     }
     gw.flush().await;
-    Ok(0)
 }
 
 async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
@@ -392,9 +404,8 @@ async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     println!("provider  {}", choice.reason);
     println!("listening {}", tcp.address);
     let mut sockets = Vec::new();
-    for g in store.read(groups::list).await? {
-        let l = gw.listen_group(&ctx.home, &g.folder).await?;
-        println!("group     {} {}", g.folder, l.address);
+    for (folder, l) in group_sockets(ctx, &gw, &store).await? {
+        println!("group     {folder} {}", l.address);
         sockets.push(l);
     }
     println!(
@@ -402,11 +413,8 @@ async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         tcp.address
     );
     shutdown_signal().await;
-    tcp.stop().await;
-    for s in sockets {
-        s.stop().await;
-    }
-    gw.flush().await;
+    sockets.push(tcp);
+    stop_gateway(gw, sockets).await;
     Ok(0)
 }
 
