@@ -34,7 +34,7 @@ use std::time::Instant;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
@@ -88,61 +88,6 @@ pub fn choose(settings: &GatewaySettings, home: &Path) -> Result<Choice> {
         (None, None) => (ProviderKind::Offline, "offline (no ANTHROPIC_API_KEY configured)".to_string()),
     };
     Ok(Choice { kind, credential, reason })
-}
-
-/// The offline provider.
-pub struct Offline {
-    model: Option<String>,
-}
-
-impl Offline {
-    pub fn new(model: Option<String>) -> Self {
-        Offline { model }
-    }
-
-    fn reply(&self, req: &ModelRequest, count_only: bool) -> Reply {
-        let value: serde_json::Value = match serde_json::from_slice(&req.body) {
-            Ok(v) => v,
-            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", format!("body: {e}")),
-        };
-        let input_tokens = offline::estimate_tokens(req.body.len());
-        if count_only {
-            return Reply::full(StatusCode::OK, "application/json", serde_json::json!({ "input_tokens": input_tokens }).to_string());
-        }
-        let answer = match offline::answer(&value) {
-            Ok(a) => a,
-            Err(msg) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", msg),
-        };
-        let model = self.model.clone().unwrap_or_else(|| req.model.clone());
-        let id = format!("msg_g2{}", uuid::Uuid::new_v4().simple());
-        if req.stream {
-            let events = offline::to_events(&answer, &id, &model, input_tokens);
-            let mut headers = axum::http::HeaderMap::new();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            let body = futures_util::stream::iter(events.into_iter().map(|e| Ok(Bytes::from(e))));
-            Reply { status: StatusCode::OK, headers, body: Box::pin(body) }
-        } else {
-            let msg = offline::to_message(&answer, &id, &model, input_tokens);
-            Reply::full(StatusCode::OK, "application/json", msg.to_string())
-        }
-    }
-}
-
-impl Provider for Offline {
-    fn name(&self) -> &'static str {
-        "offline"
-    }
-
-    fn messages(&self, req: ModelRequest) -> provider::BoxFuture<'_, Reply> {
-        let r = self.reply(&req, false);
-        Box::pin(async move { r })
-    }
-
-    fn count_tokens(&self, req: ModelRequest) -> provider::BoxFuture<'_, Reply> {
-        let r = self.reply(&req, true);
-        Box::pin(async move { r })
-    }
 }
 
 enum ToRecorder {
@@ -201,7 +146,7 @@ impl Gateway {
         let choice = choose(settings, home.root())?;
         let provider: Arc<dyn Provider> = match (choice.kind, &choice.credential) {
             (ProviderKind::Anthropic, Some(c)) => Arc::new(anthropic::Anthropic::new(&settings.upstream_url, c.clone())?),
-            _ => Arc::new(Offline::new(settings.model.clone())),
+            _ => Arc::new(offline::Offline::new(settings.model.clone())),
         };
         Ok((Gateway::with_provider(settings, store, provider), choice))
     }

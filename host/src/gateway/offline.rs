@@ -15,7 +15,11 @@
 //!   result, and the turn ends.
 //! - A prompt without commands gets a short reply quoting it.
 
+use axum::http::{HeaderValue, StatusCode, header};
+use bytes::Bytes;
 use serde_json::{Value, json};
+
+use super::provider::{BoxFuture, ModelRequest, Provider, Reply};
 
 /// One content block of an answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -546,6 +550,61 @@ fn chunks(s: &str, n: usize) -> Vec<&str> {
         rest = &rest[cut..];
     }
     out
+}
+
+/// The offline provider.
+pub struct Offline {
+    model: Option<String>,
+}
+
+impl Offline {
+    pub fn new(model: Option<String>) -> Self {
+        Offline { model }
+    }
+
+    fn reply(&self, req: &ModelRequest, count_only: bool) -> Reply {
+        let value: serde_json::Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", format!("body: {e}")),
+        };
+        let input_tokens = estimate_tokens(req.body.len());
+        if count_only {
+            return Reply::full(StatusCode::OK, "application/json", serde_json::json!({ "input_tokens": input_tokens }).to_string());
+        }
+        let answer = match answer(&value) {
+            Ok(a) => a,
+            Err(msg) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", msg),
+        };
+        let model = self.model.clone().unwrap_or_else(|| req.model.clone());
+        let id = format!("msg_g2{}", uuid::Uuid::new_v4().simple());
+        if req.stream {
+            let events = to_events(&answer, &id, &model, input_tokens);
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            let body = futures_util::stream::iter(events.into_iter().map(|e| Ok(Bytes::from(e))));
+            Reply { status: StatusCode::OK, headers, body: Box::pin(body) }
+        } else {
+            let msg = to_message(&answer, &id, &model, input_tokens);
+            Reply::full(StatusCode::OK, "application/json", msg.to_string())
+        }
+    }
+}
+
+impl Provider for Offline {
+    fn name(&self) -> &'static str {
+        "offline"
+    }
+
+    fn messages(&self, req: ModelRequest) -> BoxFuture<'_, Reply> {
+        let r = self.reply(&req, false);
+        Box::pin(async move { r })
+    }
+
+    fn count_tokens(&self, req: ModelRequest) -> BoxFuture<'_, Reply> {
+        let r = self.reply(&req, true);
+        Box::pin(async move { r })
+    }
 }
 
 #[cfg(test)]
