@@ -348,14 +348,7 @@ impl Agents {
     async fn adopt_archive(&self, folder: &str, rel: &str, title: &str, session_id: Option<&str>) -> Result<Option<ArchiveRecord>> {
         let prepared = Prepared::adopt(&self.home, folder, rel, title, session_id)?;
         let path = prepared.rel_path.clone();
-        let known = self
-            .store
-            .read(move |c| {
-                Ok(c.query_row("SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)", [&path], |r| {
-                    r.get::<_, bool>(0)
-                })?)
-            })
-            .await?;
+        let known = self.store.read(move |c| archives::is_recorded(c, &path)).await?;
         if known {
             return Ok(None);
         }

@@ -133,15 +133,7 @@ pub fn prepare(
     // reuse it (the path column is unique and the old row stays searchable).
     let recorded = |path: &Path| {
         let rel = home.relative(path).to_string_lossy().into_owned();
-        store
-            .read_blocking(|c| {
-                Ok(c.query_row(
-                    "SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)",
-                    [&rel],
-                    |r| r.get::<_, bool>(0),
-                )?)
-            })
-            .unwrap_or(false)
+        store.read_blocking(|c| is_recorded(c, &rel)).unwrap_or(false)
     };
     let file = archive::write_new(&dir, &now.format("%Y-%m-%d").to_string(), &stem, &body, &recorded)
         .ctx(|| format!("writing archive into {}", dir.display()))?;
@@ -156,6 +148,15 @@ pub fn prepare(
         created_at: crate::now_rfc3339(),
         stats: parsed.stats,
     })
+}
+
+/// Whether an archive row holds this path (relative to the home).
+pub fn is_recorded(conn: &Connection, rel_path: &str) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)",
+        [rel_path],
+        |r| r.get::<_, bool>(0),
+    )?)
 }
 
 /// Records and indexes a prepared archive in the caller's transaction.
