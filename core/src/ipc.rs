@@ -6,6 +6,7 @@
 //! input/_close         host → agent: finish after the current work
 //! events/{name}.json   agent → host: an [`AgentEvent`](crate::wire::AgentEvent)
 //! tasks/{id}.json      agent → host: a [`TaskRequest`](crate::wire::TaskRequest)
+//! messages/{id}.json   agent → host: a `send_message` [`TaskRequest`](crate::wire::TaskRequest)
 //! responses/{id}.json  host → agent: the [`TaskResponse`](crate::wire::TaskResponse)
 //! errors/              files that could not be read, kept for a person
 //! model.sock           the group's model gateway
@@ -22,6 +23,7 @@ pub const INPUT_DIR: &str = "input";
 pub const EVENTS_DIR: &str = "events";
 pub const ERRORS_DIR: &str = "errors";
 pub const TASKS_DIR: &str = "tasks";
+pub const MESSAGES_DIR: &str = "messages";
 pub const RESPONSES_DIR: &str = "responses";
 pub const CLOSE: &str = "_close";
 pub const MODEL_SOCKET: &str = "model.sock";

@@ -109,6 +109,58 @@ pub enum Action {
     /// one as `save_current_as` first when given.
     ResumeSession { history_id: i64, save_current_as: Option<String> },
     SearchSessions { query: String, limit: Option<usize> },
+    /// Send a message to a chat now: the group's own chat when `chat_jid`
+    /// is absent (any chat for main, only its own for other groups).
+    SendMessage { text: String, chat_jid: Option<String> },
+    /// Schedule a prompt. `group_folder` other than the source group is
+    /// for main only.
+    ScheduleTask {
+        prompt: String,
+        /// `cron` (5 fields), `interval` (milliseconds) or `once`
+        /// (RFC 3339, or a local time without offset in `timezone`).
+        schedule_type: String,
+        schedule_value: String,
+        /// IANA name; default UTC.
+        timezone: Option<String>,
+        /// `group` (the group's session) or `isolated` (fresh; default).
+        context_mode: Option<String>,
+        group_folder: Option<String>,
+    },
+    /// The group's tasks (every task for main).
+    ListTasks {},
+    PauseTask { task_id: String },
+    ResumeTask { task_id: String },
+    CancelTask { task_id: String },
+    /// Main only.
+    RegisterGroup {
+        folder: String,
+        name: String,
+        jid: Option<String>,
+        trigger: Option<String>,
+        requires_trigger: Option<bool>,
+    },
+    /// Main only: rewrite `available_groups.json` now.
+    RefreshGroups {},
+}
+
+impl Action {
+    /// The action's wire name (`type`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::ClearSession { .. } => "clear_session",
+            Action::ListSessions {} => "list_sessions",
+            Action::ResumeSession { .. } => "resume_session",
+            Action::SearchSessions { .. } => "search_sessions",
+            Action::SendMessage { .. } => "send_message",
+            Action::ScheduleTask { .. } => "schedule_task",
+            Action::ListTasks {} => "list_tasks",
+            Action::PauseTask { .. } => "pause_task",
+            Action::ResumeTask { .. } => "resume_task",
+            Action::CancelTask { .. } => "cancel_task",
+            Action::RegisterGroup { .. } => "register_group",
+            Action::RefreshGroups {} => "refresh_groups",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,7 +198,15 @@ mod tests {
         assert_eq!(back["requestId"], "r1");
         let l: TaskRequest = serde_json::from_str(r#"{"requestId":"r2","type":"list_sessions"}"#).unwrap();
         assert_eq!(l.action, Action::ListSessions {});
-        assert!(serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"register_group"}"#).is_err());
+        assert!(serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"register_group"}"#).is_err(), "folder and name are required");
+        assert!(serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"format_disk"}"#).is_err());
+        let s: TaskRequest = serde_json::from_str(
+            r#"{"requestId":"r3","type":"schedule_task","prompt":"p","scheduleType":"once","scheduleValue":"2026-01-01T00:00:00Z","groupFolder":"main"}"#,
+        )
+        .unwrap();
+        assert_eq!(s.action.name(), "schedule_task");
+        let m: TaskRequest = serde_json::from_str(r#"{"requestId":"r4","type":"send_message","text":"hi"}"#).unwrap();
+        assert_eq!(m.action, Action::SendMessage { text: "hi".into(), chat_jid: None });
     }
 
     #[test]

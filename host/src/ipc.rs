@@ -113,6 +113,7 @@ impl TaskServer {
                 self.resume(folder, history_id, save_current_as.as_deref()).await
             }
             Action::SearchSessions { query, limit } => self.search(folder, &query, limit.unwrap_or(10)).await,
+            other => Err(Error::Invalid(format!("{} is not served here", other.name()))),
         };
         match result {
             Ok(text) => TaskResponse { request_id: req.request_id, ok: true, text },
