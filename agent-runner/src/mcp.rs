@@ -1,8 +1,9 @@
 //! `g2-agent mcp`: the stdio MCP server `g2` that the runner registers with
 //! Claude Code. Its tools reach the host through the IPC folder: a request
-//! is written to `tasks/{id}.json` (temp file + rename), the answer read
-//! from `responses/{id}.json`, woken by inotify. The server holds no state
-//! and no secret; which group asks is the folder it writes into.
+//! is written to `tasks/{id}.json` (`messages/{id}.json` for
+//! `send_message`; temp file + rename), the answer read from
+//! `responses/{id}.json`, woken by inotify. The server holds no state and no
+//! secret; which group asks is the folder it writes into.
 
 use std::path::Path;
 use std::time::Duration;
@@ -44,6 +45,50 @@ pub struct SearchArgs {
     pub limit: Option<usize>,
 }
 
+#[derive(Deserialize, JsonSchema)]
+pub struct SendArgs {
+    /// The message text.
+    pub text: String,
+    /// Main group only: the chat to send to (a jid from available_groups.json). Default: this group's chat.
+    pub chat_jid: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ScheduleArgs {
+    /// What the agent should do when the task runs, written as a self-contained instruction (an isolated run does not see this conversation).
+    pub prompt: String,
+    /// "cron", "interval" or "once".
+    pub schedule_type: String,
+    /// cron: a 5-field cron expression ("0 9 * * 1-5" = weekdays at 09:00) in `timezone`. interval: milliseconds between runs ("3600000" = hourly). once: an RFC 3339 time ("2026-12-01T09:00:00Z") or a local date-time without offset ("2026-12-01T09:00:00") in `timezone`.
+    pub schedule_value: String,
+    /// IANA time zone for cron and local once times, e.g. "Europe/Berlin". Default: UTC.
+    pub timezone: Option<String>,
+    /// "isolated" (a fresh session each run; the default) or "group" (runs in this group's conversation, with its history).
+    pub context_mode: Option<String>,
+    /// Main group only: schedule the task for another group (its folder). Default: this group.
+    pub group_folder: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct TaskIdArgs {
+    /// The task id (see list_tasks).
+    pub task_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct RegisterArgs {
+    /// The new group's folder: letters, digits, '-' and '_', starting with a letter or digit, e.g. "family".
+    pub folder: String,
+    /// The group's display name.
+    pub name: String,
+    /// The chat's jid (see available_groups.json). Default: "local:{folder}".
+    pub jid: Option<String>,
+    /// Regex a message must match to wake the agent. Default: "@" followed by the assistant's name at the start.
+    pub trigger: Option<String>,
+    /// Whether messages need the trigger (default true); false answers every message.
+    pub requires_trigger: Option<bool>,
+}
+
 #[derive(Clone)]
 pub struct G2Tools {
     paths: Paths,
@@ -75,6 +120,61 @@ impl G2Tools {
     async fn search_sessions(&self, Parameters(a): Parameters<SearchArgs>) -> String {
         self.ask(Action::SearchSessions { query: a.query, limit: a.limit }).await
     }
+
+    #[tool(description = "Send a message to this group's chat right away, while you keep working (progress updates, partial results). Your final reply is sent anyway; do not repeat it here. chat_jid is for the main group only, to reach another chat.")]
+    async fn send_message(&self, Parameters(a): Parameters<SendArgs>) -> String {
+        self.ask(Action::SendMessage { text: a.text, chat_jid: a.chat_jid }).await
+    }
+
+    #[tool(description = "Schedule a prompt to run later or repeatedly as an agent run of this group. schedule_type: cron (5-field cron expression in timezone, default UTC), interval (milliseconds between runs) or once (RFC 3339 time, or a local date-time without offset in timezone). Returns the task id.")]
+    async fn schedule_task(&self, Parameters(a): Parameters<ScheduleArgs>) -> String {
+        self.ask(Action::ScheduleTask {
+            prompt: a.prompt,
+            schedule_type: a.schedule_type,
+            schedule_value: a.schedule_value,
+            timezone: a.timezone,
+            context_mode: a.context_mode,
+            group_folder: a.group_folder,
+        })
+        .await
+    }
+
+    #[tool(description = "List scheduled tasks with their ids, schedules, status and next run: this group's tasks, or every group's for the main group.")]
+    async fn list_tasks(&self) -> String {
+        self.ask(Action::ListTasks {}).await
+    }
+
+    #[tool(description = "Pause a scheduled task (it keeps its schedule but does not run until resumed).")]
+    async fn pause_task(&self, Parameters(a): Parameters<TaskIdArgs>) -> String {
+        self.ask(Action::PauseTask { task_id: a.task_id }).await
+    }
+
+    #[tool(description = "Resume a paused scheduled task.")]
+    async fn resume_task(&self, Parameters(a): Parameters<TaskIdArgs>) -> String {
+        self.ask(Action::ResumeTask { task_id: a.task_id }).await
+    }
+
+    #[tool(description = "Cancel a scheduled task for good.")]
+    async fn cancel_task(&self, Parameters(a): Parameters<TaskIdArgs>) -> String {
+        self.ask(Action::CancelTask { task_id: a.task_id }).await
+    }
+
+    #[tool(description = "Main group only: register a new chat group, so the host answers it with its own agent, folder and memory.")]
+    async fn register_group(&self, Parameters(a): Parameters<RegisterArgs>) -> String {
+        self.ask(Action::RegisterGroup {
+            folder: a.folder,
+            name: a.name,
+            jid: a.jid,
+            trigger: a.trigger,
+            requires_trigger: a.requires_trigger,
+        })
+        .await
+    }
+
+    #[tool(description = "Main group only: rewrite available_groups.json (in the IPC folder) with the current groups and their jids now.")]
+    async fn refresh_groups(&self) -> String {
+        self.ask(Action::RefreshGroups {}).await
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -93,6 +193,15 @@ impl G2Tools {
     }
 }
 
+/// The IPC folder a request goes to: `messages/` for `send_message`,
+/// `tasks/` for everything else.
+fn request_dir(action: &Action) -> &'static str {
+    match action {
+        Action::SendMessage { .. } => ipc::MESSAGES_DIR,
+        _ => ipc::TASKS_DIR,
+    }
+}
+
 /// Writes a request and waits for its response file.
 fn exchange(paths: &Paths, request: &TaskRequest, timeout: Duration) -> std::io::Result<TaskResponse> {
     let responses = paths.ipc().join(ipc::RESPONSES_DIR);
@@ -106,7 +215,8 @@ fn exchange(paths: &Paths, request: &TaskRequest, timeout: Duration) -> std::io:
     .map_err(std::io::Error::other)?;
     watcher.watch(&responses, RecursiveMode::NonRecursive).map_err(std::io::Error::other)?;
     let body = serde_json::to_vec(request).map_err(std::io::Error::other)?;
-    ipc::write_atomic(&paths.ipc().join(ipc::TASKS_DIR), &format!("{}.json", request.request_id), &body)?;
+    let dir = paths.ipc().join(request_dir(&request.action));
+    ipc::write_atomic(&dir, &format!("{}.json", request.request_id), &body)?;
     let deadline = std::time::Instant::now() + timeout;
     loop {
         if let Some(r) = take(&answer) {
@@ -148,4 +258,72 @@ pub async fn serve(paths: Paths) -> i32 {
 /// The `--mcp-config` that registers this server as `g2`.
 pub fn config_json(exe: &Path) -> String {
     serde_json::json!({ "mcpServers": { "g2": { "type": "stdio", "command": exe, "args": ["mcp"] } } }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_is_a_tool() {
+        let tools = G2Tools::new(Paths { workspace: "/nonexistent".into(), claude: "claude".into() });
+        let mut names: Vec<String> = tools.tool_router.list_all().into_iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "cancel_task", "clear_session", "list_sessions", "list_tasks", "pause_task", "refresh_groups",
+                "register_group", "resume_session", "resume_task", "schedule_task", "search_sessions",
+                "send_message",
+            ]
+        );
+    }
+
+    /// Answers the request that appears in `ipc/{dir}/`, as the host would.
+    fn fake_host(ipc_dir: std::path::PathBuf, dir: &'static str) -> std::thread::JoinHandle<TaskRequest> {
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Some(name) = ipc::pending(&ipc_dir.join(dir)).into_iter().next() {
+                    let bytes = std::fs::read(ipc_dir.join(dir).join(&name)).unwrap();
+                    let request: TaskRequest = serde_json::from_slice(&bytes).unwrap();
+                    assert_eq!(name, format!("{}.json", request.request_id));
+                    let response = TaskResponse {
+                        request_id: request.request_id.clone(),
+                        ok: true,
+                        text: format!("did {}", request.action.name()),
+                    };
+                    ipc::write_atomic(&ipc_dir.join(ipc::RESPONSES_DIR), &name, &serde_json::to_vec(&response).unwrap())
+                        .unwrap();
+                    return request;
+                }
+                assert!(std::time::Instant::now() < deadline, "no request in {dir}/");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    }
+
+    #[test]
+    fn send_message_goes_to_messages_and_the_rest_to_tasks() {
+        let d = tempfile::tempdir().unwrap();
+        let paths = Paths { workspace: d.path().to_path_buf(), claude: "claude".into() };
+        let cases = [
+            (Action::SendMessage { text: "hi".into(), chat_jid: None }, ipc::MESSAGES_DIR),
+            (Action::ListTasks {}, ipc::TASKS_DIR),
+            (Action::CancelTask { task_id: "t1".into() }, ipc::TASKS_DIR),
+        ];
+        for (action, dir) in cases {
+            let host = fake_host(paths.ipc(), dir);
+            let request = TaskRequest { request_id: uuid::Uuid::new_v4().to_string(), action: action.clone() };
+            let response = exchange(&paths, &request, Duration::from_secs(10)).unwrap();
+            assert_eq!(host.join().unwrap(), request);
+            assert!(response.ok);
+            assert_eq!(response.text, format!("did {}", action.name()));
+            let answer = paths.ipc().join(ipc::RESPONSES_DIR).join(format!("{}.json", request.request_id));
+            assert!(!answer.exists(), "the response is taken");
+            std::fs::remove_file(paths.ipc().join(dir).join(format!("{}.json", request.request_id))).unwrap();
+        }
+        assert!(ipc::pending(&paths.ipc().join(ipc::TASKS_DIR)).is_empty());
+        assert!(ipc::pending(&paths.ipc().join(ipc::MESSAGES_DIR)).is_empty());
+    }
 }

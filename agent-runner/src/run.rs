@@ -3,6 +3,8 @@
 //!
 //! - each `result` becomes an output frame, followed by the idle frame
 //!   (`result: null`) that tells the host the turn is over;
+//! - a new session id is announced at once in a `result: null` frame, so
+//!   the host points the group at it before the first turn ends;
 //! - messages the host drops into `ipc/input/` are queued and written to
 //!   Claude Code's stdin only between turns, never into a running turn;
 //! - `_close` lets the current turn and the queue finish, then closes
@@ -148,8 +150,13 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                 let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
                 match (v["type"].as_str(), v["subtype"].as_str()) {
                     (Some("system"), Some("init")) => {
-                        if let Some(id) = v["session_id"].as_str() {
+                        if let Some(id) = v["session_id"].as_str()
+                            && session.as_deref() != Some(id)
+                        {
                             session = Some(id.to_string());
+                            // Tell the host the session at once, so a tool
+                            // acting on it (clear_session) works in the first turn.
+                            emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None });
                         }
                         // A g2 tool server that did not connect is worth a line in the logs.
                         for s in v["mcp_servers"].as_array().into_iter().flatten() {

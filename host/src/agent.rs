@@ -31,7 +31,7 @@ use crate::error::IoContext;
 use crate::gateway::{Gateway, Listening};
 use crate::groups::{self, Group};
 use crate::home::Home;
-use crate::ipc::TaskServer;
+use crate::ipc::{Links, TaskServer};
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -61,6 +61,26 @@ pub struct RunReport {
     pub timed_out: bool,
 }
 
+/// How a run goes.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stay up between turns for follow-ups until `_close`.
+    pub warm: bool,
+    /// A scheduled task (the agent is told so).
+    pub scheduled: bool,
+    /// A fresh session that leaves the group's pointer alone.
+    pub isolated: bool,
+}
+
+/// A finished turn, as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Turn {
+    Reply(String),
+    Failed(String),
+}
+
+pub type TurnSink = tokio::sync::mpsc::UnboundedSender<Turn>;
+
 /// Hooks registered in every group's `.claude/settings.json`.
 pub const HOOK_EVENTS: &[&str] = &["PreCompact", "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"];
 
@@ -76,14 +96,39 @@ pub struct Agents {
 }
 
 impl Agents {
-    pub fn new(home: Home, settings: Settings, store: Store, runtime: Arc<dyn ContainerRuntime>, gateway: Gateway) -> Self {
+    /// `links`: what the agents' requests reach (None: the message log
+    /// only, no queue or scheduler — `g2 run`).
+    pub fn new(home: Home, settings: Settings, store: Store, runtime: Arc<dyn ContainerRuntime>, gateway: Gateway, links: Option<Links>) -> Self {
         let sessions = SessionManager::new(store.clone(), home.clone(), settings.archive_options());
-        let tasks = TaskServer::new(home.clone(), store.clone(), sessions.clone());
+        let links = links.unwrap_or_else(|| Links {
+            channels: crate::channels::Channels::new(store.clone()),
+            assistant_name: settings.assistant_name.clone(),
+            session_changed: None,
+            tasks_changed: None,
+        });
+        let tasks = TaskServer::new(home.clone(), store.clone(), sessions.clone(), links);
         Agents { home, settings, store, sessions, runtime, gateway, sockets: Mutex::new(Vec::new()), tasks }
     }
 
     pub fn sessions(&self) -> &SessionManager {
         &self.sessions
+    }
+
+    pub fn requests(&self) -> &TaskServer {
+        &self.tasks
+    }
+
+    pub fn home(&self) -> &Home {
+        &self.home
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Stops a container now (grace, then kill).
+    pub async fn stop_container(&self, id: &str) -> Result<()> {
+        self.runtime.stop(id, self.grace()).await
     }
 
     /// Removes containers an earlier host of this home left behind.
@@ -107,32 +152,35 @@ impl Agents {
     }
 
     /// Runs one prompt in the group's container and returns when the
-    /// container has finished.
+    /// container has finished (`g2 run`).
     pub async fn run_prompt(&self, folder: &str, prompt: &str) -> Result<RunReport> {
+        self.run(folder, prompt, RunOptions::default(), None).await
+    }
+
+    /// Runs the group's container with `prompt` until it exits. Each
+    /// finished turn is also sent to `turns` as it happens. A warm run stays
+    /// up between turns for follow-ups in `input/` until `_close` (see
+    /// [`close`]); a one-shot run closes after its first turn.
+    pub async fn run(&self, folder: &str, prompt: &str, opts: RunOptions, turns: Option<TurnSink>) -> Result<RunReport> {
         let group = groups::require(&self.store, folder).await?;
         self.prepare(&group)?;
         self.ensure_socket(folder).await?;
         let pointer = self.sessions.get(folder).await?;
-        let mut report = self.attempt(&group, prompt, pointer.session_id.clone()).await?;
-        let mut generation = pointer.generation;
-        if report.errors.iter().any(|e| e.starts_with(STALE_SESSION)) && pointer.session_id.is_some() {
+        // An isolated task neither resumes nor moves the group's session.
+        let (session, generation) =
+            if opts.isolated { (None, None) } else { (pointer.session_id.clone(), Some(pointer.generation)) };
+        let mut report = self.attempt(&group, prompt, session.clone(), generation, &opts, turns.as_ref()).await?;
+        if report.errors.iter().any(|e| e.starts_with(STALE_SESSION)) && session.is_some() {
             tracing::warn!(group = folder, "stored session not found; clearing the pointer and retrying fresh");
-            generation = self.sessions.delete(folder, generation).await?.generation;
-            report = self.attempt(&group, prompt, None).await?;
+            let generation = match generation {
+                Some(g) => Some(self.sessions.delete(folder, g).await?.generation),
+                None => None,
+            };
+            report = self.attempt(&group, prompt, None, generation, &opts, turns.as_ref()).await?;
             report.retried_fresh = true;
         }
-        if let Some(id) = report.session_id.clone()
-            && Some(&id) != pointer.session_id.as_ref()
-        {
-            match self.sessions.set(folder, &id, generation).await {
-                Ok(_) => {}
-                // Cleared or resumed meanwhile: that decision stands.
-                Err(Error::StaleGeneration { .. }) => {
-                    tracing::info!(group = folder, "pointer changed during the run; not overwriting it");
-                    report.session_id = self.sessions.get(folder).await?.session_id;
-                }
-                Err(e) => return Err(e),
-            }
+        if !opts.isolated {
+            report.session_id = self.sessions.get(folder).await?.session_id;
         }
         report.archives = self.take_events(folder).await?;
         Ok(report)
@@ -143,11 +191,16 @@ impl Agents {
         self.home.ensure_layout()?;
         self.home.ensure_group(&group.folder, &group.name, group.is_main)?;
         let ipc_dir = self.home.ipc_dir(&group.folder)?;
-        for d in [ipc::INPUT_DIR, ipc::EVENTS_DIR, ipc::ERRORS_DIR, ipc::TASKS_DIR, ipc::RESPONSES_DIR] {
+        for d in [ipc::INPUT_DIR, ipc::EVENTS_DIR, ipc::ERRORS_DIR, ipc::TASKS_DIR, ipc::MESSAGES_DIR, ipc::RESPONSES_DIR] {
             std::fs::create_dir_all(ipc_dir.join(d)).ctx(|| format!("creating {}", ipc_dir.join(d).display()))?;
         }
-        // Leftovers of an earlier run must not end the next one.
+        // Leftovers of an earlier run must not end the next one, nor be
+        // answered twice: unanswered messages are in the new prompt (the
+        // router's cursor did not move past them).
         let _ = std::fs::remove_file(ipc_dir.join(ipc::INPUT_DIR).join(ipc::CLOSE));
+        for name in ipc::pending(&ipc_dir.join(ipc::INPUT_DIR)) {
+            let _ = std::fs::remove_file(ipc_dir.join(ipc::INPUT_DIR).join(name));
+        }
         write_hooks(&self.home.claude_dir(&group.folder)?)?;
         self.write_snapshots(group, &ipc_dir)?;
         let (uid, gid) = crate::image::agent_ids();
@@ -198,7 +251,15 @@ impl Agents {
         Ok(())
     }
 
-    async fn attempt(&self, group: &Group, prompt: &str, session_id: Option<String>) -> Result<RunReport> {
+    async fn attempt(
+        &self,
+        group: &Group,
+        prompt: &str,
+        session_id: Option<String>,
+        mut generation: Option<i64>,
+        opts: &RunOptions,
+        turns: Option<&TurnSink>,
+    ) -> Result<RunReport> {
         let spec = container::spec_for(&self.home, &self.settings.container, group, None)?;
         let (hard, idle) = container::timeouts(&self.settings.container, group);
         let input = ContainerInput {
@@ -207,7 +268,7 @@ impl Agents {
             group_folder: group.folder.clone(),
             chat_jid: group.jid.clone(),
             is_main: group.is_main,
-            is_scheduled_task: false,
+            is_scheduled_task: opts.scheduled,
             assistant_name: Some(self.settings.assistant_name.clone()),
         };
         let bytes = serde_json::to_vec(&input).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -226,8 +287,9 @@ impl Agents {
             exit_code: 0,
             timed_out: false,
         };
-        let deadline = Instant::now() + hard;
+        let mut deadline = Instant::now() + hard;
         let mut idle_since: Option<Instant> = None;
+        let mut known_session = report.session_id.clone();
         let mut pending = Vec::new();
         let mut stderr_tail = String::new();
         let mut stopping = false;
@@ -241,18 +303,36 @@ impl Agents {
                 Ok(Some(Output::Stdout(b))) => {
                     pending.extend_from_slice(&b);
                     for frame in take_frames(&mut pending) {
-                        match frame.result {
-                            Some(text) if frame.status == OutputStatus::Success => report.replies.push(text),
-                            _ => {}
-                        }
-                        if let Some(e) = frame.error {
-                            report.errors.push(e);
+                        if let Some(id) = &frame.new_session_id
+                            && known_session.as_ref() != Some(id)
+                        {
+                            known_session = Some(id.clone());
+                            generation = self.point_at(&group.folder, id, generation).await;
                         }
                         if frame.new_session_id.is_some() {
-                            report.session_id = frame.new_session_id;
+                            report.session_id = frame.new_session_id.clone();
+                        }
+                        let turn = match (frame.status, frame.result, frame.error) {
+                            (OutputStatus::Success, Some(text), _) => {
+                                report.replies.push(text.clone());
+                                Some(Turn::Reply(text))
+                            }
+                            (_, _, Some(e)) => {
+                                report.errors.push(e.clone());
+                                // A stale session is retried here, not reported.
+                                (!e.starts_with(STALE_SESSION)).then_some(Turn::Failed(e))
+                            }
+                            _ => None,
+                        };
+                        if let (Some(t), Some(sink)) = (turn, turns) {
+                            let _ = sink.send(t);
                         }
                     }
-                    if report.replies.len() + report.errors.len() > 0 && idle_since.is_none() {
+                    if opts.warm {
+                        // Activity keeps a warm container alive; the deadline
+                        // only ends a turn that hangs.
+                        deadline = Instant::now() + hard;
+                    } else if report.replies.len() + report.errors.len() > 0 && idle_since.is_none() {
                         // One prompt per `g2 run`: the turn is over, let the agent finish.
                         idle_since = Some(Instant::now());
                         close(&ipc_input)?;
@@ -288,7 +368,8 @@ impl Agents {
                     }
                 }
                 Err(_) => {
-                    // Idle: ask the agent to finish (again; harmless).
+                    // Idle (one-shot only: a warm run's owner decides when
+                    // it is idle): ask the agent to finish (again; harmless).
                     close(&ipc_input)?;
                     idle_since = Some(Instant::now());
                 }
@@ -309,6 +390,24 @@ impl Agents {
             ));
         }
         Ok(report)
+    }
+
+    /// Points the group at the session its agent runs, unless the pointer
+    /// moved since the run read it (a clear or resume meanwhile stands).
+    /// Returns the generation to use for the next write (None: stop writing).
+    async fn point_at(&self, folder: &str, id: &str, generation: Option<i64>) -> Option<i64> {
+        let g = generation?;
+        match self.sessions.set(folder, id, g).await {
+            Ok(p) => Some(p.generation),
+            Err(Error::StaleGeneration { .. }) => {
+                tracing::info!(group = folder, "pointer changed during the run; not overwriting it");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(group = folder, error = %e, "could not record the session");
+                None
+            }
+        }
     }
 
     fn grace(&self) -> Duration {
@@ -400,7 +499,7 @@ fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
 }
 
 /// Asks the agent to finish: the `_close` sentinel.
-fn close(input_dir: &Path) -> Result<()> {
+pub fn close(input_dir: &Path) -> Result<()> {
     ipc::write_atomic(input_dir, ipc::CLOSE, b"").ctx(|| format!("writing {}/_close", input_dir.display()))?;
     Ok(())
 }

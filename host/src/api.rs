@@ -35,8 +35,10 @@ pub struct Api {
     pub assistant_name: String,
     pub provider: String,
     pub token: Option<String>,
-    /// New messages of every chat, for the SSE streams.
-    pub events: tokio::sync::broadcast::Sender<messages::Message>,
+    /// Inbound messages go in here; its live stream feeds the SSE streams.
+    pub channels: crate::channels::Channels,
+    /// The group queue (`g2 serve`); None when nothing routes messages.
+    pub queue: Option<crate::queue::QueueHandle>,
 }
 
 /// An error as the API reports it.
@@ -59,6 +61,7 @@ impl IntoResponse for ApiError {
         let (status, kind) = match &self.0 {
             Error::Validation(_) | Error::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
             Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Error::Conflict(_) | Error::StaleGeneration { .. } => (StatusCode::CONFLICT, "conflict"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
@@ -94,6 +97,13 @@ impl Api {
             .route("/groups/{folder}/archives", get(list_archives))
             .route("/groups/{folder}/messages", get(list_messages).post(post_message))
             .route("/groups/{folder}/stream", get(stream_messages))
+            .route("/groups/{folder}/status", get(group_status))
+            .route("/groups/{folder}/tasks", get(list_tasks))
+            .route("/groups/{folder}/ipc-log", get(ipc_log))
+            .route("/tasks/{id}", get(task_detail))
+            .route("/tasks/{id}/{action}", post(task_action))
+            .route("/queue", get(queue_status))
+            .route("/openapi.yaml", get(openapi))
             .route("/archives/{id}", get(read_archive))
             .route("/search", get(search_archives))
             .route("/usage", get(usage_report))
@@ -177,11 +187,7 @@ async fn post_message(
     Path(folder): Path<String>,
     Json(m): Json<messages::Inbound>,
 ) -> std::result::Result<(StatusCode, Json<Value>), ApiError> {
-    let g = require_group(&api, &folder).await?;
-    m.check()?;
-    let stored = api.store.write(move |tx| messages::insert_inbound(tx, &g.jid, "http", &m)).await?;
-    // Nobody listening is fine.
-    let _ = api.events.send(stored.clone());
+    let stored = api.channels.receive(&folder, m).await?;
     Ok((StatusCode::ACCEPTED, Json(json!({ "id": stored.id, "seq": stored.seq }))))
 }
 
@@ -196,7 +202,7 @@ async fn stream_messages(
 ) -> std::result::Result<axum::response::sse::Sse<impl futures_util::Stream<Item = std::result::Result<axum::response::sse::Event, std::convert::Infallible>>>, ApiError> {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let g = require_group(&api, &folder).await?;
-    let live = api.events.subscribe();
+    let live = api.channels.subscribe();
     let (jid, after) = (g.jid.clone(), q.after.unwrap_or(i64::MAX));
     let backlog = if after == i64::MAX {
         Vec::new()
@@ -227,6 +233,75 @@ async fn stream_messages(
         }
     });
     Ok(Sse::new(futures_util::StreamExt::chain(first, rest)).keep_alive(KeepAlive::default()))
+}
+
+/// The group's session pointer, its routing cursor, whether it is failing,
+/// and its container if one runs.
+async fn group_status(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Value> {
+    let g = require_group(&api, &folder).await?;
+    let pointer = api.sessions.get(&folder).await?;
+    let f = folder.clone();
+    let (cursor, failing) = api.store.read(move |c| Ok((crate::router::cursor(c, &f)?, crate::router::failing(c, &f)?))).await?;
+    let container = match &api.queue {
+        Some(q) => q.status().await.and_then(|s| s.running.into_iter().find(|r| r.group == folder)),
+        None => None,
+    };
+    Ok(Json(json!({ "group": g, "session": pointer, "cursor": cursor, "failing": failing, "container": container })))
+}
+
+async fn queue_status(State(api): State<Api>) -> ApiResult<Value> {
+    match &api.queue {
+        Some(q) => Ok(Json(serde_json::to_value(q.status().await).unwrap_or_default())),
+        None => Err(ApiError(Error::NotFound("queue (not running)".into()))),
+    }
+}
+
+async fn list_tasks(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<crate::tasks::Task>> {
+    require_group(&api, &folder).await?;
+    Ok(Json(api.store.read(move |c| crate::tasks::list(c, Some(&folder))).await?))
+}
+
+async fn task_detail(State(api): State<Api>, Path(id): Path<String>) -> ApiResult<Value> {
+    let (task, runs) = api
+        .store
+        .read(move |c| Ok((crate::tasks::get(c, &id)?.ok_or_else(|| Error::NotFound(format!("task {id:?}")))?, crate::tasks::runs(c, &id, 50)?)))
+        .await?;
+    Ok(Json(json!({ "task": task, "runs": runs })))
+}
+
+/// `pause`, `resume` or `cancel`.
+async fn task_action(State(api): State<Api>, Path((id, action)): Path<(String, String)>) -> ApiResult<crate::tasks::Task> {
+    use crate::tasks::StatusAction;
+    let action = match action.as_str() {
+        "pause" => StatusAction::Pause,
+        "resume" => StatusAction::Resume,
+        "cancel" => StatusAction::Cancel,
+        other => return Err(ApiError(Error::NotFound(format!("task action {other:?}")))),
+    };
+    Ok(Json(api.store.write(move |tx| crate::tasks::set_status(tx, &id, None, action, chrono::Utc::now())).await?))
+}
+
+/// The agent requests of a group and what the host decided.
+async fn ipc_log(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<Value>> {
+    g2_core::validate::any_folder(&folder)?;
+    Ok(Json(
+        api.store
+            .read(move |c| {
+                let mut st = c.prepare(
+                    "SELECT id, request_id, action, outcome, detail, at FROM ipc_log WHERE group_folder = ?1 ORDER BY id DESC LIMIT 200",
+                )?;
+                let rows = st.query_map([&folder], |r| {
+                    Ok(json!({ "id": r.get::<_, i64>(0)?, "request_id": r.get::<_, Option<String>>(1)?, "action": r.get::<_, String>(2)?,
+                               "outcome": r.get::<_, String>(3)?, "detail": r.get::<_, Option<String>>(4)?, "at": r.get::<_, String>(5)? }))
+                })?;
+                Ok(rows.collect::<rusqlite::Result<_>>()?)
+            })
+            .await?,
+    ))
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/yaml")], include_str!("../openapi.yaml"))
 }
 
 #[derive(Deserialize)]
@@ -260,7 +335,12 @@ struct ClearBody {
 async fn clear_session(State(api): State<Api>, Path(folder): Path<String>, Json(b): Json<ClearBody>) -> ApiResult<crate::sessions::Cleared> {
     require_group(&api, &folder).await?;
     let p = api.sessions.get(&folder).await?;
-    Ok(Json(api.sessions.clear(&folder, &b.name, p.generation).await?))
+    let cleared = api.sessions.clear(&folder, &b.name, p.generation).await?;
+    // The next message starts fresh.
+    if let Some(q) = &api.queue {
+        q.close(&folder);
+    }
+    Ok(Json(cleared))
 }
 
 #[derive(Deserialize)]
@@ -273,7 +353,11 @@ struct ResumeBody {
 async fn resume_session(State(api): State<Api>, Path(folder): Path<String>, Json(b): Json<ResumeBody>) -> ApiResult<crate::sessions::Resumed> {
     require_group(&api, &folder).await?;
     let p = api.sessions.get(&folder).await?;
-    Ok(Json(api.sessions.resume(&folder, b.history_id, p.generation, b.save_as.as_deref()).await?))
+    let resumed = api.sessions.resume(&folder, b.history_id, p.generation, b.save_as.as_deref()).await?;
+    if let Some(q) = &api.queue {
+        q.close(&folder);
+    }
+    Ok(Json(resumed))
 }
 
 async fn list_archives(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<archives::ArchiveRecord>> {

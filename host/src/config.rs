@@ -26,6 +26,24 @@ pub struct Settings {
     pub gateway: GatewaySettings,
     pub container: crate::container::ContainerSettings,
     pub api: ApiSettings,
+    pub queue: QueueSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueSettings {
+    /// Containers running at once, over all groups.
+    pub max_containers: usize,
+    /// Retries of a turn that failed, before the group is marked failing.
+    pub retries: u32,
+    /// First retry delay; each next one doubles.
+    pub retry_base_ms: u64,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        QueueSettings { max_containers: 5, retries: 5, retry_base_ms: 5_000 }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -152,6 +170,7 @@ impl Default for Settings {
             gateway: GatewaySettings::default(),
             container: crate::container::ContainerSettings::default(),
             api: ApiSettings::default(),
+            queue: QueueSettings::default(),
         }
     }
 }
@@ -214,6 +233,12 @@ impl Settings {
         }
         if self.archive.max_message_chars == 0 {
             return Err(Error::Config("archive.max_message_chars must be at least 1".into()));
+        }
+        if self.queue.max_containers == 0 {
+            return Err(Error::Config("queue.max_containers must be at least 1".into()));
+        }
+        if self.queue.retries > 20 || self.queue.retry_base_ms == 0 {
+            return Err(Error::Config("queue.retries: at most 20; queue.retry_base_ms: at least 1".into()));
         }
         let gw = &self.gateway;
         if gw.max_concurrent == 0 || gw.groups.values().any(|g| g.max_concurrent == Some(0)) {

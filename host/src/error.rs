@@ -26,6 +26,9 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     Invalid(String),
+    /// The caller may not do this (the IPC authorization matrix).
+    #[error("not allowed: {0}")]
+    Forbidden(String),
     /// A pointer write based on a generation that is no longer current: the
     /// pointer changed (cleared, resumed, set) since the writer read it.
     #[error(

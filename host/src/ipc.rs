@@ -1,14 +1,28 @@
-//! The host side of the agents' requests (`data/ipc/{group}/tasks/`).
+//! The host side of the agents' requests (`data/ipc/{group}/tasks/` and
+//! `messages/`).
 //!
-//! A watcher (inotify, plus a rescan on a timer in case an event is lost)
-//! wakes [`TaskServer::drain`], which claims each request by renaming it
-//! (`.claimed-…`; whoever renames owns it), carries it out, and answers in
-//! `responses/{requestId}.json`. A request that cannot be read is moved to
-//! `errors/` beside a note saying why.
+//! A watcher (inotify on both folders, plus a rescan on a timer, which also
+//! covers an inotify overflow) wakes [`TaskServer::drain`], which claims
+//! each request by renaming it (`.claimed-…`; whoever renames owns it),
+//! carries it out, and answers in `responses/{requestId}.json`. A request
+//! that cannot be read is moved to `errors/` beside a note saying why.
+//! Watches exist while a group's container runs (only a running agent
+//! writes requests); [`TaskServer::drain_all`] picks up leftovers at start,
+//! so 1,000 idle groups cost no watches.
 //!
 //! **Identity is the folder.** The group a request acts for is the IPC
-//! folder it was found in, never anything in the request. The session tools
-//! act on that group only: there is no way to name another group.
+//! folder it was found in, never anything in the request. Authorization
+//! (contracts §2):
+//!
+//! | action | main group | other groups |
+//! |---|---|---|
+//! | send_message | to any known chat | only its own chat |
+//! | schedule / pause / resume / cancel / list tasks | any group | only its own |
+//! | register_group, refresh_groups | yes | no |
+//! | clear / list / resume / search sessions | its own | its own |
+//!
+//! Every request is recorded in `ipc_log` with its outcome (`ok`,
+//! `refused`, `failed`); refusals are also logged as warnings.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,31 +34,55 @@ use g2_core::ipc;
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
 
 use crate::background::Background;
+use crate::channels::Channels;
+use crate::groups::{self, Group};
 use crate::home::Home;
 use crate::search;
 use crate::sessions::SessionManager;
 use crate::store::Store;
+use crate::tasks::{self, StatusAction};
 use crate::{Error, Result};
 
 /// How often the tasks folder is rescanned without an event.
 const RESCAN: Duration = Duration::from_secs(2);
+
+/// Callback with a group's folder.
+pub type FolderHook = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What the requests reach beyond the store.
+#[derive(Clone)]
+pub struct Links {
+    /// Where `send_message` and its channels go.
+    pub channels: Channels,
+    /// Name the assistant's messages carry.
+    pub assistant_name: String,
+    /// A group's session was cleared or resumed: its container should close
+    /// after the current turn, so the next message starts accordingly.
+    pub session_changed: Option<FolderHook>,
+    /// Scheduled tasks changed: the scheduler should look again.
+    pub tasks_changed: Option<std::sync::Arc<tokio::sync::Notify>>,
+}
 
 #[derive(Clone)]
 pub struct TaskServer {
     home: Home,
     store: Store,
     sessions: SessionManager,
+    links: Links,
 }
 
 impl TaskServer {
-    pub fn new(home: Home, store: Store, sessions: SessionManager) -> Self {
-        TaskServer { home, store, sessions }
+    pub fn new(home: Home, store: Store, sessions: SessionManager, links: Links) -> Self {
+        TaskServer { home, store, sessions, links }
     }
 
     /// Serves a group's requests until stopped; a last drain runs at stop.
     pub fn watch(&self, folder: &str) -> Result<Background> {
-        let dir = self.home.ipc_dir(folder)?.join(ipc::TASKS_DIR);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let ipc_dir = self.home.ipc_dir(folder)?;
+        let dirs = [ipc_dir.join(ipc::TASKS_DIR), ipc_dir.join(ipc::MESSAGES_DIR)];
+        for dir in &dirs {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        }
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             // Our own reads are access events; reacting to them would loop.
@@ -55,10 +93,12 @@ impl TaskServer {
             }
             let _ = wake_tx.send(());
         })
-        .map_err(|e| Error::Invalid(format!("watching {}: {e}", dir.display())))?;
-        watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(|e| Error::Invalid(format!("watching {}: {e}", dir.display())))?;
+        .map_err(|e| Error::Invalid(format!("watching {}: {e}", ipc_dir.display())))?;
+        for dir in &dirs {
+            watcher
+                .watch(dir, RecursiveMode::NonRecursive)
+                .map_err(|e| Error::Invalid(format!("watching {}: {e}", dir.display())))?;
+        }
         let (server, folder) = (self.clone(), folder.to_string());
         Ok(Background::spawn(|mut stopped| async move {
             let _watcher = watcher;
@@ -74,53 +114,254 @@ impl TaskServer {
         }))
     }
 
-    /// Handles every request waiting in the group's `tasks/`.
+    /// Handles every request of every group (leftovers of an earlier host).
+    pub async fn drain_all(&self) {
+        let Ok(rd) = std::fs::read_dir(self.home.data_dir().join("ipc")) else { return };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if g2_core::validate::group_folder(&name).is_ok() {
+                self.drain(&name).await;
+            }
+        }
+    }
+
+    /// Handles every request waiting in the group's `messages/` and
+    /// `tasks/` (messages first: they are what the agent said before).
     pub async fn drain(&self, folder: &str) {
         let Ok(ipc_dir) = self.home.ipc_dir(folder) else { return };
-        let dir = ipc_dir.join(ipc::TASKS_DIR);
-        for name in ipc::pending(&dir) {
-            let claimed = dir.join(format!(".claimed-{name}"));
-            if std::fs::rename(dir.join(&name), &claimed).is_err() {
-                continue; // someone else took it
-            }
-            let outcome = match std::fs::read(&claimed).map_err(|e| e.to_string()).and_then(|b| {
-                serde_json::from_slice::<TaskRequest>(&b).map_err(|e| format!("not a valid request: {e}"))
-            }) {
-                Ok(req) => {
-                    let response = self.handle(folder, req).await;
-                    respond(&ipc_dir, &response).map_err(|e| e.to_string())
+        for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
+            let dir = ipc_dir.join(sub);
+            for name in ipc::pending(&dir) {
+                let claimed = dir.join(format!(".claimed-{name}"));
+                if std::fs::rename(dir.join(&name), &claimed).is_err() {
+                    continue; // someone else took it
                 }
-                Err(why) => Err(why),
-            };
-            match outcome {
-                Ok(_) => {
-                    let _ = std::fs::remove_file(&claimed);
-                }
-                Err(why) => {
-                    tracing::warn!(group = folder, file = %name, reason = %why, "agent request refused");
-                    keep_failed(&ipc_dir, &claimed, &name, &why);
+                let outcome = match read_request(&claimed, sub) {
+                    Ok(req) => {
+                        let response = self.handle(folder, req).await;
+                        respond(&ipc_dir, &response).map_err(|e| e.to_string())
+                    }
+                    Err(why) => {
+                        self.log(folder, None, "unreadable", "failed", &why).await;
+                        Err(why)
+                    }
+                };
+                match outcome {
+                    Ok(_) => {
+                        let _ = std::fs::remove_file(&claimed);
+                    }
+                    Err(why) => {
+                        tracing::warn!(group = folder, file = %name, reason = %why, "agent request kept in errors/");
+                        keep_failed(&ipc_dir, &claimed, &name, &why);
+                    }
                 }
             }
         }
     }
 
-    /// Carries out one request for `folder` (the folder it came from).
+    /// Carries out one request for `folder` (the folder it came from) and
+    /// records the outcome in `ipc_log`.
     pub async fn handle(&self, folder: &str, req: TaskRequest) -> TaskResponse {
-        let result = match req.action {
-            Action::ClearSession { name } => self.clear(folder, &name).await,
+        let action = req.action.name();
+        let (ok, text, outcome) = match self.act(folder, req.action).await {
+            Ok(text) => (true, text, "ok"),
+            Err(Error::Forbidden(why)) => {
+                tracing::warn!(group = folder, action, reason = %why, "agent request refused");
+                (false, format!("not allowed: {why}"), "refused")
+            }
+            Err(e) => {
+                tracing::info!(group = folder, action, error = %e, "agent request failed");
+                (false, e.to_string(), "failed")
+            }
+        };
+        let detail = if ok { String::new() } else { text.clone() };
+        self.log(folder, Some(&req.request_id), action, outcome, &detail).await;
+        TaskResponse { request_id: req.request_id, ok, text }
+    }
+
+    async fn log(&self, folder: &str, request_id: Option<&str>, action: &str, outcome: &str, detail: &str) {
+        let (f, r, a, o, d) = (folder.to_string(), request_id.map(str::to_string), action.to_string(), outcome.to_string(), detail.to_string());
+        let res = self
+            .store
+            .write(move |tx| {
+                tx.execute(
+                    "INSERT INTO ipc_log (group_folder, request_id, action, outcome, detail, at) VALUES (?1, ?2, ?3, ?4, NULLIF(?5, ''), ?6)",
+                    rusqlite::params![f, r, a, o, d, crate::now_rfc3339()],
+                )?;
+                Ok(())
+            })
+            .await;
+        if let Err(e) = res {
+            tracing::warn!(error = %e, "could not record an agent request");
+        }
+    }
+
+    async fn act(&self, folder: &str, action: Action) -> Result<String> {
+        // An IPC folder without a registered group has no rights at all.
+        let me = match groups::require(&self.store, folder).await {
+            Ok(g) => g,
+            Err(Error::NotFound(_)) => return Err(Error::Forbidden(format!("{folder} is not a registered group"))),
+            Err(e) => return Err(e),
+        };
+        match action {
+            Action::ClearSession { name } => {
+                let text = self.clear(folder, &name).await?;
+                self.session_changed(folder);
+                Ok(text)
+            }
             Action::ListSessions {} => self.list(folder).await,
             Action::ResumeSession { history_id, save_current_as } => {
-                self.resume(folder, history_id, save_current_as.as_deref()).await
+                let text = self.resume(folder, history_id, save_current_as.as_deref()).await?;
+                self.session_changed(folder);
+                Ok(text)
             }
             Action::SearchSessions { query, limit } => self.search(folder, &query, limit.unwrap_or(10)).await,
-            other => Err(Error::Invalid(format!("{} is not served here", other.name()))),
-        };
-        match result {
-            Ok(text) => TaskResponse { request_id: req.request_id, ok: true, text },
-            Err(e) => {
-                tracing::info!(group = folder, error = %e, "agent request failed");
-                TaskResponse { request_id: req.request_id, ok: false, text: e.to_string() }
+            Action::SendMessage { text, chat_jid } => self.send(&me, &text, chat_jid).await,
+            Action::ScheduleTask { prompt, schedule_type, schedule_value, timezone, context_mode, group_folder } => {
+                let target = self.target_group(&me, group_folder.as_deref(), "schedule tasks").await?;
+                let new = tasks::NewTask {
+                    group_folder: target.folder.clone(),
+                    chat_jid: target.jid.clone(),
+                    prompt,
+                    schedule_type,
+                    schedule_value,
+                    timezone,
+                    context_mode,
+                };
+                let t = self.store.write(move |tx| tasks::create(tx, new, chrono::Utc::now())).await?;
+                self.tasks_changed();
+                Ok(format!(
+                    "Scheduled task {} for {} ({} {} {}, {} context). Next run: {}.",
+                    t.id,
+                    t.group_folder,
+                    t.schedule_type,
+                    t.schedule_value,
+                    t.timezone,
+                    t.context_mode,
+                    t.next_run.as_deref().unwrap_or("none")
+                ))
             }
+            Action::ListTasks {} => {
+                let scope = (!me.is_main).then(|| folder.to_string());
+                let list = self.store.read(move |c| tasks::list(c, scope.as_deref())).await?;
+                if list.is_empty() {
+                    return Ok("No scheduled tasks.".into());
+                }
+                let mut s = String::from("Scheduled tasks:");
+                for t in list {
+                    s.push_str(&format!(
+                        "\n{} [{}] {} {} {} ({}): next {}, last {}: {}",
+                        t.id,
+                        t.status,
+                        t.group_folder,
+                        t.schedule_type,
+                        t.schedule_value,
+                        t.timezone,
+                        t.next_run.as_deref().unwrap_or("-"),
+                        t.last_run.as_deref().unwrap_or("-"),
+                        t.prompt.chars().take(80).collect::<String>()
+                    ));
+                }
+                Ok(s)
+            }
+            Action::PauseTask { task_id } => self.task_status(&me, &task_id, StatusAction::Pause).await,
+            Action::ResumeTask { task_id } => self.task_status(&me, &task_id, StatusAction::Resume).await,
+            Action::CancelTask { task_id } => self.task_status(&me, &task_id, StatusAction::Cancel).await,
+            Action::RegisterGroup { folder: new_folder, name, jid, trigger, requires_trigger } => {
+                if !me.is_main {
+                    return Err(Error::Forbidden("only the main group registers groups".into()));
+                }
+                let g = groups::NewGroup { folder: new_folder, name, jid, trigger_pattern: trigger, requires_trigger, is_main: false }
+                    .into_group(&self.links.assistant_name)?;
+                let stored = g.clone();
+                self.store.write(move |tx| groups::add(tx, &stored)).await?;
+                self.home.ensure_group(&g.folder, &g.name, false)?;
+                Ok(format!("Registered group {} (folder {}, chat {}).", g.name, g.folder, g.jid))
+            }
+            Action::RefreshGroups {} => {
+                if !me.is_main {
+                    return Err(Error::Forbidden("only the main group sees the groups".into()));
+                }
+                let list = self.store.read(groups::list).await?;
+                let v: Vec<serde_json::Value> = list
+                    .iter()
+                    .map(|g| serde_json::json!({ "folder": g.folder, "name": g.name, "jid": g.jid, "isMain": g.is_main }))
+                    .collect();
+                let dir = self.home.ipc_dir(folder)?;
+                ipc::write_atomic(&dir, "available_groups.json", &serde_json::to_vec_pretty(&v).unwrap_or_default())
+                    .map_err(|e| Error::io("writing available_groups.json", e))?;
+                Ok(format!("available_groups.json lists {} groups.", list.len()))
+            }
+        }
+    }
+
+    /// The group a task request is for: its own, or (main only) another.
+    async fn target_group(&self, me: &Group, named: Option<&str>, what: &str) -> Result<Group> {
+        match named {
+            None => Ok(me.clone()),
+            Some(f) if f == me.folder => Ok(me.clone()),
+            Some(f) if !me.is_main => Err(Error::Forbidden(format!("group {} may only {what} for itself, not for {f}", me.folder))),
+            Some(f) => {
+                g2_core::validate::group_folder(f)?;
+                groups::require(&self.store, f).await
+            }
+        }
+    }
+
+    async fn send(&self, me: &Group, text: &str, chat_jid: Option<String>) -> Result<String> {
+        let target = chat_jid.unwrap_or_else(|| me.jid.clone());
+        if target != me.jid {
+            if !me.is_main {
+                return Err(Error::Forbidden(format!("group {} may only send to its own chat, not to {target}", me.folder)));
+            }
+            let t = target.clone();
+            let known = self
+                .store
+                .read(move |c| {
+                    Ok(c.query_row(
+                        "SELECT EXISTS (SELECT 1 FROM registered_groups WHERE jid = ?1) OR EXISTS (SELECT 1 FROM chats WHERE jid = ?1)",
+                        [&t],
+                        |r| r.get::<_, bool>(0),
+                    )?)
+                })
+                .await?;
+            if !known {
+                return Err(Error::NotFound(format!("chat {target:?}")));
+            }
+        }
+        if text.trim().is_empty() || text.len() > crate::messages::MAX_TEXT {
+            return Err(Error::Invalid("text: 1 character to 32 KiB".into()));
+        }
+        match self.links.channels.say(&target, &self.links.assistant_name, text).await? {
+            Some(_) => Ok(format!("Sent to {target}.")),
+            None => Ok("Nothing to send once internal notes are removed.".into()),
+        }
+    }
+
+    async fn task_status(&self, me: &Group, id: &str, action: StatusAction) -> Result<String> {
+        let scope = (!me.is_main).then(|| me.folder.clone());
+        let i = id.to_string();
+        let task = self.store.read(move |c| tasks::get(c, &i)).await?.ok_or_else(|| Error::NotFound(format!("task {id:?}")))?;
+        if let Some(own) = &scope
+            && &task.group_folder != own
+        {
+            return Err(Error::Forbidden(format!("task {id} belongs to group {}, not to {own}", task.group_folder)));
+        }
+        let i = id.to_string();
+        let t = self.store.write(move |tx| tasks::set_status(tx, &i, scope.as_deref(), action, chrono::Utc::now())).await?;
+        self.tasks_changed();
+        Ok(format!("Task {} is {}.", t.id, t.status))
+    }
+
+    fn session_changed(&self, folder: &str) {
+        if let Some(f) = &self.links.session_changed {
+            f(folder);
+        }
+    }
+
+    fn tasks_changed(&self) {
+        if let Some(n) = &self.links.tasks_changed {
+            n.notify_one();
         }
     }
 
@@ -194,6 +435,16 @@ impl TaskServer {
         let prefix = format!("groups/{folder}/");
         rel.strip_prefix(&prefix).unwrap_or(rel).to_string()
     }
+}
+
+/// Reads a claimed request; `messages/` takes `send_message` only.
+fn read_request(path: &Path, sub: &str) -> std::result::Result<TaskRequest, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let req: TaskRequest = serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
+    if sub == ipc::MESSAGES_DIR && !matches!(req.action, Action::SendMessage { .. }) {
+        return Err(format!("{} does not belong in messages/", req.action.name()));
+    }
+    Ok(req)
 }
 
 fn respond(ipc_dir: &Path, r: &TaskResponse) -> std::io::Result<PathBuf> {

@@ -344,6 +344,7 @@ async fn run(cli: Cli) -> Result<i32> {
 }
 
 async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
+    use g2_host::{channels::Channels, ipc::Links, queue, scheduler};
     ctx.home.ensure_layout()?;
     let addr: std::net::SocketAddr = listen
         .unwrap_or_else(|| ctx.settings.api.listen.clone())
@@ -352,27 +353,65 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     g2_host::api::check_bind(&addr, ctx.settings.api.token.as_deref())?;
     let store = ctx.store().await?;
     let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
-    if let Ok(rt) = g2_host::container::docker::DockerRuntime::connect().await {
-        use g2_host::container::ContainerRuntime;
-        for name in rt.reap(&g2_host::container::home_label(ctx.home.root())).await.unwrap_or_default() {
-            tracing::warn!(container = %name, "removed a container left by an earlier host");
-        }
+    let runtime = g2_host::container::docker::DockerRuntime::connect()
+        .await
+        .context("the Docker engine does not answer (scripts/setup.sh starts one)")?;
+    if image::current_digest(runtime.docker()).await.is_none() {
+        eprintln!("no agent image yet; building it");
+        image_build(ctx, None, false).await?;
     }
+    let (queue, inbox) = queue::channel();
+    let tasks_changed = std::sync::Arc::new(tokio::sync::Notify::new());
+    let channels = Channels::new(store.clone()).with_router(queue.wake_sender());
+    let closer = queue.clone();
+    let links = Links {
+        channels: channels.clone(),
+        assistant_name: ctx.settings.assistant_name.clone(),
+        session_changed: Some(std::sync::Arc::new(move |f: &str| closer.close(f))),
+        tasks_changed: Some(tasks_changed.clone()),
+    };
+    let agents = std::sync::Arc::new(g2_host::agent::Agents::new(
+        ctx.home.clone(),
+        ctx.settings.clone(),
+        store.clone(),
+        std::sync::Arc::new(runtime),
+        gw.clone(),
+        Some(links),
+    ));
+    for name in agents.reap().await? {
+        tracing::warn!(container = %name, "removed a container left by an earlier host");
+    }
+    // Requests an earlier host left unanswered.
+    agents.requests().drain_all().await;
     let sockets: Vec<_> = group_sockets(ctx, &gw, &store).await?.into_iter().map(|(_, l)| l).collect();
+    let worker = queue::Queue::spawn(inbox, &queue, agents.clone(), store.clone(), channels.clone(), Some(tasks_changed.clone()));
+    let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
+    channels.redeliver().await?;
+    // Messages stored but not answered before a crash are routed again.
+    let groups = store.read(groups::list).await?;
+    for g in &groups {
+        queue.wake(&g.folder);
+    }
     let api = g2_host::api::Api {
         home: ctx.home.clone(),
         store: store.clone(),
-        sessions: ctx.sessions(&store),
+        sessions: agents.sessions().clone(),
         assistant_name: ctx.settings.assistant_name.clone(),
         provider: choice.kind.as_str().to_string(),
         token: ctx.settings.api.token.clone(),
-        events: tokio::sync::broadcast::channel(1024).0,
+        channels,
+        queue: Some(queue.clone()),
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
     println!("provider  {}", choice.reason);
     println!("api       http://{}", listener.local_addr()?);
     println!("groups    {} sockets", sockets.len());
+    tracing::info!(addr = %listener.local_addr()?, groups = groups.len(), "serving");
     axum::serve(listener, api.router()).with_graceful_shutdown(shutdown_signal()).await?;
+    tracing::info!("shutting down: closing containers");
+    schedule.stop().await;
+    queue.shutdown().await;
+    worker.abort();
     stop_gateway(gw, sockets).await;
     Ok(0)
 }
@@ -434,6 +473,7 @@ async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i
         store,
         std::sync::Arc::new(runtime),
         gw.clone(),
+        None,
     );
     for name in agents.reap().await? {
         eprintln!("removed container {name} left by an earlier host");

@@ -86,23 +86,77 @@ pub fn insert_inbound(tx: &Transaction<'_>, chat_jid: &str, channel: &str, m: &I
     })
 }
 
+/// Stores a message of the assistant for a chat. `delivered` is true when
+/// storing it is its delivery (the HTTP channel: the log and its stream).
+pub fn insert_outbound(tx: &Transaction<'_>, chat_jid: &str, sender: &str, text: &str, delivered: bool) -> Result<Message> {
+    let now = crate::now_rfc3339();
+    tx.execute(
+        "INSERT INTO chats (jid, last_message_time) VALUES (?1, ?2)
+         ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
+        params![chat_jid, now],
+    )?;
+    let id = uuid::Uuid::new_v4().to_string();
+    tx.execute(
+        "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at)
+         VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END)",
+        params![id, chat_jid, sender, text, now, delivered],
+    )?;
+    Ok(Message {
+        seq: tx.last_insert_rowid(),
+        id,
+        chat_jid: chat_jid.to_string(),
+        sender: sender.to_string(),
+        sender_name: Some(sender.to_string()),
+        text: text.to_string(),
+        timestamp: now,
+        from_bot: true,
+    })
+}
+
+/// Records that a channel delivered an outbound message.
+pub fn mark_delivered(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.execute("UPDATE messages SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL", params![id, crate::now_rfc3339()])?;
+    Ok(())
+}
+
+/// Outbound messages a channel has not confirmed yet (for redelivery).
+pub fn undelivered(conn: &Connection, limit: usize) -> Result<Vec<Message>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM messages WHERE is_bot = 1 AND delivered_at IS NULL ORDER BY seq LIMIT ?1"
+    ))?;
+    let rows = stmt.query_map(params![limit as i64], row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+const COLUMNS: &str = "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        chat_jid: r.get(2)?,
+        sender: r.get(3)?,
+        sender_name: r.get(4)?,
+        text: r.get(5)?,
+        timestamp: r.get(6)?,
+        from_bot: r.get(7)?,
+    })
+}
+
+/// The newest `limit` messages of people (not the assistant) in a chat
+/// after `after`, oldest first.
+pub fn inbound_after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND is_bot = 0 ORDER BY seq DESC LIMIT ?3"
+    ))?;
+    let mut rows: Vec<Message> = stmt.query_map(params![chat_jid, after, limit as i64], row)?.collect::<rusqlite::Result<_>>()?;
+    rows.reverse();
+    Ok(rows)
+}
+
 /// Messages of a chat after `after` (a `seq`), oldest first.
 pub fn after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
-    let mut stmt = conn.prepare(
-        "SELECT seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot
-         FROM messages WHERE chat_jid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-    )?;
-    let rows = stmt.query_map(params![chat_jid, after, limit as i64], |r| {
-        Ok(Message {
-            seq: r.get(0)?,
-            id: r.get(1)?,
-            chat_jid: r.get(2)?,
-            sender: r.get(3)?,
-            sender_name: r.get(4)?,
-            text: r.get(5)?,
-            timestamp: r.get(6)?,
-            from_bot: r.get(7)?,
-        })
-    })?;
+    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"))?;
+    let rows = stmt.query_map(params![chat_jid, after, limit as i64], row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

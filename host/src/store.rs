@@ -23,6 +23,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("../../migrations/0001_foundation.sql")),
         M::up(include_str!("../../migrations/0002_model_usage.sql")),
         M::up(include_str!("../../migrations/0003_agent_events.sql")),
+        M::up(include_str!("../../migrations/0004_ipc_log.sql")),
     ])
 });
 

@@ -3,60 +3,11 @@
 //! model behind the group's gateway socket.
 
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::support::*;
-
-/// Builds the agent image once per test run; false when Docker or Claude
-/// Code is missing outside CI (in CI that fails the test).
-fn image_ready() -> bool {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let docker = Command::new("docker").args(["version", "--format", "{{.Server.APIVersion}}"]).output();
-    if !require("the Docker engine", docker.is_ok_and(|o| o.status.success())) {
-        return false;
-    }
-    let home = TestHome::new();
-    let claude = g2_host::doctor::find_claude(&home.home(), &g2_host::config::Settings::default());
-    if !require("Claude Code (tools/claude-code)", claude.is_some()) {
-        return false;
-    }
-    let r = READY.get_or_init(|| {
-        let out = home.g2(&["image", "build"]);
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-        }
-    });
-    if let Err(e) = r {
-        panic!("g2 image build failed: {e}");
-    }
-    true
-}
-
-/// Containers of a home, running or not.
-fn containers_of(home: &TestHome) -> Vec<String> {
-    let label = g2_host::container::home_label(home.path());
-    let out = Command::new("docker")
-        .args(["ps", "-a", "--filter", &format!("label=g2.home={label}"), "--format", "{{.Names}}"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
-}
-
-fn wait_for_container(home: &TestHome) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(c) = containers_of(home).into_iter().next() {
-            return c;
-        }
-        assert!(Instant::now() < deadline, "no container appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn run(home: &TestHome, folder: &str, prompt: &str, env: &[(&str, &str)]) -> Value {
     let out = home.g2_with(&["run", folder, prompt, "--json"], env);

@@ -1,34 +1,9 @@
 //! `g2 serve`'s HTTP API on a real port: groups, sessions, archives, search,
 //! usage, health; loopback unless a token is set; clear errors.
 
-use std::process::{Child, Stdio};
-
 use serde_json::{Value, json};
 
 use crate::support::*;
-
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
-    let mut child = home
-        .command(&["serve", "--listen", "127.0.0.1:0"], env)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let url = lines_until(&mut child, "groups").iter().find_map(|l| l.strip_prefix("api ").map(|u| u.trim().to_string()));
-    Serve { child, url: url.expect("g2 serve printed its address") }
-}
 
 async fn call(c: &reqwest::Client, method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
     let mut req = c.request(method.parse().unwrap(), url);
@@ -42,6 +17,9 @@ async fn call(c: &reqwest::Client, method: &str, url: &str, body: Option<Value>)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_http_api() {
+    if !image_ready() {
+        return;
+    }
     let home = TestHome::new();
     let sid = "0b9c3f6e-1c1d-4d0e-9a35-6c1b6d7e8f90";
     home.place_transcript("main", sid, &fixture("spotter-short.jsonl"));
@@ -108,6 +86,9 @@ async fn the_http_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_guard_the_api_and_other_binds() {
+    if !image_ready() {
+        return;
+    }
     let home = TestHome::new();
     // Not loopback and no token: refused at start.
     let out = home.fails(&["serve", "--listen", "0.0.0.0:0"]);
@@ -128,6 +109,9 @@ async fn tokens_guard_the_api_and_other_binds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_are_stored_first_in_order_and_none_lost() {
+    if !image_ready() {
+        return;
+    }
     let home = TestHome::new();
     home.ok(&["groups", "add", "family", "--name", "Family"]);
     let s = serve(&home, &[]);
@@ -173,6 +157,9 @@ async fn messages_are_stored_first_in_order_and_none_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
+    if !image_ready() {
+        return;
+    }
     use futures_util::StreamExt;
     let home = TestHome::new();
     let s = serve(&home, &[]);

@@ -2,7 +2,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use g2_host::config::Settings;
 use g2_host::home::Home;
@@ -126,6 +128,16 @@ impl TestHome {
         )
     }
 
+    /// What agent requests reach, without a queue or scheduler.
+    pub fn links(&self) -> g2_host::ipc::Links {
+        g2_host::ipc::Links {
+            channels: g2_host::channels::Channels::new(self.store()),
+            assistant_name: "G2".into(),
+            session_changed: None,
+            tasks_changed: None,
+        }
+    }
+
     /// Puts a transcript where Claude Code would have written it for a
     /// group's session.
     pub fn place_transcript(&self, folder: &str, session_id: &str, from: &Path) -> PathBuf {
@@ -204,3 +216,84 @@ pub fn require(what: &str, present: bool) -> bool {
     eprintln!("skipping: {what} is missing (run scripts/setup.sh)");
     false
 }
+
+/// Builds the agent image once per test run; false when Docker or Claude
+/// Code is missing outside CI (in CI that fails the test).
+pub fn image_ready() -> bool {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let docker = Command::new("docker").args(["version", "--format", "{{.Server.APIVersion}}"]).output();
+    if !require("the Docker engine", docker.is_ok_and(|o| o.status.success())) {
+        return false;
+    }
+    let home = TestHome::new();
+    let claude = g2_host::doctor::find_claude(&home.home(), &g2_host::config::Settings::default());
+    if !require("Claude Code (tools/claude-code)", claude.is_some()) {
+        return false;
+    }
+    let r = READY.get_or_init(|| {
+        let out = home.g2(&["image", "build"]);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        }
+    });
+    if let Err(e) = r {
+        panic!("g2 image build failed: {e}");
+    }
+    true
+}
+
+/// Containers of a home, running or not.
+pub fn containers_of(home: &TestHome) -> Vec<String> {
+    let label = g2_host::container::home_label(home.path());
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--filter", &format!("label=g2.home={label}"), "--format", "{{.Names}}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}
+
+pub fn wait_for_container(home: &TestHome) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(c) = containers_of(home).into_iter().next() {
+            return c;
+        }
+        assert!(Instant::now() < deadline, "no container appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+
+/// A running `g2 serve` on a free port; killed when dropped.
+pub struct Serve {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `g2 serve` on a free port; its log goes to `{home}/serve.log`
+/// (appended, so restarts keep the earlier lines).
+pub fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.path().join("serve.log")).unwrap();
+    let mut env = env.to_vec();
+    if !env.iter().any(|(k, _)| *k == "G2_LOG") {
+        env.push(("G2_LOG", "g2_host=info,g2=info"));
+    }
+    let mut child = home
+        .command(&["serve", "--listen", "127.0.0.1:0"], &env)
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let url = lines_until(&mut child, "groups").iter().find_map(|l| l.strip_prefix("api ").map(|u| u.trim().to_string()));
+    Serve { child, url: url.expect("g2 serve printed its address") }
+}
+

@@ -52,7 +52,15 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("g2:resume <history-id> [save-as]", "switch back to an earlier session"),
     ("g2:search <query>", "search archived conversations"),
     ("g2:send <text>", "send a message to the chat right away"),
-    ("g2:schedule <cron|interval|once> <value> <prompt>", "schedule a task"),
+    ("g2:send-to <chat-jid> <text>", "send a message to another chat (main group only)"),
+    ("g2:schedule <cron|interval|once> <value> <prompt>", "schedule a task (a fresh session each run)"),
+    ("g2:schedule-group <cron|interval|once> <value> <prompt>", "schedule a task that runs in the group's conversation"),
+    ("g2:schedule-for <folder> <cron|interval|once> <value> <prompt>", "schedule a task for another group (main group only)"),
+    ("g2:tasks", "list scheduled tasks"),
+    ("g2:pause <task-id>", "pause a scheduled task"),
+    ("g2:unpause <task-id>", "resume a paused task"),
+    ("g2:cancel <task-id>", "cancel a scheduled task"),
+    ("g2:register <folder> <name>", "register a new group (main group only)"),
 ];
 
 /// Longest piece of a prompt or tool result repeated back.
@@ -72,7 +80,15 @@ pub enum Command {
     Resume { history_id: i64, save_as: Option<String> },
     Search(String),
     Send(String),
-    Schedule { kind: String, value: String, prompt: String },
+    SendTo { chat_jid: String, text: String },
+    /// `g2:schedule`, `g2:schedule-group` (`group_context`) and
+    /// `g2:schedule-for` (`group_folder`).
+    Schedule { kind: String, value: String, prompt: String, group_folder: Option<String>, group_context: bool },
+    Tasks,
+    Pause(String),
+    Unpause(String),
+    Cancel(String),
+    Register { folder: String, name: String },
     /// A line that names no command or misses arguments; the reply says why.
     Invalid { line: String, why: String },
 }
@@ -103,6 +119,18 @@ fn parse_command(line: &str, rest: &str) -> Command {
         "sessions" => Command::Sessions,
         "search" => need(Command::Search, "a query"),
         "send" => need(Command::Send, "some text"),
+        "send-to" => match split_word(args) {
+            Some((chat_jid, text)) => Command::SendTo { chat_jid, text },
+            None => invalid("needs a chat jid and some text"),
+        },
+        "tasks" => Command::Tasks,
+        "pause" => one_word(args).map_or_else(|| invalid("needs a task id (from g2:tasks)"), Command::Pause),
+        "unpause" => one_word(args).map_or_else(|| invalid("needs a task id (from g2:tasks)"), Command::Unpause),
+        "cancel" => one_word(args).map_or_else(|| invalid("needs a task id (from g2:tasks)"), Command::Cancel),
+        "register" => match split_word(args) {
+            Some((folder, name)) => Command::Register { folder, name },
+            None => invalid("needs a folder and a name"),
+        },
         "resume" => {
             let (id, save_as) = match args.split_once(char::is_whitespace) {
                 Some((id, s)) => (id, Some(s.trim().to_string()).filter(|s| !s.is_empty())),
@@ -113,16 +141,42 @@ fn parse_command(line: &str, rest: &str) -> Command {
                 Err(_) => invalid("needs a history id (a number from g2:sessions)"),
             }
         }
-        "schedule" => parse_schedule(args).unwrap_or_else(|why| invalid(&why)),
+        "schedule" => parse_schedule(args, "g2:schedule", None, false).unwrap_or_else(|why| invalid(&why)),
+        "schedule-group" => {
+            parse_schedule(args, "g2:schedule-group", None, true).unwrap_or_else(|why| invalid(&why))
+        }
+        "schedule-for" => match split_word(args) {
+            Some((folder, rest)) => parse_schedule(&rest, "g2:schedule-for <folder>", Some(folder), false)
+                .unwrap_or_else(|why| invalid(&why)),
+            None => invalid("usage: g2:schedule-for <folder> <cron|interval|once> <value> <prompt>"),
+        },
         "" => invalid("names no command"),
         other => invalid(&format!("unknown command {other:?}")),
     }
 }
 
-/// `<cron|interval|once> <value> <prompt>`; a cron value is five fields or a
-/// quoted string, other values one word or a quoted string.
-fn parse_schedule(args: &str) -> Result<Command, String> {
-    let usage = "usage: g2:schedule <cron|interval|once> <value> <prompt>";
+/// The first word of `args` and the (non-empty) rest.
+fn split_word(args: &str) -> Option<(String, String)> {
+    let (word, rest) = args.split_once(char::is_whitespace)?;
+    let rest = rest.trim();
+    (!rest.is_empty()).then(|| (word.to_string(), rest.to_string()))
+}
+
+/// `args` when it is exactly one word.
+fn one_word(args: &str) -> Option<String> {
+    (!args.is_empty() && !args.contains(char::is_whitespace)).then(|| args.to_string())
+}
+
+/// `<cron|interval|once> <value> <prompt>` after `command`; a cron value is
+/// five fields or a quoted string, other values one word or a quoted string.
+fn parse_schedule(
+    args: &str,
+    command: &str,
+    group_folder: Option<String>,
+    group_context: bool,
+) -> Result<Command, String> {
+    let usage = format!("usage: {command} <cron|interval|once> <value> <prompt>");
+    let usage = usage.as_str();
     let (kind, rest) = args.split_once(char::is_whitespace).ok_or(usage)?;
     let kind = kind.to_ascii_lowercase();
     if !matches!(kind.as_str(), "cron" | "interval" | "once") {
@@ -141,7 +195,7 @@ fn parse_schedule(args: &str) -> Result<Command, String> {
     if value.is_empty() || prompt.is_empty() {
         return Err(usage.to_string());
     }
-    Ok(Command::Schedule { kind, value, prompt: prompt.to_string() })
+    Ok(Command::Schedule { kind, value, prompt: prompt.to_string(), group_folder, group_context })
 }
 
 /// A tool call the model wants, or the line it reports for a finished command.
@@ -186,10 +240,22 @@ fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         }
         Command::Search(q) => mcp("search_sessions", json!({ "query": q })),
         Command::Send(t) => mcp("send_message", json!({ "text": t })),
-        Command::Schedule { kind, value, prompt } => mcp(
-            "schedule_task",
-            json!({ "schedule_type": kind, "schedule_value": value, "prompt": prompt }),
-        ),
+        Command::SendTo { chat_jid, text } => mcp("send_message", json!({ "text": text, "chat_jid": chat_jid })),
+        Command::Schedule { kind, value, prompt, group_folder, group_context } => {
+            let mut input = json!({ "schedule_type": kind, "schedule_value": value, "prompt": prompt });
+            if let Some(f) = group_folder {
+                input["group_folder"] = json!(f);
+            }
+            if *group_context {
+                input["context_mode"] = json!("group");
+            }
+            mcp("schedule_task", input)
+        }
+        Command::Tasks => mcp("list_tasks", json!({})),
+        Command::Pause(id) => mcp("pause_task", json!({ "task_id": id })),
+        Command::Unpause(id) => mcp("resume_task", json!({ "task_id": id })),
+        Command::Cancel(id) => mcp("cancel_task", json!({ "task_id": id })),
+        Command::Register { folder, name } => mcp("register_group", json!({ "folder": folder, "name": name })),
         Command::Remember(text) => {
             let path = format!("{}/CLAUDE.md", cwd.trim_end_matches('/'));
             match done {
@@ -225,7 +291,15 @@ fn label(cmd: &Command) -> String {
         Command::Resume { history_id, .. } => format!("g2:resume {history_id}"),
         Command::Search(q) => format!("g2:search {q}"),
         Command::Send(_) => "g2:send".into(),
+        Command::SendTo { chat_jid, .. } => format!("g2:send-to {chat_jid}"),
+        Command::Schedule { kind, value, group_folder: Some(f), .. } => format!("g2:schedule-for {f} {kind} {value}"),
+        Command::Schedule { kind, value, group_context: true, .. } => format!("g2:schedule-group {kind} {value}"),
         Command::Schedule { kind, value, .. } => format!("g2:schedule {kind} {value}"),
+        Command::Tasks => "g2:tasks".into(),
+        Command::Pause(id) => format!("g2:pause {id}"),
+        Command::Unpause(id) => format!("g2:unpause {id}"),
+        Command::Cancel(id) => format!("g2:cancel {id}"),
+        Command::Register { folder, .. } => format!("g2:register {folder}"),
         Command::Remember(_) => "g2:remember".into(),
         Command::Help => "g2:help".into(),
         Command::Invalid { line, .. } => line.clone(),
@@ -332,6 +406,29 @@ fn working_directory(req: &Value) -> String {
     "/workspace/group".into()
 }
 
+/// The texts of the chat messages in a routed prompt
+/// (`<messages><message sender=… time=…>text</message>…</messages>`), one
+/// per line and unescaped; any other prompt as it is.
+fn unwrap_messages(prompt: &str) -> std::borrow::Cow<'_, str> {
+    let Some(body) = prompt.strip_prefix("<messages>").and_then(|b| b.trim_end().strip_suffix("</messages>")) else {
+        return prompt.into();
+    };
+    let mut texts = Vec::new();
+    let mut rest = body;
+    while let Some(open) = rest.find("<message ") {
+        let Some(gt) = rest[open..].find('>') else { break };
+        let from = open + gt + 1;
+        let Some(len) = rest[from..].find("</message>") else { break };
+        texts.push(unescape_xml(&rest[from..from + len]));
+        rest = &rest[from + len + "</message>".len()..];
+    }
+    texts.join("\n").into()
+}
+
+fn unescape_xml(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
+}
+
 /// Answers one Messages API request. `Err` is a message for a 400 answer.
 pub fn answer(req: &Value) -> Result<Answer, String> {
     let messages = req["messages"].as_array().ok_or("messages: an array is required")?;
@@ -344,7 +441,8 @@ pub fn answer(req: &Value) -> Result<Answer, String> {
     let Some(start) = turns.iter().rposition(|m| is_prompt(m)) else {
         return Ok(Answer::text("Offline model: there is no prompt to answer.".into()));
     };
-    let prompt = prompt_of(turns[start]).unwrap_or("").trim();
+    let prompt = unwrap_messages(prompt_of(turns[start]).unwrap_or("").trim());
+    let prompt = prompt.trim();
     let commands = parse_commands(prompt);
     if commands.is_empty() {
         return Ok(Answer::text(format!("Offline model (g2) received: \"{}\"", clip(prompt))));
@@ -614,7 +712,8 @@ mod tests {
     fn tools() -> Value {
         json!(["Bash", "Read", "Write", "Edit", "mcp__g2__clear_session", "mcp__g2__list_sessions",
                "mcp__g2__resume_session", "mcp__g2__search_sessions", "mcp__g2__send_message",
-               "mcp__g2__schedule_task"]
+               "mcp__g2__schedule_task", "mcp__g2__list_tasks", "mcp__g2__pause_task", "mcp__g2__resume_task",
+               "mcp__g2__cancel_task", "mcp__g2__register_group", "mcp__g2__refresh_groups"]
             .iter().map(|n| json!({ "name": n, "input_schema": {} })).collect::<Vec<_>>())
     }
 
@@ -653,6 +752,10 @@ mod tests {
         let a = answer(&r).unwrap();
         assert_eq!(a.stop_reason, "end_turn");
         assert_eq!(text(&a), "Offline model (g2) received: \"hello there\"");
+        let routed = "<messages>\n<message sender=\"Ann\" time=\"t\">hi &amp; &lt;b&gt;</message>\n<message sender=\"Bo\" time=\"t\">g2:sessions</message>\n</messages>";
+        assert_eq!(unwrap_messages(routed), "hi & <b>\ng2:sessions");
+        assert_eq!(parse_commands(&unwrap_messages(routed)), vec![Command::Sessions]);
+        assert_eq!(unwrap_messages("plain"), "plain");
     }
 
     #[test]
@@ -729,19 +832,136 @@ mod tests {
         assert!(t.contains("usage: g2:schedule"), "{t}");
     }
 
+    fn schedule(kind: &str, value: &str, prompt: &str) -> Command {
+        schedule_in(None, false, kind, value, prompt)
+    }
+
+    fn schedule_in(folder: Option<&str>, group_context: bool, kind: &str, value: &str, prompt: &str) -> Command {
+        Command::Schedule {
+            kind: kind.into(),
+            value: value.into(),
+            prompt: prompt.into(),
+            group_folder: folder.map(String::from),
+            group_context,
+        }
+    }
+
     #[test]
     fn schedule_values() {
         assert_eq!(
             parse_commands("g2:schedule cron 0 9 * * 1-5 Morning brief")[0],
-            Command::Schedule { kind: "cron".into(), value: "0 9 * * 1-5".into(), prompt: "Morning brief".into() }
+            schedule("cron", "0 9 * * 1-5", "Morning brief")
         );
         assert_eq!(
             parse_commands("g2:schedule once \"2026-12-01T09:00:00Z\" Pay rent")[0],
-            Command::Schedule { kind: "once".into(), value: "2026-12-01T09:00:00Z".into(), prompt: "Pay rent".into() }
+            schedule("once", "2026-12-01T09:00:00Z", "Pay rent")
         );
         assert_eq!(
             parse_commands("  g2:schedule interval 3600000 Check mail")[0],
-            Command::Schedule { kind: "interval".into(), value: "3600000".into(), prompt: "Check mail".into() }
+            schedule("interval", "3600000", "Check mail")
+        );
+    }
+
+    #[test]
+    fn task_message_and_group_commands_parse() {
+        let cmds = parse_commands(
+            "g2:send-to tg:-100123 Dinner at 7\n\
+             g2:schedule-group interval 60000 Summarize the chat\n\
+             g2:schedule-for family cron 0 8 * * * Good morning\n\
+             g2:schedule-for family once \"2026-12-01T09:00:00\" Pay rent\n\
+             g2:tasks\n\
+             g2:pause task-1\n\
+             g2:unpause task-1\n\
+             g2:cancel task-1\n\
+             g2:register family The Family Chat",
+        );
+        assert_eq!(
+            cmds,
+            [
+                Command::SendTo { chat_jid: "tg:-100123".into(), text: "Dinner at 7".into() },
+                schedule_in(None, true, "interval", "60000", "Summarize the chat"),
+                schedule_in(Some("family"), false, "cron", "0 8 * * *", "Good morning"),
+                schedule_in(Some("family"), false, "once", "2026-12-01T09:00:00", "Pay rent"),
+                Command::Tasks,
+                Command::Pause("task-1".into()),
+                Command::Unpause("task-1".into()),
+                Command::Cancel("task-1".into()),
+                Command::Register { folder: "family".into(), name: "The Family Chat".into() },
+            ]
+        );
+        let why = |line: &str| match &parse_commands(line)[0] {
+            Command::Invalid { why, .. } => why.clone(),
+            other => panic!("{line} parsed as {other:?}"),
+        };
+        assert_eq!(why("g2:send-to tg:1"), "needs a chat jid and some text");
+        assert_eq!(why("g2:pause"), "needs a task id (from g2:tasks)");
+        assert_eq!(why("g2:cancel a b"), "needs a task id (from g2:tasks)");
+        assert_eq!(why("g2:register family"), "needs a folder and a name");
+        assert!(why("g2:schedule-for family").starts_with("usage: g2:schedule-for <folder>"));
+        assert!(why("g2:schedule-for family hourly 1 x").contains("usage: g2:schedule-for <folder> <cron"));
+        assert!(why("g2:schedule-group cron 0 9 * *").starts_with("usage: g2:schedule-group"));
+        let help = help_text();
+        for c in ["send-to", "schedule-group", "schedule-for", "tasks", "pause", "unpause", "cancel", "register"] {
+            assert!(help.contains(&format!("- g2:{c}")), "{c} missing from help");
+        }
+    }
+
+    /// Runs a prompt to the end, answering each tool call with
+    /// `result of {name}`; returns the calls and the final text.
+    fn run(prompt: &str) -> (Vec<(String, Value)>, String) {
+        let mut msgs = vec![json!({ "role": "user", "content": prompt })];
+        let mut calls = Vec::new();
+        loop {
+            let a = answer(&req(Value::Array(msgs.clone()))).unwrap();
+            if a.stop_reason == "end_turn" {
+                return (calls, text(&a).to_string());
+            }
+            let (id, name, input) = call(&a);
+            calls.push((name.to_string(), input.clone()));
+            msgs.push(json!({ "role": "assistant", "content": [{ "type": "tool_use", "id": id, "name": name, "input": input }] }));
+            msgs.push(json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": id,
+                "content": [{ "type": "text", "text": format!("result of {name}") }] }] }));
+            assert!(calls.len() < 20, "loops: {calls:?}");
+        }
+    }
+
+    #[test]
+    fn task_message_and_group_commands_call_the_g2_tools() {
+        let (calls, t) = run("g2:send-to tg:-100123 Dinner at 7\n\
+             g2:schedule cron 0 9 * * 1-5 Morning brief\n\
+             g2:schedule-group interval 60000 Summarize the chat\n\
+             g2:schedule-for family once 2026-12-01T09:00:00 Pay rent\n\
+             g2:tasks\ng2:pause t1\ng2:unpause t1\ng2:cancel t1\n\
+             g2:register family The Family Chat");
+        let expected = [
+            ("mcp__g2__send_message", json!({ "text": "Dinner at 7", "chat_jid": "tg:-100123" })),
+            ("mcp__g2__schedule_task", json!({ "schedule_type": "cron", "schedule_value": "0 9 * * 1-5", "prompt": "Morning brief" })),
+            ("mcp__g2__schedule_task", json!({ "schedule_type": "interval", "schedule_value": "60000",
+                "prompt": "Summarize the chat", "context_mode": "group" })),
+            ("mcp__g2__schedule_task", json!({ "schedule_type": "once", "schedule_value": "2026-12-01T09:00:00",
+                "prompt": "Pay rent", "group_folder": "family" })),
+            ("mcp__g2__list_tasks", json!({})),
+            ("mcp__g2__pause_task", json!({ "task_id": "t1" })),
+            ("mcp__g2__resume_task", json!({ "task_id": "t1" })),
+            ("mcp__g2__cancel_task", json!({ "task_id": "t1" })),
+            ("mcp__g2__register_group", json!({ "folder": "family", "name": "The Family Chat" })),
+        ];
+        let got: Vec<(&str, &Value)> = calls.iter().map(|(n, i)| (n.as_str(), i)).collect();
+        let want: Vec<(&str, &Value)> = expected.iter().map(|(n, i)| (*n, i)).collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            t.lines().collect::<Vec<_>>(),
+            [
+                "g2:send-to tg:-100123: result of mcp__g2__send_message",
+                "g2:schedule cron 0 9 * * 1-5: result of mcp__g2__schedule_task",
+                "g2:schedule-group interval 60000: result of mcp__g2__schedule_task",
+                "g2:schedule-for family once 2026-12-01T09:00:00: result of mcp__g2__schedule_task",
+                "g2:tasks: result of mcp__g2__list_tasks",
+                "g2:pause t1: result of mcp__g2__pause_task",
+                "g2:unpause t1: result of mcp__g2__resume_task",
+                "g2:cancel t1: result of mcp__g2__cancel_task",
+                "g2:register family: result of mcp__g2__register_group",
+            ]
         );
     }
 

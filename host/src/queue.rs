@@ -1,0 +1,632 @@
+//! The group queue: which group's agent runs when, in which container.
+//!
+//! One actor task owns all state; everything else talks to it through a
+//! [`QueueHandle`] (commands) or the wake channel (folders with new
+//! messages). It is event-driven: nothing polls.
+//!
+//! Invariants:
+//! - at most one container per group, at most `queue.max_containers` in
+//!   all; groups waiting for a slot are served first come, first served;
+//! - a message for a group whose container is up goes into that
+//!   container's `input/` as a follow-up (one file = one turn); replies
+//!   come back in the order the prompts went in, so each reply answers the
+//!   oldest outstanding batch and moves the cursor to its end
+//!   ([`router::deliver_reply`]);
+//! - a container with nothing to do is closed as soon as any other work
+//!   waits (a scheduled task of its group, or a group waiting for a slot):
+//!   work never waits behind an idle container; otherwise it is closed
+//!   after the group's idle timeout;
+//! - a failed turn (error frame, or exit before answering) is retried with
+//!   exponential backoff (`queue.retries` tries from `queue.retry_base_ms`);
+//!   after the last one the group is marked failing, the senders are told
+//!   and the cursor moves past the messages;
+//! - a clear or resume of the group's session closes its container after
+//!   the current turn, so the next message starts fresh or resumed.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::agent::{self, Agents, RunOptions, RunReport, Turn};
+use crate::channels::Channels;
+use crate::config::QueueSettings;
+use crate::groups::{self, Group};
+use crate::store::Store;
+use crate::tasks::{self, Task};
+use crate::{Result, messages, router};
+
+enum Cmd {
+    Task(Task),
+    Close(String),
+    Turn { folder: String, run: u64, turn: Turn },
+    Exited { folder: String, run: u64, result: Result<RunReport> },
+    Idle { folder: String, run: u64, epoch: u64 },
+    Retry(String),
+    Status(oneshot::Sender<Status>),
+    Shutdown(oneshot::Sender<()>),
+    ShutdownDeadline,
+}
+
+/// What the queue is doing.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Status {
+    /// Groups with a container, and whether it is answering right now.
+    pub running: Vec<RunningStatus>,
+    /// Groups waiting for a slot, first in line first.
+    pub waiting: Vec<String>,
+    pub max_containers: usize,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunningStatus {
+    pub group: String,
+    /// `messages` or `task`.
+    pub kind: &'static str,
+    /// Prompts sent and not answered yet.
+    pub outstanding: usize,
+    pub closing: bool,
+}
+
+/// Talks to the queue actor. Cheap to clone.
+#[derive(Clone)]
+pub struct QueueHandle {
+    cmd: mpsc::UnboundedSender<Cmd>,
+    wake: mpsc::UnboundedSender<String>,
+}
+
+/// The receiving ends, until [`Queue::spawn`] takes them.
+pub struct QueueInbox {
+    cmd: mpsc::UnboundedReceiver<Cmd>,
+    wake: mpsc::UnboundedReceiver<String>,
+}
+
+/// A handle and its inbox: create these first, so the agents' request
+/// links can hold the handle before the queue exists.
+pub fn channel() -> (QueueHandle, QueueInbox) {
+    let (cmd_tx, cmd) = mpsc::unbounded_channel();
+    let (wake_tx, wake) = mpsc::unbounded_channel();
+    (QueueHandle { cmd: cmd_tx, wake: wake_tx }, QueueInbox { cmd, wake })
+}
+
+impl QueueHandle {
+    /// The group has new messages (or may have).
+    pub fn wake(&self, folder: &str) {
+        let _ = self.wake.send(folder.to_string());
+    }
+
+    /// Where channels ring for new messages.
+    pub fn wake_sender(&self) -> mpsc::UnboundedSender<String> {
+        self.wake.clone()
+    }
+
+    /// Runs a claimed scheduled task.
+    pub fn task(&self, task: Task) {
+        let _ = self.cmd.send(Cmd::Task(task));
+    }
+
+    /// Closes the group's container after its current turn.
+    pub fn close(&self, folder: &str) {
+        let _ = self.cmd.send(Cmd::Close(folder.to_string()));
+    }
+
+    pub async fn status(&self) -> Option<Status> {
+        let (tx, rx) = oneshot::channel();
+        self.cmd.send(Cmd::Status(tx)).ok()?;
+        rx.await.ok()
+    }
+
+    /// Closes every container (each finishes its turn) and waits for them;
+    /// the queue starts nothing afterwards.
+    pub async fn shutdown(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.cmd.send(Cmd::Shutdown(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+enum Kind {
+    Messages {
+        /// `upto` of each prompt sent and not answered, oldest first.
+        outstanding: VecDeque<i64>,
+        /// Highest `seq` handed to this container.
+        sent_upto: i64,
+        failed: Option<String>,
+    },
+    Task {
+        task: Box<Task>,
+        run_at: DateTime<Utc>,
+        started: Instant,
+        reply: Option<String>,
+        error: Option<String>,
+    },
+}
+
+struct Run {
+    id: u64,
+    kind: Kind,
+    closing: bool,
+    /// Bumped whenever the container gets work; an idle timer armed
+    /// with an older epoch does nothing.
+    epoch: u64,
+}
+
+impl Run {
+    fn is_idle(&self) -> bool {
+        matches!(&self.kind, Kind::Messages { outstanding, .. } if outstanding.is_empty()) && !self.closing
+    }
+}
+
+#[derive(Default)]
+struct GroupState {
+    run: Option<Run>,
+    tasks: VecDeque<Task>,
+    waiting: bool,
+    retries: u32,
+    retry_at: Option<Instant>,
+}
+
+pub struct Queue {
+    agents: Arc<Agents>,
+    store: Store,
+    channels: Channels,
+    settings: QueueSettings,
+    assistant_name: String,
+    tasks_changed: Option<Arc<tokio::sync::Notify>>,
+    me: mpsc::UnboundedSender<Cmd>,
+    groups: HashMap<String, GroupState>,
+    fifo: VecDeque<String>,
+    next_run: u64,
+    stopping: Option<Vec<oneshot::Sender<()>>>,
+}
+
+impl Queue {
+    /// Starts the queue actor.
+    pub fn spawn(
+        inbox: QueueInbox,
+        handle: &QueueHandle,
+        agents: Arc<Agents>,
+        store: Store,
+        channels: Channels,
+        tasks_changed: Option<Arc<tokio::sync::Notify>>,
+    ) -> tokio::task::JoinHandle<()> {
+        let settings = agents.settings().queue.clone();
+        let assistant_name = agents.settings().assistant_name.clone();
+        let q = Queue {
+            agents,
+            store,
+            channels,
+            settings,
+            assistant_name,
+            tasks_changed,
+            me: handle.cmd.clone(),
+            groups: HashMap::new(),
+            fifo: VecDeque::new(),
+            next_run: 0,
+            stopping: None,
+        };
+        tokio::spawn(q.main(inbox))
+    }
+
+    async fn main(mut self, mut inbox: QueueInbox) {
+        loop {
+            tokio::select! {
+                Some(cmd) = inbox.cmd.recv() => self.handle(cmd).await,
+                Some(folder) = inbox.wake.recv() => self.wake(&folder).await,
+                else => break,
+            }
+            if self.stopping.is_some() && self.active() == 0 {
+                for tx in self.stopping.take().into_iter().flatten() {
+                    let _ = tx.send(());
+                }
+                self.stopping = Some(Vec::new());
+            }
+        }
+    }
+
+    fn active(&self) -> usize {
+        self.groups.values().filter(|g| g.run.is_some()).count()
+    }
+
+    async fn handle(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Task(t) => {
+                let folder = t.group_folder.clone();
+                let g = self.groups.entry(folder.clone()).or_default();
+                g.tasks.push_back(t);
+                match &g.run {
+                    // Never behind an idle container.
+                    Some(r) if r.is_idle() => self.close(&folder),
+                    // Closed when its turn ends.
+                    Some(_) => {}
+                    None => self.want_slot(&folder).await,
+                }
+            }
+            Cmd::Close(folder) => self.close(&folder),
+            Cmd::Turn { folder, run, turn } => self.turn(&folder, run, turn).await,
+            Cmd::Exited { folder, run, result } => self.exited(&folder, run, result).await,
+            Cmd::Idle { folder, run, epoch } => {
+                let due = self
+                    .groups
+                    .get(&folder)
+                    .and_then(|g| g.run.as_ref())
+                    .is_some_and(|r| r.id == run && r.epoch == epoch && r.is_idle());
+                if due {
+                    tracing::debug!(group = %folder, "idle; closing the container");
+                    self.close(&folder);
+                }
+            }
+            Cmd::Retry(folder) => {
+                if let Some(g) = self.groups.get_mut(&folder) {
+                    g.retry_at = None;
+                }
+                self.wake(&folder).await;
+            }
+            Cmd::Status(tx) => {
+                let mut running: Vec<RunningStatus> = self
+                    .groups
+                    .iter()
+                    .filter_map(|(f, g)| {
+                        let r = g.run.as_ref()?;
+                        let (kind, outstanding) = match &r.kind {
+                            Kind::Messages { outstanding, .. } => ("messages", outstanding.len()),
+                            Kind::Task { .. } => ("task", 1),
+                        };
+                        Some(RunningStatus { group: f.clone(), kind, outstanding, closing: r.closing })
+                    })
+                    .collect();
+                running.sort_by(|a, b| a.group.cmp(&b.group));
+                let _ = tx.send(Status { running, waiting: self.fifo.iter().cloned().collect(), max_containers: self.settings.max_containers });
+            }
+            Cmd::Shutdown(tx) => {
+                let first = self.stopping.is_none();
+                self.stopping.get_or_insert_with(Vec::new).push(tx);
+                if first {
+                    let folders: Vec<String> = self.groups.iter().filter(|(_, g)| g.run.is_some()).map(|(f, _)| f.clone()).collect();
+                    for f in folders {
+                        self.close(&f);
+                    }
+                    let me = self.me.clone();
+                    let wait = Duration::from_secs(self.agents.settings().container.stop_grace_secs + 20);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(wait).await;
+                        let _ = me.send(Cmd::ShutdownDeadline);
+                    });
+                }
+            }
+            Cmd::ShutdownDeadline => {
+                if self.active() > 0 {
+                    tracing::warn!(running = self.active(), "containers did not finish in time; removing them");
+                    let _ = self.agents.reap().await;
+                    for g in self.groups.values_mut() {
+                        g.run = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// New messages may be waiting for `folder`.
+    async fn wake(&mut self, folder: &str) {
+        if self.stopping.is_some() {
+            return;
+        }
+        let Some(group) = self.group(folder).await else { return };
+        let g = self.groups.entry(folder.to_string()).or_default();
+        if let Some(run) = &mut g.run {
+            // A follow-up for the running container.
+            if let (Kind::Messages { outstanding, sent_upto, .. }, false) = (&mut run.kind, run.closing) {
+                let after = *sent_upto;
+                let batch = match self.store.read(move |c| router::next_batch(c, &group, after)).await {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::error!(group = folder, error = %e, "reading pending messages");
+                        return;
+                    }
+                };
+                if let Some(b) = batch {
+                    let home = self.agents.home();
+                    match agent::send_follow_up(home, folder, &b.prompt) {
+                        Ok(_) => {
+                            outstanding.push_back(b.upto);
+                            *sent_upto = b.upto;
+                            run.epoch += 1;
+                        }
+                        Err(e) => tracing::error!(group = folder, error = %e, "writing a follow-up"),
+                    }
+                }
+            }
+            return;
+        }
+        if g.retry_at.is_some_and(|t| t > Instant::now()) {
+            return;
+        }
+        if !g.tasks.is_empty() || self.pending(&group).await.is_some() {
+            self.want_slot(folder).await;
+        }
+    }
+
+    async fn group(&self, folder: &str) -> Option<Group> {
+        let f = folder.to_string();
+        match self.store.read(move |c| groups::get(c, &f)).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!(group = folder, error = %e, "reading the group");
+                None
+            }
+        }
+    }
+
+    /// The batch the group's next container would start with.
+    async fn pending(&self, group: &Group) -> Option<router::Batch> {
+        let g = group.clone();
+        self.store
+            .read(move |c| {
+                let cursor = router::cursor(c, &g.folder)?;
+                router::next_batch(c, &g, cursor)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!(group = %group.folder, error = %e, "reading pending messages");
+                None
+            })
+    }
+
+    async fn want_slot(&mut self, folder: &str) {
+        if self.active() < self.settings.max_containers {
+            self.start(folder).await;
+            return;
+        }
+        let g = self.groups.entry(folder.to_string()).or_default();
+        if !g.waiting {
+            g.waiting = true;
+            self.fifo.push_back(folder.to_string());
+        }
+        // Make room: an idle container gives way to waiting work.
+        let idle = self.groups.iter().find(|(_, g)| g.run.as_ref().is_some_and(Run::is_idle)).map(|(f, _)| f.clone());
+        if let Some(f) = idle {
+            self.close(&f);
+        }
+    }
+
+    /// Starts the group's container with its next task, or else its
+    /// pending messages.
+    async fn start(&mut self, folder: &str) {
+        if self.stopping.is_some() {
+            return;
+        }
+        let Some(group) = self.group(folder).await else {
+            if let Some(g) = self.groups.get_mut(folder) {
+                g.tasks.clear();
+            }
+            return;
+        };
+        let task = self.groups.entry(folder.to_string()).or_default().tasks.pop_front();
+        let (kind, prompt, opts) = match task {
+            Some(t) => {
+                let opts = RunOptions { warm: false, scheduled: true, isolated: t.context_mode != "group" };
+                let prompt = t.prompt.clone();
+                (Kind::Task { task: Box::new(t), run_at: Utc::now(), started: Instant::now(), reply: None, error: None }, prompt, opts)
+            }
+            None => {
+                let Some(b) = self.pending(&group).await else { return };
+                let kind = Kind::Messages { outstanding: VecDeque::from([b.upto]), sent_upto: b.upto, failed: None };
+                (kind, b.prompt, RunOptions { warm: true, ..Default::default() })
+            }
+        };
+        self.next_run += 1;
+        let id = self.next_run;
+        let g = self.groups.entry(folder.to_string()).or_default();
+        g.run = Some(Run { id, kind, closing: false, epoch: 0 });
+        let (agents, me, f) = (self.agents.clone(), self.me.clone(), folder.to_string());
+        tokio::spawn(async move {
+            let (turn_tx, mut turns) = mpsc::unbounded_channel();
+            let folder_arg = f.clone();
+            let run = agents.run(&folder_arg, &prompt, opts, Some(turn_tx));
+            tokio::pin!(run);
+            // Turns are forwarded as they come, and all of them before the exit.
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    Some(turn) = turns.recv() => { let _ = me.send(Cmd::Turn { folder: f.clone(), run: id, turn }); }
+                    r = &mut run => break r,
+                }
+            };
+            while let Ok(turn) = turns.try_recv() {
+                let _ = me.send(Cmd::Turn { folder: f.clone(), run: id, turn });
+            }
+            let _ = me.send(Cmd::Exited { folder: f, run: id, result });
+        });
+    }
+
+    fn close(&mut self, folder: &str) {
+        let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else { return };
+        if run.closing {
+            return;
+        }
+        run.closing = true;
+        match self.agents.home().ipc_dir(folder) {
+            Ok(d) => {
+                if let Err(e) = agent::close(&d.join(g2_core::ipc::INPUT_DIR)) {
+                    tracing::error!(group = folder, error = %e, "could not ask the container to close");
+                }
+            }
+            Err(e) => tracing::error!(group = folder, error = %e, "bad group folder"),
+        }
+    }
+
+    async fn turn(&mut self, folder: &str, run_id: u64, turn: Turn) {
+        let Some(g) = self.groups.get_mut(folder) else { return };
+        let Some(run) = g.run.as_mut().filter(|r| r.id == run_id) else { return };
+        match &mut run.kind {
+            Kind::Task { reply, error, .. } => match turn {
+                Turn::Reply(t) => *reply = Some(t),
+                Turn::Failed(e) => *error = Some(e),
+            },
+            Kind::Messages { outstanding, failed, .. } => {
+                let Some(upto) = outstanding.pop_front() else {
+                    tracing::warn!(group = folder, "a turn nobody asked for; ignored");
+                    return;
+                };
+                match turn {
+                    Turn::Reply(text) => {
+                        g.retries = 0;
+                        let Some(group) = self.group(folder).await else { return };
+                        let (sender, delivered) = (self.assistant_name.clone(), self.channels.stored_is_delivered(&group.jid));
+                        match self.store.write(move |tx| router::deliver_reply(tx, &group, &sender, &text, upto, delivered)).await {
+                            Ok(Some(m)) => self.channels.deliver(m).await,
+                            Ok(None) => {}
+                            Err(e) => tracing::error!(group = folder, error = %e, "storing a reply"),
+                        }
+                    }
+                    Turn::Failed(e) => {
+                        tracing::warn!(group = folder, error = %e, "turn failed");
+                        *failed = Some(e);
+                        outstanding.clear();
+                        self.close(folder);
+                        return;
+                    }
+                }
+                let others_wait = !self.fifo.is_empty() || self.groups.get(folder).is_some_and(|g| !g.tasks.is_empty());
+                let idle = self.idle_timeout(folder).await;
+                let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else { return };
+                if run.is_idle() {
+                    if others_wait {
+                        self.close(folder);
+                    } else {
+                        run.epoch += 1;
+                        let (me, f, epoch) = (self.me.clone(), folder.to_string(), run.epoch);
+                        tokio::spawn(async move {
+                            tokio::time::sleep(idle).await;
+                            let _ = me.send(Cmd::Idle { folder: f, run: run_id, epoch });
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    async fn idle_timeout(&self, folder: &str) -> Duration {
+        match self.group(folder).await {
+            Some(g) => crate::container::timeouts(&self.agents.settings().container, &g).1,
+            None => Duration::from_secs(self.agents.settings().container.idle_timeout_secs),
+        }
+    }
+
+    async fn exited(&mut self, folder: &str, run_id: u64, result: Result<RunReport>) {
+        let Some(g) = self.groups.get_mut(folder) else { return };
+        if g.run.as_ref().is_none_or(|r| r.id != run_id) {
+            return;
+        }
+        let run = g.run.take().expect("checked above");
+        match run.kind {
+            Kind::Messages { outstanding, sent_upto, failed } => {
+                let why = match (failed, &result) {
+                    (Some(e), _) => Some(e),
+                    (None, Err(e)) => Some(e.to_string()),
+                    (None, Ok(r)) if !outstanding.is_empty() => {
+                        Some(r.errors.last().cloned().unwrap_or_else(|| format!("the agent exited ({}) before answering", r.exit_code)))
+                    }
+                    _ => None,
+                };
+                if let Some(why) = why {
+                    self.failed(folder, &why, sent_upto).await;
+                }
+            }
+            Kind::Task { task, run_at, started, reply, error } => {
+                let outcome = match (reply, error, &result) {
+                    (Some(r), _, _) => Ok(r),
+                    (None, Some(e), _) => Err(e),
+                    (None, None, Err(e)) => Err(e.to_string()),
+                    (None, None, Ok(r)) => Err(r.errors.last().cloned().unwrap_or_else(|| "the task produced no result".into())),
+                };
+                self.task_done(&task, run_at, started.elapsed(), outcome).await;
+            }
+        }
+        if let Ok(r) = &result {
+            tracing::info!(group = folder, container = %r.container, exit = r.exit_code, "container finished");
+        }
+        // Free slot: first in line first, then this group's own next work.
+        while self.active() < self.settings.max_containers {
+            let Some(next) = self.fifo.pop_front() else { break };
+            if let Some(g) = self.groups.get_mut(&next) {
+                g.waiting = false;
+            }
+            if self.groups.get(&next).is_some_and(|g| g.run.is_none()) {
+                self.start(&next).await;
+            }
+        }
+        self.wake(folder).await;
+    }
+
+    /// A turn failed: retry later, or give up and tell the senders.
+    async fn failed(&mut self, folder: &str, why: &str, upto: i64) {
+        let g = self.groups.entry(folder.to_string()).or_default();
+        g.retries += 1;
+        if g.retries <= self.settings.retries {
+            let delay = Duration::from_millis(self.settings.retry_base_ms.saturating_mul(1 << (g.retries - 1).min(20)));
+            tracing::warn!(group = folder, attempt = g.retries, retry_in_ms = delay.as_millis() as u64, error = why, "will retry");
+            g.retry_at = Some(Instant::now() + delay);
+            let (me, f) = (self.me.clone(), folder.to_string());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = me.send(Cmd::Retry(f));
+            });
+            return;
+        }
+        g.retries = 0;
+        let tries = self.settings.retries + 1;
+        tracing::error!(group = folder, tries, error = why, "giving up; the group is marked failing");
+        let Some(group) = self.group(folder).await else { return };
+        let (sender, delivered, why) = (self.assistant_name.clone(), self.channels.stored_is_delivered(&group.jid), why.to_string());
+        let stored = self
+            .store
+            .write(move |tx| {
+                let cursor = router::cursor(tx, &group.folder)?;
+                let pending = messages::inbound_after(tx, &group.jid, cursor, router::MAX_BATCH)?;
+                let mut who: Vec<String> = pending.iter().filter(|m| m.seq <= upto).map(|m| format!("@{}", m.sender)).collect();
+                who.dedup();
+                let short: String = why.chars().take(300).collect();
+                let text = format!(
+                    "{} sorry, I could not answer after {tries} tries ({short}). Send your message again to retry.",
+                    if who.is_empty() { "Everyone:".to_string() } else { who.join(" ") }
+                );
+                let m = messages::insert_outbound(tx, &group.jid, &sender, &text, delivered)?;
+                router::advance(tx, &group.folder, upto)?;
+                router::mark_failing(tx, &group.folder, &why)?;
+                Ok(m)
+            })
+            .await;
+        match stored {
+            Ok(m) => self.channels.deliver(m).await,
+            Err(e) => tracing::error!(group = folder, error = %e, "recording the failure"),
+        }
+    }
+
+    async fn task_done(&mut self, task: &Task, run_at: DateTime<Utc>, took: Duration, outcome: std::result::Result<String, String>) {
+        let (id, o) = (task.id.clone(), outcome.clone());
+        let res = self
+            .store
+            .write(move |tx| {
+                tasks::finish(tx, &id, run_at, took.as_millis() as u64, o.as_ref().map(String::as_str).map_err(String::as_str))
+            })
+            .await;
+        if let Err(e) = res {
+            tracing::error!(task = %task.id, error = %e, "recording a task run");
+        }
+        let text = match &outcome {
+            Ok(r) => r.clone(),
+            Err(e) => format!("Scheduled task {} failed: {}", task.id, e.chars().take(500).collect::<String>()),
+        };
+        if let Err(e) = self.channels.say(&task.chat_jid, &self.assistant_name, &text).await {
+            tracing::error!(task = %task.id, error = %e, "delivering a task result");
+        }
+        if let Some(n) = &self.tasks_changed {
+            n.notify_one();
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The scheduler: fires due scheduled tasks into the group queue.
+//!
+//! It sleeps until the earliest `next_run` (at most [`MAX_SLEEP`]) or until
+//! told that tasks changed, then claims due tasks in one transaction
+//! ([`tasks::claim_due`]: a claimed task is never claimed twice, and its
+//! next run is computed at claim time) and hands them to the queue, which
+//! runs them, logs each run in `task_run_logs` and delivers the result to
+//! the group's chat. Schedules are [`tasks`]' business (cron with a
+//! timezone, interval, once).
+//!
+//! At start, claims an earlier host left (it died mid-run) are released so
+//! those tasks run again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::background::Background;
+use crate::queue::QueueHandle;
+use crate::store::Store;
+use crate::{Result, tasks};
+
+/// Longest sleep between looks, in case the clock jumps.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// Most tasks claimed per look.
+const CLAIM_BATCH: usize = 50;
+
+/// Starts the scheduler. `changed` wakes it when tasks are added or change.
+pub async fn start(store: Store, queue: QueueHandle, changed: Arc<Notify>) -> Result<Background> {
+    let released = store.write(|tx| tasks::release_claims(tx, None)).await?;
+    if released > 0 {
+        tracing::warn!(released, "scheduled tasks an earlier host was running will run again");
+    }
+    let claimer = format!("g2-{}", std::process::id());
+    Ok(Background::spawn(move |mut stopped| async move {
+        loop {
+            let now = chrono::Utc::now();
+            let c = claimer.clone();
+            match store.write(move |tx| tasks::claim_due(tx, now, &c, CLAIM_BATCH)).await {
+                Ok(due) => {
+                    for t in due {
+                        tracing::info!(task = %t.id, group = %t.group_folder, "scheduled task due");
+                        queue.task(t);
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "claiming due tasks"),
+            }
+            let wait = match store.read(tasks::next_due).await {
+                // A floor, so a task that cannot be claimed does not spin the loop.
+                Ok(Some(at)) => (at - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO).clamp(Duration::from_millis(20), MAX_SLEEP),
+                Ok(None) => MAX_SLEEP,
+                Err(e) => {
+                    tracing::error!(error = %e, "reading the next due task");
+                    MAX_SLEEP
+                }
+            };
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = changed.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }))
+}

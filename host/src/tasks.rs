@@ -1,0 +1,1165 @@
+//! Scheduled tasks: prompts a group's agent runs on a schedule, and the log
+//! of their runs. Pure data logic; the scheduler loop that sleeps until
+//! [`next_due`] and runs what [`claim_due`] hands it lives elsewhere.
+//!
+//! A schedule is `cron` (5 fields, evaluated on the wall clock of the task's
+//! IANA timezone, so daylight saving time moves the instant, not the local
+//! time), `interval` (milliseconds, at least 1000, counted from the claim of
+//! the previous run) or `once` (RFC 3339 with an offset, or a local time in
+//! the task's timezone).
+//!
+//! Invariants:
+//! - Timestamps are RFC 3339, UTC, milliseconds (as [`crate::now_rfc3339`]),
+//!   so comparing the strings orders the instants.
+//! - A task is run by at most one claimer at a time: [`claim_due`] sets
+//!   `claimed_by` only where it is NULL; [`finish`] and [`release_claims`]
+//!   clear it.
+//! - Claiming advances `next_run` to the following run counted from the
+//!   claim time: a host that was down fires a missed task once, not once per
+//!   missed slot. A claimed `once` task has `next_run` NULL, and is
+//!   `completed` when its run finished.
+//! - Status moves: active ⇄ paused; any status but cancelled → cancelled.
+//!   A task cancelled while it runs stays cancelled.
+//! - A caller restricted to one group sees another group's task as missing
+//!   (`NotFound`, the same error as an unknown id), never as forbidden.
+
+use chrono::{DateTime, LocalResult, NaiveDateTime, SecondsFormat, TimeDelta, TimeZone, Utc};
+use chrono_tz::Tz;
+use croner::parser::{CronParser, Seconds, Year};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+use g2_core::validate;
+
+/// Longest prompt accepted, in bytes.
+pub const MAX_PROMPT: usize = 16 * 1024;
+/// Shortest interval, in milliseconds.
+pub const MIN_INTERVAL_MS: i64 = 1_000;
+/// `last_result` keeps this many characters of a run's result.
+pub const MAX_LAST_RESULT_CHARS: usize = 2_000;
+/// A run log row keeps this many characters of a result or error.
+const MAX_LOG_CHARS: usize = 16 * 1024;
+/// Longest schedule value (cron expression, interval, time).
+const MAX_SCHEDULE_VALUE: usize = 200;
+/// Longest chat jid.
+const MAX_JID: usize = 512;
+
+/// One scheduled task. Also the stable JSON shape of the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: String,
+    pub group_folder: String,
+    pub chat_jid: String,
+    pub prompt: String,
+    /// `cron`, `interval` or `once`.
+    pub schedule_type: String,
+    pub schedule_value: String,
+    /// IANA name.
+    pub timezone: String,
+    /// `group` (the group's session) or `isolated` (a fresh one).
+    pub context_mode: String,
+    /// RFC 3339, UTC. NULL when no run is pending (a claimed or finished
+    /// `once`). In a task returned by [`claim_due`]: the slot being run.
+    pub next_run: Option<String>,
+    pub last_run: Option<String>,
+    /// The last run's result, or `Error: …`; at most 2,000 characters.
+    pub last_result: Option<String>,
+    /// `active`, `paused`, `completed` or `cancelled`.
+    pub status: String,
+    pub created_at: String,
+}
+
+/// What [`create`] needs; the rest gets defaults.
+#[derive(Debug, Clone, Default)]
+pub struct NewTask {
+    pub group_folder: String,
+    pub chat_jid: String,
+    pub prompt: String,
+    pub schedule_type: String,
+    pub schedule_value: String,
+    /// Default: `UTC`.
+    pub timezone: Option<String>,
+    /// Default: `isolated`.
+    pub context_mode: Option<String>,
+}
+
+/// A status change asked for by a user or an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusAction {
+    /// active → paused.
+    Pause,
+    /// paused → active; cron and interval tasks count their next run from
+    /// now, a `once` task keeps its time.
+    Resume,
+    /// anything but cancelled → cancelled.
+    Cancel,
+}
+
+/// One row of a task's run log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRun {
+    pub id: i64,
+    pub task_id: String,
+    /// RFC 3339, UTC.
+    pub run_at: String,
+    pub duration_ms: i64,
+    /// `success` or `error`.
+    pub status: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The database form of an instant.
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn parse_ts(s: &str) -> Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| Error::Invalid(format!("stored time {s:?}: {e}")))
+}
+
+/// An IANA timezone by name.
+pub fn parse_timezone(tz: &str) -> Result<Tz> {
+    tz.trim().parse::<Tz>().map_err(|_| {
+        Error::Invalid(format!(
+            "unknown timezone {tz:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""
+        ))
+    })
+}
+
+fn parse_cron(expr: &str) -> Result<croner::Cron> {
+    let expr = expr.trim();
+    let fields = expr.split_whitespace().count();
+    if !expr.starts_with('@') && fields != 5 {
+        return Err(Error::Invalid(format!(
+            "cron expression {expr:?} has {fields} fields; use 5: minute hour day-of-month month day-of-week"
+        )));
+    }
+    CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build()
+        .parse(expr)
+        .map_err(|e| Error::Invalid(format!("cron expression {expr:?}: {e}")))
+}
+
+fn parse_interval(value: &str) -> Result<i64> {
+    let v = value.trim();
+    let ms = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        v.parse::<i64>().ok()
+    } else {
+        None
+    };
+    match ms {
+        Some(ms) if ms >= MIN_INTERVAL_MS => Ok(ms),
+        _ => Err(Error::Invalid(format!(
+            "interval {v:?}: use a whole number of milliseconds, at least {MIN_INTERVAL_MS}"
+        ))),
+    }
+}
+
+/// The instant of a `once` schedule: RFC 3339 with an offset, or a local
+/// `YYYY-MM-DDTHH:MM[:SS]` in `tz` (the earlier instant when the clock goes
+/// back; refused when the clock skips it).
+fn parse_once(value: &str, tz: Tz) -> Result<DateTime<Utc>> {
+    let v = value.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let naive = ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(v, f).ok())
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "once time {v:?}: use RFC 3339 (2025-06-01T09:00:00+02:00) or a local time YYYY-MM-DDTHH:MM[:SS] in the task's timezone"
+            ))
+        })?;
+    match tz.from_local_datetime(&naive) {
+        LocalResult::Single(t) => Ok(t.with_timezone(&Utc)),
+        LocalResult::Ambiguous(earlier, _) => Ok(earlier.with_timezone(&Utc)),
+        LocalResult::None => Err(Error::Invalid(format!(
+            "once time {v:?} does not exist in {tz}: the clock skips it (daylight saving time)"
+        ))),
+    }
+}
+
+/// The first run of a schedule after `after` (for `once`: its time, past or
+/// not). Validates the schedule and the timezone.
+pub fn next_run(
+    schedule_type: &str,
+    schedule_value: &str,
+    tz: &str,
+    after: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>> {
+    let zone = parse_timezone(tz)?;
+    match schedule_type {
+        "cron" => {
+            let cron = parse_cron(schedule_value)?;
+            let next = cron
+                .find_next_occurrence(&after.with_timezone(&zone), false)
+                .map_err(|e| {
+                    Error::Invalid(format!(
+                        "cron expression {:?} has no run after {}: {e}",
+                        schedule_value.trim(),
+                        ts(after)
+                    ))
+                })?;
+            Ok(Some(next.with_timezone(&Utc)))
+        }
+        "interval" => {
+            let ms = parse_interval(schedule_value)?;
+            let next = TimeDelta::try_milliseconds(ms)
+                .and_then(|d| after.checked_add_signed(d))
+                .ok_or_else(|| {
+                    Error::Invalid(format!("interval {:?} is too long", schedule_value.trim()))
+                })?;
+            Ok(Some(next))
+        }
+        "once" => Ok(Some(parse_once(schedule_value, zone)?)),
+        other => Err(Error::Invalid(format!(
+            "schedule type {other:?}: use cron, interval or once"
+        ))),
+    }
+}
+
+/// The run after one that fired at `now`: none for `once`.
+pub fn following_run(
+    schedule_type: &str,
+    schedule_value: &str,
+    tz: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<DateTime<Utc>>> {
+    match schedule_type {
+        "once" => Ok(None),
+        _ => next_run(schedule_type, schedule_value, tz, now),
+    }
+}
+
+/// `s` cut to at most `max` characters, at a character boundary.
+fn truncate_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn check_prompt(prompt: &str) -> Result<()> {
+    if prompt.trim().is_empty() {
+        return Err(Error::Invalid("task prompt must not be empty".into()));
+    }
+    if prompt.len() > MAX_PROMPT {
+        return Err(Error::Invalid(format!(
+            "task prompt is {} bytes; at most 16 KiB",
+            prompt.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Validates a new task, computes its first run from `now` (a `once` time in
+/// the past is due at once) and stores it, active.
+pub fn create(tx: &Transaction<'_>, new: NewTask, now: DateTime<Utc>) -> Result<Task> {
+    validate::group_folder(&new.group_folder)?;
+    let chat_jid = new.chat_jid.trim();
+    if chat_jid.is_empty() || chat_jid.len() > MAX_JID {
+        return Err(Error::Invalid(format!(
+            "chat jid {:?} is empty or too long",
+            new.chat_jid
+        )));
+    }
+    check_prompt(&new.prompt)?;
+    let schedule_type = new.schedule_type.trim();
+    let schedule_value = new.schedule_value.trim();
+    if schedule_value.is_empty() || schedule_value.len() > MAX_SCHEDULE_VALUE {
+        return Err(Error::Invalid(format!(
+            "schedule value {schedule_value:?}: use 1-{MAX_SCHEDULE_VALUE} characters"
+        )));
+    }
+    let timezone = match new.timezone.as_deref().map(str::trim) {
+        None | Some("") => "UTC".to_string(),
+        Some(tz) => parse_timezone(tz)?.name().to_string(),
+    };
+    let context_mode = match new.context_mode.as_deref().map(str::trim) {
+        None | Some("") => "isolated",
+        Some(m @ ("group" | "isolated")) => m,
+        Some(other) => {
+            return Err(Error::Invalid(format!(
+                "context mode {other:?}: use group or isolated"
+            )));
+        }
+    };
+    let next = next_run(schedule_type, schedule_value, &timezone, now)?;
+    let id = format!("task-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let task = Task {
+        id,
+        group_folder: new.group_folder,
+        chat_jid: chat_jid.to_string(),
+        prompt: new.prompt,
+        schedule_type: schedule_type.to_string(),
+        schedule_value: schedule_value.to_string(),
+        timezone,
+        context_mode: context_mode.to_string(),
+        next_run: next.map(ts),
+        last_run: None,
+        last_result: None,
+        status: "active".into(),
+        created_at: ts(now),
+    };
+    tx.execute(
+        "INSERT INTO scheduled_tasks
+           (id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone,
+            context_mode, next_run, status, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            task.id,
+            task.group_folder,
+            task.chat_jid,
+            task.prompt,
+            task.schedule_type,
+            task.schedule_value,
+            task.timezone,
+            task.context_mode,
+            task.next_run,
+            task.status,
+            task.created_at,
+        ],
+    )?;
+    Ok(task)
+}
+
+const COLUMNS: &str = "id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone, \
+     context_mode, next_run, last_run, last_result, status, created_at";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
+    Ok(Task {
+        id: r.get(0)?,
+        group_folder: r.get(1)?,
+        chat_jid: r.get(2)?,
+        prompt: r.get(3)?,
+        schedule_type: r.get(4)?,
+        schedule_value: r.get(5)?,
+        timezone: r.get(6)?,
+        context_mode: r.get(7)?,
+        next_run: r.get(8)?,
+        last_run: r.get(9)?,
+        last_result: r.get(10)?,
+        status: r.get(11)?,
+        created_at: r.get(12)?,
+    })
+}
+
+/// Tasks of one group, or of every group (`None`), oldest first.
+pub fn list(conn: &Connection, group: Option<&str>) -> Result<Vec<Task>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM scheduled_tasks
+         WHERE ?1 IS NULL OR group_folder = ?1
+         ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([group], from_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn get(conn: &Connection, id: &str) -> Result<Option<Task>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM scheduled_tasks WHERE id = ?1"),
+            [id],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// The task, if it exists and (when `allowed_group` is given) belongs to
+/// that group; `NotFound` otherwise, the same for both cases.
+fn get_visible(conn: &Connection, id: &str, allowed_group: Option<&str>) -> Result<Task> {
+    get(conn, id)?
+        .filter(|t| allowed_group.is_none_or(|g| t.group_folder == g))
+        .ok_or_else(|| Error::NotFound(format!("task {id:?}")))
+}
+
+/// Pauses, resumes or cancels a task. With `allowed_group`, only a task of
+/// that group is found. Returns the task as it is now.
+pub fn set_status(
+    tx: &Transaction<'_>,
+    id: &str,
+    allowed_group: Option<&str>,
+    action: StatusAction,
+    now: DateTime<Utc>,
+) -> Result<Task> {
+    let task = get_visible(tx, id, allowed_group)?;
+    let status = task.status.as_str();
+    match (action, status) {
+        (StatusAction::Pause, "active") => {
+            tx.execute(
+                "UPDATE scheduled_tasks SET status = 'paused' WHERE id = ?1",
+                [id],
+            )?;
+        }
+        (StatusAction::Pause, "paused") => {
+            return Err(Error::Conflict(format!("task {id} is paused already")));
+        }
+        (StatusAction::Pause, s) => {
+            return Err(Error::Conflict(format!(
+                "task {id} is {s}; only an active task can be paused"
+            )));
+        }
+        (StatusAction::Resume, "paused") => {
+            let next = if task.schedule_type == "once" {
+                task.next_run.clone()
+            } else {
+                next_run(
+                    &task.schedule_type,
+                    &task.schedule_value,
+                    &task.timezone,
+                    now,
+                )?
+                .map(ts)
+            };
+            tx.execute(
+                "UPDATE scheduled_tasks SET status = 'active', next_run = ?2 WHERE id = ?1",
+                params![id, next],
+            )?;
+        }
+        (StatusAction::Resume, "active") => {
+            return Err(Error::Conflict(format!(
+                "task {id} is active already; only a paused task can be resumed"
+            )));
+        }
+        (StatusAction::Resume, s) => {
+            return Err(Error::Conflict(format!(
+                "task {id} is {s}; only a paused task can be resumed"
+            )));
+        }
+        (StatusAction::Cancel, "cancelled") => {
+            return Err(Error::Conflict(format!("task {id} is cancelled already")));
+        }
+        (StatusAction::Cancel, _) => {
+            tx.execute(
+                "UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = ?1",
+                [id],
+            )?;
+        }
+    }
+    get_visible(tx, id, allowed_group)
+}
+
+/// Claims up to `limit` active, unclaimed tasks due at `now` for `claimer`,
+/// earliest first, and advances each one's `next_run` to the run after
+/// `now` (NULL for `once`). The returned tasks carry the values of the run:
+/// `next_run` is the slot being run. A task whose following run cannot be
+/// computed any more (its schedule no longer parses) is paused, not run.
+pub fn claim_due(
+    tx: &Transaction<'_>,
+    now: DateTime<Utc>,
+    claimer: &str,
+    limit: usize,
+) -> Result<Vec<Task>> {
+    if claimer.trim().is_empty() {
+        return Err(Error::Invalid("claimer must not be empty".into()));
+    }
+    let now_s = ts(now);
+    let due = {
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {COLUMNS} FROM scheduled_tasks
+             WHERE status = 'active' AND claimed_by IS NULL
+               AND next_run IS NOT NULL AND next_run <= ?1
+             ORDER BY next_run, id
+             LIMIT ?2"
+        ))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt.query_map(params![now_s, limit], from_row)?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    let mut claimed = Vec::with_capacity(due.len());
+    for task in due {
+        let following = match following_run(
+            &task.schedule_type,
+            &task.schedule_value,
+            &task.timezone,
+            now,
+        ) {
+            Ok(next) => next.map(ts),
+            Err(e) => {
+                tracing::warn!(task = %task.id, "pausing task: cannot compute its next run: {e}");
+                tx.execute(
+                    "UPDATE scheduled_tasks SET status = 'paused'
+                         WHERE id = ?1 AND status = 'active' AND claimed_by IS NULL",
+                    [&task.id],
+                )?;
+                continue;
+            }
+        };
+        let changed = tx.execute(
+            "UPDATE scheduled_tasks SET claimed_by = ?2, claimed_at = ?3, next_run = ?4
+             WHERE id = ?1 AND claimed_by IS NULL AND status = 'active'",
+            params![task.id, claimer, now_s, following],
+        )?;
+        if changed == 1 {
+            claimed.push(task);
+        }
+    }
+    Ok(claimed)
+}
+
+/// Records the end of a run: a run log row, `last_run` and `last_result`
+/// (the result, or `Error: …`, cut to 2,000 characters); clears the claim;
+/// a `once` task is completed (unless it was cancelled meanwhile, which
+/// sticks). Returns the task as it is now.
+pub fn finish(
+    tx: &Transaction<'_>,
+    id: &str,
+    run_at: DateTime<Utc>,
+    duration_ms: u64,
+    outcome: std::result::Result<&str, &str>,
+) -> Result<Task> {
+    if get(tx, id)?.is_none() {
+        return Err(Error::NotFound(format!("task {id:?}")));
+    }
+    let (status, result, error, last) = match outcome {
+        Ok(r) => (
+            "success",
+            Some(truncate_chars(r, MAX_LOG_CHARS)),
+            None,
+            truncate_chars(r, MAX_LAST_RESULT_CHARS).to_string(),
+        ),
+        Err(e) => (
+            "error",
+            None,
+            Some(truncate_chars(e, MAX_LOG_CHARS)),
+            truncate_chars(&format!("Error: {e}"), MAX_LAST_RESULT_CHARS).to_string(),
+        ),
+    };
+    let run_at = ts(run_at);
+    let duration_ms = i64::try_from(duration_ms).unwrap_or(i64::MAX);
+    tx.execute(
+        "INSERT INTO task_run_logs (task_id, run_at, duration_ms, status, result, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![id, run_at, duration_ms, status, result, error],
+    )?;
+    tx.execute(
+        "UPDATE scheduled_tasks SET
+           last_run = ?2, last_result = ?3, claimed_by = NULL, claimed_at = NULL,
+           status = CASE WHEN schedule_type = 'once' AND status IN ('active', 'paused')
+                         THEN 'completed' ELSE status END,
+           next_run = CASE WHEN schedule_type = 'once' THEN NULL ELSE next_run END
+         WHERE id = ?1",
+        params![id, run_at, last],
+    )?;
+    get_visible(tx, id, None)
+}
+
+/// Clears the claims of claimers whose name starts with `claimer_prefix`
+/// (every claim with `None`); for the host's start after a crash. An
+/// interrupted run is due again: an active or paused `once` task gets its
+/// time back, a cron or interval task its claim time (unless its next run
+/// is earlier). Returns how many claims were cleared.
+pub fn release_claims(tx: &Transaction<'_>, claimer_prefix: Option<&str>) -> Result<usize> {
+    let claimed = {
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {COLUMNS}, claimed_at FROM scheduled_tasks
+             WHERE claimed_by IS NOT NULL
+               AND (?1 IS NULL OR substr(claimed_by, 1, length(?1)) = ?1)"
+        ))?;
+        let rows = stmt.query_map([claimer_prefix], |r| {
+            Ok((from_row(r)?, r.get::<_, Option<String>>(13)?))
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    for (task, claimed_at) in &claimed {
+        let next = if matches!(task.status.as_str(), "active" | "paused") {
+            if task.schedule_type == "once" {
+                match parse_timezone(&task.timezone)
+                    .and_then(|tz| parse_once(&task.schedule_value, tz))
+                {
+                    Ok(t) => Some(ts(t)),
+                    Err(e) => {
+                        tracing::warn!(task = %task.id, "cannot restore the time of a once task: {e}");
+                        task.next_run.clone()
+                    }
+                }
+            } else {
+                // The strings order as the instants they name.
+                match (&task.next_run, claimed_at) {
+                    (Some(n), Some(c)) => Some(n.min(c).clone()),
+                    (n, c) => n.clone().or_else(|| c.clone()),
+                }
+            }
+        } else {
+            task.next_run.clone()
+        };
+        tx.execute(
+            "UPDATE scheduled_tasks SET claimed_by = NULL, claimed_at = NULL, next_run = ?2
+             WHERE id = ?1",
+            params![task.id, next],
+        )?;
+    }
+    Ok(claimed.len())
+}
+
+/// The earliest `next_run` among active, unclaimed tasks: when the
+/// scheduler should wake next.
+pub fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
+    let next: Option<String> = conn.query_row(
+        "SELECT min(next_run) FROM scheduled_tasks
+         WHERE status = 'active' AND claimed_by IS NULL AND next_run IS NOT NULL",
+        [],
+        |r| r.get(0),
+    )?;
+    next.as_deref().map(parse_ts).transpose()
+}
+
+/// A task's run log, newest first.
+pub fn runs(conn: &Connection, task_id: &str, limit: usize) -> Result<Vec<TaskRun>> {
+    let mut stmt = conn.prepare(
+        "SELECT id, task_id, run_at, duration_ms, status, result, error FROM task_run_logs
+         WHERE task_id = ?1 ORDER BY run_at DESC, id DESC LIMIT ?2",
+    )?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![task_id, limit], |r| {
+        Ok(TaskRun {
+            id: r.get(0)?,
+            task_id: r.get(1)?,
+            run_at: r.get(2)?,
+            duration_ms: r.get(3)?,
+            status: r.get(4)?,
+            result: r.get(5)?,
+            error: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+        (dir, s)
+    }
+
+    fn t(s: &str) -> DateTime<Utc> {
+        parse_ts(s).unwrap()
+    }
+
+    fn next(kind: &str, value: &str, tz: &str, after: &str) -> Result<Option<DateTime<Utc>>> {
+        next_run(kind, value, tz, t(after))
+    }
+
+    fn new_task(group: &str, kind: &str, value: &str) -> NewTask {
+        NewTask {
+            group_folder: group.into(),
+            chat_jid: format!("local:{group}"),
+            prompt: "say hello".into(),
+            schedule_type: kind.into(),
+            schedule_value: value.into(),
+            timezone: None,
+            context_mode: None,
+        }
+    }
+
+    fn add(s: &Store, new: NewTask, now: &str) -> Task {
+        let now = t(now);
+        s.write_blocking(move |tx| create(tx, new, now)).unwrap()
+    }
+
+    fn claim(s: &Store, now: &str, claimer: &str) -> Vec<Task> {
+        let now = t(now);
+        let claimer = claimer.to_string();
+        s.write_blocking(move |tx| claim_due(tx, now, &claimer, 10))
+            .unwrap()
+    }
+
+    fn fetch(s: &Store, id: &str) -> Task {
+        s.read_blocking(|c| get(c, id)).unwrap().unwrap()
+    }
+
+    fn done(s: &Store, id: &str, at: &str, outcome: std::result::Result<&str, &str>) -> Task {
+        s.write_blocking(|tx| finish(tx, id, t(at), 1500, outcome))
+            .unwrap()
+    }
+
+    fn change(
+        s: &Store,
+        id: &str,
+        group: Option<&str>,
+        action: StatusAction,
+        now: &str,
+    ) -> Result<Task> {
+        s.write_blocking(|tx| set_status(tx, id, group, action, t(now)))
+    }
+
+    #[test]
+    fn cron_follows_the_wall_clock_across_dst() {
+        let berlin = |after| {
+            next("cron", "0 9 * * *", "Europe/Berlin", after)
+                .unwrap()
+                .unwrap()
+        };
+        // CET (UTC+1) before 2025-03-30, CEST (UTC+2) after.
+        assert_eq!(
+            berlin("2025-03-29T07:30:00.000Z"),
+            t("2025-03-29T08:00:00.000Z")
+        );
+        assert_eq!(
+            berlin("2025-03-29T12:00:00.000Z"),
+            t("2025-03-30T07:00:00.000Z")
+        );
+        // Back to CET on 2025-10-26.
+        assert_eq!(
+            berlin("2025-10-25T12:00:00.000Z"),
+            t("2025-10-26T08:00:00.000Z")
+        );
+        // 02:30 does not exist on 2025-03-30: the run is the first instant after the gap.
+        let gap = next(
+            "cron",
+            "30 2 * * *",
+            "Europe/Berlin",
+            "2025-03-29T12:00:00.000Z",
+        )
+        .unwrap();
+        assert_eq!(gap, Some(t("2025-03-30T01:00:00.000Z")));
+        // Strictly after: a run at 09:00 sharp is followed by the next day's.
+        assert_eq!(
+            next("cron", "0 9 * * *", "UTC", "2025-01-01T09:00:00.000Z").unwrap(),
+            Some(t("2025-01-02T09:00:00.000Z"))
+        );
+        assert_eq!(
+            next("cron", "@hourly", "UTC", "2025-01-01T09:10:00.000Z").unwrap(),
+            Some(t("2025-01-01T10:00:00.000Z"))
+        );
+    }
+
+    #[test]
+    fn interval_counts_from_after() {
+        assert_eq!(
+            next("interval", "60000", "UTC", "2025-01-01T00:00:00.250Z").unwrap(),
+            Some(t("2025-01-01T00:01:00.250Z"))
+        );
+        assert_eq!(
+            next("interval", "1000", "UTC", "2025-01-01T00:00:00.000Z").unwrap(),
+            Some(t("2025-01-01T00:00:01.000Z"))
+        );
+        assert_eq!(
+            following_run("interval", "1000", "UTC", t("2025-01-01T00:00:00.000Z")).unwrap(),
+            Some(t("2025-01-01T00:00:01.000Z"))
+        );
+    }
+
+    #[test]
+    fn once_in_a_timezone_or_with_an_offset() {
+        let after = "2030-01-01T00:00:00.000Z";
+        assert_eq!(
+            next("once", "2025-06-01T09:00", "Europe/Berlin", after).unwrap(),
+            Some(t("2025-06-01T07:00:00.000Z"))
+        );
+        assert_eq!(
+            next("once", "2025-01-15T09:00:30", "Europe/Berlin", after).unwrap(),
+            Some(t("2025-01-15T08:00:30.000Z"))
+        );
+        // An explicit offset wins over the task's timezone.
+        assert_eq!(
+            next(
+                "once",
+                "2025-06-01T09:00:00+02:00",
+                "America/New_York",
+                after
+            )
+            .unwrap(),
+            Some(t("2025-06-01T07:00:00.000Z"))
+        );
+        assert_eq!(
+            next("once", "2025-06-01T07:00:00Z", "UTC", after).unwrap(),
+            Some(t("2025-06-01T07:00:00.000Z"))
+        );
+        // A fired once task has no following run.
+        assert_eq!(
+            following_run("once", "2025-06-01T09:00", "UTC", t(after)).unwrap(),
+            None
+        );
+        // The clock skips 02:30 on 2025-03-30 in Berlin.
+        let gap = next("once", "2025-03-30T02:30", "Europe/Berlin", after).unwrap_err();
+        assert!(gap.to_string().contains("does not exist"), "{gap}");
+    }
+
+    #[test]
+    fn invalid_schedules_are_refused() {
+        let after = "2025-01-01T00:00:00.000Z";
+        for (kind, value, tz, needle) in [
+            ("cron", "61 * * * *", "UTC", "\"61 * * * *\""),
+            ("cron", "not a cron", "UTC", "\"not a cron\""),
+            ("cron", "0 0 9 * * *", "UTC", "has 6 fields"),
+            ("cron", "0 0 9 * * * 2025", "UTC", "has 7 fields"),
+            ("cron", "0 0 30 2 *", "UTC", "\"0 0 30 2 *\""),
+            (
+                "cron",
+                "0 9 * * *",
+                "Mars/Olympus_Mons",
+                "\"Mars/Olympus_Mons\"",
+            ),
+            ("interval", "0", "UTC", "interval \"0\""),
+            ("interval", "999", "UTC", "at least 1000"),
+            ("interval", "-5000", "UTC", "interval"),
+            ("interval", "1.5e3", "UTC", "interval"),
+            ("interval", "soon", "UTC", "interval"),
+            ("once", "tomorrow", "UTC", "\"tomorrow\""),
+            ("weekly", "1", "UTC", "schedule type"),
+        ] {
+            match next(kind, value, tz, after) {
+                Err(Error::Invalid(m)) => assert!(m.contains(needle), "{kind} {value} {tz}: {m}"),
+                other => panic!("{kind} {value} {tz}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn create_validates_and_fills_defaults() {
+        let (_d, s) = store();
+        let now = "2025-01-01T00:00:00.000Z";
+        let task = add(&s, new_task("dev", "cron", " 0 9 * * 1-5 "), now);
+        assert!(
+            task.id.starts_with("task-") && task.id.len() == 17,
+            "{}",
+            task.id
+        );
+        assert_eq!(task.status, "active");
+        assert_eq!(task.timezone, "UTC");
+        assert_eq!(task.context_mode, "isolated");
+        assert_eq!(task.schedule_value, "0 9 * * 1-5");
+        assert_eq!(task.next_run.as_deref(), Some("2025-01-01T09:00:00.000Z"));
+        assert_eq!(fetch(&s, &task.id), task);
+
+        let bad = |f: &dyn Fn(&mut NewTask)| {
+            let mut n = new_task("dev", "interval", "60000");
+            f(&mut n);
+            s.write_blocking(move |tx| create(tx, n, t(now)))
+                .unwrap_err()
+        };
+        assert!(matches!(
+            bad(&|n| n.prompt = "  ".into()),
+            Error::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(&|n| n.prompt = "x".repeat(MAX_PROMPT + 1)),
+            Error::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(&|n| n.schedule_value = "0".into()),
+            Error::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(&|n| n.timezone = Some("Nowhere/City".into())),
+            Error::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(&|n| n.context_mode = Some("shared".into())),
+            Error::Invalid(_)
+        ));
+        assert!(matches!(
+            bad(&|n| n.group_folder = "../etc".into()),
+            Error::Validation(_)
+        ));
+        assert!(matches!(
+            bad(&|n| n.chat_jid = "".into()),
+            Error::Invalid(_)
+        ));
+        assert_eq!(s.read_blocking(|c| list(c, None)).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn list_filters_by_group() {
+        let (_d, s) = store();
+        let now = "2025-01-01T00:00:00.000Z";
+        let a = add(&s, new_task("a", "interval", "60000"), now);
+        let b = add(&s, new_task("b", "interval", "60000"), now);
+        let all = s.read_blocking(|c| list(c, None)).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(s.read_blocking(|c| list(c, Some("a"))).unwrap(), vec![a]);
+        assert_eq!(s.read_blocking(|c| list(c, Some("b"))).unwrap(), vec![b]);
+        assert!(s.read_blocking(|c| list(c, Some("c"))).unwrap().is_empty());
+    }
+
+    #[test]
+    fn claims_are_exclusive_and_advance_next_run() {
+        let (_d, s) = store();
+        let task = add(
+            &s,
+            new_task("dev", "interval", "60000"),
+            "2025-01-01T00:00:00.000Z",
+        );
+        assert_eq!(
+            s.read_blocking(next_due).unwrap(),
+            Some(t("2025-01-01T00:01:00.000Z"))
+        );
+        assert!(claim(&s, "2025-01-01T00:00:30.000Z", "host-a").is_empty());
+
+        let got = claim(&s, "2025-01-01T00:01:01.000Z", "host-a");
+        assert_eq!(got.len(), 1);
+        // The claimed task carries the slot being run.
+        assert_eq!(got[0].next_run.as_deref(), Some("2025-01-01T00:01:00.000Z"));
+        assert_eq!(
+            fetch(&s, &task.id).next_run.as_deref(),
+            Some("2025-01-01T00:02:01.000Z")
+        );
+        // Claimed: nobody else gets it, even once it is due again.
+        assert!(claim(&s, "2025-01-01T00:01:01.000Z", "host-b").is_empty());
+        assert!(claim(&s, "2025-01-01T00:05:00.000Z", "host-b").is_empty());
+        assert_eq!(s.read_blocking(next_due).unwrap(), None);
+
+        let after = done(&s, &task.id, "2025-01-01T00:01:01.000Z", Ok("hello"));
+        assert_eq!(after.status, "active");
+        assert_eq!(after.last_result.as_deref(), Some("hello"));
+        assert_eq!(after.last_run.as_deref(), Some("2025-01-01T00:01:01.000Z"));
+        assert_eq!(
+            s.read_blocking(next_due).unwrap(),
+            Some(t("2025-01-01T00:02:01.000Z"))
+        );
+        assert_eq!(claim(&s, "2025-01-01T00:05:00.000Z", "host-b").len(), 1);
+    }
+
+    #[test]
+    fn missed_cron_slots_fire_once() {
+        let (_d, s) = store();
+        let task = add(
+            &s,
+            new_task("dev", "cron", "0 * * * *"),
+            "2025-01-01T00:30:00.000Z",
+        );
+        assert_eq!(task.next_run.as_deref(), Some("2025-01-01T01:00:00.000Z"));
+        // The host was down from 00:30 to 05:30: four slots missed, one run.
+        let got = claim(&s, "2025-01-01T05:30:00.000Z", "host");
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            fetch(&s, &task.id).next_run.as_deref(),
+            Some("2025-01-01T06:00:00.000Z")
+        );
+        done(&s, &task.id, "2025-01-01T05:30:00.000Z", Ok("ok"));
+        assert!(claim(&s, "2025-01-01T05:30:00.000Z", "host").is_empty());
+        assert_eq!(claim(&s, "2025-01-01T06:00:00.000Z", "host").len(), 1);
+    }
+
+    #[test]
+    fn once_fires_then_completes() {
+        let (_d, s) = store();
+        // A time in the past is due at once.
+        let task = add(
+            &s,
+            new_task("dev", "once", "2024-12-31T23:00"),
+            "2025-01-01T00:00:00.000Z",
+        );
+        assert_eq!(task.next_run.as_deref(), Some("2024-12-31T23:00:00.000Z"));
+        let got = claim(&s, "2025-01-01T00:00:00.000Z", "host");
+        assert_eq!(got.len(), 1);
+        assert_eq!(fetch(&s, &task.id).next_run, None);
+        assert_eq!(s.read_blocking(next_due).unwrap(), None);
+
+        let long = "é".repeat(3000);
+        let after = done(&s, &task.id, "2025-01-01T00:00:00.000Z", Ok(&long));
+        assert_eq!(after.status, "completed");
+        assert_eq!(after.next_run, None);
+        assert_eq!(
+            after.last_result.as_ref().unwrap().chars().count(),
+            MAX_LAST_RESULT_CHARS
+        );
+        assert!(claim(&s, "2025-02-01T00:00:00.000Z", "host").is_empty());
+
+        let log = s.read_blocking(|c| runs(c, &task.id, 10)).unwrap();
+        assert_eq!(log.len(), 1);
+        assert_eq!(
+            (log[0].status.as_str(), log[0].duration_ms),
+            ("success", 1500)
+        );
+        assert_eq!(log[0].result.as_deref(), Some(long.as_str()));
+        assert_eq!(log[0].error, None);
+        // A completed task cannot be resumed.
+        let e = change(
+            &s,
+            &task.id,
+            None,
+            StatusAction::Resume,
+            "2025-02-01T00:00:00.000Z",
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Conflict(_)), "{e}");
+    }
+
+    #[test]
+    fn errors_are_logged() {
+        let (_d, s) = store();
+        let task = add(
+            &s,
+            new_task("dev", "interval", "60000"),
+            "2025-01-01T00:00:00.000Z",
+        );
+        claim(&s, "2025-01-01T00:01:00.000Z", "host");
+        let after = done(
+            &s,
+            &task.id,
+            "2025-01-01T00:01:00.000Z",
+            Err("container died"),
+        );
+        assert_eq!(after.last_result.as_deref(), Some("Error: container died"));
+        assert_eq!(after.status, "active");
+        let log = s.read_blocking(|c| runs(c, &task.id, 10)).unwrap();
+        assert_eq!(log[0].status, "error");
+        assert_eq!(log[0].error.as_deref(), Some("container died"));
+        assert!(matches!(
+            s.write_blocking(|tx| finish(tx, "task-nope", Utc::now(), 1, Ok("x"))),
+            Err(Error::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn cancelled_during_a_run_stays_cancelled() {
+        let (_d, s) = store();
+        let now = "2025-01-01T00:00:00.000Z";
+        let cron = add(&s, new_task("dev", "cron", "* * * * *"), now);
+        let once = add(&s, new_task("dev", "once", "2025-01-01T00:00"), now);
+        assert_eq!(claim(&s, "2025-01-01T00:01:00.000Z", "host").len(), 2);
+        for id in [&cron.id, &once.id] {
+            change(&s, id, Some("dev"), StatusAction::Cancel, now).unwrap();
+            let after = done(&s, id, "2025-01-01T00:01:30.000Z", Ok("done"));
+            assert_eq!(after.status, "cancelled");
+        }
+        assert!(claim(&s, "2025-01-01T01:00:00.000Z", "host").is_empty());
+        assert_eq!(s.read_blocking(next_due).unwrap(), None);
+        let e = change(&s, &cron.id, None, StatusAction::Cancel, now).unwrap_err();
+        assert!(matches!(e, Error::Conflict(_)), "{e}");
+    }
+
+    #[test]
+    fn status_changes_and_group_visibility() {
+        let (_d, s) = store();
+        let task = add(
+            &s,
+            new_task("dev", "interval", "60000"),
+            "2025-01-01T00:00:00.000Z",
+        );
+        let now = "2025-01-01T10:00:00.000Z";
+
+        // Another group's task looks exactly like a missing one.
+        let hidden = change(&s, &task.id, Some("other"), StatusAction::Pause, now).unwrap_err();
+        let missing = change(
+            &s,
+            "task-000000000000",
+            Some("other"),
+            StatusAction::Pause,
+            now,
+        )
+        .unwrap_err();
+        assert!(matches!(hidden, Error::NotFound(_)), "{hidden}");
+        assert!(matches!(missing, Error::NotFound(_)), "{missing}");
+        assert_eq!(fetch(&s, &task.id).status, "active");
+
+        let paused = change(&s, &task.id, Some("dev"), StatusAction::Pause, now).unwrap();
+        assert_eq!(paused.status, "paused");
+        assert!(claim(&s, now, "host").is_empty());
+        assert!(matches!(
+            change(&s, &task.id, None, StatusAction::Pause, now),
+            Err(Error::Conflict(_))
+        ));
+
+        let resumed = change(&s, &task.id, None, StatusAction::Resume, now).unwrap();
+        assert_eq!(resumed.status, "active");
+        assert_eq!(
+            resumed.next_run.as_deref(),
+            Some("2025-01-01T10:01:00.000Z")
+        );
+        assert!(matches!(
+            change(&s, &task.id, None, StatusAction::Resume, now),
+            Err(Error::Conflict(_))
+        ));
+
+        // A resumed once task keeps its time.
+        let once = add(&s, new_task("dev", "once", "2025-03-01T12:00"), now);
+        change(&s, &once.id, None, StatusAction::Pause, now).unwrap();
+        let back = change(
+            &s,
+            &once.id,
+            None,
+            StatusAction::Resume,
+            "2025-02-01T00:00:00.000Z",
+        )
+        .unwrap();
+        assert_eq!(back.next_run.as_deref(), Some("2025-03-01T12:00:00.000Z"));
+
+        // Paused tasks can be cancelled.
+        change(&s, &task.id, None, StatusAction::Pause, now).unwrap();
+        let cancelled = change(&s, &task.id, Some("dev"), StatusAction::Cancel, now).unwrap();
+        assert_eq!(cancelled.status, "cancelled");
+    }
+
+    #[test]
+    fn released_claims_are_due_again() {
+        let (_d, s) = store();
+        let now = "2025-01-01T00:00:00.000Z";
+        let once = add(&s, new_task("dev", "once", "2025-01-01T00:00"), now);
+        let cron = add(&s, new_task("dev", "cron", "0 * * * *"), now);
+        assert_eq!(claim(&s, "2025-01-01T01:00:00.000Z", "host-1:").len(), 2);
+        assert_eq!(fetch(&s, &once.id).next_run, None);
+
+        // Another claimer's prefix releases nothing.
+        assert_eq!(
+            s.write_blocking(|tx| release_claims(tx, Some("host-2:")))
+                .unwrap(),
+            0
+        );
+        assert!(claim(&s, "2025-01-01T01:00:00.000Z", "host-2:").is_empty());
+
+        // The host restarts: both interrupted runs are due again.
+        assert_eq!(
+            s.write_blocking(|tx| release_claims(tx, Some("host-1")))
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            fetch(&s, &once.id).next_run.as_deref(),
+            Some("2025-01-01T00:00:00.000Z")
+        );
+        assert_eq!(
+            fetch(&s, &cron.id).next_run.as_deref(),
+            Some("2025-01-01T01:00:00.000Z")
+        );
+        assert_eq!(
+            s.read_blocking(next_due).unwrap(),
+            Some(t("2025-01-01T00:00:00.000Z"))
+        );
+        let again = claim(&s, "2025-01-01T01:05:00.000Z", "host-3:");
+        assert_eq!(again.len(), 2);
+        assert_eq!(
+            fetch(&s, &cron.id).next_run.as_deref(),
+            Some("2025-01-01T02:00:00.000Z")
+        );
+        assert_eq!(s.write_blocking(|tx| release_claims(tx, None)).unwrap(), 2);
+    }
+
+    #[test]
+    fn next_due_is_the_earliest_active_unclaimed_run() {
+        let (_d, s) = store();
+        let now = "2025-01-01T00:00:00.000Z";
+        assert_eq!(s.read_blocking(next_due).unwrap(), None);
+        let soon = add(&s, new_task("a", "interval", "5000"), now);
+        add(&s, new_task("b", "interval", "60000"), now);
+        assert_eq!(
+            s.read_blocking(next_due).unwrap(),
+            Some(t("2025-01-01T00:00:05.000Z"))
+        );
+        change(&s, &soon.id, None, StatusAction::Pause, now).unwrap();
+        assert_eq!(
+            s.read_blocking(next_due).unwrap(),
+            Some(t("2025-01-01T00:01:00.000Z"))
+        );
+    }
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate_chars("héllo", 2), "hé");
+        assert_eq!(truncate_chars("hé", 5), "hé");
+        assert_eq!(truncate_chars("", 0), "");
+    }
+}
