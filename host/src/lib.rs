@@ -12,6 +12,7 @@ pub mod api;
 pub mod archives;
 pub mod background;
 pub mod channels;
+pub mod chat;
 pub mod config;
 pub mod container;
 pub mod doctor;

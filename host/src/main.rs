@@ -68,12 +68,25 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
-    /// Run the host: the HTTP API, the model gateway (loopback TCP and every
-    /// group's socket); removes containers an earlier host left.
+    /// Run the host: the HTTP API and channels, the router and group queue
+    /// (agents in containers), the IPC watcher, the scheduler and every
+    /// group's model gateway socket. Removes containers an earlier host
+    /// left and answers messages it left unanswered.
     Serve {
         /// Address of the HTTP API (default: api.listen, 127.0.0.1:4170).
         #[arg(long)]
         listen: Option<String>,
+    },
+    /// Talk to a group from this terminal through a running `g2 serve`:
+    /// each line is a message; replies are printed as they arrive.
+    Chat {
+        folder: String,
+        /// Where g2 serve listens (default: http:// + api.listen).
+        #[arg(long)]
+        url: Option<String>,
+        /// Who you are in the chat.
+        #[arg(long, default_value = "terminal")]
+        sender: String,
     },
     /// Run the model gateway alone: the Anthropic Messages API on a loopback
     /// TCP address and on each registered group's socket. Point any Claude
@@ -299,6 +312,11 @@ async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Gateway { listen } => gateway_cmd(&ctx, listen).await,
         Command::Serve { listen } => serve_cmd(&ctx, listen).await,
+        Command::Chat { folder, url, sender } => {
+            let url = url.unwrap_or_else(|| format!("http://{}", ctx.settings.api.listen));
+            g2_host::chat::run(g2_host::chat::ChatOptions { url, folder, sender, token: ctx.settings.api.token.clone() }).await?;
+            Ok(0)
+        }
         Command::Image(ImageCmd::Build { agent, force }) => image_build(&ctx, agent, force).await,
         Command::Run { folder, prompt, out } => run_cmd(&ctx, &folder, &prompt.join(" "), out).await,
         Command::Usage { group, days, out } => {

@@ -162,13 +162,15 @@ async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
     }
     use futures_util::StreamExt;
     let home = TestHome::new();
+    // A group that needs a trigger: nothing here wakes its agent.
+    home.ok(&["groups", "add", "family", "--name", "Family"]);
     let s = serve(&home, &[]);
     let c = http_client();
-    let url = format!("{}/api/groups/main/messages", s.url);
+    let url = format!("{}/api/groups/family/messages", s.url);
     for i in 0..3 {
         call(&c, "POST", &url, Some(json!({ "sender": "u", "text": format!("before {i}") }))).await;
     }
-    let resp = c.get(format!("{}/api/groups/main/stream?after=0", s.url)).send().await.unwrap();
+    let resp = c.get(format!("{}/api/groups/family/stream?after=0", s.url)).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let mut body = resp.bytes_stream();

@@ -12,5 +12,7 @@ mod cli;
 mod doctor;
 mod fixtures;
 mod gateway;
+mod ipc;
+mod routing;
 mod search;
 mod sessions;

@@ -176,8 +176,6 @@ async fn invalid_names_never_touch_the_store() {
     assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
 }
 
-/// The host side of the agents' session tools, without a container: a
-/// request is served for the group whose folder it is in, and only for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_requests_act_on_their_own_group_only() {
     use g2_core::wire::{Action, TaskRequest, TaskResponse};

@@ -297,3 +297,82 @@ pub fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
     Serve { child, url: url.expect("g2 serve printed its address") }
 }
 
+
+/// A reader of a chat's SSE stream: messages arrive on a channel.
+pub struct Sse {
+    rx: tokio::sync::mpsc::UnboundedReceiver<serde_json::Value>,
+    task: tokio::task::JoinHandle<()>,
+    /// Everything read so far, in order.
+    pub seen: Vec<serde_json::Value>,
+}
+
+impl Drop for Sse {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sse {
+    /// Opens `{base}/api/groups/{folder}/stream?after=…` (live only without `after`).
+    pub async fn open(base: &str, folder: &str, after: Option<i64>) -> Sse {
+        use futures_util::StreamExt;
+        let q = after.map(|a| format!("?after={a}")).unwrap_or_default();
+        let resp = http_client().get(format!("{base}/api/groups/{folder}/stream{q}")).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            let mut body = resp.bytes_stream();
+            let mut buf = String::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let ev: String = buf.drain(..end + 2).collect();
+                    if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
+                        let _ = tx.send(serde_json::from_str(data).unwrap());
+                    }
+                }
+            }
+        });
+        Sse { rx, task, seen: Vec::new() }
+    }
+
+    /// The next message matching `pred` within `secs`; panics with what
+    /// was seen otherwise.
+    pub async fn until(&mut self, secs: u64, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(m)) => {
+                    self.seen.push(m.clone());
+                    if pred(&m) {
+                        return m;
+                    }
+                }
+                _ => panic!("no matching message within {secs} s; seen: {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// The next reply of the assistant.
+    pub async fn reply(&mut self, secs: u64) -> String {
+        let m = self.until(secs, |m| m["from_bot"] == true).await;
+        m["text"].as_str().unwrap().to_string()
+    }
+}
+
+/// Posts a message to a group's chat; returns its `seq`.
+pub async fn post(base: &str, folder: &str, sender: &str, text: &str) -> i64 {
+    let r = http_client()
+        .post(format!("{base}/api/groups/{folder}/messages"))
+        .json(&serde_json::json!({ "sender": sender, "text": text }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    r.json::<serde_json::Value>().await.unwrap()["seq"].as_i64().unwrap()
+}
+
+/// GET a JSON document.
+pub async fn get_json(url: &str) -> serde_json::Value {
+    http_client().get(url).send().await.unwrap().json().await.unwrap()
+}

@@ -1,0 +1,98 @@
+//! `g2 chat <folder>`: talk to a group from a terminal. A client of a
+//! running `g2 serve`: each line typed is posted to the group's chat
+//! (`POST …/messages`), and the chat's new messages — the assistant's
+//! replies, and other people's messages — are printed as they arrive from
+//! the SSE stream (`GET …/stream?after=`).
+//!
+//! The stream is open before the first line is posted, so no reply can
+//! slip past.
+
+use std::io::Write;
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+
+use crate::messages::Message;
+use crate::{Error, Result};
+
+pub struct ChatOptions {
+    /// `http://127.0.0.1:4170`.
+    pub url: String,
+    pub folder: String,
+    pub sender: String,
+    pub token: Option<String>,
+}
+
+/// Runs until stdin ends (then waits briefly for replies still due).
+pub async fn run(o: ChatOptions) -> Result<()> {
+    g2_core::validate::group_folder(&o.folder)?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let base = format!("{}/api/groups/{}", o.url.trim_end_matches('/'), o.folder);
+    let auth = |r: reqwest::RequestBuilder| match &o.token {
+        Some(t) => r.bearer_auth(t),
+        None => r,
+    };
+    let unreachable = |e: reqwest::Error| Error::Invalid(format!("g2 serve does not answer at {}: {e} (start it with `g2 serve`)", o.url));
+    // Live messages only; the response headers arrive once the server has
+    // subscribed, so nothing posted after this can be missed.
+    let stream = auth(client.get(format!("{base}/stream")))
+        .send()
+        .await
+        .map_err(unreachable)?
+        .error_for_status()
+        .map_err(|e| Error::Invalid(format!("group {}: {e}", o.folder)))?;
+    let me = o.sender.clone();
+    let (replies_tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let printer = tokio::spawn(async move {
+        let mut body = stream.bytes_stream();
+        let mut buf = String::new();
+        while let Some(Ok(chunk)) = body.next().await {
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buf.find("\n\n") {
+                let event: String = buf.drain(..end + 2).collect();
+                let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect::<Vec<_>>().join("\n");
+                let Ok(m) = serde_json::from_str::<Message>(&data) else { continue };
+                if m.sender == me && !m.from_bot {
+                    continue; // our own line, already on screen
+                }
+                let who = m.sender_name.clone().unwrap_or(m.sender.clone());
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{who}: {}", m.text);
+                let _ = out.flush();
+                if m.from_bot {
+                    let _ = replies_tx.send(());
+                }
+            }
+        }
+    });
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut sent = 0usize;
+    while let Some(line) = lines.next_line().await.map_err(|e| Error::io("reading stdin", e))? {
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if matches!(text, "/quit" | "/exit") {
+            break;
+        }
+        let resp = auth(client.post(format!("{base}/messages")))
+            .json(&json!({ "sender": o.sender, "text": text }))
+            .send()
+            .await
+            .map_err(unreachable)?;
+        if !resp.status().is_success() {
+            let body: Value = resp.json().await.unwrap_or(Value::Null);
+            eprintln!("not sent: {}", body["error"]["message"].as_str().unwrap_or("the server refused it"));
+            continue;
+        }
+        sent += 1;
+    }
+    // Stdin ended (a pipe): give replies still due a moment.
+    if sent > 0 {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), replies.recv()).await;
+    }
+    printer.abort();
+    Ok(())
+}
