@@ -1,43 +1,37 @@
 //! Ingest: messages per second that `POST /api/groups/{folder}/messages`
 //! accepts into SQLite with 100 concurrent clients (each on a kept-alive
-//! connection), against a real `g2 serve` process.
+//! connection), against a real `g2 serve` process; every message is also
+//! checked by the router (the group needs a trigger, so none starts an agent).
 //!
 //! `cargo bench -p g2-host --bench ingest` (`G2_BENCH_MESSAGES` sets the
 //! total, default 20,000).
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Instant;
 
-use common::{Samples, command, fmt_dur, g2_binary};
+use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
 
 const CLIENTS: usize = 100;
 
 fn main() {
     let total: usize = std::env::var("G2_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let home = tempfile::tempdir().unwrap();
-    let g2 = g2_binary();
-    assert!(command(&g2).arg("--home").arg(home.path()).arg("init").stdout(Stdio::null()).status().unwrap().success());
-    let mut child = command(&g2)
+    init_home(home.path());
+    // A group that needs a trigger: every message is stored and checked by
+    // the router, none starts an agent.
+    let ok = command(g2_binary())
         .arg("--home")
         .arg(home.path())
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut url = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
-        if let Some(u) = line.strip_prefix("api ") {
-            url = Some(u.trim().to_string());
-        }
-        if line.starts_with("groups") {
-            break;
-        }
-    }
-    let url = format!("{}/api/groups/main/messages", url.unwrap());
+        .args(["groups", "add", "bench", "--name", "Bench"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let serve = Serve::start(home.path(), &[]);
+    let url = format!("{}/api/groups/bench/messages", serve.url);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (elapsed, latencies) = rt.block_on(async move {
@@ -68,8 +62,7 @@ fn main() {
         }
         (started.elapsed(), all)
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(serve);
     // Every message is in the database, once.
     let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
     let stored: i64 = conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0)).unwrap();

@@ -85,3 +85,59 @@ pub fn fmt_dur(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
     if ms < 1.0 { format!("{:.0} µs", ms * 1e3) } else { format!("{ms:.2} ms") }
 }
+
+/// A `g2 serve` on a free loopback port, killed when dropped.
+pub struct Serve {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Serve {
+    /// Starts `g2 serve` for `home` with extra settings in `env`; returns
+    /// once it prints its address.
+    pub fn start(home: &Path, env: &[(&str, &str)]) -> Serve {
+        use std::io::{BufRead, BufReader};
+        let mut child = command(g2_binary())
+            .arg("--home")
+            .arg(home)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting g2 serve");
+        let mut url = None;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
+            if let Some(u) = line.strip_prefix("api ") {
+                url = Some(u.trim().to_string());
+            }
+            if line.starts_with("groups") {
+                break;
+            }
+        }
+        Serve { child, url: url.expect("g2 serve printed its address") }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SIGTERM first: a graceful stop closes the agents' containers.
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `g2 --home HOME init`.
+pub fn init_home(home: &Path) {
+    let ok = command(g2_binary()).arg("--home").arg(home).arg("init").stdout(Stdio::null()).status().unwrap().success();
+    assert!(ok, "g2 init failed");
+}

@@ -1,0 +1,97 @@
+//! Routing latency: a message accepted by `POST /api/groups/main/messages`
+//! → the agent's reply on the group's SSE stream, with a warm container
+//! (real `g2 serve`, real Docker, real Claude Code in the agent image, the
+//! offline model). The model's own time (the gateway's `duration_ms` of the
+//! requests made during the message) is reported and subtracted.
+//!
+//! `cargo bench -p g2-host --bench routing` (`G2_BENCH_MESSAGES`, default
+//! 200). Needs the agent image (`g2 image build`).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Samples, Serve, fmt_dur, init_home};
+use futures_util::StreamExt;
+
+fn main() {
+    let n: usize = std::env::var("G2_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let home = tempfile::tempdir().unwrap();
+    init_home(home.path());
+    let serve = Serve::start(home.path(), &[]);
+    let base = serve.url.clone();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (total, windows) = rt.block_on(async move {
+        let client = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();
+        let resp = client.get(format!("{base}/api/groups/main/stream")).send().await.unwrap();
+        let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(Instant, String)>();
+        tokio::spawn(async move {
+            let mut body = resp.bytes_stream();
+            let mut buf = String::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let ev: String = buf.drain(..end + 2).collect();
+                    if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
+                        let m: serde_json::Value = serde_json::from_str(data).unwrap();
+                        if m["from_bot"] == true {
+                            let _ = tx.send((Instant::now(), m["text"].as_str().unwrap_or("").to_string()));
+                        }
+                    }
+                }
+            }
+        });
+        let post = |text: String| {
+            let (client, url) = (client.clone(), format!("{base}/api/groups/main/messages"));
+            async move {
+                let r = client.post(url).json(&serde_json::json!({ "sender": "bench", "text": text })).send().await.unwrap();
+                assert_eq!(r.status(), 202);
+            }
+        };
+        // Cold start, then warm.
+        post("warm up".into()).await;
+        let (_, first) = tokio::time::timeout(Duration::from_secs(180), replies.recv()).await.expect("no reply").unwrap();
+        assert!(first.contains("warm up"), "{first}");
+        let mut total = Vec::new();
+        let mut windows = Vec::new();
+        for i in 0..n {
+            let text = format!("ping {i}");
+            let wall = chrono::Utc::now();
+            let t0 = Instant::now();
+            post(text.clone()).await;
+            let (at, reply) = tokio::time::timeout(Duration::from_secs(60), replies.recv()).await.expect("no reply").unwrap();
+            assert!(reply.contains(&format!("\"{text}\"")), "{reply}");
+            total.push(at - t0);
+            windows.push((wall, wall + chrono::Duration::from_std(at - t0).unwrap()));
+        }
+        (total, windows)
+    });
+    drop(serve);
+    // The model's time within each message's window.
+    let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
+    let mut stmt = conn.prepare("SELECT started_at, duration_ms FROM model_usage ORDER BY id").unwrap();
+    let usage: Vec<(chrono::DateTime<chrono::Utc>, i64)> = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (s, d) = r.unwrap();
+            (chrono::DateTime::parse_from_rfc3339(&s).unwrap().with_timezone(&chrono::Utc), d)
+        })
+        .collect();
+    let mut model = Vec::new();
+    let mut requests = 0;
+    let mut net = Vec::new();
+    for (t, (from, to)) in total.iter().zip(&windows) {
+        let inside: Vec<i64> = usage.iter().filter(|(s, _)| s >= from && s <= to).map(|(_, d)| *d).collect();
+        requests += inside.len();
+        let m = Duration::from_millis(inside.iter().sum::<i64>() as u64);
+        model.push(m);
+        net.push(t.saturating_sub(m));
+    }
+    let (t, m, x) = (Samples::of(total), Samples::of(model), Samples::of(net));
+    println!("routing: {n} messages to a warm container, HTTP accepted -> reply on the SSE stream");
+    println!("  total         p50 {} p99 {}", fmt_dur(t.at(0.5)), fmt_dur(t.at(0.99)));
+    println!("  model's time  p50 {} p99 {} ({requests} model requests)", fmt_dur(m.at(0.5)), fmt_dur(m.at(0.99)));
+    println!("  minus model   p50 {} p99 {}", fmt_dur(x.at(0.5)), fmt_dur(x.at(0.99)));
+}
