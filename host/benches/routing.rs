@@ -82,8 +82,16 @@ fn main() {
     let mut model = Vec::new();
     let mut requests = 0;
     let mut net = Vec::new();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
     for (t, (from, to)) in total.iter().zip(&windows) {
-        let inside: Vec<i64> = usage.iter().filter(|(s, _)| s >= from && s <= to).map(|(_, d)| *d).collect();
+        let rows: Vec<&(chrono::DateTime<chrono::Utc>, i64)> = usage.iter().filter(|(s, _)| s >= from && s <= to).collect();
+        // Where the rest goes: accepted → first model request, last model
+        // answer → reply on the stream (millisecond timestamps).
+        if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+            before.push((first.0 - *from).to_std().unwrap_or_default());
+            after.push((*to - last.0 - chrono::Duration::milliseconds(last.1)).to_std().unwrap_or_default());
+        }
+        let inside: Vec<i64> = rows.iter().map(|(_, d)| *d).collect();
         requests += inside.len();
         let m = Duration::from_millis(inside.iter().sum::<i64>() as u64);
         model.push(m);
@@ -94,4 +102,7 @@ fn main() {
     println!("  total         p50 {} p99 {}", fmt_dur(t.at(0.5)), fmt_dur(t.at(0.99)));
     println!("  model's time  p50 {} p99 {} ({requests} model requests)", fmt_dur(m.at(0.5)), fmt_dur(m.at(0.99)));
     println!("  minus model   p50 {} p99 {}", fmt_dur(x.at(0.5)), fmt_dur(x.at(0.99)));
+    let (b, a) = (Samples::of(before), Samples::of(after));
+    println!("    accepted -> model request   p50 {} p99 {}", fmt_dur(b.at(0.5)), fmt_dur(b.at(0.99)));
+    println!("    model answer -> on stream   p50 {} p99 {}", fmt_dur(a.at(0.5)), fmt_dur(a.at(0.99)));
 }
