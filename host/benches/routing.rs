@@ -27,18 +27,10 @@ fn main() {
         let resp = client.get(format!("{base}/api/groups/main/stream")).send().await.unwrap();
         let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(Instant, String)>();
         tokio::spawn(async move {
-            let mut body = resp.bytes_stream();
-            let mut buf = String::new();
-            while let Some(Ok(chunk)) = body.next().await {
-                buf.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buf.find("\n\n") {
-                    let ev: String = buf.drain(..end + 2).collect();
-                    if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
-                        let m: serde_json::Value = serde_json::from_str(data).unwrap();
-                        if m["from_bot"] == true {
-                            let _ = tx.send((Instant::now(), m["text"].as_str().unwrap_or("").to_string()));
-                        }
-                    }
+            let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
+            while let Some(m) = messages.next().await {
+                if m.from_bot {
+                    let _ = tx.send((Instant::now(), m.text));
                 }
             }
         });

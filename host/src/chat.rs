@@ -46,24 +46,17 @@ pub async fn run(o: ChatOptions) -> Result<()> {
     let me = o.sender.clone();
     let (replies_tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<()>();
     let printer = tokio::spawn(async move {
-        let mut body = stream.bytes_stream();
-        let mut buf = String::new();
-        while let Some(Ok(chunk)) = body.next().await {
-            buf.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                let data: String = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect::<Vec<_>>().join("\n");
-                let Ok(m) = serde_json::from_str::<Message>(&data) else { continue };
-                if m.sender == me && !m.from_bot {
-                    continue; // our own line, already on screen
-                }
-                let who = m.sender_name.clone().unwrap_or(m.sender.clone());
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{who}: {}", m.text);
-                let _ = out.flush();
-                if m.from_bot {
-                    let _ = replies_tx.send(());
-                }
+        let mut messages = std::pin::pin!(message_stream(stream));
+        while let Some(m) = messages.next().await {
+            if m.sender == me && !m.from_bot {
+                continue; // our own line, already on screen
+            }
+            let who = m.sender_name.clone().unwrap_or(m.sender.clone());
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{who}: {}", m.text);
+            let _ = out.flush();
+            if m.from_bot {
+                let _ = replies_tx.send(());
             }
         }
     });
@@ -95,4 +88,27 @@ pub async fn run(o: ChatOptions) -> Result<()> {
     }
     printer.abort();
     Ok(())
+}
+
+/// The messages of a `GET …/stream` response, as they arrive. Events are
+/// split on bytes, so a character cut between two chunks stays whole;
+/// events that are not messages (keep-alives) are skipped.
+pub fn message_stream(resp: reqwest::Response) -> impl futures_util::Stream<Item = Message> {
+    futures_util::stream::unfold((resp.bytes_stream(), Vec::<u8>::new()), |(mut body, mut buf)| async move {
+        loop {
+            if let Some(end) = memchr::memmem::find(&buf, b"\n\n") {
+                let event: Vec<u8> = buf.drain(..end + 2).collect();
+                let event = String::from_utf8_lossy(&event);
+                let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+                if let Ok(m) = serde_json::from_str::<Message>(&data.join("\n")) {
+                    return Some((m, (body, buf)));
+                }
+                continue;
+            }
+            match body.next().await {
+                Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                _ => return None,
+            }
+        }
+    })
 }

@@ -321,16 +321,9 @@ impl Sse {
         assert_eq!(resp.status(), 200);
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
-            let mut body = resp.bytes_stream();
-            let mut buf = String::new();
-            while let Some(Ok(chunk)) = body.next().await {
-                buf.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = buf.find("\n\n") {
-                    let ev: String = buf.drain(..end + 2).collect();
-                    if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
-                        let _ = tx.send(serde_json::from_str(data).unwrap());
-                    }
-                }
+            let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
+            while let Some(m) = messages.next().await {
+                let _ = tx.send(serde_json::to_value(m).unwrap());
             }
         });
         Sse { rx, task, seen: Vec::new() }
