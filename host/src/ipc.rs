@@ -137,8 +137,8 @@ impl TaskServer {
                     continue; // someone else took it
                 }
                 let outcome = match read_request(&claimed, sub) {
-                    Ok(req) => {
-                        let response = self.handle(folder, req).await;
+                    Ok((req, named)) => {
+                        let response = self.handle(folder, req, named.as_deref()).await;
                         respond(&ipc_dir, &response).map_err(|e| e.to_string())
                     }
                     Err(why) => {
@@ -160,10 +160,17 @@ impl TaskServer {
     }
 
     /// Carries out one request for `folder` (the folder it came from) and
-    /// records the outcome in `ipc_log`.
-    pub async fn handle(&self, folder: &str, req: TaskRequest) -> TaskResponse {
+    /// records the outcome in `ipc_log`. `named`: a group the request's
+    /// payload names in a field the action does not have (a forged target).
+    pub async fn handle(&self, folder: &str, req: TaskRequest, named: Option<&str>) -> TaskResponse {
         let action = req.action.name();
-        let (ok, text, outcome) = match self.act(folder, req.action).await {
+        let result = match named {
+            Some(other) if other != folder => Err(Error::Forbidden(format!(
+                "{action} acts on the group whose folder the request is in ({folder}), never on {other}"
+            ))),
+            _ => self.act(folder, req.action).await,
+        };
+        let (ok, text, outcome) = match result {
             Ok(text) => (true, text, "ok"),
             Err(Error::Forbidden(why)) => {
                 tracing::warn!(group = folder, action, reason = %why, "agent request refused");
@@ -437,14 +444,32 @@ impl TaskServer {
     }
 }
 
-/// Reads a claimed request; `messages/` takes `send_message` only.
-fn read_request(path: &Path, sub: &str) -> std::result::Result<TaskRequest, String> {
+/// Largest request file read.
+const MAX_REQUEST: u64 = 1 << 20;
+
+/// Fields a forged request might use to name another group.
+const GROUP_FIELDS: &[&str] = &["groupFolder", "group_folder", "targetGroup", "target_group", "group", "targetJid", "target_jid"];
+
+/// Reads a claimed request; `messages/` takes `send_message` only. Also
+/// returns a group the payload names outside the action's own fields.
+fn read_request(path: &Path, sub: &str) -> std::result::Result<(TaskRequest, Option<String>), String> {
+    let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    if size > MAX_REQUEST {
+        return Err(format!("{size} bytes: requests are at most 1 MiB"));
+    }
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let req: TaskRequest = serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
+    let raw: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
+    let req: TaskRequest = serde_json::from_value(raw.clone()).map_err(|e| format!("not a valid request: {e}"))?;
     if sub == ipc::MESSAGES_DIR && !matches!(req.action, Action::SendMessage { .. }) {
         return Err(format!("{} does not belong in messages/", req.action.name()));
     }
-    Ok(req)
+    // schedule_task's `groupFolder` is its own field, authorized as such.
+    let named = if matches!(req.action, Action::ScheduleTask { .. }) {
+        None
+    } else {
+        GROUP_FIELDS.iter().find_map(|k| raw.get(*k).and_then(|v| v.as_str()).map(str::to_string))
+    };
+    Ok((req, named))
 }
 
 fn respond(ipc_dir: &Path, r: &TaskResponse) -> std::io::Result<PathBuf> {

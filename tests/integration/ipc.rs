@@ -195,11 +195,25 @@ async fn session_tools_act_on_the_source_group_only() {
         assert!(!r.ok && r.text.contains(&format!("group \"{folder}\"")), "{r:?}");
         assert_eq!(f.ok(folder, Action::ListSessions {}).await, "No earlier sessions.");
     }
-    // A payload naming another group is still about the folder it is in.
+    // A forged payload naming another group is refused and logged.
     let dir = f.home.path().join("data/ipc/family/tasks");
-    std::fs::write(dir.join("x1.json"), br#"{"requestId":"x1","type":"clear_session","name":"y","groupFolder":"work"}"#).unwrap();
-    f.server.drain("family").await;
+    let before = f.refusals("family");
+    for (i, field) in ["groupFolder", "group_folder", "group"].iter().enumerate() {
+        for action in [r#""type":"clear_session","name":"y""#, r#""type":"list_sessions""#, r#""type":"resume_session","historyId":1"#] {
+            let id = format!("x{i}{}", action.len());
+            std::fs::write(dir.join(format!("{id}.json")), format!(r#"{{"requestId":"{id}",{action},"{field}":"work"}}"#)).unwrap();
+            f.server.drain("family").await;
+            let r: TaskResponse =
+                serde_json::from_slice(&std::fs::read(f.home.path().join(format!("data/ipc/family/responses/{id}.json"))).unwrap()).unwrap();
+            assert!(!r.ok && r.text.contains("never on work"), "{r:?}");
+        }
+    }
+    assert_eq!(f.refusals("family"), before + 9);
     assert_eq!(sessions.get("work").await.unwrap().session_id.as_deref(), Some(work_id));
+    // Naming its own group is harmless.
+    std::fs::write(dir.join("own.json"), br#"{"requestId":"own","type":"list_sessions","groupFolder":"family"}"#).unwrap();
+    f.server.drain("family").await;
+    assert!(f.home.path().join("data/ipc/family/responses/own.json").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -135,7 +135,8 @@ async fn a_group_cannot_reach_into_another_group() {
         &s.url,
         "family",
         "bob",
-        "g2:send-to local:main hello main\ng2:schedule-for main once 2030-01-01T00:00:00Z sneaky\ng2:register evil Evil\ng2:send hi family",
+        "g2:send-to local:main hello main\ng2:schedule-for main once 2030-01-01T00:00:00Z sneaky\ng2:register evil Evil\ng2:send hi family\n\
+         g2:bash cd /workspace/ipc/tasks && printf '{\"requestId\":\"forged\",\"type\":\"clear_session\",\"name\":\"x\",\"groupFolder\":\"main\"}' > .f && mv .f forged.json",
     )
     .await;
     // The agent's own send_message arrives first, then its reply.
@@ -144,16 +145,34 @@ async fn a_group_cannot_reach_into_another_group() {
     let r = fam.reply(90).await;
     assert_eq!(r.matches("not allowed").count(), 3, "{r}");
 
-    let log = get_json(&format!("{}/api/groups/family/ipc-log", s.url)).await;
+    // The forged request (written by the agent's own Bash) is served by the
+    // watcher on its own time.
+    let url = format!("{}/api/groups/family/ipc-log", s.url);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let log = loop {
+        let log = get_json(&url).await;
+        if log.as_array().unwrap().len() >= 5 || Instant::now() > deadline {
+            break log;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let outcomes: Vec<(String, String)> =
         log.as_array().unwrap().iter().rev().map(|l| (l["action"].as_str().unwrap().into(), l["outcome"].as_str().unwrap().into())).collect();
     assert_eq!(
         outcomes,
-        [("send_message", "refused"), ("schedule_task", "refused"), ("register_group", "refused"), ("send_message", "ok")]
+        [
+            ("send_message", "refused"),
+            ("schedule_task", "refused"),
+            ("register_group", "refused"),
+            ("send_message", "ok"),
+            ("clear_session", "refused")
+        ]
             .map(|(a, o)| (a.to_string(), o.to_string()))
     );
     assert!(get_json(&format!("{}/api/groups/main/messages", s.url)).await.as_array().unwrap().is_empty());
     assert!(get_json(&format!("{}/api/groups/main/tasks", s.url)).await.as_array().unwrap().is_empty());
+    assert!(get_json(&format!("{}/api/groups/main/sessions", s.url)).await.as_array().unwrap().is_empty());
+    assert!(log[0]["detail"].as_str().unwrap().contains("never on main"), "{log}");
     let groups = get_json(&format!("{}/api/groups", s.url)).await;
     assert_eq!(groups.as_array().unwrap().len(), 2, "{groups}");
     assert!(std::fs::read_to_string(home.path().join("serve.log")).unwrap().contains("agent request refused"));
