@@ -26,6 +26,10 @@ pub fn watch(dir: &Path, errors: &Path) -> notify::Result<(mpsc::UnboundedReceiv
     let (tx, rx) = mpsc::unbounded_channel();
     let (d, e) = (dir.to_path_buf(), errors.to_path_buf());
     let wake_tx = tx.clone();
+    // One drain at a time: two at once would each take a file and could
+    // send the later one first.
+    let lock = std::sync::Arc::new(std::sync::Mutex::new(()));
+    let wake_lock = lock.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         // Reading the folder is itself an access event: reacting to those
         // would loop forever.
@@ -34,10 +38,12 @@ pub fn watch(dir: &Path, errors: &Path) -> notify::Result<(mpsc::UnboundedReceiv
         {
             return;
         }
+        let _one = wake_lock.lock().unwrap_or_else(|e| e.into_inner());
         drain(&d, &e, &wake_tx);
     })?;
     watcher.watch(dir, RecursiveMode::NonRecursive)?;
     // Files that were there before the watch began.
+    let _one = lock.lock().unwrap_or_else(|e| e.into_inner());
     drain(dir, errors, &tx);
     Ok((rx, watcher))
 }

@@ -165,19 +165,32 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                             }
                         }
                     }
-                    (Some("result"), _) => {
+                    (Some("result"), subtype) => {
                         if let Some(id) = v["session_id"].as_str() {
                             session = Some(id.to_string());
                         }
+                        // Exactly one answer frame per turn (the host pairs
+                        // them with its prompts in order): a success always
+                        // carries a text, possibly empty.
                         let text = v["result"].as_str().map(str::to_string);
-                        let frame = if v["is_error"] == true {
-                            error_frame(text.unwrap_or_else(|| "the turn failed".into()), session.clone())
+                        let failed = v["is_error"] == true || subtype.is_some_and(|s| s != "success");
+                        let frame = if failed {
+                            let why = text.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| format!("the turn failed ({})", subtype.unwrap_or("error")));
+                            error_frame(why, session.clone())
                         } else {
-                            ContainerOutput { status: OutputStatus::Success, result: text, new_session_id: session.clone(), error: None }
+                            ContainerOutput { status: OutputStatus::Success, result: Some(text.unwrap_or_default()), new_session_id: session.clone(), error: None }
                         };
                         emit(&frame);
                         emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None });
                         in_turn = false;
+                        if failed {
+                            // The host retries from its cursor: the queued
+                            // messages must not be answered here as well.
+                            queue.clear();
+                            closing = true;
+                            stdin = None;
+                            continue;
+                        }
                         if let Some(next) = queue.pop_front() {
                             send(&mut stdin, &next).await;
                             in_turn = true;
@@ -205,6 +218,14 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
         }
     }
     let status = child.wait().await.context("waiting for claude")?;
+    // Messages taken from input/ but never sent go back, in order, for
+    // whoever runs next (the host's fresh retry of a stale session).
+    for text in queue {
+        let msg = serde_json::to_vec(&g2_core::wire::InputMessage::Message { text }).unwrap_or_default();
+        if let Err(e) = crate::paths::write_atomic(&paths.input(), &g2_core::ipc::timestamped_name(), &msg) {
+            eprintln!("g2-agent: could not put an unsent message back: {e}");
+        }
+    }
     // Let the stderr task catch up with the last lines.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let tail = tail.lock().unwrap_or_else(|e| e.into_inner()).clone();

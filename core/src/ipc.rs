@@ -28,18 +28,49 @@ pub const RESPONSES_DIR: &str = "responses";
 pub const CLOSE: &str = "_close";
 pub const MODEL_SOCKET: &str = "model.sock";
 
-/// Writes `bytes` to `dir/name` through `dir/.name.tmp` and a rename.
+/// Writes `bytes` to `dir/name` through a fresh dot-named temp file and a
+/// rename. The folders are writable by the agent too, so nothing here
+/// follows a link it may have planted: the temp file has a random name and
+/// is created exclusively (`O_EXCL` never follows a symlink), and the
+/// rename replaces a link at `name` rather than writing through it.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+    let tmp = dir.join(format!(".{name}.{}.tmp", &uuid::Uuid::new_v4().simple().to_string()[..12]));
+    let written = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| f.write_all(bytes));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
     let path = dir.join(name);
     std::fs::rename(&tmp, &path)?;
     Ok(path)
 }
+
+/// Reads a regular file of at most `max` bytes without following a
+/// symlink at `path` (the agent may have put one there to make the host
+/// read something else). Anything else is an error.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{} bytes: at most {max} are read", meta.len())));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    f.take(max + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("more than {max} bytes")));
+    }
+    Ok(buf)
+}
+
+/// A process-wide counter, so names made in the same millisecond still
+/// sort in the order they were made.
+static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The finished `*.json` files of an IPC folder, in name order (names
 /// sort by time); dot-named temp files are skipped. A missing folder has
@@ -56,11 +87,13 @@ pub fn pending(dir: &Path) -> Vec<String> {
     names
 }
 
-/// A file name that sorts by creation time: `{millis}-{random}.json`.
+/// A file name that sorts by creation time (and, within one process, by
+/// order of creation): `{millis}-{seq}-{random}.json`.
 pub fn timestamped_name() -> String {
     format!(
-        "{:013}-{}.json",
+        "{:013}-{:08}-{}.json",
         chrono::Utc::now().timestamp_millis(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 100_000_000,
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     )
 }
@@ -80,7 +113,30 @@ mod tests {
         std::fs::write(d.path().join("input/_close"), b"").unwrap();
         assert_eq!(pending(&d.path().join("input")), ["0.json", "a.json"]);
         assert!(pending(&d.path().join("missing")).is_empty());
-        let (a, b) = (timestamped_name(), timestamped_name());
-        assert!(a.ends_with(".json") && a.len() == b.len());
+        let names: Vec<String> = (0..1000).map(|_| timestamped_name()).collect();
+        assert!(names[0].ends_with(".json") && names.iter().all(|n| n.len() == names[0].len()));
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "made in order, sorted in order");
+    }
+
+    #[test]
+    fn planted_links_are_neither_followed_nor_written_through() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("secret");
+        std::fs::write(&secret, b"host only").unwrap();
+        let dir = d.path().join("responses");
+        std::fs::create_dir_all(&dir).unwrap();
+        // A link where the answer goes: replaced, the target untouched.
+        symlink(&secret, dir.join("x.json")).unwrap();
+        write_atomic(&dir, "x.json", b"{}").unwrap();
+        assert_eq!(std::fs::read(&secret).unwrap(), b"host only");
+        assert!(!std::fs::symlink_metadata(dir.join("x.json")).unwrap().file_type().is_symlink());
+        // A link where a request is read: refused.
+        symlink(&secret, dir.join("y.json")).unwrap();
+        assert!(read_regular(&dir.join("y.json"), 1 << 20).is_err());
+        assert!(read_regular(&dir, 1 << 20).is_err(), "a folder is not a file");
+        assert_eq!(read_regular(&dir.join("x.json"), 1 << 20).unwrap(), b"{}");
+        std::fs::write(dir.join("big.json"), vec![b' '; 100]).unwrap();
+        assert!(read_regular(&dir.join("big.json"), 99).is_err());
     }
 }

@@ -154,7 +154,22 @@ impl Agents {
     /// Runs one prompt in the group's container and returns when the
     /// container has finished (`g2 run`).
     pub async fn run_prompt(&self, folder: &str, prompt: &str) -> Result<RunReport> {
+        self.clear_inputs(folder)?;
         self.run(folder, prompt, RunOptions::default(), None).await
+    }
+
+    /// Removes what an earlier container of the group left in its `input/`
+    /// (a `_close`, follow-ups it never took): they must not end the next
+    /// run nor be answered twice — unanswered messages are in the next
+    /// prompt, since the router's cursor did not move past them. Called by
+    /// whoever starts a run, before anything may write a new input.
+    pub fn clear_inputs(&self, folder: &str) -> Result<()> {
+        let dir = self.home.ipc_dir(folder)?.join(ipc::INPUT_DIR);
+        let _ = std::fs::remove_file(dir.join(ipc::CLOSE));
+        for name in ipc::pending(&dir) {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+        Ok(())
     }
 
     /// Runs the group's container with `prompt` until it exits. Each
@@ -193,13 +208,6 @@ impl Agents {
         let ipc_dir = self.home.ipc_dir(&group.folder)?;
         for d in [ipc::INPUT_DIR, ipc::EVENTS_DIR, ipc::ERRORS_DIR, ipc::TASKS_DIR, ipc::MESSAGES_DIR, ipc::RESPONSES_DIR] {
             std::fs::create_dir_all(ipc_dir.join(d)).ctx(|| format!("creating {}", ipc_dir.join(d).display()))?;
-        }
-        // Leftovers of an earlier run must not end the next one, nor be
-        // answered twice: unanswered messages are in the new prompt (the
-        // router's cursor did not move past them).
-        let _ = std::fs::remove_file(ipc_dir.join(ipc::INPUT_DIR).join(ipc::CLOSE));
-        for name in ipc::pending(&ipc_dir.join(ipc::INPUT_DIR)) {
-            let _ = std::fs::remove_file(ipc_dir.join(ipc::INPUT_DIR).join(name));
         }
         write_hooks(&self.home.claude_dir(&group.folder)?)?;
         self.write_snapshots(group, &ipc_dir)?;
@@ -335,12 +343,12 @@ impl Agents {
                     } else if report.replies.len() + report.errors.len() > 0 && idle_since.is_none() {
                         // One prompt per `g2 run`: the turn is over, let the agent finish.
                         idle_since = Some(Instant::now());
-                        close(&ipc_input)?;
+                        self.close_or_stop(&ipc_input, &running.id).await;
                     }
                     if pending.len() > MAX_PENDING_OUTPUT && !stopping {
                         report.errors.push("the agent wrote more than 10 MB without a frame; stopped".into());
                         stopping = true;
-                        self.runtime.stop(&running.id, self.grace()).await?;
+                        self.stop_quietly(&running.id).await;
                     }
                 }
                 Ok(Some(Output::Stderr(b))) => {
@@ -361,7 +369,7 @@ impl Agents {
                         tracing::warn!(container = %running.name, "hard timeout; stopping");
                         report.timed_out = true;
                         stopping = true;
-                        self.runtime.stop(&running.id, self.grace()).await?;
+                        self.stop_quietly(&running.id).await;
                     } else {
                         // Stop did not end the streams: give up waiting on them.
                         break;
@@ -370,7 +378,7 @@ impl Agents {
                 Err(_) => {
                     // Idle (one-shot only: a warm run's owner decides when
                     // it is idle): ask the agent to finish (again; harmless).
-                    close(&ipc_input)?;
+                    self.close_or_stop(&ipc_input, &running.id).await;
                     idle_since = Some(Instant::now());
                 }
             }
@@ -381,7 +389,6 @@ impl Agents {
             .and_then(|r| r.ok())
             .unwrap_or(-1);
         watching.stop().await;
-        let _ = std::fs::remove_file(ipc_input.join(ipc::CLOSE));
         if report.replies.is_empty() && report.errors.is_empty() {
             report.errors.push(format!(
                 "the agent exited ({}) without a reply: {}",
@@ -390,6 +397,21 @@ impl Agents {
             ));
         }
         Ok(report)
+    }
+
+    /// Asks the agent to finish; when even that cannot be written, stops
+    /// its container: no error may leave a container behind.
+    async fn close_or_stop(&self, input_dir: &Path, id: &str) {
+        if let Err(e) = close(input_dir) {
+            tracing::error!(error = %e, "could not write _close; stopping the container");
+            self.stop_quietly(id).await;
+        }
+    }
+
+    async fn stop_quietly(&self, id: &str) {
+        if let Err(e) = self.runtime.stop(id, self.grace()).await {
+            tracing::error!(container = id, error = %e, "stopping a container");
+        }
     }
 
     /// Points the group at the session its agent runs, unless the pointer
@@ -422,13 +444,15 @@ impl Agents {
         let mut archived = Vec::new();
         for name in ipc::pending(&dir) {
             let path = dir.join(&name);
-            let Ok(bytes) = std::fs::read(&path) else { continue };
-            let outcome = match serde_json::from_slice::<AgentEvent>(&bytes) {
+            let outcome = match ipc::read_regular(&path, 1 << 20)
+                .map_err(|e| Error::Invalid(format!("agent event: {e}")))
+                .and_then(|b| serde_json::from_slice::<AgentEvent>(&b).map_err(|e| Error::Invalid(format!("agent event: {e}"))))
+            {
                 Ok(AgentEvent::Archive { path, title, session_id, .. }) => {
                     self.adopt_archive(folder, &path, &title, session_id.as_deref()).await.map(|r| archived.extend(r))
                 }
                 Ok(AgentEvent::Hook { event, session_id, at, data }) => self.store_hook(folder, event, session_id, at, data).await,
-                Err(e) => Err(Error::Invalid(format!("agent event: {e}"))),
+                Err(e) => Err(e),
             };
             match outcome {
                 Ok(()) => {
@@ -516,9 +540,10 @@ pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<PathBuf> 
 fn write_hooks(claude_dir: &Path) -> Result<()> {
     std::fs::create_dir_all(claude_dir).ctx(|| format!("creating {}", claude_dir.display()))?;
     let path = claude_dir.join("settings.json");
-    let mut settings: Value = std::fs::read_to_string(&path)
+    // The agent can write here: never read through a link it planted.
+    let mut settings: Value = ipc::read_regular(&path, 1 << 20)
         .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
+        .and_then(|t| serde_json::from_slice(&t).ok())
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
     let mut hooks = serde_json::Map::new();

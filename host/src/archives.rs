@@ -88,7 +88,9 @@ impl Prepared {
         if file.extension().is_none_or(|e| e != "md") || file.parent() != Some(conversations.as_path()) {
             return Err(Error::Invalid(format!("archive notice path {rel:?} is not a markdown file in conversations/")));
         }
-        let body = std::fs::read_to_string(&file).ctx(|| format!("reading {}", file.display()))?;
+        // The agent wrote this file: read it only if it is one (no link).
+        let bytes = g2_core::ipc::read_regular(&file, 64 << 20).ctx(|| format!("reading {}", file.display()))?;
+        let body = String::from_utf8_lossy(&bytes).into_owned();
         let title: String = title.chars().filter(|c| !c.is_control()).take(200).collect();
         Ok(Prepared {
             group: group.to_string(),

@@ -119,22 +119,26 @@ impl Channels {
     }
 
     /// Publishes an assistant message that was just stored and sends it
-    /// through its chat's channel.
+    /// through its chat's channel — in the background, so a slow network
+    /// never holds up the caller (the queue serves every group).
     pub async fn deliver(&self, m: Message) {
         let _ = self.events.send(m.clone());
         let channel = self.channel_for(&m.chat_jid);
         if channel.name() == HttpChannel.name() {
             return;
         }
-        match channel.send(&m).await {
-            Ok(()) => {
-                let id = m.id.clone();
-                if let Err(e) = self.store.write(move |tx| messages::mark_delivered(tx, &id)).await {
-                    tracing::warn!(error = %e, "could not mark a message delivered");
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            match channel.send(&m).await {
+                Ok(()) => {
+                    let id = m.id.clone();
+                    if let Err(e) = store.write(move |tx| messages::mark_delivered(tx, &id)).await {
+                        tracing::warn!(error = %e, "could not mark a message delivered");
+                    }
                 }
+                Err(e) => tracing::warn!(channel = channel.name(), chat = %m.chat_jid, error = %e, "delivery failed; kept for a retry"),
             }
-            Err(e) => tracing::warn!(channel = channel.name(), chat = %m.chat_jid, error = %e, "delivery failed; kept for a retry"),
-        }
+        });
     }
 
     /// Stores an assistant message for a chat (outside any cursor: a
@@ -205,8 +209,15 @@ mod tests {
         let chan: String = store.read(|c| Ok(c.query_row("SELECT channel FROM chats WHERE jid = 'rec:42'", [], |r| r.get(0))?)).await.unwrap();
         assert_eq!(chan, "recorder");
         let out = ch.say("rec:42", "Andy", "hello <internal>x</internal>").await.unwrap().unwrap();
-        assert_eq!(rec.0.lock().unwrap().as_slice(), ["hello"]);
         assert_eq!(live.recv().await.unwrap().id, out.id);
+        // Sent in the background, then marked delivered.
+        for _ in 0..100 {
+            if store.read(|c| messages::undelivered(c, 10)).await.unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(rec.0.lock().unwrap().as_slice(), ["hello"]);
         assert!(store.read(|c| messages::undelivered(c, 10)).await.unwrap().is_empty(), "marked delivered");
         assert!(ch.say("rec:42", "Andy", "<internal>only</internal>").await.unwrap().is_none());
     }

@@ -453,11 +453,7 @@ const GROUP_FIELDS: &[&str] = &["groupFolder", "group_folder", "targetGroup", "t
 /// Reads a claimed request; `messages/` takes `send_message` only. Also
 /// returns a group the payload names outside the action's own fields.
 fn read_request(path: &Path, sub: &str) -> std::result::Result<(TaskRequest, Option<String>), String> {
-    let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
-    if size > MAX_REQUEST {
-        return Err(format!("{size} bytes: requests are at most 1 MiB"));
-    }
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = ipc::read_regular(path, MAX_REQUEST).map_err(|e| format!("unreadable request: {e}"))?;
     let raw: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
     let req: TaskRequest = serde_json::from_value(raw.clone()).map_err(|e| format!("not a valid request: {e}"))?;
     if sub == ipc::MESSAGES_DIR && !matches!(req.action, Action::SendMessage { .. }) {
@@ -487,7 +483,7 @@ fn keep_failed(ipc_dir: &Path, claimed: &Path, name: &str, why: &str) {
     let errors = ipc_dir.join(ipc::ERRORS_DIR);
     let _ = std::fs::create_dir_all(&errors);
     let _ = std::fs::rename(claimed, errors.join(name));
-    let _ = std::fs::write(errors.join(format!("{name}.reason.txt")), why);
+    let _ = ipc::write_atomic(&errors, &format!("{name}.reason.txt"), why.as_bytes());
 }
 
 #[cfg(test)]

@@ -234,13 +234,14 @@ impl Ctx {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("G2_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("G2_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // One JSON object per line for log collectors; text for people.
+    if std::env::var("G2_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -425,7 +426,19 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     println!("api       http://{}", listener.local_addr()?);
     println!("groups    {} sockets", sockets.len());
     tracing::info!(addr = %listener.local_addr()?, groups = groups.len(), "serving");
-    axum::serve(listener, api.router()).with_graceful_shutdown(shutdown_signal()).await?;
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stopped = stop.clone();
+    let server = tokio::spawn(
+        axum::serve(listener, api.router()).with_graceful_shutdown(async move { stopped.notified().await }).into_future(),
+    );
+    shutdown_signal().await;
+    stop.notify_one();
+    // Open streams (SSE) never end by themselves: do not wait on them long.
+    match tokio::time::timeout(Duration::from_secs(3), server).await {
+        Ok(Ok(Err(e))) => tracing::error!(error = %e, "the HTTP server failed"),
+        Err(_) => tracing::info!("streams still open; closing them"),
+        _ => {}
+    }
     tracing::info!("shutting down: closing containers");
     schedule.stop().await;
     queue.shutdown().await;

@@ -315,11 +315,19 @@ impl Queue {
         if self.stopping.is_some() {
             return;
         }
-        let Some(group) = self.group(folder).await else { return };
+        let group = match self.group(folder).await {
+            Ok(Some(g)) => g,
+            Ok(None) => return,
+            Err(_) => return self.retry_soon(folder),
+        };
+        let others_wait = !self.fifo.is_empty();
         let g = self.groups.entry(folder.to_string()).or_default();
+        let others_wait = others_wait || !g.tasks.is_empty();
         if let Some(run) = &mut g.run {
-            // A follow-up for the running container.
-            if let (Kind::Messages { outstanding, sent_upto, .. }, false) = (&mut run.kind, run.closing) {
+            // A follow-up for the running container — unless other work
+            // waits for it to finish: then it finishes what it has, closes,
+            // and these messages wait for the group's next turn in line.
+            if let (Kind::Messages { outstanding, sent_upto, .. }, false, false) = (&mut run.kind, run.closing, others_wait) {
                 let after = *sent_upto;
                 let batch = match self.store.read(move |c| router::next_batch(c, &group, after)).await {
                     Ok(b) => b,
@@ -350,15 +358,19 @@ impl Queue {
         }
     }
 
-    async fn group(&self, folder: &str) -> Option<Group> {
+    /// The group's row: `Ok(None)` when it is not registered (any more).
+    async fn group(&self, folder: &str) -> Result<Option<Group>> {
         let f = folder.to_string();
-        match self.store.read(move |c| groups::get(c, &f)).await {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::error!(group = folder, error = %e, "reading the group");
-                None
-            }
-        }
+        self.store.read(move |c| groups::get(c, &f)).await.inspect_err(|e| tracing::error!(group = folder, error = %e, "reading the group"))
+    }
+
+    /// Tries `folder` again in a second (after a database error).
+    fn retry_soon(&self, folder: &str) {
+        let (me, f) = (self.me.clone(), folder.to_string());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = me.send(Cmd::Retry(f));
+        });
     }
 
     /// The batch the group's next container would start with.
@@ -399,12 +411,24 @@ impl Queue {
         if self.stopping.is_some() {
             return;
         }
-        let Some(group) = self.group(folder).await else {
-            if let Some(g) = self.groups.get_mut(folder) {
-                g.tasks.clear();
+        let group = match self.group(folder).await {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                // Unregistered meanwhile: its tasks cannot run.
+                if let Some(g) = self.groups.get_mut(folder) {
+                    for t in g.tasks.drain(..) {
+                        tracing::warn!(task = %t.id, group = folder, "the task's group is gone; not run");
+                    }
+                }
+                return;
             }
-            return;
+            Err(_) => return self.retry_soon(folder),
         };
+        // Before the run exists, so no follow-up or _close of this run can
+        // be written yet and then be taken for a leftover.
+        if let Err(e) = self.agents.clear_inputs(folder) {
+            tracing::error!(group = folder, error = %e, "clearing input/");
+        }
         let task = self.groups.entry(folder.to_string()).or_default().tasks.pop_front();
         let (kind, prompt, opts) = match task {
             Some(t) => {
@@ -475,12 +499,30 @@ impl Queue {
                 match turn {
                     Turn::Reply(text) => {
                         g.retries = 0;
-                        let Some(group) = self.group(folder).await else { return };
-                        let (sender, delivered) = (self.assistant_name.clone(), self.channels.stored_is_delivered(&group.jid));
-                        match self.store.write(move |tx| router::deliver_reply(tx, &group, &sender, &text, upto, delivered)).await {
+                        let stored = match self.group(folder).await {
+                            Ok(Some(group)) => {
+                                let (sender, delivered) = (self.assistant_name.clone(), self.channels.stored_is_delivered(&group.jid));
+                                self.store.write(move |tx| router::deliver_reply(tx, &group, &sender, &text, upto, delivered)).await
+                            }
+                            Ok(None) => Ok(None),
+                            Err(e) => Err(e),
+                        };
+                        match stored {
                             Ok(Some(m)) => self.channels.deliver(m).await,
                             Ok(None) => {}
-                            Err(e) => tracing::error!(group = folder, error = %e, "storing a reply"),
+                            Err(e) => {
+                                // The cursor did not move: redo from it rather
+                                // than credit the next reply to these messages.
+                                tracing::error!(group = folder, error = %e, "storing a reply; the run is redone");
+                                if let Some(Run { kind: Kind::Messages { failed, outstanding, .. }, .. }) =
+                                    self.groups.get_mut(folder).and_then(|g| g.run.as_mut())
+                                {
+                                    *failed = Some(format!("storing a reply: {e}"));
+                                    outstanding.clear();
+                                }
+                                self.close(folder);
+                                return;
+                            }
                         }
                     }
                     Turn::Failed(e) => {
@@ -512,8 +554,8 @@ impl Queue {
 
     async fn idle_timeout(&self, folder: &str) -> Duration {
         match self.group(folder).await {
-            Some(g) => crate::container::timeouts(&self.agents.settings().container, &g).1,
-            None => Duration::from_secs(self.agents.settings().container.idle_timeout_secs),
+            Ok(Some(g)) => crate::container::timeouts(&self.agents.settings().container, &g).1,
+            _ => Duration::from_secs(self.agents.settings().container.idle_timeout_secs),
         }
     }
 
@@ -581,7 +623,7 @@ impl Queue {
         g.retries = 0;
         let tries = self.settings.retries + 1;
         tracing::error!(group = folder, tries, error = why, "giving up; the group is marked failing");
-        let Some(group) = self.group(folder).await else { return };
+        let Ok(Some(group)) = self.group(folder).await else { return };
         let (sender, delivered, why) = (self.assistant_name.clone(), self.channels.stored_is_delivered(&group.jid), why.to_string());
         let stored = self
             .store

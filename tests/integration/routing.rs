@@ -254,7 +254,12 @@ async fn failures_are_retried_then_the_sender_is_told() {
     let home = TestHome::new();
     let s = serve(
         &home,
-        &[("G2_CONTAINER__IMAGE", "g2-agent:missing"), ("G2_QUEUE__RETRIES", "2"), ("G2_QUEUE__RETRY_BASE_MS", "200")],
+        &[
+            ("G2_CONTAINER__IMAGE", "g2-agent:missing"),
+            ("G2_QUEUE__RETRIES", "2"),
+            ("G2_QUEUE__RETRY_BASE_MS", "200"),
+            ("G2_LOG_FORMAT", "json"),
+        ],
     );
     let mut main = Sse::open(&s.url, "main", None).await;
     let t0 = Instant::now();
@@ -268,6 +273,14 @@ async fn failures_are_retried_then_the_sender_is_told() {
     // Nothing is retried forever.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(bot_messages(&s.url, "main").await.len(), 1);
+    // Structured logs: one JSON object a line, with the decision's fields.
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    let gave_up: Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["fields"]["message"] == "giving up; the group is marked failing")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert_eq!((gave_up["level"].as_str(), gave_up["fields"]["group"].as_str(), gave_up["fields"]["tries"].as_u64()), (Some("ERROR"), Some("main"), Some(3)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -320,8 +333,10 @@ async fn chat_from_a_terminal_and_a_graceful_shutdown() {
     let out = home.g2_with(&["chat", "main", "--url", "http://127.0.0.1:9"], &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not answer"));
 
-    // SIGTERM with a warm container: it is closed, the host exits cleanly.
+    // SIGTERM with a warm container and an open stream: the container is
+    // closed, the host exits cleanly.
     assert_eq!(containers_of(&home).len(), 1);
+    let _open = Sse::open(&s.url, "main", None).await;
     let mut s = s;
     let pid = s.child.id().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
