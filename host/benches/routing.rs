@@ -22,15 +22,17 @@ fn main() {
     let base = serve.url.clone();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (total, windows) = rt.block_on(async move {
+    let input_dir = home.path().join("data/ipc/main/input");
+    let (total, windows, host_in, host_out) = rt.block_on(async move {
         let client = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();
         let resp = client.get(format!("{base}/api/groups/main/stream")).send().await.unwrap();
-        let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(Instant, String)>();
+        let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(Instant, String, chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)>();
         tokio::spawn(async move {
             let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
             while let Some(m) = messages.next().await {
                 if m.from_bot {
-                    let _ = tx.send((Instant::now(), m.text));
+                    let stored = chrono::DateTime::parse_from_rfc3339(&m.timestamp).unwrap().with_timezone(&chrono::Utc);
+                    let _ = tx.send((Instant::now(), m.text, stored, chrono::Utc::now()));
                 }
             }
         });
@@ -43,8 +45,23 @@ fn main() {
         };
         // Cold start, then warm.
         post("warm up".into()).await;
-        let (_, first) = tokio::time::timeout(Duration::from_secs(180), replies.recv()).await.expect("no reply").unwrap();
+        let (_, first, _, _) = tokio::time::timeout(Duration::from_secs(180), replies.recv()).await.expect("no reply").unwrap();
         assert!(first.contains("warm up"), "{first}");
+        // When each follow-up lands in the container's input/ (the host's
+        // part of the way in): the rename that publishes it.
+        let (ftx, mut follow_ups) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if let Ok(ev) = res
+                && matches!(ev.kind, notify::EventKind::Modify(notify::event::ModifyKind::Name(_)))
+                && ev.paths.iter().any(|p| p.extension().is_some_and(|e| e == "json") && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            {
+                let _ = ftx.send(Instant::now());
+            }
+        })
+        .unwrap();
+        notify::Watcher::watch(&mut watcher, &input_dir, notify::RecursiveMode::NonRecursive).unwrap();
+        let mut host_in = Vec::new();
+        let mut host_out = Vec::new();
         let mut total = Vec::new();
         let mut windows = Vec::new();
         for i in 0..n {
@@ -52,12 +69,21 @@ fn main() {
             let wall = chrono::Utc::now();
             let t0 = Instant::now();
             post(text.clone()).await;
-            let (at, reply) = tokio::time::timeout(Duration::from_secs(60), replies.recv()).await.expect("no reply").unwrap();
+            let (at, reply, stored, seen) = tokio::time::timeout(Duration::from_secs(60), replies.recv()).await.expect("no reply").unwrap();
+            host_out.push((seen - stored).to_std().unwrap_or_default());
+            while let Ok(f) = follow_ups.try_recv() {
+                if f >= t0 {
+                    host_in.push(f - t0);
+                    break;
+                }
+            }
+            while follow_ups.try_recv().is_ok() {}
             assert!(reply.contains(&format!("\"{text}\"")), "{reply}");
             total.push(at - t0);
             windows.push((wall, wall + chrono::Duration::from_std(at - t0).unwrap()));
         }
-        (total, windows)
+        drop(watcher);
+        (total, windows, host_in, host_out)
     });
     drop(serve);
     // The model's time within each message's window.
@@ -96,5 +122,9 @@ fn main() {
     println!("  minus model   p50 {} p99 {}", fmt_dur(x.at(0.5)), fmt_dur(x.at(0.99)));
     let (b, a) = (Samples::of(before), Samples::of(after));
     println!("    accepted -> model request   p50 {} p99 {}", fmt_dur(b.at(0.5)), fmt_dur(b.at(0.99)));
+    let h = Samples::of(host_in);
+    println!("      of which the host: accepted -> follow-up in input/  p50 {} p99 {} ({} seen)", fmt_dur(h.at(0.5)), fmt_dur(h.at(0.99)), h.n());
     println!("    model answer -> on stream   p50 {} p99 {}", fmt_dur(a.at(0.5)), fmt_dur(a.at(0.99)));
+    let o = Samples::of(host_out);
+    println!("      of which the host: reply stored -> on stream  p50 {} p99 {} (ms clock)", fmt_dur(o.at(0.5)), fmt_dur(o.at(0.99)));
 }
