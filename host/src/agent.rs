@@ -244,14 +244,10 @@ impl Agents {
             let groups = if is_main { groups::list(c)? } else { Vec::new() };
             Ok((history, tasks, groups))
         })?;
-        let groups: Vec<Value> = groups
-            .iter()
-            .map(|g| json!({ "folder": g.folder, "name": g.name, "jid": g.jid, "isMain": g.is_main }))
-            .collect();
         for (name, v) in [
             ("session_history.json", serde_json::to_value(&history).unwrap_or_default()),
             ("current_tasks.json", Value::Array(tasks)),
-            ("available_groups.json", Value::Array(groups)),
+            ("available_groups.json", groups::snapshot(&groups)),
         ] {
             ipc::write_atomic(ipc_dir, name, &serde_json::to_vec_pretty(&v).unwrap_or_default())
                 .ctx(|| format!("writing {name}"))?;

@@ -38,6 +38,13 @@ pub struct NewGroup {
     pub is_main: bool,
 }
 
+/// The groups as the main group's agent sees them (`available_groups.json`).
+pub fn snapshot(list: &[Group]) -> serde_json::Value {
+    list.iter()
+        .map(|g| serde_json::json!({ "folder": g.folder, "name": g.name, "jid": g.jid, "isMain": g.is_main }))
+        .collect()
+}
+
 /// The trigger a group gets when none is given.
 pub fn default_trigger(assistant_name: &str) -> String {
     format!(r"(?i)^@{}\b", regex::escape(assistant_name))

@@ -290,12 +290,8 @@ impl TaskServer {
                     return Err(Error::Forbidden("only the main group sees the groups".into()));
                 }
                 let list = self.store.read(groups::list).await?;
-                let v: Vec<serde_json::Value> = list
-                    .iter()
-                    .map(|g| serde_json::json!({ "folder": g.folder, "name": g.name, "jid": g.jid, "isMain": g.is_main }))
-                    .collect();
                 let dir = self.home.ipc_dir(folder)?;
-                ipc::write_atomic(&dir, "available_groups.json", &serde_json::to_vec_pretty(&v).unwrap_or_default())
+                ipc::write_atomic(&dir, "available_groups.json", &serde_json::to_vec_pretty(&groups::snapshot(&list)).unwrap_or_default())
                     .map_err(|e| Error::io("writing available_groups.json", e))?;
                 Ok(format!("available_groups.json lists {} groups.", list.len()))
             }
