@@ -1,5 +1,6 @@
 //! Host memory idle: the resident set (VmRSS) of `g2 serve` with 1 and
-//! with 1,000 registered groups (each with its gateway socket), after it
+//! with 1,000 registered groups (each with its gateway socket and inotify
+//! watches on its `messages/` and `tasks/`), after it
 //! has settled. Containers are not started: nothing is sent.
 //!
 //! `cargo bench -p g2-host --bench idle` (`G2_BENCH_GROUPS`, default 1000).

@@ -1,14 +1,14 @@
 //! The host side of the agents' requests (`data/ipc/{group}/tasks/` and
 //! `messages/`).
 //!
-//! A watcher (inotify on both folders, plus a rescan on a timer, which also
-//! covers an inotify overflow) wakes [`TaskServer::drain`], which claims
-//! each request by renaming it (`.claimed-…`; whoever renames owns it),
-//! carries it out, and answers in `responses/{requestId}.json`. A request
-//! that cannot be read is moved to `errors/` beside a note saying why.
-//! Watches exist while a group's container runs (only a running agent
-//! writes requests); [`TaskServer::drain_all`] picks up leftovers at start,
-//! so 1,000 idle groups cost no watches.
+//! In `g2 serve`, [`TaskServer::watch_all`] watches `data/ipc/` and every
+//! group's `messages/` and `tasks/` (inotify), rescans everything on a
+//! timer and when the kernel reports an overflow, and drains what an
+//! earlier host left; `g2 run` watches its one group while its container
+//! runs ([`TaskServer::watch`]). [`TaskServer::drain`] claims each request
+//! by renaming it (`.claimed-…`; whoever renames owns it), carries it out,
+//! and answers in `responses/{requestId}.json`. A request that cannot be
+//! read is moved to `errors/` beside a note saying why.
 //!
 //! **Identity is the folder.** The group a request acts for is the IPC
 //! folder it was found in, never anything in the request. Authorization
@@ -43,8 +43,10 @@ use crate::store::Store;
 use crate::tasks::{self, StatusAction};
 use crate::{Error, Result};
 
-/// How often the tasks folder is rescanned without an event.
+/// How often a running group's folders are rescanned without an event.
 const RESCAN: Duration = Duration::from_secs(2);
+/// How often every group's folders are rescanned by [`TaskServer::watch_all`].
+const FULL_RESCAN: Duration = Duration::from_secs(10);
 
 /// Callback with a group's folder.
 pub type FolderHook = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
@@ -69,15 +71,24 @@ pub struct TaskServer {
     store: Store,
     sessions: SessionManager,
     links: Links,
+    /// [`TaskServer::watch_all`] runs: per-run watches are not needed (and
+    /// two drains of one folder at once could reorder its requests).
+    watching_all: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TaskServer {
     pub fn new(home: Home, store: Store, sessions: SessionManager, links: Links) -> Self {
-        TaskServer { home, store, sessions, links }
+        TaskServer { home, store, sessions, links, watching_all: Default::default() }
     }
 
-    /// Serves a group's requests until stopped; a last drain runs at stop.
+    /// Serves a group's requests until stopped; a last drain runs at stop
+    /// (`g2 run`; a no-op while [`TaskServer::watch_all`] runs).
     pub fn watch(&self, folder: &str) -> Result<Background> {
+        if self.watching_all.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(Background::spawn(|stopped| async move {
+                let _ = stopped.await;
+            }));
+        }
         let ipc_dir = self.home.ipc_dir(folder)?;
         let dirs = [ipc_dir.join(ipc::TASKS_DIR), ipc_dir.join(ipc::MESSAGES_DIR)];
         for dir in &dirs {
@@ -114,14 +125,88 @@ impl TaskServer {
         }))
     }
 
+    /// Serves every group's requests until stopped (`g2 serve`): inotify on
+    /// `data/ipc/` (new group folders) and on each group's `messages/` and
+    /// `tasks/`, each event draining the folder it names; a full rescan
+    /// every [`FULL_RESCAN`] and whenever the kernel's queue overflowed.
+    /// Starts with a full drain (what an earlier host left).
+    pub fn watch_all(&self) -> Result<Background> {
+        let root = self.home.data_dir().join("ipc");
+        std::fs::create_dir_all(&root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+        // None: rescan everything.
+        let (wake_tx, mut wake) = mpsc::unbounded_channel::<Option<String>>();
+        let cb_root = root.clone();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            // Our own reads are access events; reacting to them would loop.
+            Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
+            Ok(ev) if ev.need_rescan() => {
+                let _ = wake_tx.send(None);
+            }
+            Ok(ev) => {
+                for p in &ev.paths {
+                    if let Some(folder) = folder_of(&cb_root, p) {
+                        let _ = wake_tx.send(Some(folder));
+                    }
+                }
+            }
+            Err(_) => {
+                let _ = wake_tx.send(None);
+            }
+        })
+        .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
+        watcher
+            .watch(&root, RecursiveMode::NonRecursive)
+            .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
+        self.watching_all.store(true, std::sync::atomic::Ordering::Relaxed);
+        let server = self.clone();
+        Ok(Background::spawn(|mut stopped| async move {
+            let mut watched = std::collections::HashSet::new();
+            let mut watch_group = |watcher: &mut notify::RecommendedWatcher, folder: &str| {
+                if watched.contains(folder) || g2_core::validate::group_folder(folder).is_err() {
+                    return;
+                }
+                for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
+                    let dir = root.join(folder).join(sub);
+                    let ok = std::fs::create_dir_all(&dir).is_ok() && watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok();
+                    if !ok {
+                        tracing::warn!(dir = %dir.display(), "cannot watch; the timed rescan covers it");
+                    }
+                }
+                watched.insert(folder.to_string());
+            };
+            let registered = server.store.read(groups::list).await.unwrap_or_default();
+            for g in &registered {
+                watch_group(&mut watcher, &g.folder);
+            }
+            for f in list_folders(&root) {
+                watch_group(&mut watcher, &f);
+            }
+            server.drain_all().await;
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    w = wake.recv() => match w {
+                        Some(Some(folder)) => {
+                            watch_group(&mut watcher, &folder);
+                            server.drain(&folder).await;
+                        }
+                        _ => server.drain_all().await,
+                    },
+                    _ = tokio::time::sleep(FULL_RESCAN) => {
+                        for f in list_folders(&root) {
+                            watch_group(&mut watcher, &f);
+                        }
+                        server.drain_all().await;
+                    }
+                }
+            }
+        }))
+    }
+
     /// Handles every request of every group (leftovers of an earlier host).
     pub async fn drain_all(&self) {
-        let Ok(rd) = std::fs::read_dir(self.home.data_dir().join("ipc")) else { return };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if g2_core::validate::group_folder(&name).is_ok() {
-                self.drain(&name).await;
-            }
+        for folder in list_folders(&self.home.data_dir().join("ipc")) {
+            self.drain(&folder).await;
         }
     }
 
@@ -446,6 +531,28 @@ const MAX_REQUEST: u64 = 1 << 20;
 /// Fields a forged request might use to name another group.
 const GROUP_FIELDS: &[&str] = &["groupFolder", "group_folder", "targetGroup", "target_group", "group", "targetJid", "target_jid"];
 
+/// The group folder an event path belongs to: `ipc/{folder}` itself or a
+/// file in its `messages/` or `tasks/`.
+fn folder_of(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut parts = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
+    let folder = parts.next()?;
+    match parts.next().as_deref() {
+        None | Some(ipc::MESSAGES_DIR) | Some(ipc::TASKS_DIR) => Some(folder),
+        _ => None,
+    }
+}
+
+/// The group folders under `data/ipc/`.
+fn list_folders(root: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(root) else { return Vec::new() };
+    rd.flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| g2_core::validate::group_folder(n).is_ok())
+        .collect()
+}
+
 /// Reads a claimed request; `messages/` takes `send_message` only. Also
 /// returns a group the payload names outside the action's own fields.
 fn read_request(path: &Path, sub: &str) -> std::result::Result<(TaskRequest, Option<String>), String> {
@@ -485,6 +592,16 @@ fn keep_failed(ipc_dir: &Path, claimed: &Path, name: &str, why: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_paths_name_their_group() {
+        let root = Path::new("/h/data/ipc");
+        assert_eq!(folder_of(root, Path::new("/h/data/ipc/fam/tasks/x.json")).as_deref(), Some("fam"));
+        assert_eq!(folder_of(root, Path::new("/h/data/ipc/fam/messages/.x.tmp")).as_deref(), Some("fam"));
+        assert_eq!(folder_of(root, Path::new("/h/data/ipc/new")).as_deref(), Some("new"));
+        assert_eq!(folder_of(root, Path::new("/h/data/ipc/fam/responses/x.json")), None, "our own answers");
+        assert_eq!(folder_of(root, Path::new("/elsewhere/x")), None);
+    }
 
     #[test]
     fn request_ids_cannot_escape() {

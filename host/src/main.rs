@@ -400,8 +400,8 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     for name in agents.reap().await? {
         tracing::warn!(container = %name, "removed a container left by an earlier host");
     }
-    // Requests an earlier host left unanswered.
-    agents.requests().drain_all().await;
+    // Every group's requests, including what an earlier host left unanswered.
+    let requests = agents.requests().watch_all()?;
     let sockets: Vec<_> = group_sockets(ctx, &gw, &store).await?.into_iter().map(|(_, l)| l).collect();
     let worker = queue::Queue::spawn(inbox, &queue, agents.clone(), store.clone(), channels.clone(), Some(tasks_changed.clone()));
     let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
@@ -442,6 +442,7 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     tracing::info!("shutting down: closing containers");
     schedule.stop().await;
     queue.shutdown().await;
+    requests.stop().await;
     worker.abort();
     stop_gateway(gw, sockets).await;
     Ok(0)

@@ -346,3 +346,36 @@ async fn chat_from_a_terminal_and_a_graceful_shutdown() {
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
     assert!(containers_of(&home).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ipc_watcher_serves_every_group_folder() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    // Left by an earlier host: served at start.
+    let req = |id: &str, body: &str| format!(r#"{{"requestId":"{id}",{body}}}"#);
+    let main_msgs = home.path().join("data/ipc/main/messages");
+    g2_core::ipc::write_atomic(&main_msgs, "old.json", req("old", r#""type":"send_message","text":"left over""#).as_bytes()).unwrap();
+    let s = serve(&home, &[]);
+    let mut main = Sse::open(&s.url, "main", Some(0)).await;
+    assert_eq!(main.reply(15).await, "left over");
+    // Written while no container runs: inotify, not a run's watch.
+    g2_core::ipc::write_atomic(&main_msgs, "new.json", req("new", r#""type":"send_message","text":"by file""#).as_bytes()).unwrap();
+    assert_eq!(main.reply(5).await, "by file");
+    // A group registered after start is watched too.
+    let r = http_client().post(format!("{}/api/groups", s.url)).json(&serde_json::json!({ "folder": "later", "name": "Later" })).send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    let tasks = home.path().join("data/ipc/later/tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    g2_core::ipc::write_atomic(&tasks, "t.json", req("t", r#""type":"list_tasks""#).as_bytes()).unwrap();
+    let answer = home.path().join("data/ipc/later/responses/t.json");
+    let deadline = Instant::now() + Duration::from_secs(12);
+    while !answer.exists() {
+        assert!(Instant::now() < deadline, "no answer for a group registered after start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(std::fs::read_to_string(&answer).unwrap().contains("No scheduled tasks"));
+    assert!(containers_of(&home).is_empty(), "no container was needed");
+}
