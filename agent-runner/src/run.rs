@@ -143,8 +143,18 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     let mut closing = false;
     send(&mut stdin, &input.prompt).await;
     let mut lines = BufReader::new(stdout).lines();
+    // Between turns with nothing queued, the host closes us when it wants;
+    // this only ends an agent whose host died (no `_close` will come).
+    let idle_exit = input.idle_exit_secs.map(std::time::Duration::from_secs);
+    let mut idle_since = tokio::time::Instant::now();
     loop {
+        let idle_deadline = idle_since + idle_exit.unwrap_or(std::time::Duration::from_secs(365 * 86_400));
         tokio::select! {
+            _ = tokio::time::sleep_until(idle_deadline), if idle_exit.is_some() && !in_turn && queue.is_empty() && stdin.is_some() => {
+                eprintln!("g2-agent: no input for {:?} between turns and no close from the host; finishing", idle_exit.unwrap_or_default());
+                closing = true;
+                stdin = None;
+            }
             line = lines.next_line() => {
                 let Ok(Some(line)) = line else { break };
                 let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
@@ -183,6 +193,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                         emit(&frame);
                         emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None });
                         in_turn = false;
+                        idle_since = tokio::time::Instant::now();
                         if failed {
                             // The host retries from its cursor: the queued
                             // messages must not be answered here as well.

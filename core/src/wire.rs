@@ -24,6 +24,11 @@ pub struct ContainerInput {
     pub is_scheduled_task: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assistant_name: Option<String>,
+    /// The agent finishes by itself after this long between turns with no
+    /// new input: a backstop for a host that died without closing it (the
+    /// host's own idle close comes first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_exit_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -274,6 +274,8 @@ impl Agents {
             is_main: group.is_main,
             is_scheduled_task: opts.scheduled,
             assistant_name: Some(self.settings.assistant_name.clone()),
+            // Past the host's own idle close, so it only ever ends orphans.
+            idle_exit_secs: Some(idle.as_secs() + (idle.as_secs() / 10).clamp(5, 300)),
         };
         let bytes = serde_json::to_vec(&input).map_err(|e| Error::Invalid(e.to_string()))?;
         // The agent's g2 tools are answered while its container runs.

@@ -379,3 +379,29 @@ async fn the_ipc_watcher_serves_every_group_folder() {
     assert!(std::fs::read_to_string(&answer).unwrap().contains("No scheduled tasks"));
     assert!(containers_of(&home).is_empty(), "no container was needed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_orphaned_by_a_killed_host_finishes_by_itself() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    // Host idle close after 3 s; the agent's own backstop 5 s later.
+    let mut s = serve(&home, &[("G2_CONTAINER__IDLE_TIMEOUT_SECS", "3")]);
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(&s.url, "main", "ann", "hello").await;
+    main.reply(120).await;
+    s.child.kill().unwrap(); // before its idle close
+    s.child.wait().unwrap();
+    let name = containers_of(&home).pop().expect("the orphan");
+    let running = || {
+        let out = std::process::Command::new("docker").args(["inspect", "-f", "{{.State.Running}}", &name]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "true"
+    };
+    assert!(running(), "still up right after the kill");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while running() {
+        assert!(Instant::now() < deadline, "the orphan did not finish by itself");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -270,12 +270,29 @@ pub fn wait_for_container(home: &TestHome) -> String {
 pub struct Serve {
     pub child: Child,
     pub url: String,
+    home_label: String,
 }
 
 impl Drop for Serve {
     fn drop(&mut self) {
+        // Gracefully first: g2 serve closes its containers. (Never signal a
+        // pid that was already reaped: it may be someone else's by now.)
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // Whatever a killed host left (tests kill it on purpose).
+        let ids = Command::new("docker").args(["ps", "-aq", "--filter", &format!("label=g2.home={}", self.home_label)]).output();
+        if let Ok(out) = ids {
+            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("docker").args(["rm", "-f", id]).output();
+            }
+        }
     }
 }
 
@@ -294,7 +311,7 @@ pub fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
         .spawn()
         .unwrap();
     let url = lines_until(&mut child, "groups").iter().find_map(|l| l.strip_prefix("api ").map(|u| u.trim().to_string()));
-    Serve { child, url: url.expect("g2 serve printed its address") }
+    Serve { child, url: url.expect("g2 serve printed its address"), home_label: g2_host::container::home_label(home.path()) }
 }
 
 

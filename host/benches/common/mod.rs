@@ -123,7 +123,9 @@ impl Serve {
 impl Drop for Serve {
     fn drop(&mut self) {
         // SIGTERM first: a graceful stop closes the agents' containers.
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        }
         let deadline = Instant::now() + Duration::from_secs(40);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
