@@ -156,19 +156,15 @@ struct NewGroupBody {
 }
 
 async fn add_group(State(api): State<Api>, Json(b): Json<NewGroupBody>) -> std::result::Result<(StatusCode, Json<groups::Group>), ApiError> {
-    let g = NewGroup {
+    let new = NewGroup {
         folder: b.folder,
         name: b.name,
         jid: b.jid,
         trigger_pattern: b.trigger,
         requires_trigger: b.requires_trigger,
         is_main: b.is_main,
-    }
-    .into_group(&api.assistant_name)?;
-    api.home.ensure_layout()?;
-    let stored = g.clone();
-    api.store.write(move |tx| groups::add(tx, &stored)).await?;
-    api.home.ensure_group(&g.folder, &g.name, g.is_main)?;
+    };
+    let g = groups::register(&api.store, &api.home, new, &api.assistant_name).await?;
     Ok((StatusCode::CREATED, Json(g)))
 }
 

@@ -156,6 +156,18 @@ pub fn get(conn: &Connection, folder: &str) -> Result<Option<Group>> {
         .optional()?)
 }
 
+/// Registers a group: validates it and fills in defaults, stores it, and
+/// creates its folder (the CLI, the API and the main group's agent all
+/// register through here).
+pub async fn register(store: &crate::store::Store, home: &crate::home::Home, new: NewGroup, assistant_name: &str) -> Result<Group> {
+    let group = new.into_group(assistant_name)?;
+    home.ensure_layout()?;
+    let g = group.clone();
+    store.write(move |tx| add(tx, &g)).await?;
+    home.ensure_group(&group.folder, &group.name, group.is_main)?;
+    Ok(group)
+}
+
 /// A registered group by folder (checked first), or `NotFound`.
 pub async fn require(store: &crate::store::Store, folder: &str) -> Result<Group> {
     g2_core::validate::group_folder(folder)?;

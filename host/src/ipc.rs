@@ -363,11 +363,8 @@ impl TaskServer {
                 if !me.is_main {
                     return Err(Error::Forbidden("only the main group registers groups".into()));
                 }
-                let g = groups::NewGroup { folder: new_folder, name, jid, trigger_pattern: trigger, requires_trigger, is_main: false }
-                    .into_group(&self.links.assistant_name)?;
-                let stored = g.clone();
-                self.store.write(move |tx| groups::add(tx, &stored)).await?;
-                self.home.ensure_group(&g.folder, &g.name, false)?;
+                let new = groups::NewGroup { folder: new_folder, name, jid, trigger_pattern: trigger, requires_trigger, is_main: false };
+                let g = groups::register(&self.store, &self.home, new, &self.links.assistant_name).await?;
                 Ok(format!("Registered group {} (folder {}, chat {}).", g.name, g.folder, g.jid))
             }
             Action::RefreshGroups {} => {
