@@ -290,12 +290,8 @@ impl Queue {
                     for f in folders {
                         self.close(&f);
                     }
-                    let me = self.me.clone();
                     let wait = Duration::from_secs(self.agents.settings().container.stop_grace_secs + 20);
-                    tokio::spawn(async move {
-                        tokio::time::sleep(wait).await;
-                        let _ = me.send(Cmd::ShutdownDeadline);
-                    });
+                    self.later(wait, Cmd::ShutdownDeadline);
                 }
             }
             Cmd::ShutdownDeadline => {
@@ -320,9 +316,8 @@ impl Queue {
             Ok(None) => return,
             Err(_) => return self.retry_soon(folder),
         };
-        let others_wait = !self.fifo.is_empty();
+        let others_wait = self.others_wait(folder);
         let g = self.groups.entry(folder.to_string()).or_default();
-        let others_wait = others_wait || !g.tasks.is_empty();
         if let Some(run) = &mut g.run {
             // A follow-up for the running container — unless other work
             // waits for it to finish: then it finishes what it has, closes,
@@ -366,11 +361,23 @@ impl Queue {
 
     /// Tries `folder` again in a second (after a database error).
     fn retry_soon(&self, folder: &str) {
-        let (me, f) = (self.me.clone(), folder.to_string());
+        self.later(Duration::from_secs(1), Cmd::Retry(folder.to_string()));
+    }
+
+    /// Sends `cmd` to this actor after `delay` (timers are commands too, so
+    /// all state changes happen in the actor).
+    fn later(&self, delay: Duration, cmd: Cmd) {
+        let me = self.me.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let _ = me.send(Cmd::Retry(f));
+            tokio::time::sleep(delay).await;
+            let _ = me.send(cmd);
         });
+    }
+
+    /// Whether other work waits for `folder`'s container to go: a task of
+    /// its own, or a group in line for a slot.
+    fn others_wait(&self, folder: &str) -> bool {
+        !self.fifo.is_empty() || self.groups.get(folder).is_some_and(|g| !g.tasks.is_empty())
     }
 
     /// The batch the group's next container would start with.
@@ -533,7 +540,7 @@ impl Queue {
                         return;
                     }
                 }
-                let others_wait = !self.fifo.is_empty() || self.groups.get(folder).is_some_and(|g| !g.tasks.is_empty());
+                let others_wait = self.others_wait(folder);
                 let idle = self.idle_timeout(folder).await;
                 let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else { return };
                 if run.is_idle() {
@@ -541,11 +548,8 @@ impl Queue {
                         self.close(folder);
                     } else {
                         run.epoch += 1;
-                        let (me, f, epoch) = (self.me.clone(), folder.to_string(), run.epoch);
-                        tokio::spawn(async move {
-                            tokio::time::sleep(idle).await;
-                            let _ = me.send(Cmd::Idle { folder: f, run: run_id, epoch });
-                        });
+                        let epoch = run.epoch;
+                        self.later(idle, Cmd::Idle { folder: folder.to_string(), run: run_id, epoch });
                     }
                 }
             }
@@ -613,11 +617,7 @@ impl Queue {
             let delay = Duration::from_millis(self.settings.retry_base_ms.saturating_mul(1 << (g.retries - 1).min(20)));
             tracing::warn!(group = folder, attempt = g.retries, retry_in_ms = delay.as_millis() as u64, error = why, "will retry");
             g.retry_at = Some(Instant::now() + delay);
-            let (me, f) = (self.me.clone(), folder.to_string());
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                let _ = me.send(Cmd::Retry(f));
-            });
+            self.later(delay, Cmd::Retry(folder.to_string()));
             return;
         }
         g.retries = 0;
