@@ -372,13 +372,7 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     g2_host::api::check_bind(&addr, ctx.settings.api.token.as_deref())?;
     let store = ctx.store().await?;
     let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
-    let runtime = g2_host::container::docker::DockerRuntime::connect()
-        .await
-        .context("the Docker engine does not answer (scripts/setup.sh starts one)")?;
-    if image::current_digest(runtime.docker()).await.is_none() {
-        eprintln!("no agent image yet; building it");
-        image_build(ctx, None, false).await?;
-    }
+    let runtime = agent_runtime(ctx).await?;
     let (queue, inbox) = queue::channel();
     let tasks_changed = std::sync::Arc::new(tokio::sync::Notify::new());
     let channels = Channels::new(store.clone()).with_router(queue.wake_sender());
@@ -489,15 +483,23 @@ async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     Ok(0)
 }
 
-async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i32> {
-    ctx.home.ensure_layout()?;
-    let store = ctx.store().await?;
-    require_group(&store, folder).await?;
-    let runtime = g2_host::container::docker::DockerRuntime::connect().await?;
+/// The Docker engine, with the agent image built if there is none yet.
+async fn agent_runtime(ctx: &Ctx) -> Result<g2_host::container::docker::DockerRuntime> {
+    let runtime = g2_host::container::docker::DockerRuntime::connect()
+        .await
+        .context("the Docker engine does not answer (scripts/setup.sh starts one)")?;
     if image::current_digest(runtime.docker()).await.is_none() {
         eprintln!("no agent image yet; building it");
         image_build(ctx, None, false).await?;
     }
+    Ok(runtime)
+}
+
+async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i32> {
+    ctx.home.ensure_layout()?;
+    let store = ctx.store().await?;
+    require_group(&store, folder).await?;
+    let runtime = agent_runtime(ctx).await?;
     let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
     let agents = g2_host::agent::Agents::new(
         ctx.home.clone(),
@@ -609,19 +611,8 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
     let store = ctx.store().await?;
     match cmd {
         GroupsCmd::Add { folder, name, jid, trigger, no_trigger, main } => {
-            ctx.home.ensure_layout()?;
-            let group = NewGroup {
-                folder,
-                name,
-                jid,
-                trigger_pattern: trigger,
-                requires_trigger: no_trigger.then_some(false),
-                is_main: main,
-            }
-            .into_group(&ctx.settings.assistant_name)?;
-            let g = group.clone();
-            store.write(move |tx| groups::add(tx, &g)).await?;
-            ctx.home.ensure_group(&group.folder, &group.name, group.is_main)?;
+            let new = NewGroup { folder, name, jid, trigger_pattern: trigger, requires_trigger: no_trigger.then_some(false), is_main: main };
+            let group = groups::register(&store, &ctx.home, new, &ctx.settings.assistant_name).await?;
             println!("registered {} (groups/{}/)", group.name, group.folder);
         }
         GroupsCmd::List { out } => {
