@@ -227,20 +227,16 @@ impl Agents {
         let (folder, is_main) = (group.folder.clone(), group.is_main);
         let (history, tasks, groups) = self.store.read_blocking(move |c| {
             let history = crate::sessions::history(c, &folder)?;
-            let mut stmt = c.prepare(
-                "SELECT id, group_folder, prompt, schedule_type, schedule_value, status, next_run
-                 FROM scheduled_tasks WHERE ?1 OR group_folder = ?2 ORDER BY created_at",
-            )?;
-            let tasks: Vec<Value> = stmt
-                .query_map(rusqlite::params![is_main, folder], |r| {
-                    Ok(json!({
-                        "id": r.get::<_, String>(0)?, "groupFolder": r.get::<_, String>(1)?,
-                        "prompt": r.get::<_, String>(2)?, "scheduleType": r.get::<_, String>(3)?,
-                        "scheduleValue": r.get::<_, String>(4)?, "status": r.get::<_, String>(5)?,
-                        "nextRun": r.get::<_, Option<String>>(6)?,
-                    }))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
+            let tasks: Vec<Value> = crate::tasks::list(c, (!is_main).then_some(folder.as_str()))?
+                .into_iter()
+                .map(|t| {
+                    json!({
+                        "id": t.id, "groupFolder": t.group_folder, "prompt": t.prompt,
+                        "scheduleType": t.schedule_type, "scheduleValue": t.schedule_value,
+                        "status": t.status, "nextRun": t.next_run,
+                    })
+                })
+                .collect();
             let groups = if is_main { groups::list(c)? } else { Vec::new() };
             Ok((history, tasks, groups))
         })?;
