@@ -160,7 +160,6 @@ async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
     if !image_ready() {
         return;
     }
-    use futures_util::StreamExt;
     let home = TestHome::new();
     // A group that needs a trigger: nothing here wakes its agent.
     home.ok(&["groups", "add", "family", "--name", "Family"]);
@@ -170,10 +169,7 @@ async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
     for i in 0..3 {
         call(&c, "POST", &url, Some(json!({ "sender": "u", "text": format!("before {i}") }))).await;
     }
-    let resp = c.get(format!("{}/api/groups/family/stream?after=0", s.url)).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let mut body = resp.bytes_stream();
+    let mut stream = Sse::open(&s.url, "family", Some(0)).await;
     let poster = {
         let (c, url) = (c.clone(), url.clone());
         tokio::spawn(async move {
@@ -183,18 +179,8 @@ async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
         })
     };
     let mut texts = Vec::new();
-    let mut buf = String::new();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     while texts.len() < 6 {
-        let chunk = tokio::time::timeout_at(deadline, body.next()).await.expect("stream stalled").unwrap().unwrap();
-        buf.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buf.find("\n\n") {
-            let ev: String = buf.drain(..end + 2).collect();
-            if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
-                let m: Value = serde_json::from_str(data).unwrap();
-                texts.push(m["text"].as_str().unwrap().to_string());
-            }
-        }
+        texts.push(stream.until(10, |_| true).await["text"].as_str().unwrap().to_string());
     }
     poster.await.unwrap();
     assert_eq!(texts, ["before 0", "before 1", "before 2", "after 0", "after 1", "after 2"]);

@@ -336,6 +336,7 @@ impl Sse {
         let q = after.map(|a| format!("?after={a}")).unwrap_or_default();
         let resp = http_client().get(format!("{base}/api/groups/{folder}/stream{q}")).send().await.unwrap();
         assert_eq!(resp.status(), 200);
+        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
