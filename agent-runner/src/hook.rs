@@ -58,11 +58,20 @@ fn handle(paths: &Paths, event: &str, input: &Value) -> anyhow::Result<()> {
         at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         data,
     };
-    write_atomic(&paths.events(), &event_name(), serde_json::to_string(&record)?.as_bytes())?;
+    write_atomic(
+        &paths.events(),
+        &event_name(),
+        serde_json::to_string(&record)?.as_bytes(),
+    )?;
     Ok(())
 }
 
-fn archive_transcript(paths: &Paths, transcript_path: &Path, session: Option<&str>, trigger: Option<&str>) -> anyhow::Result<()> {
+fn archive_transcript(
+    paths: &Paths,
+    transcript_path: &Path,
+    session: Option<&str>,
+    trigger: Option<&str>,
+) -> anyhow::Result<()> {
     let parsed = transcript::parse_file(transcript_path)?;
     let now = chrono::Local::now();
     let opts = ArchiveOptions {
@@ -73,8 +82,17 @@ fn archive_transcript(paths: &Paths, transcript_path: &Path, session: Option<&st
     let body = archive::render(&title, &parsed, &now, &opts);
     let dir = paths.group().join("conversations");
     let stem = archive::stem(&title, &now);
-    let file = archive::write_new(&dir, &now.format("%Y-%m-%d").to_string(), &stem, &body, &|_| false)?;
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = archive::write_new(
+        &dir,
+        &now.format("%Y-%m-%d").to_string(),
+        &stem,
+        &body,
+        &|_| false,
+    )?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let notice = AgentEvent::Archive {
         // Relative to the group folder; the host resolves and checks it.
         path: format!("conversations/{name}"),
@@ -82,6 +100,10 @@ fn archive_transcript(paths: &Paths, transcript_path: &Path, session: Option<&st
         session_id: session.map(str::to_string),
         compact_trigger: trigger.map(str::to_string),
     };
-    write_atomic(&paths.events(), &event_name(), serde_json::to_string(&notice)?.as_bytes())?;
+    write_atomic(
+        &paths.events(),
+        &event_name(),
+        serde_json::to_string(&notice)?.as_bytes(),
+    )?;
     Ok(())
 }

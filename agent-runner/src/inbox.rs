@@ -21,7 +21,10 @@ pub enum Item {
 
 /// Watches `dir`; the receiver yields items in order. The watcher lives as
 /// long as the returned guard.
-pub fn watch(dir: &Path, errors: &Path) -> notify::Result<(mpsc::UnboundedReceiver<Item>, notify::RecommendedWatcher)> {
+pub fn watch(
+    dir: &Path,
+    errors: &Path,
+) -> notify::Result<(mpsc::UnboundedReceiver<Item>, notify::RecommendedWatcher)> {
     std::fs::create_dir_all(dir).map_err(notify::Error::io)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let (d, e) = (dir.to_path_buf(), errors.to_path_buf());
@@ -54,7 +57,9 @@ fn drain(dir: &Path, errors: &Path, tx: &mpsc::UnboundedSender<Item>) {
     for name in ipc::pending(dir) {
         let path = dir.join(&name);
         // Whoever removes the file owns it: two wakes never deliver it twice.
-        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
         if std::fs::remove_file(&path).is_err() {
             continue;
         }
@@ -81,7 +86,10 @@ mod tests {
     use std::time::Duration;
 
     async fn next(rx: &mut mpsc::UnboundedReceiver<Item>) -> Item {
-        tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.unwrap().unwrap()
+        tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap()
     }
 
     #[tokio::test]
@@ -90,17 +98,26 @@ mod tests {
         let input = dir.path().join("input");
         let errors = dir.path().join("errors");
         std::fs::create_dir_all(&input).unwrap();
-        std::fs::write(input.join("001.json"), r#"{"type":"message","text":"before start"}"#).unwrap();
+        std::fs::write(
+            input.join("001.json"),
+            r#"{"type":"message","text":"before start"}"#,
+        )
+        .unwrap();
         let (mut rx, _w) = watch(&input, &errors).unwrap();
         assert_eq!(next(&mut rx).await, Item::Message("before start".into()));
-        crate::paths::write_atomic(&input, "002.json", br#"{"type":"message","text":"two"}"#).unwrap();
+        crate::paths::write_atomic(&input, "002.json", br#"{"type":"message","text":"two"}"#)
+            .unwrap();
         assert_eq!(next(&mut rx).await, Item::Message("two".into()));
         std::fs::write(input.join("003.json"), b"{broken").unwrap();
-        crate::paths::write_atomic(&input, "004.json", br#"{"type":"message","text":"four"}"#).unwrap();
+        crate::paths::write_atomic(&input, "004.json", br#"{"type":"message","text":"four"}"#)
+            .unwrap();
         assert_eq!(next(&mut rx).await, Item::Message("four".into()));
         assert!(errors.join("003.json").exists());
         std::fs::write(input.join(CLOSE), b"").unwrap();
         assert_eq!(next(&mut rx).await, Item::Close);
-        assert!(std::fs::read_dir(&input).unwrap().next().is_none(), "input folder left empty");
+        assert!(
+            std::fs::read_dir(&input).unwrap().next().is_none(),
+            "input folder left empty"
+        );
     }
 }

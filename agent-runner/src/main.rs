@@ -40,12 +40,18 @@ fn main() {
     let paths = paths::Paths::from_env();
     let code = match cli.command {
         Cmd::Run => {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
             rt.block_on(run::run(paths))
         }
         Cmd::Hook { event } => hook::run(&paths, &event),
         Cmd::Mcp => {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
             rt.block_on(mcp::serve(paths))
         }
     };

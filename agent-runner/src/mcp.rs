@@ -98,35 +98,62 @@ pub struct G2Tools {
 #[tool_router(router = tool_router)]
 impl G2Tools {
     pub fn new(paths: Paths) -> Self {
-        G2Tools { paths, tool_router: Self::tool_router() }
+        G2Tools {
+            paths,
+            tool_router: Self::tool_router(),
+        }
     }
 
-    #[tool(description = "Archive the current conversation under a name (searchable later), bookmark it in the session history, and start a fresh session with the next message. Use when the user wants to start over or switch topics.")]
+    #[tool(
+        description = "Archive the current conversation under a name (searchable later), bookmark it in the session history, and start a fresh session with the next message. Use when the user wants to start over or switch topics."
+    )]
     async fn clear_session(&self, Parameters(a): Parameters<ClearArgs>) -> String {
         self.ask(Action::ClearSession { name: a.name }).await
     }
 
-    #[tool(description = "List earlier sessions of this group (bookmarks with history ids), newest first.")]
+    #[tool(
+        description = "List earlier sessions of this group (bookmarks with history ids), newest first."
+    )]
     async fn list_sessions(&self) -> String {
         self.ask(Action::ListSessions {}).await
     }
 
-    #[tool(description = "Switch back to an earlier session by its history id (see list_sessions). The switch takes effect with the next message.")]
+    #[tool(
+        description = "Switch back to an earlier session by its history id (see list_sessions). The switch takes effect with the next message."
+    )]
     async fn resume_session(&self, Parameters(a): Parameters<ResumeArgs>) -> String {
-        self.ask(Action::ResumeSession { history_id: a.history_id, save_current_as: a.save_current_as }).await
+        self.ask(Action::ResumeSession {
+            history_id: a.history_id,
+            save_current_as: a.save_current_as,
+        })
+        .await
     }
 
-    #[tool(description = "Full-text search over this group's archived conversations (best matches first, with snippets and file paths under conversations/).")]
+    #[tool(
+        description = "Full-text search over this group's archived conversations (best matches first, with snippets and file paths under conversations/)."
+    )]
     async fn search_sessions(&self, Parameters(a): Parameters<SearchArgs>) -> String {
-        self.ask(Action::SearchSessions { query: a.query, limit: a.limit }).await
+        self.ask(Action::SearchSessions {
+            query: a.query,
+            limit: a.limit,
+        })
+        .await
     }
 
-    #[tool(description = "Send a message to this group's chat right away, while you keep working (progress updates, partial results). Your final reply is sent anyway; do not repeat it here. chat_jid is for the main group only, to reach another chat.")]
+    #[tool(
+        description = "Send a message to this group's chat right away, while you keep working (progress updates, partial results). Your final reply is sent anyway; do not repeat it here. chat_jid is for the main group only, to reach another chat."
+    )]
     async fn send_message(&self, Parameters(a): Parameters<SendArgs>) -> String {
-        self.ask(Action::SendMessage { text: a.text, chat_jid: a.chat_jid }).await
+        self.ask(Action::SendMessage {
+            text: a.text,
+            chat_jid: a.chat_jid,
+        })
+        .await
     }
 
-    #[tool(description = "Schedule a prompt to run later or repeatedly as an agent run of this group. schedule_type: cron (5-field cron expression in timezone, default UTC), interval (milliseconds between runs) or once (RFC 3339 time, or a local date-time without offset in timezone). Returns the task id.")]
+    #[tool(
+        description = "Schedule a prompt to run later or repeatedly as an agent run of this group. schedule_type: cron (5-field cron expression in timezone, default UTC), interval (milliseconds between runs) or once (RFC 3339 time, or a local date-time without offset in timezone). Returns the task id."
+    )]
     async fn schedule_task(&self, Parameters(a): Parameters<ScheduleArgs>) -> String {
         self.ask(Action::ScheduleTask {
             prompt: a.prompt,
@@ -139,12 +166,16 @@ impl G2Tools {
         .await
     }
 
-    #[tool(description = "List scheduled tasks with their ids, schedules, status and next run: this group's tasks, or every group's for the main group.")]
+    #[tool(
+        description = "List scheduled tasks with their ids, schedules, status and next run: this group's tasks, or every group's for the main group."
+    )]
     async fn list_tasks(&self) -> String {
         self.ask(Action::ListTasks {}).await
     }
 
-    #[tool(description = "Pause a scheduled task (it keeps its schedule but does not run until resumed).")]
+    #[tool(
+        description = "Pause a scheduled task (it keeps its schedule but does not run until resumed)."
+    )]
     async fn pause_task(&self, Parameters(a): Parameters<TaskIdArgs>) -> String {
         self.ask(Action::PauseTask { task_id: a.task_id }).await
     }
@@ -159,7 +190,9 @@ impl G2Tools {
         self.ask(Action::CancelTask { task_id: a.task_id }).await
     }
 
-    #[tool(description = "Main group only: register a new chat group, so the host answers it with its own agent, folder and memory.")]
+    #[tool(
+        description = "Main group only: register a new chat group, so the host answers it with its own agent, folder and memory."
+    )]
     async fn register_group(&self, Parameters(a): Parameters<RegisterArgs>) -> String {
         self.ask(Action::RegisterGroup {
             folder: a.folder,
@@ -171,7 +204,9 @@ impl G2Tools {
         .await
     }
 
-    #[tool(description = "Main group only: rewrite available_groups.json (in the IPC folder) with the current groups and their jids now.")]
+    #[tool(
+        description = "Main group only: rewrite available_groups.json (in the IPC folder) with the current groups and their jids now."
+    )]
     async fn refresh_groups(&self) -> String {
         self.ask(Action::RefreshGroups {}).await
     }
@@ -183,8 +218,12 @@ impl ServerHandler for G2Tools {}
 impl G2Tools {
     async fn ask(&self, action: Action) -> String {
         let paths = self.paths.clone();
-        let request = TaskRequest { request_id: uuid::Uuid::new_v4().to_string(), action };
-        match tokio::task::spawn_blocking(move || exchange(&paths, &request, ANSWER_TIMEOUT)).await {
+        let request = TaskRequest {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            action,
+        };
+        match tokio::task::spawn_blocking(move || exchange(&paths, &request, ANSWER_TIMEOUT)).await
+        {
             Ok(Ok(r)) if r.ok => r.text,
             Ok(Ok(r)) => format!("Error: {}", r.text),
             Ok(Err(e)) => format!("Error: {e}"),
@@ -203,7 +242,11 @@ fn request_dir(action: &Action) -> &'static str {
 }
 
 /// Writes a request and waits for its response file.
-fn exchange(paths: &Paths, request: &TaskRequest, timeout: Duration) -> std::io::Result<TaskResponse> {
+fn exchange(
+    paths: &Paths,
+    request: &TaskRequest,
+    timeout: Duration,
+) -> std::io::Result<TaskResponse> {
     let responses = paths.ipc().join(ipc::RESPONSES_DIR);
     std::fs::create_dir_all(&responses)?;
     let answer = responses.join(format!("{}.json", request.request_id));
@@ -213,7 +256,9 @@ fn exchange(paths: &Paths, request: &TaskRequest, timeout: Duration) -> std::io:
         let _ = tx.send(());
     })
     .map_err(std::io::Error::other)?;
-    watcher.watch(&responses, RecursiveMode::NonRecursive).map_err(std::io::Error::other)?;
+    watcher
+        .watch(&responses, RecursiveMode::NonRecursive)
+        .map_err(std::io::Error::other)?;
     let body = serde_json::to_vec(request).map_err(std::io::Error::other)?;
     let dir = paths.ipc().join(request_dir(&request.action));
     ipc::write_atomic(&dir, &format!("{}.json", request.request_id), &body)?;
@@ -224,7 +269,10 @@ fn exchange(paths: &Paths, request: &TaskRequest, timeout: Duration) -> std::io:
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
-            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the g2 host did not answer in time"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the g2 host did not answer in time",
+            ));
         }
         // Woken by inotify; the bound only guards against a lost event.
         let _ = rx.recv_timeout(left.min(Duration::from_secs(1)));
@@ -266,21 +314,41 @@ mod tests {
 
     #[test]
     fn every_action_is_a_tool() {
-        let tools = G2Tools::new(Paths { workspace: "/nonexistent".into(), claude: "claude".into() });
-        let mut names: Vec<String> = tools.tool_router.list_all().into_iter().map(|t| t.name.to_string()).collect();
+        let tools = G2Tools::new(Paths {
+            workspace: "/nonexistent".into(),
+            claude: "claude".into(),
+        });
+        let mut names: Vec<String> = tools
+            .tool_router
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
         names.sort();
         assert_eq!(
             names,
             [
-                "cancel_task", "clear_session", "list_sessions", "list_tasks", "pause_task", "refresh_groups",
-                "register_group", "resume_session", "resume_task", "schedule_task", "search_sessions",
+                "cancel_task",
+                "clear_session",
+                "list_sessions",
+                "list_tasks",
+                "pause_task",
+                "refresh_groups",
+                "register_group",
+                "resume_session",
+                "resume_task",
+                "schedule_task",
+                "search_sessions",
                 "send_message",
             ]
         );
     }
 
     /// Answers the request that appears in `ipc/{dir}/`, as the host would.
-    fn fake_host(ipc_dir: std::path::PathBuf, dir: &'static str) -> std::thread::JoinHandle<TaskRequest> {
+    fn fake_host(
+        ipc_dir: std::path::PathBuf,
+        dir: &'static str,
+    ) -> std::thread::JoinHandle<TaskRequest> {
         std::thread::spawn(move || {
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             loop {
@@ -293,8 +361,12 @@ mod tests {
                         ok: true,
                         text: format!("did {}", request.action.name()),
                     };
-                    ipc::write_atomic(&ipc_dir.join(ipc::RESPONSES_DIR), &name, &serde_json::to_vec(&response).unwrap())
-                        .unwrap();
+                    ipc::write_atomic(
+                        &ipc_dir.join(ipc::RESPONSES_DIR),
+                        &name,
+                        &serde_json::to_vec(&response).unwrap(),
+                    )
+                    .unwrap();
                     return request;
                 }
                 assert!(std::time::Instant::now() < deadline, "no request in {dir}/");
@@ -306,22 +378,48 @@ mod tests {
     #[test]
     fn send_message_goes_to_messages_and_the_rest_to_tasks() {
         let d = tempfile::tempdir().unwrap();
-        let paths = Paths { workspace: d.path().to_path_buf(), claude: "claude".into() };
+        let paths = Paths {
+            workspace: d.path().to_path_buf(),
+            claude: "claude".into(),
+        };
         let cases = [
-            (Action::SendMessage { text: "hi".into(), chat_jid: None }, ipc::MESSAGES_DIR),
+            (
+                Action::SendMessage {
+                    text: "hi".into(),
+                    chat_jid: None,
+                },
+                ipc::MESSAGES_DIR,
+            ),
             (Action::ListTasks {}, ipc::TASKS_DIR),
-            (Action::CancelTask { task_id: "t1".into() }, ipc::TASKS_DIR),
+            (
+                Action::CancelTask {
+                    task_id: "t1".into(),
+                },
+                ipc::TASKS_DIR,
+            ),
         ];
         for (action, dir) in cases {
             let host = fake_host(paths.ipc(), dir);
-            let request = TaskRequest { request_id: uuid::Uuid::new_v4().to_string(), action: action.clone() };
+            let request = TaskRequest {
+                request_id: uuid::Uuid::new_v4().to_string(),
+                action: action.clone(),
+            };
             let response = exchange(&paths, &request, Duration::from_secs(10)).unwrap();
             assert_eq!(host.join().unwrap(), request);
             assert!(response.ok);
             assert_eq!(response.text, format!("did {}", action.name()));
-            let answer = paths.ipc().join(ipc::RESPONSES_DIR).join(format!("{}.json", request.request_id));
+            let answer = paths
+                .ipc()
+                .join(ipc::RESPONSES_DIR)
+                .join(format!("{}.json", request.request_id));
             assert!(!answer.exists(), "the response is taken");
-            std::fs::remove_file(paths.ipc().join(dir).join(format!("{}.json", request.request_id))).unwrap();
+            std::fs::remove_file(
+                paths
+                    .ipc()
+                    .join(dir)
+                    .join(format!("{}.json", request.request_id)),
+            )
+            .unwrap();
         }
         assert!(ipc::pending(&paths.ipc().join(ipc::TASKS_DIR)).is_empty());
         assert!(ipc::pending(&paths.ipc().join(ipc::MESSAGES_DIR)).is_empty());

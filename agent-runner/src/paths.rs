@@ -16,7 +16,11 @@ pub struct Paths {
 
 impl Paths {
     pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         Paths {
             workspace: var("G2_WORKSPACE").unwrap_or_else(|| "/workspace".into()),
             claude: var("G2_CLAUDE").unwrap_or_else(|| "/usr/local/bin/claude".into()),

@@ -13,7 +13,9 @@ pub async fn start(socket: PathBuf) -> std::io::Result<u16> {
     let port = listener.local_addr()?.port();
     tokio::spawn(async move {
         loop {
-            let Ok((mut tcp, _)) = listener.accept().await else { continue };
+            let Ok((mut tcp, _)) = listener.accept().await else {
+                continue;
+            };
             let _ = tcp.set_nodelay(true);
             let socket = socket.clone();
             tokio::spawn(async move {
@@ -21,7 +23,10 @@ pub async fn start(socket: PathBuf) -> std::io::Result<u16> {
                     Ok(mut unix) => {
                         let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
                     }
-                    Err(e) => eprintln!("g2-agent: model gateway {} unreachable: {e}", socket.display()),
+                    Err(e) => eprintln!(
+                        "g2-agent: model gateway {} unreachable: {e}",
+                        socket.display()
+                    ),
                 }
             });
         }

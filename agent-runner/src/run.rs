@@ -49,11 +49,17 @@ fn emit(frame: &ContainerOutput) {
 }
 
 fn error_frame(error: String, session: Option<String>) -> ContainerOutput {
-    ContainerOutput { status: OutputStatus::Error, result: None, new_session_id: session, error: Some(error) }
+    ContainerOutput {
+        status: OutputStatus::Error,
+        result: None,
+        new_session_id: session,
+        error: Some(error),
+    }
 }
 
 fn user_line(text: &str) -> String {
-    let mut s = json!({ "type": "user", "message": { "role": "user", "content": text } }).to_string();
+    let mut s =
+        json!({ "type": "user", "message": { "role": "user", "content": text } }).to_string();
     s.push('\n');
     s
 }
@@ -61,14 +67,21 @@ fn user_line(text: &str) -> String {
 /// Runs the container's agent; returns the process exit code.
 pub async fn run(paths: Paths) -> i32 {
     let mut raw = String::new();
-    if let Err(e) = tokio::io::stdin().take(MAX_INPUT).read_to_string(&mut raw).await {
+    if let Err(e) = tokio::io::stdin()
+        .take(MAX_INPUT)
+        .read_to_string(&mut raw)
+        .await
+    {
         emit(&error_frame(format!("reading container input: {e}"), None));
         return 1;
     }
     let input: ContainerInput = match serde_json::from_str(&raw) {
         Ok(i) => i,
         Err(e) => {
-            emit(&error_frame(format!("container input is not valid: {e}"), None));
+            emit(&error_frame(
+                format!("container input is not valid: {e}"),
+                None,
+            ));
             return 1;
         }
     };
@@ -83,12 +96,22 @@ pub async fn run(paths: Paths) -> i32 {
 
 async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     use anyhow::Context;
-    let port = crate::proxy::start(paths.model_socket()).await.context("starting the model proxy")?;
-    let (mut inbox, _watcher) = inbox::watch(&paths.input(), &paths.errors()).context("watching ipc/input")?;
+    let port = crate::proxy::start(paths.model_socket())
+        .await
+        .context("starting the model proxy")?;
+    let (mut inbox, _watcher) =
+        inbox::watch(&paths.input(), &paths.errors()).context("watching ipc/input")?;
 
     let mut cmd = Command::new(&paths.claude);
     cmd.current_dir(paths.group())
-        .args(["--print", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"])
+        .args([
+            "--print",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
         .args(["--permission-mode", "bypassPermissions"])
         .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
         .env("ANTHROPIC_API_KEY", PLACEHOLDER_KEY)
@@ -114,7 +137,9 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     {
         cmd.args(["--append-system-prompt", &global]);
     }
-    let mut child = cmd.spawn().with_context(|| format!("starting {}", paths.claude.display()))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", paths.claude.display()))?;
     let mut stdin = child.stdin.take();
     let stdout = child.stdout.take().context("claude stdout")?;
     let stderr = child.stderr.take().context("claude stderr")?;
@@ -131,7 +156,9 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
             t.push('\n');
             if t.len() > STDERR_TAIL {
                 let cut = t.len() - STDERR_TAIL;
-                let cut = (cut..t.len()).find(|i| t.is_char_boundary(*i)).unwrap_or(t.len());
+                let cut = (cut..t.len())
+                    .find(|i| t.is_char_boundary(*i))
+                    .unwrap_or(t.len());
                 t.drain(..cut);
             }
         }
@@ -148,7 +175,8 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     let idle_exit = input.idle_exit_secs.map(std::time::Duration::from_secs);
     let mut idle_since = tokio::time::Instant::now();
     loop {
-        let idle_deadline = idle_since + idle_exit.unwrap_or(std::time::Duration::from_secs(365 * 86_400));
+        let idle_deadline =
+            idle_since + idle_exit.unwrap_or(std::time::Duration::from_secs(365 * 86_400));
         tokio::select! {
             _ = tokio::time::sleep_until(idle_deadline), if idle_exit.is_some() && !in_turn && queue.is_empty() && stdin.is_some() => {
                 eprintln!("g2-agent: no input for {:?} between turns and no close from the host; finishing", idle_exit.unwrap_or_default());
@@ -232,8 +260,11 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     // Messages taken from input/ but never sent go back, in order, for
     // whoever runs next (the host's fresh retry of a stale session).
     for text in queue {
-        let msg = serde_json::to_vec(&g2_core::wire::InputMessage::Message { text }).unwrap_or_default();
-        if let Err(e) = crate::paths::write_atomic(&paths.input(), &g2_core::ipc::timestamped_name(), &msg) {
+        let msg =
+            serde_json::to_vec(&g2_core::wire::InputMessage::Message { text }).unwrap_or_default();
+        if let Err(e) =
+            crate::paths::write_atomic(&paths.input(), &g2_core::ipc::timestamped_name(), &msg)
+        {
             eprintln!("g2-agent: could not put an unsent message back: {e}");
         }
     }
@@ -241,12 +272,19 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let tail = tail.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if tail.contains("No conversation found with session ID") {
-        emit(&error_frame(format!("{STALE_SESSION}: {}", tail.trim()), None));
+        emit(&error_frame(
+            format!("{STALE_SESSION}: {}", tail.trim()),
+            None,
+        ));
         return Ok(3);
     }
     if !status.success() || in_turn {
         emit(&error_frame(
-            format!("claude exited ({status}) {}: {}", if in_turn { "during a turn" } else { "" }, tail.trim()),
+            format!(
+                "claude exited ({status}) {}: {}",
+                if in_turn { "during a turn" } else { "" },
+                tail.trim()
+            ),
             session,
         ));
         return Ok(1);
@@ -263,7 +301,13 @@ async fn send(stdin: &mut Option<ChildStdin>, text: &str) {
     }
     // For the follow-up latency benchmark: when each message reached claude.
     if std::env::var_os("G2_AGENT_TRACE").is_some() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        eprintln!("g2-agent trace: stdin {} {}", t.as_nanos(), text.chars().take(40).collect::<String>());
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        eprintln!(
+            "g2-agent trace: stdin {} {}",
+            t.as_nanos(),
+            text.chars().take(40).collect::<String>()
+        );
     }
 }

@@ -58,7 +58,11 @@ where
     Tz::Offset: std::fmt::Display,
 {
     let pick = |s: &str| {
-        let line = s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+        let line = s
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
         shorten(line, 80)
     };
     [name, t.summary(), t.first_prompt()]
@@ -143,7 +147,10 @@ fn shorten(s: &str, max: usize) -> String {
         None => s.to_string(),
         Some((i, _)) => {
             let cut = &s[..i];
-            let cut = cut.rfind(' ').filter(|&j| j > i / 2).map_or(cut, |j| &cut[..j]);
+            let cut = cut
+                .rfind(' ')
+                .filter(|&j| j > i / 2)
+                .map_or(cut, |j| &cut[..j]);
             format!("{}…", cut.trim_end())
         }
     }
@@ -208,7 +215,11 @@ pub fn write_new(
                 // File systems without hard links: create_new is still
                 // never-overwriting, only not atomic for readers.
                 Err(e) if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(1) => {
-                    match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                    match fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                    {
                         Ok(mut f) => {
                             f.write_all(contents.as_bytes())?;
                             f.sync_all()?;
@@ -223,7 +234,10 @@ pub fn write_new(
         }
         Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
-            format!("no free archive name for {date}-{stem} in {}", dir.display()),
+            format!(
+                "no free archive name for {date}-{stem} in {}",
+                dir.display()
+            ),
         ))
     })();
     let _ = fs::remove_file(&tmp);
@@ -234,7 +248,11 @@ pub fn write_new(
 fn tempfile_in(dir: &Path) -> io::Result<PathBuf> {
     for _ in 0..100 {
         let path = dir.join(format!(".archive-{}.tmp", uuid::Uuid::new_v4().simple()));
-        match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
             Ok(_) => return Ok(path),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
@@ -296,13 +314,17 @@ mod tests {
         assert_eq!(title(None, &t, &now), "first line");
         let t = parse_bytes(
             concat!(
-                r#"{"type":"summary","summary":"The summary"}"#, "\n",
+                r#"{"type":"summary","summary":"The summary"}"#,
+                "\n",
                 r#"{"type":"user","message":{"content":"prompt"}}"#
             )
             .as_bytes(),
         );
         assert_eq!(title(None, &t, &now), "The summary");
-        let long = format!(r#"{{"type":"user","message":{{"content":"{}"}}}}"#, "word ".repeat(50));
+        let long = format!(
+            r#"{{"type":"user","message":{{"content":"{}"}}}}"#,
+            "word ".repeat(50)
+        );
         let got = title(None, &parse_bytes(long.as_bytes()), &now);
         assert!(got.chars().count() <= 81 && got.ends_with("word…"), "{got}");
     }
@@ -325,6 +347,10 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names.len(), 3, "{names:?}");
-        assert!(names.iter().all(|n| n.ends_with(".md") && !n.starts_with('.')));
+        assert!(
+            names
+                .iter()
+                .all(|n| n.ends_with(".md") && !n.starts_with('.'))
+        );
     }
 }

@@ -35,8 +35,15 @@ pub const MODEL_SOCKET: &str = "model.sock";
 /// rename replaces a link at `name` rather than writing through it.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{name}.{}.tmp", &uuid::Uuid::new_v4().simple().to_string()[..12]));
-    let written = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| f.write_all(bytes));
+    let tmp = dir.join(format!(
+        ".{name}.{}.tmp",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
@@ -52,18 +59,30 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<Pat
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
     let meta = f.metadata()?;
     if !meta.is_file() {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
     }
     if meta.len() > max {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{} bytes: at most {max} are read", meta.len())));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} bytes: at most {max} are read", meta.len()),
+        ));
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
     f.take(max + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > max {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("more than {max} bytes")));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("more than {max} bytes"),
+        ));
     }
     Ok(buf)
 }
@@ -76,7 +95,9 @@ static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// sort by time); dot-named temp files are skipped. A missing folder has
 /// none.
 pub fn pending(dir: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
     let mut names: Vec<String> = rd
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
@@ -107,7 +128,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = write_atomic(&d.path().join("input"), "a.json", b"{}").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"{}");
-        assert_eq!(std::fs::read_dir(d.path().join("input")).unwrap().count(), 1, "no temp file left");
+        assert_eq!(
+            std::fs::read_dir(d.path().join("input")).unwrap().count(),
+            1,
+            "no temp file left"
+        );
         write_atomic(&d.path().join("input"), "0.json", b"{}").unwrap();
         std::fs::write(d.path().join("input/.b.json.tmp"), b"").unwrap();
         std::fs::write(d.path().join("input/_close"), b"").unwrap();
@@ -115,7 +140,10 @@ mod tests {
         assert!(pending(&d.path().join("missing")).is_empty());
         let names: Vec<String> = (0..1000).map(|_| timestamped_name()).collect();
         assert!(names[0].ends_with(".json") && names.iter().all(|n| n.len() == names[0].len()));
-        assert!(names.windows(2).all(|w| w[0] < w[1]), "made in order, sorted in order");
+        assert!(
+            names.windows(2).all(|w| w[0] < w[1]),
+            "made in order, sorted in order"
+        );
     }
 
     #[test]
@@ -130,11 +158,19 @@ mod tests {
         symlink(&secret, dir.join("x.json")).unwrap();
         write_atomic(&dir, "x.json", b"{}").unwrap();
         assert_eq!(std::fs::read(&secret).unwrap(), b"host only");
-        assert!(!std::fs::symlink_metadata(dir.join("x.json")).unwrap().file_type().is_symlink());
+        assert!(
+            !std::fs::symlink_metadata(dir.join("x.json"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         // A link where a request is read: refused.
         symlink(&secret, dir.join("y.json")).unwrap();
         assert!(read_regular(&dir.join("y.json"), 1 << 20).is_err());
-        assert!(read_regular(&dir, 1 << 20).is_err(), "a folder is not a file");
+        assert!(
+            read_regular(&dir, 1 << 20).is_err(),
+            "a folder is not a file"
+        );
         assert_eq!(read_regular(&dir.join("x.json"), 1 << 20).unwrap(), b"{}");
         std::fs::write(dir.join("big.json"), vec![b' '; 100]).unwrap();
         assert!(read_regular(&dir.join("big.json"), 99).is_err());

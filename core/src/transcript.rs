@@ -126,11 +126,17 @@ impl Transcript {
     }
 
     pub fn user_turns(&self) -> usize {
-        self.entries.iter().filter(|e| matches!(e, Entry::User(_))).count()
+        self.entries
+            .iter()
+            .filter(|e| matches!(e, Entry::User(_)))
+            .count()
     }
 
     pub fn assistant_turns(&self) -> usize {
-        self.entries.iter().filter(|e| matches!(e, Entry::Assistant(_))).count()
+        self.entries
+            .iter()
+            .filter(|e| matches!(e, Entry::Assistant(_)))
+            .count()
     }
 
     pub fn compactions(&self) -> impl Iterator<Item = &Compaction> {
@@ -362,7 +368,9 @@ fn strip_reminders(text: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find(OPEN) {
-        let Some(len) = rest[start..].find(CLOSE) else { break };
+        let Some(len) = rest[start..].find(CLOSE) else {
+            break;
+        };
         out.push_str(&rest[..start]);
         rest = &rest[start + len + CLOSE.len()..];
         // Drop the blank line the span leaves behind.
@@ -639,12 +647,18 @@ mod tests {
     #[test]
     fn string_and_block_content_in_order() {
         let t = parse(concat!(
-            r#"{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hello"}}"#, "\n",
-            r#"{"type":"assistant","uuid":"a1","message":{"id":"m1","content":[{"type":"thinking","thinking":"hmm"}]}}"#, "\n",
-            r#"{"type":"assistant","uuid":"a2","message":{"id":"m1","content":[{"type":"text","text":"hi there"}]}}"#, "\n",
-            r#"{"type":"assistant","uuid":"a3","message":{"id":"m1","content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}}"#, "\n",
-            r#"{"type":"user","uuid":"u2","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"SECRET TOOL OUTPUT"}]}}"#, "\n",
-            r#"{"type":"assistant","uuid":"a4","message":{"id":"m2","content":[{"type":"text","text":"done"}]}}"#, "\n",
+            r#"{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hello"}}"#,
+            "\n",
+            r#"{"type":"assistant","uuid":"a1","message":{"id":"m1","content":[{"type":"thinking","thinking":"hmm"}]}}"#,
+            "\n",
+            r#"{"type":"assistant","uuid":"a2","message":{"id":"m1","content":[{"type":"text","text":"hi there"}]}}"#,
+            "\n",
+            r#"{"type":"assistant","uuid":"a3","message":{"id":"m1","content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}}"#,
+            "\n",
+            r#"{"type":"user","uuid":"u2","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"SECRET TOOL OUTPUT"}]}}"#,
+            "\n",
+            r#"{"type":"assistant","uuid":"a4","message":{"id":"m2","content":[{"type":"text","text":"done"}]}}"#,
+            "\n",
             r#"{"type":"user","uuid":"u3","message":{"content":[{"type":"text","text":"thanks"},{"type":"image","source":{}}]}}"#,
         ));
         assert_eq!(
@@ -664,16 +678,27 @@ mod tests {
             "not json\n",
             "{\"type\":\"user\",\"message\":{\"content\":\"cut\n",
             "[1,2,3]\n",
-            r#"{"type":"brand-new-type","payload":{"deep":[1,{"x":null}]}}"#, "\n",
-            r#"{"type":"user","isMeta":true,"message":{"content":"meta"}}"#, "\n",
-            r#"{"type":"user","isSidechain":true,"message":{"content":"side"}}"#, "\n",
-            r#"{"type":"user","message":{"content":"<command-name>/compact</command-name>"}}"#, "\n",
-            r#"{"type":"user","message":{"content":[{"type":"text","text":"[Request interrupted by user]"}]}}"#, "\n",
-            r#"{"type":"user","message":{"content":42}}"#, "\n",
-            r#"{"type":"user","message":{"content":[{"type":"text","text":7}, "bare"]}}"#, "\n",
-            r#"{"type":"user","message":{"content":"real"}}"#, "\n",
+            r#"{"type":"brand-new-type","payload":{"deep":[1,{"x":null}]}}"#,
+            "\n",
+            r#"{"type":"user","isMeta":true,"message":{"content":"meta"}}"#,
+            "\n",
+            r#"{"type":"user","isSidechain":true,"message":{"content":"side"}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":"<command-name>/compact</command-name>"}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":[{"type":"text","text":"[Request interrupted by user]"}]}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":42}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":[{"type":"text","text":7}, "bare"]}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":"real"}}"#,
+            "\n",
         ));
-        assert_eq!(t.entries, vec![Entry::User(vec!["bare".into(), "real".into()])]);
+        assert_eq!(
+            t.entries,
+            vec![Entry::User(vec!["bare".into(), "real".into()])]
+        );
         assert_eq!(t.stats.malformed, 3);
         assert_eq!(t.stats.skipped, 1);
     }
@@ -689,20 +714,29 @@ mod tests {
     #[test]
     fn reminders_are_stripped_from_summaries() {
         assert_eq!(
-            strip_reminders("Continued.\n\n<system-reminder>\n<tools></tools>\n</system-reminder>\nSummary:\n1. x"),
+            strip_reminders(
+                "Continued.\n\n<system-reminder>\n<tools></tools>\n</system-reminder>\nSummary:\n1. x"
+            ),
             "Continued.\n\nSummary:\n1. x"
         );
-        assert_eq!(strip_reminders("a <system-reminder>open"), "a <system-reminder>open");
+        assert_eq!(
+            strip_reminders("a <system-reminder>open"),
+            "a <system-reminder>open"
+        );
         assert_eq!(strip_reminders("plain"), "plain");
     }
 
     #[test]
     fn compaction_is_kept_apart_from_user_speech() {
         let t = parse(concat!(
-            r#"{"type":"user","message":{"content":"before"}}"#, "\n",
-            r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"manual","preTokens":1234}}"#, "\n",
-            r#"{"type":"user","isCompactSummary":true,"isVisibleInTranscriptOnly":true,"message":{"content":"the summary"}}"#, "\n",
-            r#"{"type":"user","message":{"content":"after"}}"#, "\n",
+            r#"{"type":"user","message":{"content":"before"}}"#,
+            "\n",
+            r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"manual","preTokens":1234}}"#,
+            "\n",
+            r#"{"type":"user","isCompactSummary":true,"isVisibleInTranscriptOnly":true,"message":{"content":"the summary"}}"#,
+            "\n",
+            r#"{"type":"user","message":{"content":"after"}}"#,
+            "\n",
         ));
         assert_eq!(
             t.entries,
@@ -722,9 +756,12 @@ mod tests {
     #[test]
     fn summary_prefers_a_leaf_in_this_file() {
         let t = parse(concat!(
-            r#"{"type":"summary","summary":"Mine","leafUuid":"u1"}"#, "\n",
-            r#"{"type":"summary","summary":"Elsewhere","leafUuid":"zz"}"#, "\n",
-            r#"{"type":"user","uuid":"u1","message":{"content":"x"}}"#, "\n",
+            r#"{"type":"summary","summary":"Mine","leafUuid":"u1"}"#,
+            "\n",
+            r#"{"type":"summary","summary":"Elsewhere","leafUuid":"zz"}"#,
+            "\n",
+            r#"{"type":"user","uuid":"u1","message":{"content":"x"}}"#,
+            "\n",
         ));
         assert_eq!(t.summary(), Some("Mine"));
         let t = parse(r#"{"type":"summary","summary":"Only","leafUuid":"zz"}"#);
@@ -735,12 +772,18 @@ mod tests {
     fn huge_lines_are_read_or_skipped_without_failing() {
         let big = "x".repeat(5 << 20);
         let good = format!(r#"{{"type":"user","message":{{"content":"{big}"}}}}"#);
-        let t = parse(&format!("{good}\n{}\n", r#"{"type":"assistant","message":{"content":[{"type":"text","text":"ok"}]}}"#));
+        let t = parse(&format!(
+            "{good}\n{}\n",
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"ok"}]}}"#
+        ));
         assert_eq!(t.user_turns(), 1);
         assert_eq!(t.assistant_turns(), 1);
 
         // Over the limit: skipped, counted, and the next line still read.
-        let input = format!("{good}\n{}", r#"{"type":"user","message":{"content":"next"}}"#);
+        let input = format!(
+            "{good}\n{}",
+            r#"{"type":"user","message":{"content":"next"}}"#
+        );
         let t = parse_reader(input.as_bytes(), 1 << 20).unwrap();
         assert_eq!(t.stats.oversized, 1);
         assert_eq!(t.entries, vec![Entry::User(vec!["next".into()])]);
@@ -773,6 +816,9 @@ mod tests {
     #[test]
     fn escaped_strings_are_unescaped() {
         let t = parse(r#"{"type":"user","message":{"content":"a \"quoted\" line\nnext \u00e9"}}"#);
-        assert_eq!(t.entries, vec![Entry::User(vec!["a \"quoted\" line\nnext é".into()])]);
+        assert_eq!(
+            t.entries,
+            vec![Entry::User(vec!["a \"quoted\" line\nnext é".into()])]
+        );
     }
 }

@@ -136,8 +136,19 @@ mod tests {
             assert_eq!(group_folder(ok), Ok(ok));
         }
         for bad in [
-            "", "-a", "_a", "a/b", "..", "../main", "a b", "é", "a\0", ".hidden", &"x".repeat(65),
-            "main/", "a\\b",
+            "",
+            "-a",
+            "_a",
+            "a/b",
+            "..",
+            "../main",
+            "a b",
+            "é",
+            "a\0",
+            ".hidden",
+            &"x".repeat(65),
+            "main/",
+            "a\\b",
         ] {
             assert!(
                 matches!(group_folder(bad), Err(ValidationError::GroupFolder(_))),

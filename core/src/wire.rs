@@ -69,7 +69,11 @@ pub enum InputMessage {
 
 /// What an agent reports to the host (`ipc/events/*.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "lowercase",
+    rename_all_fields = "camelCase"
+)]
 pub enum AgentEvent {
     /// The PreCompact hook archived a transcript.
     Archive {
@@ -105,18 +109,33 @@ pub struct TaskRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum Action {
     /// Archive the active session under `name`, bookmark it, start fresh.
-    ClearSession { name: String },
+    ClearSession {
+        name: String,
+    },
     ListSessions {},
     /// Make an earlier session active; bookmark (and archive) the current
     /// one as `save_current_as` first when given.
-    ResumeSession { history_id: i64, save_current_as: Option<String> },
-    SearchSessions { query: String, limit: Option<usize> },
+    ResumeSession {
+        history_id: i64,
+        save_current_as: Option<String>,
+    },
+    SearchSessions {
+        query: String,
+        limit: Option<usize>,
+    },
     /// Send a message to a chat now: the group's own chat when `chat_jid`
     /// is absent (any chat for main, only its own for other groups).
-    SendMessage { text: String, chat_jid: Option<String> },
+    SendMessage {
+        text: String,
+        chat_jid: Option<String>,
+    },
     /// Schedule a prompt. `group_folder` other than the source group is
     /// for main only.
     ScheduleTask {
@@ -133,9 +152,15 @@ pub enum Action {
     },
     /// The group's tasks (every task for main).
     ListTasks {},
-    PauseTask { task_id: String },
-    ResumeTask { task_id: String },
-    CancelTask { task_id: String },
+    PauseTask {
+        task_id: String,
+    },
+    ResumeTask {
+        task_id: String,
+    },
+    CancelTask {
+        task_id: String,
+    },
     /// Main only.
     RegisterGroup {
         folder: String,
@@ -195,23 +220,47 @@ mod tests {
 
     #[test]
     fn task_shapes() {
-        let r: TaskRequest =
-            serde_json::from_str(r#"{"requestId":"r1","type":"resume_session","historyId":3,"saveCurrentAs":"x"}"#).unwrap();
-        assert_eq!(r.action, Action::ResumeSession { history_id: 3, save_current_as: Some("x".into()) });
+        let r: TaskRequest = serde_json::from_str(
+            r#"{"requestId":"r1","type":"resume_session","historyId":3,"saveCurrentAs":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r.action,
+            Action::ResumeSession {
+                history_id: 3,
+                save_current_as: Some("x".into())
+            }
+        );
         let back = serde_json::to_value(&r).unwrap();
         assert_eq!(back["type"], "resume_session");
         assert_eq!(back["requestId"], "r1");
-        let l: TaskRequest = serde_json::from_str(r#"{"requestId":"r2","type":"list_sessions"}"#).unwrap();
+        let l: TaskRequest =
+            serde_json::from_str(r#"{"requestId":"r2","type":"list_sessions"}"#).unwrap();
         assert_eq!(l.action, Action::ListSessions {});
-        assert!(serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"register_group"}"#).is_err(), "folder and name are required");
-        assert!(serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"format_disk"}"#).is_err());
+        assert!(
+            serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"register_group"}"#)
+                .is_err(),
+            "folder and name are required"
+        );
+        assert!(
+            serde_json::from_str::<TaskRequest>(r#"{"requestId":"r","type":"format_disk"}"#)
+                .is_err()
+        );
         let s: TaskRequest = serde_json::from_str(
             r#"{"requestId":"r3","type":"schedule_task","prompt":"p","scheduleType":"once","scheduleValue":"2026-01-01T00:00:00Z","groupFolder":"main"}"#,
         )
         .unwrap();
         assert_eq!(s.action.name(), "schedule_task");
-        let m: TaskRequest = serde_json::from_str(r#"{"requestId":"r4","type":"send_message","text":"hi"}"#).unwrap();
-        assert_eq!(m.action, Action::SendMessage { text: "hi".into(), chat_jid: None });
+        let m: TaskRequest =
+            serde_json::from_str(r#"{"requestId":"r4","type":"send_message","text":"hi"}"#)
+                .unwrap();
+        assert_eq!(
+            m.action,
+            Action::SendMessage {
+                text: "hi".into(),
+                chat_jid: None
+            }
+        );
     }
 
     #[test]

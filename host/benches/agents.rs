@@ -36,12 +36,20 @@ fn g2(home: &Path) -> Command {
 
 fn ok(c: &mut Command) -> String {
     let out = c.output().unwrap();
-    assert!(out.status.success(), "{:?}: {}", c, String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        c,
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn now_ns() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }
 
 /// The first model request of `caller` that started at or after `t0`.
@@ -100,7 +108,10 @@ fn start_gateway(home: &Path) -> Gateway {
             break;
         }
     }
-    Gateway { child, url: url.unwrap() }
+    Gateway {
+        child,
+        url: url.unwrap(),
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -114,15 +125,27 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 }
 
 fn main() {
-    let cold_runs: usize = std::env::var("G2_BENCH_COLD_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
-    let follow_ups: usize = std::env::var("G2_BENCH_FOLLOW_UPS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let cold_runs: usize = std::env::var("G2_BENCH_COLD_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let follow_ups: usize = std::env::var("G2_BENCH_FOLLOW_UPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let home_dir = tempfile::tempdir().unwrap();
     let home = home_dir.path();
     ok(g2(home).arg("init"));
     eprintln!("building the agent image (if needed)…");
     ok(g2(home).args(["image", "build"]));
     for i in 0..cold_runs {
-        ok(g2(home).args(["groups", "add", &format!("cold{i}"), "--name", &format!("Cold {i}")]));
+        ok(g2(home).args([
+            "groups",
+            "add",
+            &format!("cold{i}"),
+            "--name",
+            &format!("Cold {i}"),
+        ]));
     }
     // The gateway serves every group's socket and the TCP listener.
     let gw = start_gateway(home);
@@ -133,11 +156,34 @@ fn main() {
     ok(g2(home).args(["run", "main", "warm-up"]));
     let floor = |prompt: &str| {
         let mut c = Command::new("docker");
-        c.args(["run", "--rm", "--network", "host", "--user", &format!("{uid}:{gid}")])
-            .args(["-e", "HOME=/tmp", "-e", &format!("ANTHROPIC_BASE_URL={}", gw.url)])
-            .args(["-e", "ANTHROPIC_API_KEY=placeholder", "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"])
-            .args(["--entrypoint", "/usr/local/bin/claude", g2_host::image::IMAGE, "-p", prompt])
-            .stdout(Stdio::null());
+        c.args([
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            "--user",
+            &format!("{uid}:{gid}"),
+        ])
+        .args([
+            "-e",
+            "HOME=/tmp",
+            "-e",
+            &format!("ANTHROPIC_BASE_URL={}", gw.url),
+        ])
+        .args([
+            "-e",
+            "ANTHROPIC_API_KEY=placeholder",
+            "-e",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+        ])
+        .args([
+            "--entrypoint",
+            "/usr/local/bin/claude",
+            g2_host::image::IMAGE,
+            "-p",
+            prompt,
+        ])
+        .stdout(Stdio::null());
         c
     };
     ok(&mut floor("warm-up"));
@@ -156,17 +202,32 @@ fn main() {
     println!("cold start to the first model request, median of {cold_runs} (ms)");
     println!("  g2 run                          {g:>8.0}");
     println!("  docker run + claude -p (floor)  {f:>8.0}");
-    println!("  g2 adds                         {:>8.0}  ({:+.1}%)", g - f, (g / f - 1.0) * 100.0);
+    println!(
+        "  g2 adds                         {:>8.0}  ({:+.1}%)",
+        g - f,
+        (g / f - 1.0) * 100.0
+    );
 
     // --- warm follow-ups -------------------------------------------------
-    let agent = project_root().join("target").join(g2_host::image::AGENT_TARGET).join("release/g2-agent");
-    let claude = g2_host::doctor::find_claude(&g2_host::home::Home::new(home).unwrap(), &Default::default()).unwrap();
+    let agent = project_root()
+        .join("target")
+        .join(g2_host::image::AGENT_TARGET)
+        .join("release/g2-agent");
+    let claude = g2_host::doctor::find_claude(
+        &g2_host::home::Home::new(home).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
     let ws = tempfile::tempdir().unwrap();
     let ws = ws.path();
     for d in ["group", "ipc/input", "home"] {
         std::fs::create_dir_all(ws.join(d)).unwrap();
     }
-    std::os::unix::fs::symlink(home.join("data/ipc/main/model.sock"), ws.join("ipc/model.sock")).unwrap();
+    std::os::unix::fs::symlink(
+        home.join("data/ipc/main/model.sock"),
+        ws.join("ipc/model.sock"),
+    )
+    .unwrap();
     let mut child = Command::new(&agent)
         .arg("run")
         .env("G2_WORKSPACE", ws)
@@ -184,7 +245,9 @@ fn main() {
         .stdin
         .take()
         .unwrap()
-        .write_all(br#"{"prompt":"first","groupFolder":"main","chatJid":"local:main","isMain":true}"#)
+        .write_all(
+            br#"{"prompt":"first","groupFolder":"main","chatJid":"local:main","isMain":true}"#,
+        )
         .unwrap();
     let (frames_tx, frames) = mpsc::channel::<String>();
     let stdout = child.stdout.take().unwrap();
@@ -207,7 +270,9 @@ fn main() {
         }
     });
     let idle = |frames: &mpsc::Receiver<String>| loop {
-        let f = frames.recv_timeout(Duration::from_secs(60)).expect("a frame");
+        let f = frames
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a frame");
         if f.contains("\"result\":null") {
             return;
         }
@@ -219,16 +284,29 @@ fn main() {
     for i in 0..follow_ups {
         let name = format!("{:08}.json", i);
         let tmp = input.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, format!("{{\"type\":\"message\",\"text\":\"follow-up {i}\"}}")).unwrap();
+        std::fs::write(
+            &tmp,
+            format!("{{\"type\":\"message\",\"text\":\"follow-up {i}\"}}"),
+        )
+        .unwrap();
         let t_write = now_ns();
         std::fs::rename(&tmp, input.join(&name)).unwrap();
-        let t_stdin = traces.recv_timeout(Duration::from_secs(30)).expect("the message reached claude");
+        let t_stdin = traces
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the message reached claude");
         lat.push((t_stdin.saturating_sub(t_write)) as f64 / 1e6);
         idle(&frames);
     }
     std::fs::write(input.join("_close"), b"").unwrap();
     let _ = child.wait();
-    println!("\nwarm follow-up: file in input/ → on Claude Code's stdin, {follow_ups} messages (ms)");
-    println!("  p50 {:.3}   p99 {:.3}   max {:.3}", pct(&mut lat, 0.5), pct(&mut lat, 0.99), pct(&mut lat, 1.0));
+    println!(
+        "\nwarm follow-up: file in input/ → on Claude Code's stdin, {follow_ups} messages (ms)"
+    );
+    println!(
+        "  p50 {:.3}   p99 {:.3}   max {:.3}",
+        pct(&mut lat, 0.5),
+        pct(&mut lat, 0.99),
+        pct(&mut lat, 1.0)
+    );
     drop(gw);
 }

@@ -60,7 +60,10 @@ fn main() {
     println!("archive bench");
     println!("  fixture  {} ({} bytes)", fixture.display(), bytes);
     println!("  jq       {jq_version}");
-    println!("  cores    {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "  cores    {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     println!();
 
     // What each side extracts, as a sanity check that the work is comparable.
@@ -124,8 +127,17 @@ fn main() {
     rows.push((
         "archives::prepare (+ atomic write, fsync)".into(),
         time_runs_with_cleanup(|| {
-            let p = archives::prepare(&home, &store, &opts, "main", &fixture, None, None, Trigger::Manual)
-                .expect("prepare");
+            let p = archives::prepare(
+                &home,
+                &store,
+                &opts,
+                "main",
+                &fixture,
+                None,
+                None,
+                Trigger::Manual,
+            )
+            .expect("prepare");
             p.file
         }),
     ));
@@ -158,7 +170,10 @@ fn main() {
         // database's UNIQUE(path) refuses. Names go -2, -3, … instead.
         time_process(PROCESS_RUNS, &[0], || {
             let mut c = command(&g2);
-            c.arg("--home").arg(tmp.path()).args(["archive", "--group", "main"]).arg(&fixture);
+            c.arg("--home")
+                .arg(tmp.path())
+                .args(["archive", "--group", "main"])
+                .arg(&fixture);
             c
         })
     };
@@ -220,11 +235,16 @@ fn main() {
 
 /// The largest `.jsonl` in the fixtures folder.
 fn largest_fixture() -> PathBuf {
-    let dir = std::env::var_os("G2_FIXTURES").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/transcripts")
-    });
+    let dir = std::env::var_os("G2_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/transcripts")
+        });
     let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        eprintln!("error: fixtures folder {}: {e} (set G2_FIXTURES)", dir.display());
+        eprintln!(
+            "error: fixtures folder {}: {e} (set G2_FIXTURES)",
+            dir.display()
+        );
         std::process::exit(2);
     });
     entries

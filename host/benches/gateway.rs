@@ -15,9 +15,9 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -33,8 +33,11 @@ use common::{command, g2_binary, project_root};
 const SLOW_PAUSE: Duration = Duration::from_millis(20);
 
 fn events() -> Vec<Bytes> {
-    let text = std::fs::read_to_string(project_root().join("tests/fixtures/anthropic/stream.sse")).unwrap();
-    text.split_inclusive("\n\n").map(|e| Bytes::from(e.to_string())).collect()
+    let text = std::fs::read_to_string(project_root().join("tests/fixtures/anthropic/stream.sse"))
+        .unwrap();
+    text.split_inclusive("\n\n")
+        .map(|e| Bytes::from(e.to_string()))
+        .collect()
 }
 
 async fn upstream(req: Request) -> Response {
@@ -52,7 +55,9 @@ async fn upstream(req: Request) -> Response {
         }
     });
     let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
     }));
     ([("content-type", "text/event-stream")], body).into_response()
 }
@@ -74,7 +79,12 @@ impl Drop for Gateway {
 fn start_gateway(upstream: &str) -> Gateway {
     let home = tempfile::tempdir().unwrap();
     let g2 = g2_binary();
-    let init = command(&g2).arg("--home").arg(home.path()).arg("init").stdout(Stdio::null()).status();
+    let init = command(&g2)
+        .arg("--home")
+        .arg(home.path())
+        .arg("init")
+        .stdout(Stdio::null())
+        .status();
     assert!(init.unwrap().success());
     let mut child = command(&g2)
         .arg("--home")
@@ -98,7 +108,12 @@ fn start_gateway(upstream: &str) -> Gateway {
             _ => {}
         }
     }
-    Gateway { child, url: url.unwrap(), socket: socket.unwrap(), _home: home }
+    Gateway {
+        child,
+        url: url.unwrap(),
+        socket: socket.unwrap(),
+        _home: home,
+    }
 }
 
 const BODY: &str = r#"{"model":"claude-bench","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"Hello"}]}"#;
@@ -132,9 +147,16 @@ fn pct(v: &mut [Duration], p: f64) -> f64 {
 }
 
 fn main() {
-    let n: usize = std::env::var("G2_BENCH_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::var("G2_BENCH_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let up = format!("http://{}", listener.local_addr().unwrap());

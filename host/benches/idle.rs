@@ -28,14 +28,20 @@ fn measure(home: &std::path::Path) -> u64 {
 }
 
 fn main() {
-    let n: usize = std::env::var("G2_BENCH_GROUPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let n: usize = std::env::var("G2_BENCH_GROUPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
     let one = measure(home.path());
     // Register through the API of a running host, as a user would.
     let serve = Serve::start(home.path(), &[]);
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let c = reqwest::Client::new();
         for i in 1..n {
@@ -52,5 +58,9 @@ fn main() {
     let many = measure(home.path());
     println!("idle g2 serve, resident memory (VmRSS)");
     println!("  1 group        {:.1} MiB", one as f64 / 1024.0);
-    println!("  {n} groups   {:.1} MiB ({:.1} KiB per group)", many as f64 / 1024.0, (many - one) as f64 / (n - 1) as f64);
+    println!(
+        "  {n} groups   {:.1} MiB ({:.1} KiB per group)",
+        many as f64 / 1024.0,
+        (many - one) as f64 / (n - 1) as f64
+    );
 }

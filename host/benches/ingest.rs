@@ -16,7 +16,10 @@ use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
 const CLIENTS: usize = 100;
 
 fn main() {
-    let total: usize = std::env::var("G2_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let total: usize = std::env::var("G2_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
     // A group that needs a trigger: every message is stored and checked by
@@ -33,11 +36,24 @@ fn main() {
     let serve = Serve::start(home.path(), &[]);
     let url = format!("{}/api/groups/bench/messages", serve.url);
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let (elapsed, latencies) = rt.block_on(async move {
-        let client = reqwest::Client::builder().pool_max_idle_per_host(CLIENTS).tcp_nodelay(true).build().unwrap();
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(CLIENTS)
+            .tcp_nodelay(true)
+            .build()
+            .unwrap();
         // Warm the connections.
-        let body = |i: usize| format!("{{\"sender\":\"u{}\",\"text\":\"message number {i} with a little text\"}}", i % CLIENTS);
+        let body = |i: usize| {
+            format!(
+                "{{\"sender\":\"u{}\",\"text\":\"message number {i} with a little text\"}}",
+                i % CLIENTS
+            )
+        };
         let started = Instant::now();
         let mut tasks = Vec::new();
         for c in 0..CLIENTS {
@@ -47,7 +63,13 @@ fn main() {
                 let mut i = c;
                 while i < total {
                     let t = Instant::now();
-                    let r = client.post(&url).header("content-type", "application/json").body(body(i)).send().await.unwrap();
+                    let r = client
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .body(body(i))
+                        .send()
+                        .await
+                        .unwrap();
                     assert_eq!(r.status(), 202);
                     let _ = r.bytes().await;
                     lat.push(t.elapsed());
@@ -65,10 +87,20 @@ fn main() {
     drop(serve);
     // Every message is in the database, once.
     let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
-    let stored: i64 = conn.query_row("SELECT count(*) FROM messages", [], |r| r.get(0)).unwrap();
+    let stored: i64 = conn
+        .query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(stored as usize, total, "messages lost");
     let s = Samples::of(latencies);
     println!("ingest: {total} messages from {CLIENTS} concurrent clients into SQLite");
-    println!("  {:.0} messages/s ({} in all)", total as f64 / elapsed.as_secs_f64(), fmt_dur(elapsed));
-    println!("  request latency p50 {} p99 {}", fmt_dur(s.at(0.5)), fmt_dur(s.at(0.99)));
+    println!(
+        "  {:.0} messages/s ({} in all)",
+        total as f64 / elapsed.as_secs_f64(),
+        fmt_dur(elapsed)
+    );
+    println!(
+        "  request latency p50 {} p99 {}",
+        fmt_dur(s.at(0.5)),
+        fmt_dur(s.at(0.99))
+    );
 }

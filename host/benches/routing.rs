@@ -15,23 +15,44 @@ use common::{Samples, Serve, fmt_dur, init_home};
 use futures_util::StreamExt;
 
 fn main() {
-    let n: usize = std::env::var("G2_BENCH_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let n: usize = std::env::var("G2_BENCH_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
     let serve = Serve::start(home.path(), &[]);
     let base = serve.url.clone();
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let input_dir = home.path().join("data/ipc/main/input");
     let (total, windows, host_in, host_out) = rt.block_on(async move {
-        let client = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();
-        let resp = client.get(format!("{base}/api/groups/main/stream")).send().await.unwrap();
-        let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(Instant, String, chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)>();
+        let client = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .build()
+            .unwrap();
+        let resp = client
+            .get(format!("{base}/api/groups/main/stream"))
+            .send()
+            .await
+            .unwrap();
+        let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(
+            Instant,
+            String,
+            chrono::DateTime<chrono::Utc>,
+            chrono::DateTime<chrono::Utc>,
+        )>();
         tokio::spawn(async move {
             let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
             while let Some(m) = messages.next().await {
                 if m.from_bot {
-                    let stored = chrono::DateTime::parse_from_rfc3339(&m.timestamp).unwrap().with_timezone(&chrono::Utc);
+                    let stored = chrono::DateTime::parse_from_rfc3339(&m.timestamp)
+                        .unwrap()
+                        .with_timezone(&chrono::Utc);
                     let _ = tx.send((Instant::now(), m.text, stored, chrono::Utc::now()));
                 }
             }
@@ -39,27 +60,46 @@ fn main() {
         let post = |text: String| {
             let (client, url) = (client.clone(), format!("{base}/api/groups/main/messages"));
             async move {
-                let r = client.post(url).json(&serde_json::json!({ "sender": "bench", "text": text })).send().await.unwrap();
+                let r = client
+                    .post(url)
+                    .json(&serde_json::json!({ "sender": "bench", "text": text }))
+                    .send()
+                    .await
+                    .unwrap();
                 assert_eq!(r.status(), 202);
             }
         };
         // Cold start, then warm.
         post("warm up".into()).await;
-        let (_, first, _, _) = tokio::time::timeout(Duration::from_secs(180), replies.recv()).await.expect("no reply").unwrap();
+        let (_, first, _, _) = tokio::time::timeout(Duration::from_secs(180), replies.recv())
+            .await
+            .expect("no reply")
+            .unwrap();
         assert!(first.contains("warm up"), "{first}");
         // When each follow-up lands in the container's input/ (the host's
         // part of the way in): the rename that publishes it.
         let (ftx, mut follow_ups) = tokio::sync::mpsc::unbounded_channel::<Instant>();
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             if let Ok(ev) = res
-                && matches!(ev.kind, notify::EventKind::Modify(notify::event::ModifyKind::Name(_)))
-                && ev.paths.iter().any(|p| p.extension().is_some_and(|e| e == "json") && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+                && matches!(
+                    ev.kind,
+                    notify::EventKind::Modify(notify::event::ModifyKind::Name(_))
+                )
+                && ev.paths.iter().any(|p| {
+                    p.extension().is_some_and(|e| e == "json")
+                        && !p.file_name().unwrap().to_string_lossy().starts_with('.')
+                })
             {
                 let _ = ftx.send(Instant::now());
             }
         })
         .unwrap();
-        notify::Watcher::watch(&mut watcher, &input_dir, notify::RecursiveMode::NonRecursive).unwrap();
+        notify::Watcher::watch(
+            &mut watcher,
+            &input_dir,
+            notify::RecursiveMode::NonRecursive,
+        )
+        .unwrap();
         let mut host_in = Vec::new();
         let mut host_out = Vec::new();
         let mut total = Vec::new();
@@ -69,7 +109,11 @@ fn main() {
             let wall = chrono::Utc::now();
             let t0 = Instant::now();
             post(text.clone()).await;
-            let (at, reply, stored, seen) = tokio::time::timeout(Duration::from_secs(60), replies.recv()).await.expect("no reply").unwrap();
+            let (at, reply, stored, seen) =
+                tokio::time::timeout(Duration::from_secs(60), replies.recv())
+                    .await
+                    .expect("no reply")
+                    .unwrap();
             host_out.push((seen - stored).to_std().unwrap_or_default());
             while let Ok(f) = follow_ups.try_recv() {
                 if f >= t0 {
@@ -88,13 +132,20 @@ fn main() {
     drop(serve);
     // The model's time within each message's window.
     let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
-    let mut stmt = conn.prepare("SELECT started_at, duration_ms FROM model_usage ORDER BY id").unwrap();
+    let mut stmt = conn
+        .prepare("SELECT started_at, duration_ms FROM model_usage ORDER BY id")
+        .unwrap();
     let usage: Vec<(chrono::DateTime<chrono::Utc>, i64)> = stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
         .unwrap()
         .map(|r| {
             let (s, d) = r.unwrap();
-            (chrono::DateTime::parse_from_rfc3339(&s).unwrap().with_timezone(&chrono::Utc), d)
+            (
+                chrono::DateTime::parse_from_rfc3339(&s)
+                    .unwrap()
+                    .with_timezone(&chrono::Utc),
+                d,
+            )
         })
         .collect();
     let mut model = Vec::new();
@@ -102,12 +153,17 @@ fn main() {
     let mut net = Vec::new();
     let (mut before, mut after) = (Vec::new(), Vec::new());
     for (t, (from, to)) in total.iter().zip(&windows) {
-        let rows: Vec<&(chrono::DateTime<chrono::Utc>, i64)> = usage.iter().filter(|(s, _)| s >= from && s <= to).collect();
+        let rows: Vec<&(chrono::DateTime<chrono::Utc>, i64)> =
+            usage.iter().filter(|(s, _)| s >= from && s <= to).collect();
         // Where the rest goes: accepted → first model request, last model
         // answer → reply on the stream (millisecond timestamps).
         if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
             before.push((first.0 - *from).to_std().unwrap_or_default());
-            after.push((*to - last.0 - chrono::Duration::milliseconds(last.1)).to_std().unwrap_or_default());
+            after.push(
+                (*to - last.0 - chrono::Duration::milliseconds(last.1))
+                    .to_std()
+                    .unwrap_or_default(),
+            );
         }
         let inside: Vec<i64> = rows.iter().map(|(_, d)| *d).collect();
         requests += inside.len();
@@ -117,14 +173,43 @@ fn main() {
     }
     let (t, m, x) = (Samples::of(total), Samples::of(model), Samples::of(net));
     println!("routing: {n} messages to a warm container, HTTP accepted -> reply on the SSE stream");
-    println!("  total         p50 {} p99 {}", fmt_dur(t.at(0.5)), fmt_dur(t.at(0.99)));
-    println!("  model's time  p50 {} p99 {} ({requests} model requests)", fmt_dur(m.at(0.5)), fmt_dur(m.at(0.99)));
-    println!("  minus model   p50 {} p99 {}", fmt_dur(x.at(0.5)), fmt_dur(x.at(0.99)));
+    println!(
+        "  total         p50 {} p99 {}",
+        fmt_dur(t.at(0.5)),
+        fmt_dur(t.at(0.99))
+    );
+    println!(
+        "  model's time  p50 {} p99 {} ({requests} model requests)",
+        fmt_dur(m.at(0.5)),
+        fmt_dur(m.at(0.99))
+    );
+    println!(
+        "  minus model   p50 {} p99 {}",
+        fmt_dur(x.at(0.5)),
+        fmt_dur(x.at(0.99))
+    );
     let (b, a) = (Samples::of(before), Samples::of(after));
-    println!("    accepted -> model request   p50 {} p99 {}", fmt_dur(b.at(0.5)), fmt_dur(b.at(0.99)));
+    println!(
+        "    accepted -> model request   p50 {} p99 {}",
+        fmt_dur(b.at(0.5)),
+        fmt_dur(b.at(0.99))
+    );
     let h = Samples::of(host_in);
-    println!("      of which the host: accepted -> follow-up in input/  p50 {} p99 {} ({} seen)", fmt_dur(h.at(0.5)), fmt_dur(h.at(0.99)), h.n());
-    println!("    model answer -> on stream   p50 {} p99 {}", fmt_dur(a.at(0.5)), fmt_dur(a.at(0.99)));
+    println!(
+        "      of which the host: accepted -> follow-up in input/  p50 {} p99 {} ({} seen)",
+        fmt_dur(h.at(0.5)),
+        fmt_dur(h.at(0.99)),
+        h.n()
+    );
+    println!(
+        "    model answer -> on stream   p50 {} p99 {}",
+        fmt_dur(a.at(0.5)),
+        fmt_dur(a.at(0.99))
+    );
     let o = Samples::of(host_out);
-    println!("      of which the host: reply stored -> on stream  p50 {} p99 {} (ms clock)", fmt_dur(o.at(0.5)), fmt_dur(o.at(0.99)));
+    println!(
+        "      of which the host: reply stored -> on stream  p50 {} p99 {} (ms clock)",
+        fmt_dur(o.at(0.5)),
+        fmt_dur(o.at(0.99))
+    );
 }

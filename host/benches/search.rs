@@ -73,15 +73,15 @@ const COMMON: &str = "zinthex";
 const ENGLISH: &[&str] = &[
     "the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "he", "was", "for", "on",
     "are", "with", "as", "i", "his", "they", "be", "at", "one", "have", "this", "from", "or",
-    "had", "by", "not", "word", "but", "what", "some", "we", "can", "out", "other", "were",
-    "all", "there", "when", "up", "use", "your", "how", "said", "an", "each", "she", "which",
-    "do", "their", "time", "if", "will", "way", "about", "many", "then", "them", "write",
-    "would", "like", "so", "these", "her", "long", "make", "thing", "see", "him", "two", "has",
-    "look", "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most",
-    "people", "my", "over", "know", "water", "than", "call", "first", "who", "may", "down",
-    "side", "been", "now", "find", "file", "test", "build", "error", "search", "archive",
-    "session", "group", "memory", "agent", "message", "server", "config", "release", "branch",
-    "commit", "deploy", "budget", "invoice", "research", "meeting", "schedule", "report",
+    "had", "by", "not", "word", "but", "what", "some", "we", "can", "out", "other", "were", "all",
+    "there", "when", "up", "use", "your", "how", "said", "an", "each", "she", "which", "do",
+    "their", "time", "if", "will", "way", "about", "many", "then", "them", "write", "would",
+    "like", "so", "these", "her", "long", "make", "thing", "see", "him", "two", "has", "look",
+    "more", "day", "could", "go", "come", "did", "number", "sound", "no", "most", "people", "my",
+    "over", "know", "water", "than", "call", "first", "who", "may", "down", "side", "been", "now",
+    "find", "file", "test", "build", "error", "search", "archive", "session", "group", "memory",
+    "agent", "message", "server", "config", "release", "branch", "commit", "deploy", "budget",
+    "invoice", "research", "meeting", "schedule", "report",
 ];
 
 fn main() {
@@ -92,9 +92,16 @@ fn main() {
     let kept = std::env::var_os("G2_BENCH_HOME").map(PathBuf::from);
     let tmp = match &kept {
         Some(_) => None,
-        None => Some(tempfile::Builder::new().prefix("g2-search-bench").tempdir().expect("tempdir")),
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("g2-search-bench")
+                .tempdir()
+                .expect("tempdir"),
+        ),
     };
-    let root = kept.clone().unwrap_or_else(|| tmp.as_ref().unwrap().path().to_path_buf());
+    let root = kept
+        .clone()
+        .unwrap_or_else(|| tmp.as_ref().unwrap().path().to_path_buf());
     let home = Home::new(&root).unwrap();
     home.ensure_layout().unwrap();
     home.ensure_group("main", "Main", true).unwrap();
@@ -104,10 +111,17 @@ fn main() {
     println!(
         "  home     {} ({})",
         home.root().display(),
-        if kept.is_some() { "kept: $G2_BENCH_HOME" } else { "temp, removed at the end" }
+        if kept.is_some() {
+            "kept: $G2_BENCH_HOME"
+        } else {
+            "temp, removed at the end"
+        }
     );
     println!("  g2       {}", g2.display());
-    println!("  cores    {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "  cores    {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     println!(
         "  locale   LANG={} LC_ALL={}",
         std::env::var("LANG").unwrap_or_default(),
@@ -115,12 +129,23 @@ fn main() {
     );
 
     let existing: i64 = store
-        .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM conversation_archives", [], |r| r.get(0))?))
+        .read_blocking(|c| {
+            Ok(
+                c.query_row("SELECT count(*) FROM conversation_archives", [], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
         .unwrap();
     if existing == DOCS as i64 {
         println!("  corpus   {DOCS} archives already there, reused");
     } else {
-        assert_eq!(existing, 0, "{} holds other archives; use an empty folder", home.root().display());
+        assert_eq!(
+            existing,
+            0,
+            "{} holds other archives; use an empty folder",
+            home.root().display()
+        );
         let gen_stats = generate(&home, &store);
         println!(
             "  corpus   {} archives, {:.1} MB of markdown (mean {} bytes), written in {:.1} s, indexed in {:.1} s",
@@ -179,7 +204,9 @@ fn main() {
     });
     let floor_empty = time_process(CLI_RUNS, &[0], || {
         let mut c = command(&g2);
-        c.arg("--home").arg(home.root()).args(["search", "qqqnomatch", "--limit", "10"]);
+        c.arg("--home")
+            .arg(home.root())
+            .args(["search", "qqqnomatch", "--limit", "10"]);
         c
     });
     let cli = |term: &str, group: Option<&str>| {
@@ -195,7 +222,10 @@ fn main() {
         })
     };
     let cli_all: Vec<Samples> = terms.iter().map(|(_, term)| cli(term, None)).collect();
-    let cli_group: Vec<Samples> = terms.iter().map(|(_, term)| cli(term, Some("main"))).collect();
+    let cli_group: Vec<Samples> = terms
+        .iter()
+        .map(|(_, term)| cli(term, Some("main")))
+        .collect();
 
     let conv = "groups/main/conversations";
     let grep: Vec<Option<(usize, Samples)>> = terms
@@ -209,7 +239,11 @@ fn main() {
                 .current_dir(home.root())
                 .output()
                 .expect("grep (is it installed?)");
-            let files = out.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+            let files = out
+                .stdout
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count();
             let q = time_process(GREP_RUNS, &[0, 1], || {
                 let mut c = command("grep");
                 c.args(["-ril", term, conv]).current_dir(home.root());
@@ -221,7 +255,16 @@ fn main() {
 
     println!(
         "{:<18} {:<18} {:>6} {:>6} | {:>22} | {:>18} | {:>10} {:>6} | {:>8} {:>8}",
-        "term", "kind", "docs", "grep", "in-process p50/p99 (n)", "CLI p50/p99", "grep med", "(n)", "grep/in", "grep/CLI"
+        "term",
+        "kind",
+        "docs",
+        "grep",
+        "in-process p50/p99 (n)",
+        "CLI p50/p99",
+        "grep med",
+        "(n)",
+        "grep/in",
+        "grep/CLI"
     );
     let mut p50_ok = true;
     let mut speedup_ok = true;
@@ -233,7 +276,12 @@ fn main() {
                 let x_in = g.at(0.5).as_secs_f64() / q.at(0.5).as_secs_f64();
                 let x_cli = g.at(0.5).as_secs_f64() / c.at(0.5).as_secs_f64();
                 speedup_ok &= x_in >= 100.0;
-                (files.to_string(), fmt_dur(g.at(0.5)), fmt_ratio(x_in), fmt_ratio(x_cli))
+                (
+                    files.to_string(),
+                    fmt_dur(g.at(0.5)),
+                    fmt_ratio(x_in),
+                    fmt_ratio(x_cli),
+                )
             }
             None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
@@ -260,10 +308,14 @@ fn main() {
         fmt_dur(floor_empty.at(0.99)),
         floor.n()
     );
-    println!("(CLI rows: n={CLI_RUNS} each; docs = FTS5 match count; grep = files grep -ril lists)");
+    println!(
+        "(CLI rows: n={CLI_RUNS} each; docs = FTS5 match count; grep = files grep -ril lists)"
+    );
     println!();
 
-    println!("with a group filter (`--group main` holds every archive, `--group {NO_ARCHIVES}` none):");
+    println!(
+        "with a group filter (`--group main` holds every archive, `--group {NO_ARCHIVES}` none):"
+    );
     println!(
         "{:<18} | {:>24} | {:>24} | {:>20}",
         "term", "in-proc main p50/p99 (n)", "in-proc none p50/p99 (n)", "CLI main p50/p99"
@@ -283,8 +335,14 @@ fn main() {
         println!("  {term:<18} {}", in_proc[i].snippet);
     }
     println!();
-    println!("goal p50 < 5 ms (in-process, every term): {}", if p50_ok { "MET" } else { "MISSED" });
-    println!("goal >= 100x faster than grep (in-process p50): {}", if speedup_ok { "MET" } else { "MISSED" });
+    println!(
+        "goal p50 < 5 ms (in-process, every term): {}",
+        if p50_ok { "MET" } else { "MISSED" }
+    );
+    println!(
+        "goal >= 100x faster than grep (in-process p50): {}",
+        if speedup_ok { "MET" } else { "MISSED" }
+    );
 
     drop(store);
     if let Some(tmp) = tmp {
@@ -362,7 +420,10 @@ impl Vocabulary {
     fn draw(&self, rng: &mut Rng) -> &str {
         let total = *self.cumulative.last().unwrap();
         let u = rng.unit() * total;
-        let i = self.cumulative.partition_point(|&c| c <= u).min(self.words.len() - 1);
+        let i = self
+            .cumulative
+            .partition_point(|&c| c <= u)
+            .min(self.words.len() - 1);
         &self.words[i]
     }
 }
@@ -384,8 +445,13 @@ fn generate(home: &Home, store: &Store) -> GenStats {
     let base = Utc.with_ymd_and_hms(2025, 1, 1, 9, 0, 0).unwrap();
     let triggers = ["clear", "precompact", "manual"];
 
-    let mut stats = GenStats { bytes: 0, write_time: Duration::ZERO, index_time: Duration::ZERO };
-    let mut batch: Vec<(String, String, String, String, String, String)> = Vec::with_capacity(BATCH);
+    let mut stats = GenStats {
+        bytes: 0,
+        write_time: Duration::ZERO,
+        index_time: Duration::ZERO,
+    };
+    let mut batch: Vec<(String, String, String, String, String, String)> =
+        Vec::with_capacity(BATCH);
     for i in 0..DOCS {
         let t0 = Instant::now();
         let at = base + chrono::Duration::minutes(53 * i as i64);
@@ -405,12 +471,22 @@ fn generate(home: &Home, store: &Store) -> GenStats {
             .split_whitespace()
             .collect::<Vec<_>>()
             .join("-");
-        let rel = format!("groups/main/conversations/{}-{slug}-{i}.md", at.format("%Y-%m-%d"));
+        let rel = format!(
+            "groups/main/conversations/{}-{slug}-{i}.md",
+            at.format("%Y-%m-%d")
+        );
         std::fs::write(home.root().join(&rel), &body).unwrap();
         stats.bytes += body.len() as u64;
         let session = format!("{:016x}-{:04x}", rng.next(), i);
         let created = at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        batch.push((title, body, rel, session, triggers[i % 3].to_string(), created));
+        batch.push((
+            title,
+            body,
+            rel,
+            session,
+            triggers[i % 3].to_string(),
+            created,
+        ));
         stats.write_time += t0.elapsed();
 
         if batch.len() == BATCH || i + 1 == DOCS {
@@ -454,8 +530,7 @@ fn document(
         let w = vocab.words[20 + rng.below(2000)].clone();
         title.push_str(&if k == 0 { capitalize(&w) } else { w });
     }
-    let mut positions: Vec<(usize, &str)> =
-        planted.iter().map(|t| (rng.below(2000), *t)).collect();
+    let mut positions: Vec<(usize, &str)> = planted.iter().map(|t| (rng.below(2000), *t)).collect();
     positions.sort();
     let mut next_planted = positions.into_iter().peekable();
 
@@ -469,7 +544,11 @@ fn document(
     let mut user = true;
     while out.len() < DOC_BYTES {
         out.push_str(if user { "**User**: " } else { "**G2**: " });
-        let sentences = if user { 1 + rng.below(3) } else { 2 + rng.below(8) };
+        let sentences = if user {
+            1 + rng.below(3)
+        } else {
+            2 + rng.below(8)
+        };
         for s in 0..sentences {
             if s > 0 {
                 out.push(' ');
@@ -513,7 +592,11 @@ fn capitalize(w: &str) -> String {
 }
 
 fn fmt_ratio(x: f64) -> String {
-    if x >= 10.0 { format!("{x:.0}x") } else { format!("{x:.1}x") }
+    if x >= 10.0 {
+        format!("{x:.0}x")
+    } else {
+        format!("{x:.1}x")
+    }
 }
 
 /// A group folder no archive of the corpus is in.
@@ -536,7 +619,11 @@ struct InProcess {
 /// `search::search(conn, term, group, 10)`: 20 warm-up queries, then
 /// `QUERIES` timed ones, or fewer (at least 100) once `QUERY_TIME_CAP` has
 /// passed.
-fn time_search(conn: &rusqlite::Connection, term: &str, group: Option<&str>) -> g2_host::Result<Samples> {
+fn time_search(
+    conn: &rusqlite::Connection,
+    term: &str,
+    group: Option<&str>,
+) -> g2_host::Result<Samples> {
     for _ in 0..20 {
         std::hint::black_box(search::search(conn, term, group, 10)?);
     }

@@ -22,7 +22,10 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use g2_core::ipc;
-use g2_core::wire::{AgentEvent, ContainerInput, ContainerOutput, InputMessage, OUTPUT_END, OUTPUT_START, OutputStatus};
+use g2_core::wire::{
+    AgentEvent, ContainerInput, ContainerOutput, InputMessage, OUTPUT_END, OUTPUT_START,
+    OutputStatus,
+};
 
 use crate::archives::{self, ArchiveRecord, Prepared};
 use crate::config::Settings;
@@ -82,7 +85,14 @@ pub enum Turn {
 pub type TurnSink = tokio::sync::mpsc::UnboundedSender<Turn>;
 
 /// Hooks registered in every group's `.claude/settings.json`.
-pub const HOOK_EVENTS: &[&str] = &["PreCompact", "SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SessionEnd"];
+pub const HOOK_EVENTS: &[&str] = &[
+    "PreCompact",
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "Stop",
+    "SessionEnd",
+];
 
 pub struct Agents {
     home: Home,
@@ -98,7 +108,14 @@ pub struct Agents {
 impl Agents {
     /// `links`: what the agents' requests reach (None: the message log
     /// only, no queue or scheduler — `g2 run`).
-    pub fn new(home: Home, settings: Settings, store: Store, runtime: Arc<dyn ContainerRuntime>, gateway: Gateway, links: Option<Links>) -> Self {
+    pub fn new(
+        home: Home,
+        settings: Settings,
+        store: Store,
+        runtime: Arc<dyn ContainerRuntime>,
+        gateway: Gateway,
+        links: Option<Links>,
+    ) -> Self {
         let sessions = SessionManager::new(store.clone(), home.clone(), settings.archive_options());
         let links = links.unwrap_or_else(|| Links {
             channels: crate::channels::Channels::new(store.clone()),
@@ -107,7 +124,16 @@ impl Agents {
             tasks_changed: None,
         });
         let tasks = TaskServer::new(home.clone(), store.clone(), sessions.clone(), links);
-        Agents { home, settings, store, sessions, runtime, gateway, sockets: Mutex::new(Vec::new()), tasks }
+        Agents {
+            home,
+            settings,
+            store,
+            sessions,
+            runtime,
+            gateway,
+            sockets: Mutex::new(Vec::new()),
+            tasks,
+        }
     }
 
     pub fn sessions(&self) -> &SessionManager {
@@ -133,7 +159,9 @@ impl Agents {
 
     /// Removes containers an earlier host of this home left behind.
     pub async fn reap(&self) -> Result<Vec<String>> {
-        self.runtime.reap(&container::home_label(self.home.root())).await
+        self.runtime
+            .reap(&container::home_label(self.home.root()))
+            .await
     }
 
     /// Serves the group's gateway socket unless a live one is there already
@@ -176,22 +204,45 @@ impl Agents {
     /// finished turn is also sent to `turns` as it happens. A warm run stays
     /// up between turns for follow-ups in `input/` until `_close` (see
     /// [`close`]); a one-shot run closes after its first turn.
-    pub async fn run(&self, folder: &str, prompt: &str, opts: RunOptions, turns: Option<TurnSink>) -> Result<RunReport> {
+    pub async fn run(
+        &self,
+        folder: &str,
+        prompt: &str,
+        opts: RunOptions,
+        turns: Option<TurnSink>,
+    ) -> Result<RunReport> {
         let group = groups::require(&self.store, folder).await?;
         self.prepare(&group)?;
         self.ensure_socket(folder).await?;
         let pointer = self.sessions.get(folder).await?;
         // An isolated task neither resumes nor moves the group's session.
-        let (session, generation) =
-            if opts.isolated { (None, None) } else { (pointer.session_id.clone(), Some(pointer.generation)) };
-        let mut report = self.attempt(&group, prompt, session.clone(), generation, &opts, turns.as_ref()).await?;
+        let (session, generation) = if opts.isolated {
+            (None, None)
+        } else {
+            (pointer.session_id.clone(), Some(pointer.generation))
+        };
+        let mut report = self
+            .attempt(
+                &group,
+                prompt,
+                session.clone(),
+                generation,
+                &opts,
+                turns.as_ref(),
+            )
+            .await?;
         if report.errors.iter().any(|e| e.starts_with(STALE_SESSION)) && session.is_some() {
-            tracing::warn!(group = folder, "stored session not found; clearing the pointer and retrying fresh");
+            tracing::warn!(
+                group = folder,
+                "stored session not found; clearing the pointer and retrying fresh"
+            );
             let generation = match generation {
                 Some(g) => Some(self.sessions.delete(folder, g).await?.generation),
                 None => None,
             };
-            report = self.attempt(&group, prompt, None, generation, &opts, turns.as_ref()).await?;
+            report = self
+                .attempt(&group, prompt, None, generation, &opts, turns.as_ref())
+                .await?;
             report.retried_fresh = true;
         }
         if !opts.isolated {
@@ -204,16 +255,29 @@ impl Agents {
     /// Folders, ownership and hooks a run needs.
     fn prepare(&self, group: &Group) -> Result<()> {
         self.home.ensure_layout()?;
-        self.home.ensure_group(&group.folder, &group.name, group.is_main)?;
+        self.home
+            .ensure_group(&group.folder, &group.name, group.is_main)?;
         let ipc_dir = self.home.ipc_dir(&group.folder)?;
-        for d in [ipc::INPUT_DIR, ipc::EVENTS_DIR, ipc::ERRORS_DIR, ipc::TASKS_DIR, ipc::MESSAGES_DIR, ipc::RESPONSES_DIR] {
-            std::fs::create_dir_all(ipc_dir.join(d)).ctx(|| format!("creating {}", ipc_dir.join(d).display()))?;
+        for d in [
+            ipc::INPUT_DIR,
+            ipc::EVENTS_DIR,
+            ipc::ERRORS_DIR,
+            ipc::TASKS_DIR,
+            ipc::MESSAGES_DIR,
+            ipc::RESPONSES_DIR,
+        ] {
+            std::fs::create_dir_all(ipc_dir.join(d))
+                .ctx(|| format!("creating {}", ipc_dir.join(d).display()))?;
         }
         write_hooks(&self.home.claude_dir(&group.folder)?)?;
         self.write_snapshots(group, &ipc_dir)?;
         let (uid, gid) = crate::image::agent_ids();
         if crate::image::host_ids().0 == 0 {
-            for d in [self.home.group_dir(&group.folder)?, self.home.claude_dir(&group.folder)?, ipc_dir] {
+            for d in [
+                self.home.group_dir(&group.folder)?,
+                self.home.claude_dir(&group.folder)?,
+                ipc_dir,
+            ] {
                 chown_tree(&d, uid, gid);
             }
         }
@@ -237,16 +301,27 @@ impl Agents {
                     })
                 })
                 .collect();
-            let groups = if is_main { groups::list(c)? } else { Vec::new() };
+            let groups = if is_main {
+                groups::list(c)?
+            } else {
+                Vec::new()
+            };
             Ok((history, tasks, groups))
         })?;
         for (name, v) in [
-            ("session_history.json", serde_json::to_value(&history).unwrap_or_default()),
+            (
+                "session_history.json",
+                serde_json::to_value(&history).unwrap_or_default(),
+            ),
             ("current_tasks.json", Value::Array(tasks)),
             ("available_groups.json", groups::snapshot(&groups)),
         ] {
-            ipc::write_atomic(ipc_dir, name, &serde_json::to_vec_pretty(&v).unwrap_or_default())
-                .ctx(|| format!("writing {name}"))?;
+            ipc::write_atomic(
+                ipc_dir,
+                name,
+                &serde_json::to_vec_pretty(&v).unwrap_or_default(),
+            )
+            .ctx(|| format!("writing {name}"))?;
         }
         Ok(())
     }
@@ -334,13 +409,16 @@ impl Agents {
                         // Activity keeps a warm container alive; the deadline
                         // only ends a turn that hangs.
                         deadline = Instant::now() + hard;
-                    } else if report.replies.len() + report.errors.len() > 0 && idle_since.is_none() {
+                    } else if report.replies.len() + report.errors.len() > 0 && idle_since.is_none()
+                    {
                         // One prompt per `g2 run`: the turn is over, let the agent finish.
                         idle_since = Some(Instant::now());
                         self.close_or_stop(&ipc_input, &running.id).await;
                     }
                     if pending.len() > MAX_PENDING_OUTPUT && !stopping {
-                        report.errors.push("the agent wrote more than 10 MB without a frame; stopped".into());
+                        report.errors.push(
+                            "the agent wrote more than 10 MB without a frame; stopped".into(),
+                        );
                         stopping = true;
                         self.stop_quietly(&running.id).await;
                     }
@@ -353,7 +431,9 @@ impl Agents {
                     stderr_tail.push_str(&text);
                     if stderr_tail.len() > 16_384 {
                         let cut = stderr_tail.len() - 16_384;
-                        let cut = (cut..stderr_tail.len()).find(|i| stderr_tail.is_char_boundary(*i)).unwrap_or(0);
+                        let cut = (cut..stderr_tail.len())
+                            .find(|i| stderr_tail.is_char_boundary(*i))
+                            .unwrap_or(0);
                         stderr_tail.drain(..cut);
                     }
                 }
@@ -377,11 +457,12 @@ impl Agents {
                 }
             }
         }
-        report.exit_code = tokio::time::timeout(self.grace() + Duration::from_secs(30), &mut running.exit)
-            .await
-            .ok()
-            .and_then(|r| r.ok())
-            .unwrap_or(-1);
+        report.exit_code =
+            tokio::time::timeout(self.grace() + Duration::from_secs(30), &mut running.exit)
+                .await
+                .ok()
+                .and_then(|r| r.ok())
+                .unwrap_or(-1);
         watching.stop().await;
         if report.replies.is_empty() && report.errors.is_empty() {
             report.errors.push(format!(
@@ -416,7 +497,10 @@ impl Agents {
         match self.sessions.set(folder, id, g).await {
             Ok(p) => Some(p.generation),
             Err(Error::StaleGeneration { .. }) => {
-                tracing::info!(group = folder, "pointer changed during the run; not overwriting it");
+                tracing::info!(
+                    group = folder,
+                    "pointer changed during the run; not overwriting it"
+                );
                 None
             }
             Err(e) => {
@@ -440,12 +524,25 @@ impl Agents {
             let path = dir.join(&name);
             let outcome = match ipc::read_regular(&path, 1 << 20)
                 .map_err(|e| Error::Invalid(format!("agent event: {e}")))
-                .and_then(|b| serde_json::from_slice::<AgentEvent>(&b).map_err(|e| Error::Invalid(format!("agent event: {e}"))))
-            {
-                Ok(AgentEvent::Archive { path, title, session_id, .. }) => {
-                    self.adopt_archive(folder, &path, &title, session_id.as_deref()).await.map(|r| archived.extend(r))
-                }
-                Ok(AgentEvent::Hook { event, session_id, at, data }) => self.store_hook(folder, event, session_id, at, data).await,
+                .and_then(|b| {
+                    serde_json::from_slice::<AgentEvent>(&b)
+                        .map_err(|e| Error::Invalid(format!("agent event: {e}")))
+                }) {
+                Ok(AgentEvent::Archive {
+                    path,
+                    title,
+                    session_id,
+                    ..
+                }) => self
+                    .adopt_archive(folder, &path, &title, session_id.as_deref())
+                    .await
+                    .map(|r| archived.extend(r)),
+                Ok(AgentEvent::Hook {
+                    event,
+                    session_id,
+                    at,
+                    data,
+                }) => self.store_hook(folder, event, session_id, at, data).await,
                 Err(e) => Err(e),
             };
             match outcome {
@@ -462,18 +559,37 @@ impl Agents {
         Ok(archived)
     }
 
-    async fn adopt_archive(&self, folder: &str, rel: &str, title: &str, session_id: Option<&str>) -> Result<Option<ArchiveRecord>> {
+    async fn adopt_archive(
+        &self,
+        folder: &str,
+        rel: &str,
+        title: &str,
+        session_id: Option<&str>,
+    ) -> Result<Option<ArchiveRecord>> {
         let prepared = Prepared::adopt(&self.home, folder, rel, title, session_id)?;
         let path = prepared.rel_path.clone();
-        let known = self.store.read(move |c| archives::is_recorded(c, &path)).await?;
+        let known = self
+            .store
+            .read(move |c| archives::is_recorded(c, &path))
+            .await?;
         if known {
             return Ok(None);
         }
-        let rec = self.store.write(move |tx| archives::insert(tx, &prepared)).await?;
+        let rec = self
+            .store
+            .write(move |tx| archives::insert(tx, &prepared))
+            .await?;
         Ok(Some(rec))
     }
 
-    async fn store_hook(&self, folder: &str, event: String, session: Option<String>, at: String, data: Value) -> Result<()> {
+    async fn store_hook(
+        &self,
+        folder: &str,
+        event: String,
+        session: Option<String>,
+        at: String,
+        data: Value,
+    ) -> Result<()> {
         let event: String = event.chars().take(64).collect();
         let g = folder.to_string();
         self.store
@@ -507,7 +623,9 @@ fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
             buf.drain(..start);
             break;
         };
-        match serde_json::from_slice::<ContainerOutput>(buf[body_from..body_from + len].trim_ascii()) {
+        match serde_json::from_slice::<ContainerOutput>(
+            buf[body_from..body_from + len].trim_ascii(),
+        ) {
             Ok(f) => frames.push(f),
             Err(e) => tracing::warn!(error = %e, "unreadable output frame skipped"),
         }
@@ -518,15 +636,20 @@ fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
 
 /// Asks the agent to finish: the `_close` sentinel.
 pub fn close(input_dir: &Path) -> Result<()> {
-    ipc::write_atomic(input_dir, ipc::CLOSE, b"").ctx(|| format!("writing {}/_close", input_dir.display()))?;
+    ipc::write_atomic(input_dir, ipc::CLOSE, b"")
+        .ctx(|| format!("writing {}/_close", input_dir.display()))?;
     Ok(())
 }
 
 /// Writes a message for a running agent into its `input/` folder.
 pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<PathBuf> {
     let dir = home.ipc_dir(folder)?.join(ipc::INPUT_DIR);
-    let msg = serde_json::to_vec(&InputMessage::Message { text: text.to_string() }).map_err(|e| Error::Invalid(e.to_string()))?;
-    ipc::write_atomic(&dir, &ipc::timestamped_name(), &msg).ctx(|| format!("writing into {}", dir.display()))
+    let msg = serde_json::to_vec(&InputMessage::Message {
+        text: text.to_string(),
+    })
+    .map_err(|e| Error::Invalid(e.to_string()))?;
+    ipc::write_atomic(&dir, &ipc::timestamped_name(), &msg)
+        .ctx(|| format!("writing into {}", dir.display()))
 }
 
 /// Registers g2's hooks in a group's `.claude/settings.json`, keeping any
@@ -548,8 +671,12 @@ fn write_hooks(claude_dir: &Path) -> Result<()> {
         );
     }
     settings["hooks"] = Value::Object(hooks);
-    ipc::write_atomic(claude_dir, "settings.json", &serde_json::to_vec_pretty(&settings).unwrap_or_default())
-        .ctx(|| format!("writing {}", path.display()))?;
+    ipc::write_atomic(
+        claude_dir,
+        "settings.json",
+        &serde_json::to_vec_pretty(&settings).unwrap_or_default(),
+    )
+    .ctx(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -557,7 +684,9 @@ fn write_hooks(claude_dir: &Path) -> Result<()> {
 /// already owned are skipped, symlinks are not followed.
 fn chown_tree(dir: &Path, uid: u32, gid: u32) {
     use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
     if meta.file_type().is_symlink() {
         return;
     }
@@ -579,8 +708,20 @@ mod tests {
 
     #[test]
     fn frames_across_chunks_and_noise() {
-        let f1 = ContainerOutput { status: OutputStatus::Success, result: Some("hi".into()), new_session_id: Some("s".into()), error: None }.frame();
-        let f2 = ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: Some("s".into()), error: None }.frame();
+        let f1 = ContainerOutput {
+            status: OutputStatus::Success,
+            result: Some("hi".into()),
+            new_session_id: Some("s".into()),
+            error: None,
+        }
+        .frame();
+        let f2 = ContainerOutput {
+            status: OutputStatus::Success,
+            result: None,
+            new_session_id: Some("s".into()),
+            error: None,
+        }
+        .frame();
         let all = format!("noise \u{fffd}\n{f1}more noise\n{f2}");
         let mut buf = Vec::new();
         let mut got = Vec::new();
@@ -597,11 +738,20 @@ mod tests {
     #[test]
     fn hooks_keep_other_settings() {
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("settings.json"), r#"{"model":"x","hooks":{"Old":[]}}"#).unwrap();
+        std::fs::write(
+            d.path().join("settings.json"),
+            r#"{"model":"x","hooks":{"Old":[]}}"#,
+        )
+        .unwrap();
         write_hooks(d.path()).unwrap();
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(d.path().join("settings.json")).unwrap()).unwrap();
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(d.path().join("settings.json")).unwrap())
+                .unwrap();
         assert_eq!(v["model"], "x");
         assert!(v["hooks"].get("Old").is_none());
-        assert_eq!(v["hooks"]["PreCompact"][0]["hooks"][0]["command"], "/usr/local/bin/g2-agent hook PreCompact");
+        assert_eq!(
+            v["hooks"]["PreCompact"][0]["hooks"][0]["command"],
+            "/usr/local/bin/g2-agent hook PreCompact"
+        );
     }
 }

@@ -62,13 +62,19 @@ impl IntoResponse for ApiError {
             Error::Validation(_) | Error::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid"),
             Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Error::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            Error::Conflict(_) | Error::StaleGeneration { .. } => (StatusCode::CONFLICT, "conflict"),
+            Error::Conflict(_) | Error::StaleGeneration { .. } => {
+                (StatusCode::CONFLICT, "conflict")
+            }
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self.0, "API request failed");
         }
-        (status, Json(json!({ "error": { "kind": kind, "message": self.0.to_string() } }))).into_response()
+        (
+            status,
+            Json(json!({ "error": { "kind": kind, "message": self.0.to_string() } })),
+        )
+            .into_response()
     }
 }
 
@@ -95,7 +101,10 @@ impl Api {
             .route("/groups/{folder}/session/resume", post(resume_session))
             .route("/groups/{folder}/sessions", get(session_history))
             .route("/groups/{folder}/archives", get(list_archives))
-            .route("/groups/{folder}/messages", get(list_messages).post(post_message))
+            .route(
+                "/groups/{folder}/messages",
+                get(list_messages).post(post_message),
+            )
             .route("/groups/{folder}/stream", get(stream_messages))
             .route("/groups/{folder}/status", get(group_status))
             .route("/groups/{folder}/tasks", get(list_tasks))
@@ -125,7 +134,13 @@ async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Resp
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         // Constant-time enough for a comparison of equal-length secrets.
-        let ok = given.is_some_and(|g| g.len() == token.len() && g.bytes().zip(token.bytes()).fold(0, |a, (x, y)| a | (x ^ y)) == 0);
+        let ok = given.is_some_and(|g| {
+            g.len() == token.len()
+                && g.bytes()
+                    .zip(token.bytes())
+                    .fold(0, |a, (x, y)| a | (x ^ y))
+                    == 0
+        });
         if !ok {
             return (StatusCode::UNAUTHORIZED, Json(json!({ "error": { "kind": "unauthorized", "message": "a bearer token is required" } })))
                 .into_response();
@@ -135,8 +150,14 @@ async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Resp
 }
 
 async fn health(State(api): State<Api>) -> Json<Value> {
-    let db = api.store.read(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?)).await.is_ok();
-    Json(json!({ "status": if db { "ok" } else { "degraded" }, "database": db, "provider": api.provider, "version": env!("CARGO_PKG_VERSION") }))
+    let db = api
+        .store
+        .read(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?))
+        .await
+        .is_ok();
+    Json(
+        json!({ "status": if db { "ok" } else { "degraded" }, "database": db, "provider": api.provider, "version": env!("CARGO_PKG_VERSION") }),
+    )
 }
 
 async fn list_groups(State(api): State<Api>) -> ApiResult<Vec<groups::Group>> {
@@ -155,7 +176,10 @@ struct NewGroupBody {
     is_main: bool,
 }
 
-async fn add_group(State(api): State<Api>, Json(b): Json<NewGroupBody>) -> std::result::Result<(StatusCode, Json<groups::Group>), ApiError> {
+async fn add_group(
+    State(api): State<Api>,
+    Json(b): Json<NewGroupBody>,
+) -> std::result::Result<(StatusCode, Json<groups::Group>), ApiError> {
     let new = NewGroup {
         folder: b.folder,
         name: b.name,
@@ -168,9 +192,16 @@ async fn add_group(State(api): State<Api>, Json(b): Json<NewGroupBody>) -> std::
     Ok((StatusCode::CREATED, Json(g)))
 }
 
-async fn remove_group(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<groups::Group> {
+async fn remove_group(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+) -> ApiResult<groups::Group> {
     g2_core::validate::group_folder(&folder)?;
-    Ok(Json(api.store.write(move |tx| groups::remove(tx, &folder)).await?))
+    Ok(Json(
+        api.store
+            .write(move |tx| groups::remove(tx, &folder))
+            .await?,
+    ))
 }
 
 async fn require_group(api: &Api, folder: &str) -> std::result::Result<groups::Group, ApiError> {
@@ -184,7 +215,10 @@ async fn post_message(
     Json(m): Json<messages::Inbound>,
 ) -> std::result::Result<(StatusCode, Json<Value>), ApiError> {
     let stored = api.channels.receive(&folder, m).await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "id": stored.id, "seq": stored.seq }))))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": stored.id, "seq": stored.seq })),
+    ))
 }
 
 /// Server-sent events of a chat's messages (`event: message`, data = the
@@ -195,7 +229,14 @@ async fn stream_messages(
     State(api): State<Api>,
     Path(folder): Path<String>,
     Query(q): Query<AfterQuery>,
-) -> std::result::Result<axum::response::sse::Sse<impl futures_util::Stream<Item = std::result::Result<axum::response::sse::Event, std::convert::Infallible>>>, ApiError> {
+) -> std::result::Result<
+    axum::response::sse::Sse<
+        impl futures_util::Stream<
+            Item = std::result::Result<axum::response::sse::Event, std::convert::Infallible>,
+        >,
+    >,
+    ApiError,
+> {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let g = require_group(&api, &folder).await?;
     let live = api.channels.subscribe();
@@ -204,11 +245,23 @@ async fn stream_messages(
         Vec::new()
     } else {
         let j = jid.clone();
-        api.store.read(move |c| messages::after(c, &j, after, 1000)).await?
+        api.store
+            .read(move |c| messages::after(c, &j, after, 1000))
+            .await?
     };
-    let last = backlog.last().map(|m| m.seq).unwrap_or(if after == i64::MAX { 0 } else { after });
-    let event = |m: &messages::Message| Event::default().event("message").id(m.seq.to_string()).json_data(m).ok();
-    let first = futures_util::stream::iter(backlog.into_iter().filter_map(move |m| event(&m).map(Ok)));
+    let last = backlog
+        .last()
+        .map(|m| m.seq)
+        .unwrap_or(if after == i64::MAX { 0 } else { after });
+    let event = |m: &messages::Message| {
+        Event::default()
+            .event("message")
+            .id(m.seq.to_string())
+            .json_data(m)
+            .ok()
+    };
+    let first =
+        futures_util::stream::iter(backlog.into_iter().filter_map(move |m| event(&m).map(Ok)));
     let rest = futures_util::stream::unfold((live, last), move |(mut rx, mut last)| {
         let jid = jid.clone();
         async move {
@@ -237,36 +290,67 @@ async fn group_status(State(api): State<Api>, Path(folder): Path<String>) -> Api
     let g = require_group(&api, &folder).await?;
     let pointer = api.sessions.get(&folder).await?;
     let f = folder.clone();
-    let (cursor, failing) = api.store.read(move |c| Ok((crate::router::cursor(c, &f)?, crate::router::failing(c, &f)?))).await?;
+    let (cursor, failing) = api
+        .store
+        .read(move |c| {
+            Ok((
+                crate::router::cursor(c, &f)?,
+                crate::router::failing(c, &f)?,
+            ))
+        })
+        .await?;
     let container = match &api.queue {
-        Some(q) => q.status().await.and_then(|s| s.running.into_iter().find(|r| r.group == folder)),
+        Some(q) => q
+            .status()
+            .await
+            .and_then(|s| s.running.into_iter().find(|r| r.group == folder)),
         None => None,
     };
-    Ok(Json(json!({ "group": g, "session": pointer, "cursor": cursor, "failing": failing, "container": container })))
+    Ok(Json(
+        json!({ "group": g, "session": pointer, "cursor": cursor, "failing": failing, "container": container }),
+    ))
 }
 
 async fn queue_status(State(api): State<Api>) -> ApiResult<Value> {
     match &api.queue {
-        Some(q) => Ok(Json(serde_json::to_value(q.status().await).unwrap_or_default())),
+        Some(q) => Ok(Json(
+            serde_json::to_value(q.status().await).unwrap_or_default(),
+        )),
         None => Err(ApiError(Error::NotFound("queue (not running)".into()))),
     }
 }
 
-async fn list_tasks(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<crate::tasks::Task>> {
+async fn list_tasks(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+) -> ApiResult<Vec<crate::tasks::Task>> {
     require_group(&api, &folder).await?;
-    Ok(Json(api.store.read(move |c| crate::tasks::list(c, Some(&folder))).await?))
+    Ok(Json(
+        api.store
+            .read(move |c| crate::tasks::list(c, Some(&folder)))
+            .await?,
+    ))
 }
 
 async fn task_detail(State(api): State<Api>, Path(id): Path<String>) -> ApiResult<Value> {
     let (task, runs) = api
         .store
-        .read(move |c| Ok((crate::tasks::get(c, &id)?.ok_or_else(|| Error::NotFound(format!("task {id:?}")))?, crate::tasks::runs(c, &id, 50)?)))
+        .read(move |c| {
+            Ok((
+                crate::tasks::get(c, &id)?
+                    .ok_or_else(|| Error::NotFound(format!("task {id:?}")))?,
+                crate::tasks::runs(c, &id, 50)?,
+            ))
+        })
         .await?;
     Ok(Json(json!({ "task": task, "runs": runs })))
 }
 
 /// `pause`, `resume` or `cancel`.
-async fn task_action(State(api): State<Api>, Path((id, action)): Path<(String, String)>) -> ApiResult<crate::tasks::Task> {
+async fn task_action(
+    State(api): State<Api>,
+    Path((id, action)): Path<(String, String)>,
+) -> ApiResult<crate::tasks::Task> {
     use crate::tasks::StatusAction;
     let action = match action.as_str() {
         "pause" => StatusAction::Pause,
@@ -274,7 +358,11 @@ async fn task_action(State(api): State<Api>, Path((id, action)): Path<(String, S
         "cancel" => StatusAction::Cancel,
         other => return Err(ApiError(Error::NotFound(format!("task action {other:?}")))),
     };
-    Ok(Json(api.store.write(move |tx| crate::tasks::set_status(tx, &id, None, action, chrono::Utc::now())).await?))
+    Ok(Json(
+        api.store
+            .write(move |tx| crate::tasks::set_status(tx, &id, None, action, chrono::Utc::now()))
+            .await?,
+    ))
 }
 
 /// The agent requests of a group and what the host decided.
@@ -297,7 +385,10 @@ async fn ipc_log(State(api): State<Api>, Path(folder): Path<String>) -> ApiResul
 }
 
 async fn openapi() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/yaml")], include_str!("../openapi.yaml"))
+    (
+        [(header::CONTENT_TYPE, "application/yaml")],
+        include_str!("../openapi.yaml"),
+    )
 }
 
 #[derive(Deserialize)]
@@ -306,18 +397,32 @@ struct AfterQuery {
     limit: Option<usize>,
 }
 
-async fn list_messages(State(api): State<Api>, Path(folder): Path<String>, Query(q): Query<AfterQuery>) -> ApiResult<Vec<messages::Message>> {
+async fn list_messages(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+    Query(q): Query<AfterQuery>,
+) -> ApiResult<Vec<messages::Message>> {
     let g = require_group(&api, &folder).await?;
     let (after, limit) = (q.after.unwrap_or(0), q.limit.unwrap_or(100).clamp(1, 1000));
-    Ok(Json(api.store.read(move |c| messages::after(c, &g.jid, after, limit)).await?))
+    Ok(Json(
+        api.store
+            .read(move |c| messages::after(c, &g.jid, after, limit))
+            .await?,
+    ))
 }
 
-async fn show_session(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<crate::sessions::Pointer> {
+async fn show_session(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+) -> ApiResult<crate::sessions::Pointer> {
     require_group(&api, &folder).await?;
     Ok(Json(api.sessions.get(&folder).await?))
 }
 
-async fn session_history(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<crate::sessions::HistoryEntry>> {
+async fn session_history(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+) -> ApiResult<Vec<crate::sessions::HistoryEntry>> {
     require_group(&api, &folder).await?;
     Ok(Json(api.sessions.history(&folder).await?))
 }
@@ -328,7 +433,11 @@ struct ClearBody {
     name: String,
 }
 
-async fn clear_session(State(api): State<Api>, Path(folder): Path<String>, Json(b): Json<ClearBody>) -> ApiResult<crate::sessions::Cleared> {
+async fn clear_session(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+    Json(b): Json<ClearBody>,
+) -> ApiResult<crate::sessions::Cleared> {
     require_group(&api, &folder).await?;
     let p = api.sessions.get(&folder).await?;
     let cleared = api.sessions.clear(&folder, &b.name, p.generation).await?;
@@ -346,19 +455,31 @@ struct ResumeBody {
     save_as: Option<String>,
 }
 
-async fn resume_session(State(api): State<Api>, Path(folder): Path<String>, Json(b): Json<ResumeBody>) -> ApiResult<crate::sessions::Resumed> {
+async fn resume_session(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+    Json(b): Json<ResumeBody>,
+) -> ApiResult<crate::sessions::Resumed> {
     require_group(&api, &folder).await?;
     let p = api.sessions.get(&folder).await?;
-    let resumed = api.sessions.resume(&folder, b.history_id, p.generation, b.save_as.as_deref()).await?;
+    let resumed = api
+        .sessions
+        .resume(&folder, b.history_id, p.generation, b.save_as.as_deref())
+        .await?;
     if let Some(q) = &api.queue {
         q.close(&folder);
     }
     Ok(Json(resumed))
 }
 
-async fn list_archives(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<archives::ArchiveRecord>> {
+async fn list_archives(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+) -> ApiResult<Vec<archives::ArchiveRecord>> {
     g2_core::validate::any_folder(&folder)?;
-    Ok(Json(api.store.read(move |c| archives::list(c, &folder)).await?))
+    Ok(Json(
+        api.store.read(move |c| archives::list(c, &folder)).await?,
+    ))
 }
 
 async fn read_archive(State(api): State<Api>, Path(id): Path<i64>) -> ApiResult<Value> {
@@ -380,9 +501,16 @@ struct SearchQuery {
     limit: Option<usize>,
 }
 
-async fn search_archives(State(api): State<Api>, Query(q): Query<SearchQuery>) -> ApiResult<Vec<search::Hit>> {
+async fn search_archives(
+    State(api): State<Api>,
+    Query(q): Query<SearchQuery>,
+) -> ApiResult<Vec<search::Hit>> {
     let limit = q.limit.unwrap_or(10).clamp(1, search::MAX_LIMIT);
-    Ok(Json(api.store.read(move |c| search::search(c, &q.q, q.group.as_deref(), limit)).await?))
+    Ok(Json(
+        api.store
+            .read(move |c| search::search(c, &q.q, q.group.as_deref(), limit))
+            .await?,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -391,8 +519,17 @@ struct UsageQuery {
     days: Option<u32>,
 }
 
-async fn usage_report(State(api): State<Api>, Query(q): Query<UsageQuery>) -> ApiResult<Vec<usage::Line>> {
+async fn usage_report(
+    State(api): State<Api>,
+    Query(q): Query<UsageQuery>,
+) -> ApiResult<Vec<usage::Line>> {
     let days = i64::from(q.days.unwrap_or(30).clamp(1, 3660));
-    let since = (chrono::Utc::now() - chrono::Duration::days(days - 1)).format("%Y-%m-%d").to_string();
-    Ok(Json(api.store.read(move |c| usage::report(c, q.group.as_deref(), Some(&since))).await?))
+    let since = (chrono::Utc::now() - chrono::Duration::days(days - 1))
+        .format("%Y-%m-%d")
+        .to_string();
+    Ok(Json(
+        api.store
+            .read(move |c| usage::report(c, q.group.as_deref(), Some(&since)))
+            .await?,
+    ))
 }

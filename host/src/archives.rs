@@ -79,23 +79,44 @@ impl Prepared {
     /// An archive file the agent's PreCompact hook wrote into the group's
     /// `conversations/` folder, ready to be recorded. `rel` is relative to
     /// the group folder and must stay inside `conversations/`.
-    pub fn adopt(home: &Home, group: &str, rel: &str, title: &str, session_id: Option<&str>) -> Result<Prepared> {
+    pub fn adopt(
+        home: &Home,
+        group: &str,
+        rel: &str,
+        title: &str,
+        session_id: Option<&str>,
+    ) -> Result<Prepared> {
         let conversations = home.conversations_dir(group)?;
-        let name = rel
-            .strip_prefix("conversations/")
-            .ok_or_else(|| Error::Invalid(format!("archive notice path {rel:?} is not in conversations/")))?;
+        let name = rel.strip_prefix("conversations/").ok_or_else(|| {
+            Error::Invalid(format!(
+                "archive notice path {rel:?} is not in conversations/"
+            ))
+        })?;
         let file = validate::within(&conversations, Path::new(name))?;
-        if file.extension().is_none_or(|e| e != "md") || file.parent() != Some(conversations.as_path()) {
-            return Err(Error::Invalid(format!("archive notice path {rel:?} is not a markdown file in conversations/")));
+        if file.extension().is_none_or(|e| e != "md")
+            || file.parent() != Some(conversations.as_path())
+        {
+            return Err(Error::Invalid(format!(
+                "archive notice path {rel:?} is not a markdown file in conversations/"
+            )));
         }
         // The agent wrote this file: read it only if it is one (no link).
-        let bytes = g2_core::ipc::read_regular(&file, 64 << 20).ctx(|| format!("reading {}", file.display()))?;
+        let bytes = g2_core::ipc::read_regular(&file, 64 << 20)
+            .ctx(|| format!("reading {}", file.display()))?;
         let body = String::from_utf8_lossy(&bytes).into_owned();
-        let title: String = title.chars().filter(|c| !c.is_control()).take(200).collect();
+        let title: String = title
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(200)
+            .collect();
         Ok(Prepared {
             group: group.to_string(),
             session_id: session_id.and_then(|s| validate::session_id(s).ok()),
-            title: if title.trim().is_empty() { name.trim_end_matches(".md").to_string() } else { title },
+            title: if title.trim().is_empty() {
+                name.trim_end_matches(".md").to_string()
+            } else {
+                title
+            },
             rel_path: home.relative(&file).to_string_lossy().into_owned(),
             file,
             body,
@@ -135,10 +156,18 @@ pub fn prepare(
     // reuse it (the path column is unique and the old row stays searchable).
     let recorded = |path: &Path| {
         let rel = home.relative(path).to_string_lossy().into_owned();
-        store.read_blocking(|c| is_recorded(c, &rel)).unwrap_or(false)
+        store
+            .read_blocking(|c| is_recorded(c, &rel))
+            .unwrap_or(false)
     };
-    let file = archive::write_new(&dir, &now.format("%Y-%m-%d").to_string(), &stem, &body, &recorded)
-        .ctx(|| format!("writing archive into {}", dir.display()))?;
+    let file = archive::write_new(
+        &dir,
+        &now.format("%Y-%m-%d").to_string(),
+        &stem,
+        &body,
+        &recorded,
+    )
+    .ctx(|| format!("writing archive into {}", dir.display()))?;
     Ok(Prepared {
         group: group.to_string(),
         session_id,
@@ -197,7 +226,16 @@ pub async fn archive_transcript(
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
     let (home, group_owned, st) = (home.clone(), group.to_string(), store.clone());
     let prepared = tokio::task::spawn_blocking(move || {
-        prepare(&home, &st, &opts, &group_owned, &transcript_path, name.as_deref(), None, trigger)
+        prepare(
+            &home,
+            &st,
+            &opts,
+            &group_owned,
+            &transcript_path,
+            name.as_deref(),
+            None,
+            trigger,
+        )
     })
     .await??;
     record(store, prepared).await
@@ -205,7 +243,10 @@ pub async fn archive_transcript(
 
 /// Records a prepared archive in a transaction of its own; removes the file
 /// when that fails.
-pub async fn record(store: &Store, prepared: Prepared) -> Result<(ArchiveRecord, transcript::Stats)> {
+pub async fn record(
+    store: &Store,
+    prepared: Prepared,
+) -> Result<(ArchiveRecord, transcript::Stats)> {
     let file = prepared.file.clone();
     let stats = prepared.stats.clone();
     match store.write(move |tx| insert(tx, &prepared)).await {

@@ -23,7 +23,10 @@ impl Background {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let (stop, signal) = oneshot::channel();
-        Background { stop: Some(stop), task: tokio::spawn(run(signal)) }
+        Background {
+            stop: Some(stop),
+            task: tokio::spawn(run(signal)),
+        }
     }
 
     /// Asks the task to stop and waits until it has.

@@ -73,7 +73,12 @@ pub struct Channels {
 impl Channels {
     /// The HTTP channel only, no router (CLI commands).
     pub fn new(store: Store) -> Self {
-        Channels { store, list: Arc::new(vec![Arc::new(HttpChannel)]), events: broadcast::channel(1024).0, wake: None }
+        Channels {
+            store,
+            list: Arc::new(vec![Arc::new(HttpChannel)]),
+            events: broadcast::channel(1024).0,
+            wake: None,
+        }
     }
 
     /// Adds a channel; channels added later are asked first.
@@ -96,7 +101,11 @@ impl Channels {
     }
 
     fn channel_for(&self, chat_jid: &str) -> Arc<dyn Channel> {
-        self.list.iter().find(|c| c.owns(chat_jid)).cloned().unwrap_or_else(|| Arc::new(HttpChannel))
+        self.list
+            .iter()
+            .find(|c| c.owns(chat_jid))
+            .cloned()
+            .unwrap_or_else(|| Arc::new(HttpChannel))
     }
 
     /// Whether storing a message for this chat delivers it.
@@ -109,7 +118,10 @@ impl Channels {
         let g = groups::require(&self.store, folder).await?;
         m.check()?;
         let channel = self.channel_for(&g.jid).name();
-        let stored = self.store.write(move |tx| messages::insert_inbound(tx, &g.jid, channel, &m)).await?;
+        let stored = self
+            .store
+            .write(move |tx| messages::insert_inbound(tx, &g.jid, channel, &m))
+            .await?;
         // Nobody listening is fine.
         let _ = self.events.send(stored.clone());
         if let Some(w) = &self.wake {
@@ -132,11 +144,16 @@ impl Channels {
             match channel.send(&m).await {
                 Ok(()) => {
                     let id = m.id.clone();
-                    if let Err(e) = store.write(move |tx| messages::mark_delivered(tx, &id)).await {
+                    if let Err(e) = store
+                        .write(move |tx| messages::mark_delivered(tx, &id))
+                        .await
+                    {
                         tracing::warn!(error = %e, "could not mark a message delivered");
                     }
                 }
-                Err(e) => tracing::warn!(channel = channel.name(), chat = %m.chat_jid, error = %e, "delivery failed; kept for a retry"),
+                Err(e) => {
+                    tracing::warn!(channel = channel.name(), chat = %m.chat_jid, error = %e, "delivery failed; kept for a retry")
+                }
             }
         });
     }
@@ -148,8 +165,15 @@ impl Channels {
         if text.is_empty() {
             return Ok(None);
         }
-        let (jid, sender, delivered) = (chat_jid.to_string(), sender.to_string(), self.stored_is_delivered(chat_jid));
-        let m = self.store.write(move |tx| messages::insert_outbound(tx, &jid, &sender, &text, delivered)).await?;
+        let (jid, sender, delivered) = (
+            chat_jid.to_string(),
+            sender.to_string(),
+            self.stored_is_delivered(chat_jid),
+        );
+        let m = self
+            .store
+            .write(move |tx| messages::insert_outbound(tx, &jid, &sender, &text, delivered))
+            .await?;
         self.deliver(m.clone()).await;
         Ok(Some(m))
     }
@@ -163,7 +187,9 @@ impl Channels {
                 self.deliver(m).await;
             } else {
                 let id = m.id.clone();
-                self.store.write(move |tx| messages::mark_delivered(tx, &id)).await?;
+                self.store
+                    .write(move |tx| messages::mark_delivered(tx, &id))
+                    .await?;
             }
         }
         Ok(n)
@@ -194,31 +220,79 @@ mod tests {
     #[tokio::test]
     async fn a_new_channel_plugs_in_without_the_router() {
         let d = tempfile::tempdir().unwrap();
-        let store = Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+        let store =
+            Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
         let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let ch = Channels::new(store.clone()).with(rec.clone()).with_router(tx);
-        let g = groups::NewGroup { folder: "tg".into(), name: "TG".into(), jid: Some("rec:42".into()), ..Default::default() }
-            .into_group("Andy")
-            .unwrap();
+        let ch = Channels::new(store.clone())
+            .with(rec.clone())
+            .with_router(tx);
+        let g = groups::NewGroup {
+            folder: "tg".into(),
+            name: "TG".into(),
+            jid: Some("rec:42".into()),
+            ..Default::default()
+        }
+        .into_group("Andy")
+        .unwrap();
         store.write(move |tx| groups::add(tx, &g)).await.unwrap();
         let mut live = ch.subscribe();
-        let m = ch.receive("tg", Inbound { sender: "u".into(), sender_name: None, text: "hi".into() }).await.unwrap();
+        let m = ch
+            .receive(
+                "tg",
+                Inbound {
+                    sender: "u".into(),
+                    sender_name: None,
+                    text: "hi".into(),
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(rx.recv().await.unwrap(), "tg");
         assert_eq!(live.recv().await.unwrap().id, m.id);
-        let chan: String = store.read(|c| Ok(c.query_row("SELECT channel FROM chats WHERE jid = 'rec:42'", [], |r| r.get(0))?)).await.unwrap();
+        let chan: String = store
+            .read(|c| {
+                Ok(
+                    c.query_row("SELECT channel FROM chats WHERE jid = 'rec:42'", [], |r| {
+                        r.get(0)
+                    })?,
+                )
+            })
+            .await
+            .unwrap();
         assert_eq!(chan, "recorder");
-        let out = ch.say("rec:42", "Andy", "hello <internal>x</internal>").await.unwrap().unwrap();
+        let out = ch
+            .say("rec:42", "Andy", "hello <internal>x</internal>")
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(live.recv().await.unwrap().id, out.id);
         // Sent in the background, then marked delivered.
         for _ in 0..100 {
-            if store.read(|c| messages::undelivered(c, 10)).await.unwrap().is_empty() {
+            if store
+                .read(|c| messages::undelivered(c, 10))
+                .await
+                .unwrap()
+                .is_empty()
+            {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         assert_eq!(rec.0.lock().unwrap().as_slice(), ["hello"]);
-        assert!(store.read(|c| messages::undelivered(c, 10)).await.unwrap().is_empty(), "marked delivered");
-        assert!(ch.say("rec:42", "Andy", "<internal>only</internal>").await.unwrap().is_none());
+        assert!(
+            store
+                .read(|c| messages::undelivered(c, 10))
+                .await
+                .unwrap()
+                .is_empty(),
+            "marked delivered"
+        );
+        assert!(
+            ch.say("rec:42", "Andy", "<internal>only</internal>")
+                .await
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -34,7 +34,12 @@ pub async fn run(o: ChatOptions) -> Result<()> {
         Some(t) => r.bearer_auth(t),
         None => r,
     };
-    let unreachable = |e: reqwest::Error| Error::Invalid(format!("g2 serve does not answer at {}: {e} (start it with `g2 serve`)", o.url));
+    let unreachable = |e: reqwest::Error| {
+        Error::Invalid(format!(
+            "g2 serve does not answer at {}: {e} (start it with `g2 serve`)",
+            o.url
+        ))
+    };
     // Live messages only; the response headers arrive once the server has
     // subscribed, so nothing posted after this can be missed.
     let stream = auth(client.get(format!("{base}/stream")))
@@ -62,7 +67,11 @@ pub async fn run(o: ChatOptions) -> Result<()> {
     });
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut sent = 0usize;
-    while let Some(line) = lines.next_line().await.map_err(|e| Error::io("reading stdin", e))? {
+    while let Some(line) = lines
+        .next_line()
+        .await
+        .map_err(|e| Error::io("reading stdin", e))?
+    {
         let text = line.trim();
         if text.is_empty() {
             continue;
@@ -77,7 +86,12 @@ pub async fn run(o: ChatOptions) -> Result<()> {
             .map_err(unreachable)?;
         if !resp.status().is_success() {
             let body: Value = resp.json().await.unwrap_or(Value::Null);
-            eprintln!("not sent: {}", body["error"]["message"].as_str().unwrap_or("the server refused it"));
+            eprintln!(
+                "not sent: {}",
+                body["error"]["message"]
+                    .as_str()
+                    .unwrap_or("the server refused it")
+            );
             continue;
         }
         sent += 1;
@@ -94,21 +108,28 @@ pub async fn run(o: ChatOptions) -> Result<()> {
 /// split on bytes, so a character cut between two chunks stays whole;
 /// events that are not messages (keep-alives) are skipped.
 pub fn message_stream(resp: reqwest::Response) -> impl futures_util::Stream<Item = Message> {
-    futures_util::stream::unfold((resp.bytes_stream(), Vec::<u8>::new()), |(mut body, mut buf)| async move {
-        loop {
-            if let Some(end) = memchr::memmem::find(&buf, b"\n\n") {
-                let event: Vec<u8> = buf.drain(..end + 2).collect();
-                let event = String::from_utf8_lossy(&event);
-                let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
-                if let Ok(m) = serde_json::from_str::<Message>(&data.join("\n")) {
-                    return Some((m, (body, buf)));
+    futures_util::stream::unfold(
+        (resp.bytes_stream(), Vec::<u8>::new()),
+        |(mut body, mut buf)| async move {
+            loop {
+                if let Some(end) = memchr::memmem::find(&buf, b"\n\n") {
+                    let event: Vec<u8> = buf.drain(..end + 2).collect();
+                    let event = String::from_utf8_lossy(&event);
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(str::trim_start)
+                        .collect();
+                    if let Ok(m) = serde_json::from_str::<Message>(&data.join("\n")) {
+                        return Some((m, (body, buf)));
+                    }
+                    continue;
                 }
-                continue;
+                match body.next().await {
+                    Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
+                    _ => return None,
+                }
             }
-            match body.next().await {
-                Some(Ok(chunk)) => buf.extend_from_slice(&chunk),
-                _ => return None,
-            }
-        }
-    })
+        },
+    )
 }

@@ -42,7 +42,11 @@ pub struct QueueSettings {
 
 impl Default for QueueSettings {
     fn default() -> Self {
-        QueueSettings { max_containers: 5, retries: 5, retry_base_ms: 5_000 }
+        QueueSettings {
+            max_containers: 5,
+            retries: 5,
+            retry_base_ms: 5_000,
+        }
     }
 }
 
@@ -57,7 +61,10 @@ pub struct ApiSettings {
 
 impl Default for ApiSettings {
     fn default() -> Self {
-        ApiSettings { listen: "127.0.0.1:4170".into(), token: None }
+        ApiSettings {
+            listen: "127.0.0.1:4170".into(),
+            token: None,
+        }
     }
 }
 
@@ -232,17 +239,25 @@ impl Settings {
             )));
         }
         if self.archive.max_message_chars == 0 {
-            return Err(Error::Config("archive.max_message_chars must be at least 1".into()));
+            return Err(Error::Config(
+                "archive.max_message_chars must be at least 1".into(),
+            ));
         }
         if self.queue.max_containers == 0 {
-            return Err(Error::Config("queue.max_containers must be at least 1".into()));
+            return Err(Error::Config(
+                "queue.max_containers must be at least 1".into(),
+            ));
         }
         if self.queue.retries > 20 || self.queue.retry_base_ms == 0 {
-            return Err(Error::Config("queue.retries: at most 20; queue.retry_base_ms: at least 1".into()));
+            return Err(Error::Config(
+                "queue.retries: at most 20; queue.retry_base_ms: at least 1".into(),
+            ));
         }
         let gw = &self.gateway;
         if gw.max_concurrent == 0 || gw.groups.values().any(|g| g.max_concurrent == Some(0)) {
-            return Err(Error::Config("gateway.max_concurrent must be at least 1".into()));
+            return Err(Error::Config(
+                "gateway.max_concurrent must be at least 1".into(),
+            ));
         }
         if !(gw.upstream_url.starts_with("http://") || gw.upstream_url.starts_with("https://")) {
             return Err(Error::Config(format!(
@@ -340,7 +355,9 @@ mod tests {
             let err = Settings::load(&home, None).unwrap_err().to_string();
             assert!(err.contains("busy_timout_ms"), "{err}");
             let missing = home.join("nope.toml");
-            let err = Settings::load(&home, Some(&missing)).unwrap_err().to_string();
+            let err = Settings::load(&home, Some(&missing))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("does not exist"), "{err}");
             Ok(())
         });

@@ -20,8 +20,16 @@ pub struct Check {
 impl Check {
     fn new(name: &'static str, r: Result<String, String>) -> Self {
         match r {
-            Ok(detail) => Check { name, ok: true, detail },
-            Err(detail) => Check { name, ok: false, detail },
+            Ok(detail) => Check {
+                name,
+                ok: true,
+                detail,
+            },
+            Err(detail) => Check {
+                name,
+                ok: false,
+                detail,
+            },
         }
     }
 }
@@ -54,14 +62,22 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
 /// use.
 async fn check_image(settings: &Settings) -> Result<String, String> {
     let attempt = async {
-        let docker = bollard::Docker::connect_with_defaults().ok()?.negotiate_version().await.ok()?;
+        let docker = bollard::Docker::connect_with_defaults()
+            .ok()?
+            .negotiate_version()
+            .await
+            .ok()?;
         let img = docker.inspect_image(&settings.container.image).await.ok();
         Some(match img {
             Some(i) => format!(
                 "{} ({} MB, built {}, inputs {})",
                 settings.container.image,
                 i.size.unwrap_or(0) / 1_000_000,
-                i.created.map(|c| c.to_string()).unwrap_or_default().get(..19).unwrap_or(""),
+                i.created
+                    .map(|c| c.to_string())
+                    .unwrap_or_default()
+                    .get(..19)
+                    .unwrap_or(""),
                 i.config
                     .and_then(|c| c.labels)
                     .and_then(|l| l.get(crate::image::INPUTS_LABEL).cloned())
@@ -69,7 +85,10 @@ async fn check_image(settings: &Settings) -> Result<String, String> {
                     .get(..12)
                     .unwrap_or("?")
             ),
-            None => format!("{} not built yet: `g2 image build` (`g2 run` builds it on first use)", settings.container.image),
+            None => format!(
+                "{} not built yet: `g2 image build` (`g2 run` builds it on first use)",
+                settings.container.image
+            ),
         })
     };
     match tokio::time::timeout(Duration::from_secs(10), attempt).await {
@@ -81,7 +100,8 @@ async fn check_image(settings: &Settings) -> Result<String, String> {
 /// Which provider the gateway would use, and from where the credential
 /// comes (never its value).
 fn check_model(home: &Home, settings: &Settings) -> Result<String, String> {
-    let choice = crate::gateway::choose(&settings.gateway, home.root()).map_err(|e| e.to_string())?;
+    let choice =
+        crate::gateway::choose(&settings.gateway, home.root()).map_err(|e| e.to_string())?;
     Ok(match &settings.gateway.model {
         Some(m) => format!("{}; model pinned to {m}", choice.reason),
         None => choice.reason,
@@ -125,16 +145,25 @@ fn check_folders(home: &Home) -> Result<String, String> {
     if !missing.is_empty() {
         return Err(format!("missing {}; run `g2 init`", missing.join(", ")));
     }
-    let probe = home.data_dir().join(format!(".doctor-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| format!("{} is not writable: {e}", home.data_dir().display()))?;
+    let probe = home
+        .data_dir()
+        .join(format!(".doctor-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .map_err(|e| format!("{} is not writable: {e}", home.data_dir().display()))?;
     let _ = std::fs::remove_file(probe);
-    Ok(format!("{} (groups/, data/ writable)", home.root().display()))
+    Ok(format!(
+        "{} (groups/, data/ writable)",
+        home.root().display()
+    ))
 }
 
 async fn check_docker() -> Result<String, String> {
     let attempt = async {
         let docker = bollard::Docker::connect_with_defaults().map_err(|e| e.to_string())?;
-        let docker = docker.negotiate_version().await.map_err(|e| e.to_string())?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| e.to_string())?;
         let v = docker.version().await.map_err(|e| e.to_string())?;
         Ok::<_, String>(format!(
             "Docker Engine {} (API {})",
@@ -144,7 +173,9 @@ async fn check_docker() -> Result<String, String> {
     };
     match tokio::time::timeout(Duration::from_secs(10), attempt).await {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(format!("no Docker engine answers ({e}); run scripts/setup.sh")),
+        Ok(Err(e)) => Err(format!(
+            "no Docker engine answers ({e}); run scripts/setup.sh"
+        )),
         Err(_) => Err("the Docker engine did not answer within 10 s".into()),
     }
 }
@@ -186,10 +217,17 @@ fn check_claude(home: &Home, settings: &Settings) -> Result<String, String> {
     let text = String::from_utf8_lossy(&out.stdout);
     let have = text.split_whitespace().next().unwrap_or("");
     if !out.status.success() || have.is_empty() {
-        return Err(format!("{} --version failed: {}", path.display(), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "{} --version failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     if have != want {
-        return Err(format!("{} is Claude Code {have}; g2 is pinned to {want} (run scripts/setup.sh)", path.display()));
+        return Err(format!(
+            "{} is Claude Code {have}; g2 is pinned to {want} (run scripts/setup.sh)",
+            path.display()
+        ));
     }
     Ok(format!("Claude Code {have} at {}", path.display()))
 }

@@ -159,7 +159,12 @@ pub fn get(conn: &Connection, folder: &str) -> Result<Option<Group>> {
 /// Registers a group: validates it and fills in defaults, stores it, and
 /// creates its folder (the CLI, the API and the main group's agent all
 /// register through here).
-pub async fn register(store: &crate::store::Store, home: &crate::home::Home, new: NewGroup, assistant_name: &str) -> Result<Group> {
+pub async fn register(
+    store: &crate::store::Store,
+    home: &crate::home::Home,
+    new: NewGroup,
+    assistant_name: &str,
+) -> Result<Group> {
     let group = new.into_group(assistant_name)?;
     home.ensure_layout()?;
     let g = group.clone();
@@ -211,21 +216,31 @@ mod tests {
 
     fn store() -> (tempfile::TempDir, crate::store::Store) {
         let dir = tempfile::tempdir().unwrap();
-        let s = crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
-            .unwrap();
+        let s =
+            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
+                .unwrap();
         (dir, s)
     }
 
     #[test]
     fn defaults_and_conflicts() {
         let (_d, s) = store();
-        let main = NewGroup { folder: "main".into(), name: "Main".into(), is_main: true, ..Default::default() }
-            .into_group("G2")
-            .unwrap();
+        let main = NewGroup {
+            folder: "main".into(),
+            name: "Main".into(),
+            is_main: true,
+            ..Default::default()
+        }
+        .into_group("G2")
+        .unwrap();
         assert!(!main.requires_trigger);
-        let dev = NewGroup { folder: "dev".into(), name: "Dev".into(), ..Default::default() }
-            .into_group("G2")
-            .unwrap();
+        let dev = NewGroup {
+            folder: "dev".into(),
+            name: "Dev".into(),
+            ..Default::default()
+        }
+        .into_group("G2")
+        .unwrap();
         assert!(dev.requires_trigger);
         assert_eq!(dev.jid, "local:dev");
         let re = regex::Regex::new(dev.trigger_pattern.as_deref().unwrap()).unwrap();
@@ -235,19 +250,41 @@ mod tests {
         s.write_blocking(|tx| add(tx, &dev)).unwrap();
         let again = s.write_blocking(|tx| add(tx, &dev)).unwrap_err();
         assert!(matches!(again, Error::Conflict(_)), "{again}");
-        let second_main = NewGroup { folder: "other".into(), name: "O".into(), is_main: true, ..Default::default() }
-            .into_group("G2")
-            .unwrap();
-        assert!(matches!(s.write_blocking(|tx| add(tx, &second_main)), Err(Error::Conflict(_))));
-        let same_jid = NewGroup { folder: "x".into(), name: "X".into(), jid: Some("local:dev".into()), ..Default::default() }
-            .into_group("G2")
-            .unwrap();
-        assert!(matches!(s.write_blocking(|tx| add(tx, &same_jid)), Err(Error::Conflict(_))));
+        let second_main = NewGroup {
+            folder: "other".into(),
+            name: "O".into(),
+            is_main: true,
+            ..Default::default()
+        }
+        .into_group("G2")
+        .unwrap();
+        assert!(matches!(
+            s.write_blocking(|tx| add(tx, &second_main)),
+            Err(Error::Conflict(_))
+        ));
+        let same_jid = NewGroup {
+            folder: "x".into(),
+            name: "X".into(),
+            jid: Some("local:dev".into()),
+            ..Default::default()
+        }
+        .into_group("G2")
+        .unwrap();
+        assert!(matches!(
+            s.write_blocking(|tx| add(tx, &same_jid)),
+            Err(Error::Conflict(_))
+        ));
 
         let all = s.read_blocking(list).unwrap();
-        assert_eq!(all.iter().map(|g| g.folder.as_str()).collect::<Vec<_>>(), ["main", "dev"]);
+        assert_eq!(
+            all.iter().map(|g| g.folder.as_str()).collect::<Vec<_>>(),
+            ["main", "dev"]
+        );
         s.write_blocking(|tx| remove(tx, "dev")).unwrap();
-        assert!(matches!(s.write_blocking(|tx| remove(tx, "dev")), Err(Error::NotFound(_))));
+        assert!(matches!(
+            s.write_blocking(|tx| remove(tx, "dev")),
+            Err(Error::NotFound(_))
+        ));
     }
 
     #[test]
@@ -264,7 +301,10 @@ mod tests {
                 trigger_pattern: trigger.map(Into::into),
                 ..Default::default()
             };
-            assert!(g.into_group("G2").is_err(), "{folder:?} {name:?} {trigger:?}");
+            assert!(
+                g.into_group("G2").is_err(),
+                "{folder:?} {name:?} {trigger:?}"
+            );
         }
     }
 }

@@ -84,7 +84,10 @@ impl Home {
 
     pub fn ipc_dir(&self, folder: &str) -> Result<PathBuf> {
         validate::group_folder(folder)?;
-        Ok(validate::within(&self.data_dir().join("ipc"), Path::new(folder))?)
+        Ok(validate::within(
+            &self.data_dir().join("ipc"),
+            Path::new(folder),
+        )?)
     }
 
     /// A path relative to the home when it is under it (as stored in the
@@ -105,7 +108,10 @@ impl Home {
         ] {
             std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         }
-        write_if_missing(&self.group_dir("global")?.join("CLAUDE.md"), GLOBAL_TEMPLATE)
+        write_if_missing(
+            &self.group_dir("global")?.join("CLAUDE.md"),
+            GLOBAL_TEMPLATE,
+        )
     }
 
     /// Creates a group's folders and its CLAUDE.md (from the main template
@@ -135,7 +141,11 @@ impl Home {
 
 fn write_if_missing(path: &Path, contents: &str) -> Result<()> {
     use std::io::Write;
-    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
         Ok(mut f) => f
             .write_all(contents.as_bytes())
             .ctx(|| format!("writing {}", path.display())),
@@ -160,9 +170,7 @@ mod tests {
             assert!(home.claude_dir(bad).is_err(), "{bad:?}");
             assert!(home.ipc_dir(bad).is_err(), "{bad:?}");
         }
-        assert!(home
-            .transcript_path("main", "../../../etc/passwd")
-            .is_err());
+        assert!(home.transcript_path("main", "../../../etc/passwd").is_err());
         let p = home
             .transcript_path("main", "D58A79A7-451E-4AF5-86D1-3E839200D98D")
             .unwrap();

@@ -125,7 +125,11 @@ pub fn libraries_of(exe: &Path) -> Result<Vec<PathBuf>> {
         if path.starts_with('/') {
             libs.push(PathBuf::from(path));
         } else if line.contains("not found") {
-            return Err(Error::Invalid(format!("{}: {}", exe.display(), line.trim())));
+            return Err(Error::Invalid(format!(
+                "{}: {}",
+                exe.display(),
+                line.trim()
+            )));
         }
     }
     Ok(libs)
@@ -133,12 +137,18 @@ pub fn libraries_of(exe: &Path) -> Result<Vec<PathBuf>> {
 
 /// Finds the busybox-static binary (`scripts/setup.sh` installs it).
 pub fn find_busybox() -> Option<PathBuf> {
-    ["/bin/busybox", "/usr/bin/busybox"].iter().map(PathBuf::from).find(|p| p.is_file())
+    ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
 }
 
 /// Finds the bash-static binary (`scripts/setup.sh` installs it).
 pub fn find_bash() -> Option<PathBuf> {
-    ["/bin/bash-static", "/usr/bin/bash-static"].iter().map(PathBuf::from).find(|p| p.is_file())
+    ["/bin/bash-static", "/usr/bin/bash-static"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
 }
 
 /// The project checkout the running `g2` was built from, if any (holds
@@ -156,16 +166,30 @@ pub fn build_agent(project: &Path) -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(project)
-        .args(["build", "--release", "--locked", "-q", "-p", "g2-agent", "--target", AGENT_TARGET])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "-q",
+            "-p",
+            "g2-agent",
+            "--target",
+            AGENT_TARGET,
+        ])
         // With an explicit --target these flags reach only target crates,
         // not build scripts or proc macros.
         .env("RUSTFLAGS", "-C target-feature=+crt-static")
         .status()
         .map_err(|e| Error::io("running cargo to build g2-agent", e))?;
     if !status.success() {
-        return Err(Error::Invalid(format!("building g2-agent failed ({status})")));
+        return Err(Error::Invalid(format!(
+            "building g2-agent failed ({status})"
+        )));
     }
-    Ok(project.join("target").join(AGENT_TARGET).join("release/g2-agent"))
+    Ok(project
+        .join("target")
+        .join(AGENT_TARGET)
+        .join("release/g2-agent"))
 }
 
 impl Inputs {
@@ -177,19 +201,37 @@ impl Inputs {
                 agent.display()
             )));
         }
-        let claude = std::fs::canonicalize(claude).map_err(|e| Error::io(format!("{}", claude.display()), e))?;
-        let busybox = find_busybox().ok_or_else(|| Error::NotFound("busybox (run scripts/setup.sh)".into()))?;
+        let claude = std::fs::canonicalize(claude)
+            .map_err(|e| Error::io(format!("{}", claude.display()), e))?;
+        let busybox = find_busybox()
+            .ok_or_else(|| Error::NotFound("busybox (run scripts/setup.sh)".into()))?;
         if is_dynamic(&busybox)? {
-            return Err(Error::Invalid(format!("{} is not busybox-static", busybox.display())));
+            return Err(Error::Invalid(format!(
+                "{} is not busybox-static",
+                busybox.display()
+            )));
         }
-        let bash = find_bash().ok_or_else(|| Error::NotFound("bash-static (run scripts/setup.sh)".into()))?;
+        let bash = find_bash()
+            .ok_or_else(|| Error::NotFound("bash-static (run scripts/setup.sh)".into()))?;
         if is_dynamic(&bash)? {
-            return Err(Error::Invalid(format!("{} is not statically linked", bash.display())));
+            return Err(Error::Invalid(format!(
+                "{} is not statically linked",
+                bash.display()
+            )));
         }
         let libraries = libraries_of(&claude)?;
         let ca = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
         let (uid, gid) = agent_ids();
-        Ok(Inputs { agent, claude, busybox, bash, libraries, ca_certificates: ca.is_file().then_some(ca), uid, gid })
+        Ok(Inputs {
+            agent,
+            claude,
+            busybox,
+            bash,
+            libraries,
+            ca_certificates: ca.is_file().then_some(ca),
+            uid,
+            gid,
+        })
     }
 
     /// A digest of everything the image is made of.
@@ -199,9 +241,18 @@ impl Inputs {
         h.update(format!("{}:{}", self.uid, self.gid));
         h.update(std::fs::read(&self.agent).map_err(|e| Error::io("reading g2-agent", e))?);
         // Large files: identity by path, size and modification time.
-        for p in [&self.claude, &self.busybox, &self.bash].into_iter().chain(&self.libraries).chain(&self.ca_certificates) {
+        for p in [&self.claude, &self.busybox, &self.bash]
+            .into_iter()
+            .chain(&self.libraries)
+            .chain(&self.ca_certificates)
+        {
             let m = std::fs::metadata(p).map_err(|e| Error::io(format!("{}", p.display()), e))?;
-            h.update(format!("{}:{}:{:?}", p.display(), m.len(), m.modified().ok()));
+            h.update(format!(
+                "{}:{}:{:?}",
+                p.display(),
+                m.len(),
+                m.modified().ok()
+            ));
         }
         Ok(format!("{:x}", h.finalize()))
     }
@@ -210,15 +261,21 @@ impl Inputs {
     pub fn write_context(&self, out: impl Write, digest: &str) -> std::io::Result<()> {
         let mut tar = tar::Builder::new(out);
         tar.follow_symlinks(true);
-        let text = |tar: &mut tar::Builder<_>, path: &str, body: &str, mode: u32| -> std::io::Result<()> {
-            let mut h = tar::Header::new_gnu();
-            h.set_size(body.len() as u64);
-            h.set_mode(mode);
-            h.set_mtime(0);
-            h.set_entry_type(tar::EntryType::Regular);
-            tar.append_data(&mut h, path, body.as_bytes())
-        };
-        let dir = |tar: &mut tar::Builder<_>, path: &str, mode: u32, uid: u32, gid: u32| -> std::io::Result<()> {
+        let text =
+            |tar: &mut tar::Builder<_>, path: &str, body: &str, mode: u32| -> std::io::Result<()> {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(body.len() as u64);
+                h.set_mode(mode);
+                h.set_mtime(0);
+                h.set_entry_type(tar::EntryType::Regular);
+                tar.append_data(&mut h, path, body.as_bytes())
+            };
+        let dir = |tar: &mut tar::Builder<_>,
+                   path: &str,
+                   mode: u32,
+                   uid: u32,
+                   gid: u32|
+         -> std::io::Result<()> {
             let mut h = tar::Header::new_gnu();
             h.set_size(0);
             h.set_mode(mode);
@@ -228,15 +285,16 @@ impl Inputs {
             h.set_entry_type(tar::EntryType::Directory);
             tar.append_data(&mut h, path, std::io::empty())
         };
-        let file = |tar: &mut tar::Builder<_>, from: &Path, to: &str, mode: u32| -> std::io::Result<()> {
-            let mut f = std::fs::File::open(from)?;
-            let mut h = tar::Header::new_gnu();
-            h.set_size(f.metadata()?.len());
-            h.set_mode(mode);
-            h.set_mtime(0);
-            h.set_entry_type(tar::EntryType::Regular);
-            tar.append_data(&mut h, to, &mut f)
-        };
+        let file =
+            |tar: &mut tar::Builder<_>, from: &Path, to: &str, mode: u32| -> std::io::Result<()> {
+                let mut f = std::fs::File::open(from)?;
+                let mut h = tar::Header::new_gnu();
+                h.set_size(f.metadata()?.len());
+                h.set_mode(mode);
+                h.set_mtime(0);
+                h.set_entry_type(tar::EntryType::Regular);
+                tar.append_data(&mut h, to, &mut f)
+            };
         let link = |tar: &mut tar::Builder<_>, path: &str, target: &str| -> std::io::Result<()> {
             let mut h = tar::Header::new_gnu();
             h.set_size(0);
@@ -246,16 +304,46 @@ impl Inputs {
             tar.append_link(&mut h, path, target)
         };
 
-        text(&mut tar, "Dockerfile", &format!("{DOCKERFILE}LABEL {INPUTS_LABEL}=\"{digest}\"\n"), 0o644)?;
-        for d in ["rootfs", "rootfs/bin", "rootfs/etc", "rootfs/etc/ssl", "rootfs/etc/ssl/certs", "rootfs/usr",
-                  "rootfs/usr/bin", "rootfs/usr/local", "rootfs/usr/local/bin", "rootfs/home", "rootfs/workspace",
-                  "rootfs/workspace/global", "rootfs/workspace/ipc", "rootfs/workspace/project", "rootfs/workspace/extra"] {
+        text(
+            &mut tar,
+            "Dockerfile",
+            &format!("{DOCKERFILE}LABEL {INPUTS_LABEL}=\"{digest}\"\n"),
+            0o644,
+        )?;
+        for d in [
+            "rootfs",
+            "rootfs/bin",
+            "rootfs/etc",
+            "rootfs/etc/ssl",
+            "rootfs/etc/ssl/certs",
+            "rootfs/usr",
+            "rootfs/usr/bin",
+            "rootfs/usr/local",
+            "rootfs/usr/local/bin",
+            "rootfs/home",
+            "rootfs/workspace",
+            "rootfs/workspace/global",
+            "rootfs/workspace/ipc",
+            "rootfs/workspace/project",
+            "rootfs/workspace/extra",
+        ] {
             dir(&mut tar, d, 0o755, 0, 0)?;
         }
         dir(&mut tar, "rootfs/tmp", 0o1777, 0, 0)?;
         dir(&mut tar, "rootfs/home/node", 0o755, self.uid, self.gid)?;
-        dir(&mut tar, "rootfs/workspace/group", 0o755, self.uid, self.gid)?;
-        file(&mut tar, &self.agent, "rootfs/usr/local/bin/g2-agent", 0o755)?;
+        dir(
+            &mut tar,
+            "rootfs/workspace/group",
+            0o755,
+            self.uid,
+            self.gid,
+        )?;
+        file(
+            &mut tar,
+            &self.agent,
+            "rootfs/usr/local/bin/g2-agent",
+            0o755,
+        )?;
         file(&mut tar, &self.claude, "rootfs/usr/local/bin/claude", 0o755)?;
         file(&mut tar, &self.busybox, "rootfs/bin/busybox", 0o755)?;
         file(&mut tar, &self.bash, "rootfs/bin/bash", 0o755)?;
@@ -283,16 +371,28 @@ impl Inputs {
             file(&mut tar, lib, &format!("rootfs{}", lib.display()), 0o755)?;
         }
         if let Some(ca) = &self.ca_certificates {
-            file(&mut tar, ca, "rootfs/etc/ssl/certs/ca-certificates.crt", 0o644)?;
+            file(
+                &mut tar,
+                ca,
+                "rootfs/etc/ssl/certs/ca-certificates.crt",
+                0o644,
+            )?;
         }
         let (uid, gid) = (self.uid, self.gid);
         text(
             &mut tar,
             "rootfs/etc/passwd",
-            &format!("root:x:0:0:root:/root:/bin/sh\n{AGENT_USER}:x:{uid}:{gid}:g2 agent:{AGENT_HOME}:/bin/sh\n"),
+            &format!(
+                "root:x:0:0:root:/root:/bin/sh\n{AGENT_USER}:x:{uid}:{gid}:g2 agent:{AGENT_HOME}:/bin/sh\n"
+            ),
             0o644,
         )?;
-        text(&mut tar, "rootfs/etc/group", &format!("root:x:0:\n{AGENT_USER}:x:{gid}:\n"), 0o644)?;
+        text(
+            &mut tar,
+            "rootfs/etc/group",
+            &format!("root:x:0:\n{AGENT_USER}:x:{gid}:\n"),
+            0o644,
+        )?;
         tar.finish()
     }
 }
@@ -301,7 +401,12 @@ fn busybox_applets(busybox: &Path) -> Vec<String> {
     Command::new(busybox)
         .arg("--list")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_else(|_| vec!["sh".into()])
 }
 
@@ -321,7 +426,12 @@ pub enum Built {
 
 /// Builds the image unless one with the same inputs exists. `progress`
 /// receives the engine's build output line by line.
-pub async fn build(docker: &Docker, inputs: Inputs, force: bool, mut progress: impl FnMut(&str)) -> Result<Built> {
+pub async fn build(
+    docker: &Docker,
+    inputs: Inputs,
+    force: bool,
+    mut progress: impl FnMut(&str),
+) -> Result<Built> {
     let digest = {
         let i = inputs.clone();
         tokio::task::spawn_blocking(move || i.digest()).await??
@@ -332,7 +442,10 @@ pub async fn build(docker: &Docker, inputs: Inputs, force: bool, mut progress: i
     let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(8);
     let d = digest.clone();
     let writer = tokio::task::spawn_blocking(move || {
-        let w = ChannelWriter { tx: tx.clone(), buf: Vec::with_capacity(CHUNK) };
+        let w = ChannelWriter {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(CHUNK),
+        };
         let r = inputs.write_context(w, &d);
         if let Err(e) = &r {
             let _ = tx.blocking_send(Err(std::io::Error::new(e.kind(), e.to_string())));
@@ -362,7 +475,9 @@ pub async fn build(docker: &Docker, inputs: Inputs, force: bool, mut progress: i
             Err(e) => failure = Some(e.to_string()),
         }
     }
-    writer.await?.map_err(|e| Error::io("writing the image build context", e))?;
+    writer
+        .await?
+        .map_err(|e| Error::io("writing the image build context", e))?;
     if let Some(e) = failure {
         return Err(Error::Invalid(format!("image build failed: {e}")));
     }
@@ -383,9 +498,12 @@ impl ChannelWriter {
             return Ok(());
         }
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the engine stopped reading the build context"))
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the engine stopped reading the build context",
+            )
+        })
     }
 }
 

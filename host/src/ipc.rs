@@ -78,7 +78,13 @@ pub struct TaskServer {
 
 impl TaskServer {
     pub fn new(home: Home, store: Store, sessions: SessionManager, links: Links) -> Self {
-        TaskServer { home, store, sessions, links, watching_all: Default::default() }
+        TaskServer {
+            home,
+            store,
+            sessions,
+            links,
+            watching_all: Default::default(),
+        }
     }
 
     /// Serves a group's requests until stopped; a last drain runs at stop
@@ -90,9 +96,13 @@ impl TaskServer {
             }));
         }
         let ipc_dir = self.home.ipc_dir(folder)?;
-        let dirs = [ipc_dir.join(ipc::TASKS_DIR), ipc_dir.join(ipc::MESSAGES_DIR)];
+        let dirs = [
+            ipc_dir.join(ipc::TASKS_DIR),
+            ipc_dir.join(ipc::MESSAGES_DIR),
+        ];
         for dir in &dirs {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         }
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
@@ -132,32 +142,35 @@ impl TaskServer {
     /// Starts with a full drain (what an earlier host left).
     pub fn watch_all(&self) -> Result<Background> {
         let root = self.home.data_dir().join("ipc");
-        std::fs::create_dir_all(&root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+        std::fs::create_dir_all(&root)
+            .map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
         // None: rescan everything.
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<Option<String>>();
         let cb_root = root.clone();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-            // Our own reads are access events; reacting to them would loop.
-            Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
-            Ok(ev) if ev.need_rescan() => {
-                let _ = wake_tx.send(None);
-            }
-            Ok(ev) => {
-                for p in &ev.paths {
-                    if let Some(folder) = folder_of(&cb_root, p) {
-                        let _ = wake_tx.send(Some(folder));
+        let mut watcher =
+            notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                // Our own reads are access events; reacting to them would loop.
+                Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
+                Ok(ev) if ev.need_rescan() => {
+                    let _ = wake_tx.send(None);
+                }
+                Ok(ev) => {
+                    for p in &ev.paths {
+                        if let Some(folder) = folder_of(&cb_root, p) {
+                            let _ = wake_tx.send(Some(folder));
+                        }
                     }
                 }
-            }
-            Err(_) => {
-                let _ = wake_tx.send(None);
-            }
-        })
-        .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
+                Err(_) => {
+                    let _ = wake_tx.send(None);
+                }
+            })
+            .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
         watcher
             .watch(&root, RecursiveMode::NonRecursive)
             .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
-        self.watching_all.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.watching_all
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let server = self.clone();
         Ok(Background::spawn(|mut stopped| async move {
             let mut watched = std::collections::HashSet::new();
@@ -167,7 +180,8 @@ impl TaskServer {
                 }
                 for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
                     let dir = root.join(folder).join(sub);
-                    let ok = std::fs::create_dir_all(&dir).is_ok() && watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok();
+                    let ok = std::fs::create_dir_all(&dir).is_ok()
+                        && watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok();
                     if !ok {
                         tracing::warn!(dir = %dir.display(), "cannot watch; the timed rescan covers it");
                     }
@@ -213,7 +227,9 @@ impl TaskServer {
     /// Handles every request waiting in the group's `messages/` and
     /// `tasks/` (messages first: they are what the agent said before).
     pub async fn drain(&self, folder: &str) {
-        let Ok(ipc_dir) = self.home.ipc_dir(folder) else { return };
+        let Ok(ipc_dir) = self.home.ipc_dir(folder) else {
+            return;
+        };
         for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
             let dir = ipc_dir.join(sub);
             for name in ipc::pending(&dir) {
@@ -247,7 +263,12 @@ impl TaskServer {
     /// Carries out one request for `folder` (the folder it came from) and
     /// records the outcome in `ipc_log`. `named`: a group the request's
     /// payload names in a field the action does not have (a forged target).
-    pub async fn handle(&self, folder: &str, req: TaskRequest, named: Option<&str>) -> TaskResponse {
+    pub async fn handle(
+        &self,
+        folder: &str,
+        req: TaskRequest,
+        named: Option<&str>,
+    ) -> TaskResponse {
         let action = req.action.name();
         let result = match named {
             Some(other) if other != folder => Err(Error::Forbidden(format!(
@@ -267,12 +288,30 @@ impl TaskServer {
             }
         };
         let detail = if ok { String::new() } else { text.clone() };
-        self.log(folder, Some(&req.request_id), action, outcome, &detail).await;
-        TaskResponse { request_id: req.request_id, ok, text }
+        self.log(folder, Some(&req.request_id), action, outcome, &detail)
+            .await;
+        TaskResponse {
+            request_id: req.request_id,
+            ok,
+            text,
+        }
     }
 
-    async fn log(&self, folder: &str, request_id: Option<&str>, action: &str, outcome: &str, detail: &str) {
-        let (f, r, a, o, d) = (folder.to_string(), request_id.map(str::to_string), action.to_string(), outcome.to_string(), detail.to_string());
+    async fn log(
+        &self,
+        folder: &str,
+        request_id: Option<&str>,
+        action: &str,
+        outcome: &str,
+        detail: &str,
+    ) {
+        let (f, r, a, o, d) = (
+            folder.to_string(),
+            request_id.map(str::to_string),
+            action.to_string(),
+            outcome.to_string(),
+            detail.to_string(),
+        );
         let res = self
             .store
             .write(move |tx| {
@@ -292,7 +331,11 @@ impl TaskServer {
         // An IPC folder without a registered group has no rights at all.
         let me = match groups::require(&self.store, folder).await {
             Ok(g) => g,
-            Err(Error::NotFound(_)) => return Err(Error::Forbidden(format!("{folder} is not a registered group"))),
+            Err(Error::NotFound(_)) => {
+                return Err(Error::Forbidden(format!(
+                    "{folder} is not a registered group"
+                )));
+            }
             Err(e) => return Err(e),
         };
         match action {
@@ -302,15 +345,31 @@ impl TaskServer {
                 Ok(text)
             }
             Action::ListSessions {} => self.list(folder).await,
-            Action::ResumeSession { history_id, save_current_as } => {
-                let text = self.resume(folder, history_id, save_current_as.as_deref()).await?;
+            Action::ResumeSession {
+                history_id,
+                save_current_as,
+            } => {
+                let text = self
+                    .resume(folder, history_id, save_current_as.as_deref())
+                    .await?;
                 self.session_changed(folder);
                 Ok(text)
             }
-            Action::SearchSessions { query, limit } => self.search(folder, &query, limit.unwrap_or(10)).await,
+            Action::SearchSessions { query, limit } => {
+                self.search(folder, &query, limit.unwrap_or(10)).await
+            }
             Action::SendMessage { text, chat_jid } => self.send(&me, &text, chat_jid).await,
-            Action::ScheduleTask { prompt, schedule_type, schedule_value, timezone, context_mode, group_folder } => {
-                let target = self.target_group(&me, group_folder.as_deref(), "schedule tasks").await?;
+            Action::ScheduleTask {
+                prompt,
+                schedule_type,
+                schedule_value,
+                timezone,
+                context_mode,
+                group_folder,
+            } => {
+                let target = self
+                    .target_group(&me, group_folder.as_deref(), "schedule tasks")
+                    .await?;
                 let new = tasks::NewTask {
                     group_folder: target.folder.clone(),
                     chat_jid: target.jid.clone(),
@@ -320,7 +379,10 @@ impl TaskServer {
                     timezone,
                     context_mode,
                 };
-                let t = self.store.write(move |tx| tasks::create(tx, new, chrono::Utc::now())).await?;
+                let t = self
+                    .store
+                    .write(move |tx| tasks::create(tx, new, chrono::Utc::now()))
+                    .await?;
                 self.tasks_changed();
                 Ok(format!(
                     "Scheduled task {} for {} ({} {} {}, {} context). Next run: {}.",
@@ -335,7 +397,10 @@ impl TaskServer {
             }
             Action::ListTasks {} => {
                 let scope = (!me.is_main).then(|| folder.to_string());
-                let list = self.store.read(move |c| tasks::list(c, scope.as_deref())).await?;
+                let list = self
+                    .store
+                    .read(move |c| tasks::list(c, scope.as_deref()))
+                    .await?;
                 if list.is_empty() {
                     return Ok("No scheduled tasks.".into());
                 }
@@ -356,26 +421,60 @@ impl TaskServer {
                 }
                 Ok(s)
             }
-            Action::PauseTask { task_id } => self.task_status(&me, &task_id, StatusAction::Pause).await,
-            Action::ResumeTask { task_id } => self.task_status(&me, &task_id, StatusAction::Resume).await,
-            Action::CancelTask { task_id } => self.task_status(&me, &task_id, StatusAction::Cancel).await,
-            Action::RegisterGroup { folder: new_folder, name, jid, trigger, requires_trigger } => {
+            Action::PauseTask { task_id } => {
+                self.task_status(&me, &task_id, StatusAction::Pause).await
+            }
+            Action::ResumeTask { task_id } => {
+                self.task_status(&me, &task_id, StatusAction::Resume).await
+            }
+            Action::CancelTask { task_id } => {
+                self.task_status(&me, &task_id, StatusAction::Cancel).await
+            }
+            Action::RegisterGroup {
+                folder: new_folder,
+                name,
+                jid,
+                trigger,
+                requires_trigger,
+            } => {
                 if !me.is_main {
-                    return Err(Error::Forbidden("only the main group registers groups".into()));
+                    return Err(Error::Forbidden(
+                        "only the main group registers groups".into(),
+                    ));
                 }
-                let new = groups::NewGroup { folder: new_folder, name, jid, trigger_pattern: trigger, requires_trigger, is_main: false };
-                let g = groups::register(&self.store, &self.home, new, &self.links.assistant_name).await?;
-                Ok(format!("Registered group {} (folder {}, chat {}).", g.name, g.folder, g.jid))
+                let new = groups::NewGroup {
+                    folder: new_folder,
+                    name,
+                    jid,
+                    trigger_pattern: trigger,
+                    requires_trigger,
+                    is_main: false,
+                };
+                let g = groups::register(&self.store, &self.home, new, &self.links.assistant_name)
+                    .await?;
+                Ok(format!(
+                    "Registered group {} (folder {}, chat {}).",
+                    g.name, g.folder, g.jid
+                ))
             }
             Action::RefreshGroups {} => {
                 if !me.is_main {
-                    return Err(Error::Forbidden("only the main group sees the groups".into()));
+                    return Err(Error::Forbidden(
+                        "only the main group sees the groups".into(),
+                    ));
                 }
                 let list = self.store.read(groups::list).await?;
                 let dir = self.home.ipc_dir(folder)?;
-                ipc::write_atomic(&dir, "available_groups.json", &serde_json::to_vec_pretty(&groups::snapshot(&list)).unwrap_or_default())
-                    .map_err(|e| Error::io("writing available_groups.json", e))?;
-                Ok(format!("available_groups.json lists {} groups.", list.len()))
+                ipc::write_atomic(
+                    &dir,
+                    "available_groups.json",
+                    &serde_json::to_vec_pretty(&groups::snapshot(&list)).unwrap_or_default(),
+                )
+                .map_err(|e| Error::io("writing available_groups.json", e))?;
+                Ok(format!(
+                    "available_groups.json lists {} groups.",
+                    list.len()
+                ))
             }
         }
     }
@@ -385,7 +484,10 @@ impl TaskServer {
         match named {
             None => Ok(me.clone()),
             Some(f) if f == me.folder => Ok(me.clone()),
-            Some(f) if !me.is_main => Err(Error::Forbidden(format!("group {} may only {what} for itself, not for {f}", me.folder))),
+            Some(f) if !me.is_main => Err(Error::Forbidden(format!(
+                "group {} may only {what} for itself, not for {f}",
+                me.folder
+            ))),
             Some(f) => {
                 g2_core::validate::group_folder(f)?;
                 groups::require(&self.store, f).await
@@ -397,7 +499,10 @@ impl TaskServer {
         let target = chat_jid.unwrap_or_else(|| me.jid.clone());
         if target != me.jid {
             if !me.is_main {
-                return Err(Error::Forbidden(format!("group {} may only send to its own chat, not to {target}", me.folder)));
+                return Err(Error::Forbidden(format!(
+                    "group {} may only send to its own chat, not to {target}",
+                    me.folder
+                )));
             }
             let t = target.clone();
             let known = self
@@ -417,7 +522,12 @@ impl TaskServer {
         if text.trim().is_empty() || text.len() > crate::messages::MAX_TEXT {
             return Err(Error::Invalid("text: 1 character to 32 KiB".into()));
         }
-        match self.links.channels.say(&target, &self.links.assistant_name, text).await? {
+        match self
+            .links
+            .channels
+            .say(&target, &self.links.assistant_name, text)
+            .await?
+        {
             Some(_) => Ok(format!("Sent to {target}.")),
             None => Ok("Nothing to send once internal notes are removed.".into()),
         }
@@ -426,14 +536,26 @@ impl TaskServer {
     async fn task_status(&self, me: &Group, id: &str, action: StatusAction) -> Result<String> {
         let scope = (!me.is_main).then(|| me.folder.clone());
         let i = id.to_string();
-        let task = self.store.read(move |c| tasks::get(c, &i)).await?.ok_or_else(|| Error::NotFound(format!("task {id:?}")))?;
+        let task = self
+            .store
+            .read(move |c| tasks::get(c, &i))
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("task {id:?}")))?;
         if let Some(own) = &scope
             && &task.group_folder != own
         {
-            return Err(Error::Forbidden(format!("task {id} belongs to group {}, not to {own}", task.group_folder)));
+            return Err(Error::Forbidden(format!(
+                "task {id} belongs to group {}, not to {own}",
+                task.group_folder
+            )));
         }
         let i = id.to_string();
-        let t = self.store.write(move |tx| tasks::set_status(tx, &i, scope.as_deref(), action, chrono::Utc::now())).await?;
+        let t = self
+            .store
+            .write(move |tx| {
+                tasks::set_status(tx, &i, scope.as_deref(), action, chrono::Utc::now())
+            })
+            .await?;
         self.tasks_changed();
         Ok(format!("Task {} is {}.", t.id, t.status))
     }
@@ -483,20 +605,29 @@ impl TaskServer {
 
     async fn resume(&self, folder: &str, history_id: i64, save_as: Option<&str>) -> Result<String> {
         let p = self.sessions.get(folder).await?;
-        let r = self.sessions.resume(folder, history_id, p.generation, save_as).await?;
+        let r = self
+            .sessions
+            .resume(folder, history_id, p.generation, save_as)
+            .await?;
         let mut s = format!(
             "Resumed session {}. It takes effect with the next message.",
             r.pointer.session_id.clone().unwrap_or_default()
         );
         if let Some(saved) = &r.saved {
-            s.push_str(&format!(" The previous conversation is bookmarked as \"{}\" (history #{}).", saved.name, saved.id));
+            s.push_str(&format!(
+                " The previous conversation is bookmarked as \"{}\" (history #{}).",
+                saved.name, saved.id
+            ));
         }
         Ok(s)
     }
 
     async fn search(&self, folder: &str, query: &str, limit: usize) -> Result<String> {
         let (q, g) = (query.to_string(), folder.to_string());
-        let hits = self.store.read(move |c| search::search(c, &q, Some(&g), limit.clamp(1, 50))).await?;
+        let hits = self
+            .store
+            .read(move |c| search::search(c, &q, Some(&g), limit.clamp(1, 50)))
+            .await?;
         if hits.is_empty() {
             return Ok(format!("No archived conversation matches \"{query}\"."));
         }
@@ -526,13 +657,23 @@ impl TaskServer {
 const MAX_REQUEST: u64 = 1 << 20;
 
 /// Fields a forged request might use to name another group.
-const GROUP_FIELDS: &[&str] = &["groupFolder", "group_folder", "targetGroup", "target_group", "group", "targetJid", "target_jid"];
+const GROUP_FIELDS: &[&str] = &[
+    "groupFolder",
+    "group_folder",
+    "targetGroup",
+    "target_group",
+    "group",
+    "targetJid",
+    "target_jid",
+];
 
 /// The group folder an event path belongs to: `ipc/{folder}` itself or a
 /// file in its `messages/` or `tasks/`.
 fn folder_of(root: &Path, path: &Path) -> Option<String> {
     let rel = path.strip_prefix(root).ok()?;
-    let mut parts = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
+    let mut parts = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
     let folder = parts.next()?;
     match parts.next().as_deref() {
         None | Some(ipc::MESSAGES_DIR) | Some(ipc::TASKS_DIR) => Some(folder),
@@ -542,7 +683,9 @@ fn folder_of(root: &Path, path: &Path) -> Option<String> {
 
 /// The group folders under `data/ipc/`.
 fn list_folders(root: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(root) else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
     rd.flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -552,30 +695,49 @@ fn list_folders(root: &Path) -> Vec<String> {
 
 /// Reads a claimed request; `messages/` takes `send_message` only. Also
 /// returns a group the payload names outside the action's own fields.
-fn read_request(path: &Path, sub: &str) -> std::result::Result<(TaskRequest, Option<String>), String> {
-    let bytes = ipc::read_regular(path, MAX_REQUEST).map_err(|e| format!("unreadable request: {e}"))?;
-    let raw: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
-    let req: TaskRequest = serde_json::from_value(raw.clone()).map_err(|e| format!("not a valid request: {e}"))?;
+fn read_request(
+    path: &Path,
+    sub: &str,
+) -> std::result::Result<(TaskRequest, Option<String>), String> {
+    let bytes =
+        ipc::read_regular(path, MAX_REQUEST).map_err(|e| format!("unreadable request: {e}"))?;
+    let raw: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
+    let req: TaskRequest =
+        serde_json::from_value(raw.clone()).map_err(|e| format!("not a valid request: {e}"))?;
     if sub == ipc::MESSAGES_DIR && !matches!(req.action, Action::SendMessage { .. }) {
-        return Err(format!("{} does not belong in messages/", req.action.name()));
+        return Err(format!(
+            "{} does not belong in messages/",
+            req.action.name()
+        ));
     }
     // schedule_task's `groupFolder` is its own field, authorized as such.
     let named = if matches!(req.action, Action::ScheduleTask { .. }) {
         None
     } else {
-        GROUP_FIELDS.iter().find_map(|k| raw.get(*k).and_then(|v| v.as_str()).map(str::to_string))
+        GROUP_FIELDS
+            .iter()
+            .find_map(|k| raw.get(*k).and_then(|v| v.as_str()).map(str::to_string))
     };
     Ok((req, named))
 }
 
 fn respond(ipc_dir: &Path, r: &TaskResponse) -> std::io::Result<PathBuf> {
     let body = serde_json::to_vec(r).map_err(std::io::Error::other)?;
-    ipc::write_atomic(&ipc_dir.join(ipc::RESPONSES_DIR), &format!("{}.json", safe_name(&r.request_id)), &body)
+    ipc::write_atomic(
+        &ipc_dir.join(ipc::RESPONSES_DIR),
+        &format!("{}.json", safe_name(&r.request_id)),
+        &body,
+    )
 }
 
 /// Request ids become file names: keep them harmless.
 fn safe_name(id: &str) -> String {
-    let s: String = id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(64).collect();
+    let s: String = id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
     if s.is_empty() { "invalid".into() } else { s }
 }
 
@@ -593,10 +755,23 @@ mod tests {
     #[test]
     fn event_paths_name_their_group() {
         let root = Path::new("/h/data/ipc");
-        assert_eq!(folder_of(root, Path::new("/h/data/ipc/fam/tasks/x.json")).as_deref(), Some("fam"));
-        assert_eq!(folder_of(root, Path::new("/h/data/ipc/fam/messages/.x.tmp")).as_deref(), Some("fam"));
-        assert_eq!(folder_of(root, Path::new("/h/data/ipc/new")).as_deref(), Some("new"));
-        assert_eq!(folder_of(root, Path::new("/h/data/ipc/fam/responses/x.json")), None, "our own answers");
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/fam/tasks/x.json")).as_deref(),
+            Some("fam")
+        );
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/fam/messages/.x.tmp")).as_deref(),
+            Some("fam")
+        );
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/new")).as_deref(),
+            Some("new")
+        );
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/fam/responses/x.json")),
+            None,
+            "our own answers"
+        );
         assert_eq!(folder_of(root, Path::new("/elsewhere/x")), None);
     }
 

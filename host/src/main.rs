@@ -11,15 +11,19 @@ use serde::Serialize;
 
 use g2_host::archives::{self, Trigger};
 use g2_host::config::Settings;
+use g2_host::gateway::Gateway;
 use g2_host::groups::{self, NewGroup};
 use g2_host::home::Home;
 use g2_host::sessions::SessionManager;
 use g2_host::store::Store;
-use g2_host::gateway::Gateway;
 use g2_host::{doctor, image, search, usage};
 
 #[derive(Parser)]
-#[command(name = "g2", version, about = "g2: a self-hosted memory host for AI agents in chat groups")]
+#[command(
+    name = "g2",
+    version,
+    about = "g2: a self-hosted memory host for AI agents in chat groups"
+)]
 struct Cli {
     /// The home directory holding groups/ and data/.
     #[arg(long, global = true, env = "G2_HOME", default_value = ".")]
@@ -229,13 +233,20 @@ impl Ctx {
     }
 
     fn sessions(&self, store: &Store) -> SessionManager {
-        SessionManager::new(store.clone(), self.home.clone(), self.settings.archive_options())
+        SessionManager::new(
+            store.clone(),
+            self.home.clone(),
+            self.settings.archive_options(),
+        )
     }
 }
 
 fn main() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("G2_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("G2_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     // One JSON object per line for log collectors; text for people.
     if std::env::var("G2_LOG_FORMAT").is_ok_and(|f| f == "json") {
         logs.json().init();
@@ -264,7 +275,12 @@ async fn run(cli: Cli) -> Result<i32> {
         Command::Init => init(&ctx).await,
         Command::Groups(cmd) => groups_cmd(&ctx, cmd).await,
         Command::Sessions(cmd) => sessions_cmd(&ctx, cmd).await,
-        Command::Archive { transcript, group, name, out } => {
+        Command::Archive {
+            transcript,
+            group,
+            name,
+            out,
+        } => {
             let store = ctx.store().await?;
             require_group(&store, &group).await?;
             archives::require_transcript(&transcript)?;
@@ -291,7 +307,12 @@ async fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Command::Search { query, group, limit, out } => {
+        Command::Search {
+            query,
+            group,
+            limit,
+            out,
+        } => {
             let store = ctx.store().await?;
             let q = query.join(" ");
             let hits = store
@@ -304,7 +325,14 @@ async fn run(cli: Cli) -> Result<i32> {
             } else {
                 let mut w = std::io::stdout().lock();
                 for (i, h) in hits.iter().enumerate() {
-                    writeln!(w, "{}. [{}] {}  ({})", i + 1, h.group, h.name, &h.created_at[..10.min(h.created_at.len())])?;
+                    writeln!(
+                        w,
+                        "{}. [{}] {}  ({})",
+                        i + 1,
+                        h.group,
+                        h.name,
+                        &h.created_at[..10.min(h.created_at.len())]
+                    )?;
                     writeln!(w, "   {}", ctx.home.root().join(&h.path).display())?;
                     writeln!(w, "   {}", h.snippet)?;
                 }
@@ -313,13 +341,27 @@ async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Gateway { listen } => gateway_cmd(&ctx, listen).await,
         Command::Serve { listen } => serve_cmd(&ctx, listen).await,
-        Command::Chat { folder, url, sender } => {
+        Command::Chat {
+            folder,
+            url,
+            sender,
+        } => {
             let url = url.unwrap_or_else(|| format!("http://{}", ctx.settings.api.listen));
-            g2_host::chat::run(g2_host::chat::ChatOptions { url, folder, sender, token: ctx.settings.api.token.clone() }).await?;
+            g2_host::chat::run(g2_host::chat::ChatOptions {
+                url,
+                folder,
+                sender,
+                token: ctx.settings.api.token.clone(),
+            })
+            .await?;
             Ok(0)
         }
         Command::Image(ImageCmd::Build { agent, force }) => image_build(&ctx, agent, force).await,
-        Command::Run { folder, prompt, out } => run_cmd(&ctx, &folder, &prompt.join(" "), out).await,
+        Command::Run {
+            folder,
+            prompt,
+            out,
+        } => run_cmd(&ctx, &folder, &prompt.join(" "), out).await,
         Command::Usage { group, days, out } => {
             let store = ctx.store().await?;
             if let Some(g) = &group
@@ -330,20 +372,42 @@ async fn run(cli: Cli) -> Result<i32> {
             let since = (chrono::Utc::now() - chrono::Duration::days(i64::from(days.max(1)) - 1))
                 .format("%Y-%m-%d")
                 .to_string();
-            let lines = store.read(move |c| usage::report(c, group.as_deref(), Some(&since))).await?;
+            let lines = store
+                .read(move |c| usage::report(c, group.as_deref(), Some(&since)))
+                .await?;
             if out.json {
                 print_json(&lines)?;
             } else if lines.is_empty() {
                 println!("no model requests recorded");
             } else {
                 let mut w = std::io::stdout().lock();
-                writeln!(w, "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
-                    "day", "group", "provider", "model", "requests", "input", "output", "errors", "refused")?;
+                writeln!(
+                    w,
+                    "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+                    "day",
+                    "group",
+                    "provider",
+                    "model",
+                    "requests",
+                    "input",
+                    "output",
+                    "errors",
+                    "refused"
+                )?;
                 for l in lines {
-                    writeln!(w, "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
-                        l.day, l.group, l.provider, l.model, l.requests,
+                    writeln!(
+                        w,
+                        "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+                        l.day,
+                        l.group,
+                        l.provider,
+                        l.model,
+                        l.requests,
                         l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens,
-                        l.output_tokens, l.errors, l.refused)?;
+                        l.output_tokens,
+                        l.errors,
+                        l.refused
+                    )?;
                 }
             }
             Ok(0)
@@ -354,7 +418,12 @@ async fn run(cli: Cli) -> Result<i32> {
                 print_json(&checks)?;
             } else {
                 for c in &checks {
-                    println!("{:<12} {}  {}", c.name, if c.ok { "ok  " } else { "FAIL" }, c.detail);
+                    println!(
+                        "{:<12} {}  {}",
+                        c.name,
+                        if c.ok { "ok  " } else { "FAIL" },
+                        c.detail
+                    );
                 }
             }
             Ok(if checks.iter().all(|c| c.ok) { 0 } else { 1 })
@@ -396,8 +465,19 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     }
     // Every group's requests, including what an earlier host left unanswered.
     let requests = agents.requests().watch_all()?;
-    let sockets: Vec<_> = group_sockets(ctx, &gw, &store).await?.into_iter().map(|(_, l)| l).collect();
-    let worker = queue::Queue::spawn(inbox, &queue, agents.clone(), store.clone(), channels.clone(), Some(tasks_changed.clone()));
+    let sockets: Vec<_> = group_sockets(ctx, &gw, &store)
+        .await?
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    let worker = queue::Queue::spawn(
+        inbox,
+        &queue,
+        agents.clone(),
+        store.clone(),
+        channels.clone(),
+        Some(tasks_changed.clone()),
+    );
     let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
     channels.redeliver().await?;
     // Messages stored but not answered before a crash are routed again.
@@ -415,7 +495,9 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         channels,
         queue: Some(queue.clone()),
     };
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
     println!("provider  {}", choice.reason);
     println!("api       http://{}", listener.local_addr()?);
     println!("groups    {} sockets", sockets.len());
@@ -423,7 +505,9 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     let stop = std::sync::Arc::new(tokio::sync::Notify::new());
     let stopped = stop.clone();
     let server = tokio::spawn(
-        axum::serve(listener, api.router()).with_graceful_shutdown(async move { stopped.notified().await }).into_future(),
+        axum::serve(listener, api.router())
+            .with_graceful_shutdown(async move { stopped.notified().await })
+            .into_future(),
     );
     shutdown_signal().await;
     stop.notify_one();
@@ -443,7 +527,11 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
 }
 
 /// Serves every registered group's gateway socket; (folder, listener).
-async fn group_sockets(ctx: &Ctx, gw: &Gateway, store: &Store) -> Result<Vec<(String, g2_host::gateway::Listening)>> {
+async fn group_sockets(
+    ctx: &Ctx,
+    gw: &Gateway,
+    store: &Store,
+) -> Result<Vec<(String, g2_host::gateway::Listening)>> {
     let mut sockets = Vec::new();
     for g in store.read(groups::list).await? {
         let l = gw.listen_group(&ctx.home, &g.folder).await?;
@@ -539,17 +627,25 @@ async fn image_build(ctx: &Ctx, agent: Option<PathBuf>, force: bool) -> Result<i
             let root = image::project_root().context(
                 "this g2 was not built from a checkout; pass --agent with a static g2-agent binary",
             )?;
-            eprintln!("building the static g2-agent (cargo, --target {})…", image::AGENT_TARGET);
+            eprintln!(
+                "building the static g2-agent (cargo, --target {})…",
+                image::AGENT_TARGET
+            );
             tokio::task::spawn_blocking(move || image::build_agent(&root)).await??
         }
     };
-    let inputs = tokio::task::spawn_blocking(move || image::Inputs::gather(agent, &claude)).await??;
-    let docker = bollard::Docker::connect_with_defaults()?.negotiate_version().await
+    let inputs =
+        tokio::task::spawn_blocking(move || image::Inputs::gather(agent, &claude)).await??;
+    let docker = bollard::Docker::connect_with_defaults()?
+        .negotiate_version()
+        .await
         .context("no Docker engine answers (run scripts/setup.sh)")?;
     let started = std::time::Instant::now();
     let outcome = image::build(&docker, inputs, force, |line| eprintln!("  {line}")).await?;
     match outcome {
-        image::Built::UpToDate(d) => println!("{} is up to date (inputs {})", image::IMAGE, &d[..12]),
+        image::Built::UpToDate(d) => {
+            println!("{} is up to date (inputs {})", image::IMAGE, &d[..12])
+        }
         image::Built::Built(d) => println!(
             "built {} in {:.1} s (inputs {})",
             image::IMAGE,
@@ -588,13 +684,18 @@ async fn init(ctx: &Ctx) -> Result<i32> {
             }
         })
         .await?;
-    ctx.home.ensure_group(&created.0.folder, &created.0.name, true)?;
+    ctx.home
+        .ensure_group(&created.0.folder, &created.0.name, true)?;
     println!("home      {}", ctx.home.root().display());
     println!("database  {}", ctx.home.db_path().display());
     println!(
         "main      groups/{}/ ({})",
         created.0.folder,
-        if created.1 { "registered" } else { "already registered" }
+        if created.1 {
+            "registered"
+        } else {
+            "already registered"
+        }
     );
     println!("global    groups/global/CLAUDE.md");
     Ok(0)
@@ -602,7 +703,9 @@ async fn init(ctx: &Ctx) -> Result<i32> {
 
 async fn require_group(store: &Store, folder: &str) -> Result<groups::Group> {
     groups::require(store, folder).await.map_err(|e| match e {
-        g2_host::Error::NotFound(_) => anyhow!("group {folder:?} is not registered (see `g2 groups list`)"),
+        g2_host::Error::NotFound(_) => {
+            anyhow!("group {folder:?} is not registered (see `g2 groups list`)")
+        }
         e => e.into(),
     })
 }
@@ -610,9 +713,24 @@ async fn require_group(store: &Store, folder: &str) -> Result<groups::Group> {
 async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
     let store = ctx.store().await?;
     match cmd {
-        GroupsCmd::Add { folder, name, jid, trigger, no_trigger, main } => {
-            let new = NewGroup { folder, name, jid, trigger_pattern: trigger, requires_trigger: no_trigger.then_some(false), is_main: main };
-            let group = groups::register(&store, &ctx.home, new, &ctx.settings.assistant_name).await?;
+        GroupsCmd::Add {
+            folder,
+            name,
+            jid,
+            trigger,
+            no_trigger,
+            main,
+        } => {
+            let new = NewGroup {
+                folder,
+                name,
+                jid,
+                trigger_pattern: trigger,
+                requires_trigger: no_trigger.then_some(false),
+                is_main: main,
+            };
+            let group =
+                groups::register(&store, &ctx.home, new, &ctx.settings.assistant_name).await?;
             println!("registered {} (groups/{}/)", group.name, group.folder);
         }
         GroupsCmd::List { out } => {
@@ -641,7 +759,10 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
         }
         GroupsCmd::Remove { folder } => {
             let g = store.write(move |tx| groups::remove(tx, &folder)).await?;
-            println!("removed {} (groups/{}/ and its sessions are kept)", g.name, g.folder);
+            println!(
+                "removed {} (groups/{}/ and its sessions are kept)",
+                g.name, g.folder
+            );
         }
     }
     Ok(0)
@@ -666,7 +787,10 @@ async fn sessions_cmd(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
             require_group(&store, &folder).await?;
             let p = sessions.get(&folder).await?;
             let p = sessions.set(&folder, &session_id, p.generation).await?;
-            println!("{} is the active session of {folder}", p.session_id.unwrap_or_default());
+            println!(
+                "{} is the active session of {folder}",
+                p.session_id.unwrap_or_default()
+            );
         }
         SessionsCmd::History { folder, out } => {
             let h = sessions.history(&folder).await?;
@@ -676,7 +800,13 @@ async fn sessions_cmd(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
                 println!("no earlier sessions");
             } else {
                 for e in h {
-                    println!("{:>5}  {}  {}  {}", e.id, &e.archived_at[..10.min(e.archived_at.len())], e.session_id, e.name);
+                    println!(
+                        "{:>5}  {}  {}  {}",
+                        e.id,
+                        &e.archived_at[..10.min(e.archived_at.len())],
+                        e.session_id,
+                        e.name
+                    );
                 }
             }
         }
@@ -687,24 +817,40 @@ async fn sessions_cmd(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
             if out.json {
                 print_json(&cleared)?;
             } else {
-                println!("cleared session {} as history #{} {:?}", cleared.history.session_id, cleared.history.id, cleared.history.name);
+                println!(
+                    "cleared session {} as history #{} {:?}",
+                    cleared.history.session_id, cleared.history.id, cleared.history.name
+                );
                 match &cleared.archive {
                     Some(a) => println!("archived to {}", ctx.home.root().join(&a.path).display()),
                     None => println!("no transcript on disk; nothing archived"),
                 }
             }
         }
-        SessionsCmd::Resume { folder, history_id, save_as, out } => {
+        SessionsCmd::Resume {
+            folder,
+            history_id,
+            save_as,
+            out,
+        } => {
             require_group(&store, &folder).await?;
             let p = sessions.get(&folder).await?;
-            let r = sessions.resume(&folder, history_id, p.generation, save_as.as_deref()).await?;
+            let r = sessions
+                .resume(&folder, history_id, p.generation, save_as.as_deref())
+                .await?;
             if out.json {
                 print_json(&r)?;
             } else {
                 if let Some(s) = &r.saved {
-                    println!("saved session {} as history #{} {:?}", s.session_id, s.id, s.name);
+                    println!(
+                        "saved session {} as history #{} {:?}",
+                        s.session_id, s.id, s.name
+                    );
                 }
-                println!("{} is the active session of {folder}", r.pointer.session_id.unwrap_or_default());
+                println!(
+                    "{} is the active session of {folder}",
+                    r.pointer.session_id.unwrap_or_default()
+                );
             }
         }
     }

@@ -46,7 +46,11 @@ impl Inbound {
         if self.sender.trim().is_empty() || self.sender.len() > MAX_SENDER {
             return bad("sender: 1-200 characters");
         }
-        if self.sender_name.as_ref().is_some_and(|n| n.len() > MAX_SENDER) {
+        if self
+            .sender_name
+            .as_ref()
+            .is_some_and(|n| n.len() > MAX_SENDER)
+        {
             return bad("sender_name: at most 200 characters");
         }
         if self.text.trim().is_empty() {
@@ -61,7 +65,12 @@ impl Inbound {
 
 /// Stores an inbound message for a chat (creating the chat row on first
 /// use); returns it with its `seq`.
-pub fn insert_inbound(tx: &Transaction<'_>, chat_jid: &str, channel: &str, m: &Inbound) -> Result<Message> {
+pub fn insert_inbound(
+    tx: &Transaction<'_>,
+    chat_jid: &str,
+    channel: &str,
+    m: &Inbound,
+) -> Result<Message> {
     m.check()?;
     let now = crate::now_rfc3339();
     tx.execute(
@@ -88,7 +97,13 @@ pub fn insert_inbound(tx: &Transaction<'_>, chat_jid: &str, channel: &str, m: &I
 
 /// Stores a message of the assistant for a chat. `delivered` is true when
 /// storing it is its delivery (the HTTP channel: the log and its stream).
-pub fn insert_outbound(tx: &Transaction<'_>, chat_jid: &str, sender: &str, text: &str, delivered: bool) -> Result<Message> {
+pub fn insert_outbound(
+    tx: &Transaction<'_>,
+    chat_jid: &str,
+    sender: &str,
+    text: &str,
+    delivered: bool,
+) -> Result<Message> {
     let now = crate::now_rfc3339();
     tx.execute(
         "INSERT INTO chats (jid, last_message_time) VALUES (?1, ?2)
@@ -115,7 +130,10 @@ pub fn insert_outbound(tx: &Transaction<'_>, chat_jid: &str, sender: &str, text:
 
 /// Records that a channel delivered an outbound message.
 pub fn mark_delivered(tx: &Transaction<'_>, id: &str) -> Result<()> {
-    tx.execute("UPDATE messages SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL", params![id, crate::now_rfc3339()])?;
+    tx.execute(
+        "UPDATE messages SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL",
+        params![id, crate::now_rfc3339()],
+    )?;
     Ok(())
 }
 
@@ -145,18 +163,27 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
 
 /// The newest `limit` messages of people (not the assistant) in a chat
 /// after `after`, oldest first.
-pub fn inbound_after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
+pub fn inbound_after(
+    conn: &Connection,
+    chat_jid: &str,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<Message>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND is_bot = 0 ORDER BY seq DESC LIMIT ?3"
     ))?;
-    let mut rows: Vec<Message> = stmt.query_map(params![chat_jid, after, limit as i64], row)?.collect::<rusqlite::Result<_>>()?;
+    let mut rows: Vec<Message> = stmt
+        .query_map(params![chat_jid, after, limit as i64], row)?
+        .collect::<rusqlite::Result<_>>()?;
     rows.reverse();
     Ok(rows)
 }
 
 /// Messages of a chat after `after` (a `seq`), oldest first.
 pub fn after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
-    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"))?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+    ))?;
     let rows = stmt.query_map(params![chat_jid, after, limit as i64], row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

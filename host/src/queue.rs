@@ -42,9 +42,21 @@ use crate::{Result, messages, router};
 enum Cmd {
     Task(Task),
     Close(String),
-    Turn { folder: String, run: u64, turn: Turn },
-    Exited { folder: String, run: u64, result: Result<RunReport> },
-    Idle { folder: String, run: u64, epoch: u64 },
+    Turn {
+        folder: String,
+        run: u64,
+        turn: Turn,
+    },
+    Exited {
+        folder: String,
+        run: u64,
+        result: Result<RunReport>,
+    },
+    Idle {
+        folder: String,
+        run: u64,
+        epoch: u64,
+    },
     Retry(String),
     Status(oneshot::Sender<Status>),
     Shutdown(oneshot::Sender<()>),
@@ -89,7 +101,13 @@ pub struct QueueInbox {
 pub fn channel() -> (QueueHandle, QueueInbox) {
     let (cmd_tx, cmd) = mpsc::unbounded_channel();
     let (wake_tx, wake) = mpsc::unbounded_channel();
-    (QueueHandle { cmd: cmd_tx, wake: wake_tx }, QueueInbox { cmd, wake })
+    (
+        QueueHandle {
+            cmd: cmd_tx,
+            wake: wake_tx,
+        },
+        QueueInbox { cmd, wake },
+    )
 }
 
 impl QueueHandle {
@@ -157,7 +175,8 @@ struct Run {
 
 impl Run {
     fn is_idle(&self) -> bool {
-        matches!(&self.kind, Kind::Messages { outstanding, .. } if outstanding.is_empty()) && !self.closing
+        matches!(&self.kind, Kind::Messages { outstanding, .. } if outstanding.is_empty())
+            && !self.closing
     }
 }
 
@@ -248,7 +267,11 @@ impl Queue {
             }
             Cmd::Close(folder) => self.close(&folder),
             Cmd::Turn { folder, run, turn } => self.turn(&folder, run, turn).await,
-            Cmd::Exited { folder, run, result } => self.exited(&folder, run, result).await,
+            Cmd::Exited {
+                folder,
+                run,
+                result,
+            } => self.exited(&folder, run, result).await,
             Cmd::Idle { folder, run, epoch } => {
                 let due = self
                     .groups
@@ -276,27 +299,45 @@ impl Queue {
                             Kind::Messages { outstanding, .. } => ("messages", outstanding.len()),
                             Kind::Task { .. } => ("task", 1),
                         };
-                        Some(RunningStatus { group: f.clone(), kind, outstanding, closing: r.closing })
+                        Some(RunningStatus {
+                            group: f.clone(),
+                            kind,
+                            outstanding,
+                            closing: r.closing,
+                        })
                     })
                     .collect();
                 running.sort_by(|a, b| a.group.cmp(&b.group));
-                let _ = tx.send(Status { running, waiting: self.fifo.iter().cloned().collect(), max_containers: self.settings.max_containers });
+                let _ = tx.send(Status {
+                    running,
+                    waiting: self.fifo.iter().cloned().collect(),
+                    max_containers: self.settings.max_containers,
+                });
             }
             Cmd::Shutdown(tx) => {
                 let first = self.stopping.is_none();
                 self.stopping.get_or_insert_with(Vec::new).push(tx);
                 if first {
-                    let folders: Vec<String> = self.groups.iter().filter(|(_, g)| g.run.is_some()).map(|(f, _)| f.clone()).collect();
+                    let folders: Vec<String> = self
+                        .groups
+                        .iter()
+                        .filter(|(_, g)| g.run.is_some())
+                        .map(|(f, _)| f.clone())
+                        .collect();
                     for f in folders {
                         self.close(&f);
                     }
-                    let wait = Duration::from_secs(self.agents.settings().container.stop_grace_secs + 20);
+                    let wait =
+                        Duration::from_secs(self.agents.settings().container.stop_grace_secs + 20);
                     self.later(wait, Cmd::ShutdownDeadline);
                 }
             }
             Cmd::ShutdownDeadline => {
                 if self.active() > 0 {
-                    tracing::warn!(running = self.active(), "containers did not finish in time; removing them");
+                    tracing::warn!(
+                        running = self.active(),
+                        "containers did not finish in time; removing them"
+                    );
                     let _ = self.agents.reap().await;
                     for g in self.groups.values_mut() {
                         g.run = None;
@@ -322,9 +363,22 @@ impl Queue {
             // A follow-up for the running container — unless other work
             // waits for it to finish: then it finishes what it has, closes,
             // and these messages wait for the group's next turn in line.
-            if let (Kind::Messages { outstanding, sent_upto, .. }, false, false) = (&mut run.kind, run.closing, others_wait) {
+            if let (
+                Kind::Messages {
+                    outstanding,
+                    sent_upto,
+                    ..
+                },
+                false,
+                false,
+            ) = (&mut run.kind, run.closing, others_wait)
+            {
                 let after = *sent_upto;
-                let batch = match self.store.read(move |c| router::next_batch(c, &group, after)).await {
+                let batch = match self
+                    .store
+                    .read(move |c| router::next_batch(c, &group, after))
+                    .await
+                {
                     Ok(b) => b,
                     Err(e) => {
                         tracing::error!(group = folder, error = %e, "reading pending messages");
@@ -339,7 +393,9 @@ impl Queue {
                             *sent_upto = b.upto;
                             run.epoch += 1;
                         }
-                        Err(e) => tracing::error!(group = folder, error = %e, "writing a follow-up"),
+                        Err(e) => {
+                            tracing::error!(group = folder, error = %e, "writing a follow-up")
+                        }
                     }
                 }
             }
@@ -356,7 +412,10 @@ impl Queue {
     /// The group's row: `Ok(None)` when it is not registered (any more).
     async fn group(&self, folder: &str) -> Result<Option<Group>> {
         let f = folder.to_string();
-        self.store.read(move |c| groups::get(c, &f)).await.inspect_err(|e| tracing::error!(group = folder, error = %e, "reading the group"))
+        self.store
+            .read(move |c| groups::get(c, &f))
+            .await
+            .inspect_err(|e| tracing::error!(group = folder, error = %e, "reading the group"))
     }
 
     /// Tries `folder` again in a second (after a database error).
@@ -406,7 +465,11 @@ impl Queue {
             self.fifo.push_back(folder.to_string());
         }
         // Make room: an idle container gives way to waiting work.
-        let idle = self.groups.iter().find(|(_, g)| g.run.as_ref().is_some_and(Run::is_idle)).map(|(f, _)| f.clone());
+        let idle = self
+            .groups
+            .iter()
+            .find(|(_, g)| g.run.as_ref().is_some_and(Run::is_idle))
+            .map(|(f, _)| f.clone());
         if let Some(f) = idle {
             self.close(&f);
         }
@@ -436,23 +499,60 @@ impl Queue {
         if let Err(e) = self.agents.clear_inputs(folder) {
             tracing::error!(group = folder, error = %e, "clearing input/");
         }
-        let task = self.groups.entry(folder.to_string()).or_default().tasks.pop_front();
+        let task = self
+            .groups
+            .entry(folder.to_string())
+            .or_default()
+            .tasks
+            .pop_front();
         let (kind, prompt, opts) = match task {
             Some(t) => {
-                let opts = RunOptions { warm: false, scheduled: true, isolated: t.context_mode != "group" };
+                let opts = RunOptions {
+                    warm: false,
+                    scheduled: true,
+                    isolated: t.context_mode != "group",
+                };
                 let prompt = t.prompt.clone();
-                (Kind::Task { task: Box::new(t), run_at: Utc::now(), started: Instant::now(), reply: None, error: None }, prompt, opts)
+                (
+                    Kind::Task {
+                        task: Box::new(t),
+                        run_at: Utc::now(),
+                        started: Instant::now(),
+                        reply: None,
+                        error: None,
+                    },
+                    prompt,
+                    opts,
+                )
             }
             None => {
-                let Some(b) = self.pending(&group).await else { return };
-                let kind = Kind::Messages { outstanding: VecDeque::from([b.upto]), sent_upto: b.upto, failed: None };
-                (kind, b.prompt, RunOptions { warm: true, ..Default::default() })
+                let Some(b) = self.pending(&group).await else {
+                    return;
+                };
+                let kind = Kind::Messages {
+                    outstanding: VecDeque::from([b.upto]),
+                    sent_upto: b.upto,
+                    failed: None,
+                };
+                (
+                    kind,
+                    b.prompt,
+                    RunOptions {
+                        warm: true,
+                        ..Default::default()
+                    },
+                )
             }
         };
         self.next_run += 1;
         let id = self.next_run;
         let g = self.groups.entry(folder.to_string()).or_default();
-        g.run = Some(Run { id, kind, closing: false, epoch: 0 });
+        g.run = Some(Run {
+            id,
+            kind,
+            closing: false,
+            epoch: 0,
+        });
         let (agents, me, f) = (self.agents.clone(), self.me.clone(), folder.to_string());
         tokio::spawn(async move {
             let (turn_tx, mut turns) = mpsc::unbounded_channel();
@@ -468,14 +568,24 @@ impl Queue {
                 }
             };
             while let Ok(turn) = turns.try_recv() {
-                let _ = me.send(Cmd::Turn { folder: f.clone(), run: id, turn });
+                let _ = me.send(Cmd::Turn {
+                    folder: f.clone(),
+                    run: id,
+                    turn,
+                });
             }
-            let _ = me.send(Cmd::Exited { folder: f, run: id, result });
+            let _ = me.send(Cmd::Exited {
+                folder: f,
+                run: id,
+                result,
+            });
         });
     }
 
     fn close(&mut self, folder: &str) {
-        let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else { return };
+        let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else {
+            return;
+        };
         if run.closing {
             return;
         }
@@ -491,14 +601,22 @@ impl Queue {
     }
 
     async fn turn(&mut self, folder: &str, run_id: u64, turn: Turn) {
-        let Some(g) = self.groups.get_mut(folder) else { return };
-        let Some(run) = g.run.as_mut().filter(|r| r.id == run_id) else { return };
+        let Some(g) = self.groups.get_mut(folder) else {
+            return;
+        };
+        let Some(run) = g.run.as_mut().filter(|r| r.id == run_id) else {
+            return;
+        };
         match &mut run.kind {
             Kind::Task { reply, error, .. } => match turn {
                 Turn::Reply(t) => *reply = Some(t),
                 Turn::Failed(e) => *error = Some(e),
             },
-            Kind::Messages { outstanding, failed, .. } => {
+            Kind::Messages {
+                outstanding,
+                failed,
+                ..
+            } => {
                 let Some(upto) = outstanding.pop_front() else {
                     tracing::warn!(group = folder, "a turn nobody asked for; ignored");
                     return;
@@ -508,8 +626,17 @@ impl Queue {
                         g.retries = 0;
                         let stored = match self.group(folder).await {
                             Ok(Some(group)) => {
-                                let (sender, delivered) = (self.assistant_name.clone(), self.channels.stored_is_delivered(&group.jid));
-                                self.store.write(move |tx| router::deliver_reply(tx, &group, &sender, &text, upto, delivered)).await
+                                let (sender, delivered) = (
+                                    self.assistant_name.clone(),
+                                    self.channels.stored_is_delivered(&group.jid),
+                                );
+                                self.store
+                                    .write(move |tx| {
+                                        router::deliver_reply(
+                                            tx, &group, &sender, &text, upto, delivered,
+                                        )
+                                    })
+                                    .await
                             }
                             Ok(None) => Ok(None),
                             Err(e) => Err(e),
@@ -521,8 +648,15 @@ impl Queue {
                                 // The cursor did not move: redo from it rather
                                 // than credit the next reply to these messages.
                                 tracing::error!(group = folder, error = %e, "storing a reply; the run is redone");
-                                if let Some(Run { kind: Kind::Messages { failed, outstanding, .. }, .. }) =
-                                    self.groups.get_mut(folder).and_then(|g| g.run.as_mut())
+                                if let Some(Run {
+                                    kind:
+                                        Kind::Messages {
+                                            failed,
+                                            outstanding,
+                                            ..
+                                        },
+                                    ..
+                                }) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut())
                                 {
                                     *failed = Some(format!("storing a reply: {e}"));
                                     outstanding.clear();
@@ -542,14 +676,23 @@ impl Queue {
                 }
                 let others_wait = self.others_wait(folder);
                 let idle = self.idle_timeout(folder).await;
-                let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else { return };
+                let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else {
+                    return;
+                };
                 if run.is_idle() {
                     if others_wait {
                         self.close(folder);
                     } else {
                         run.epoch += 1;
                         let epoch = run.epoch;
-                        self.later(idle, Cmd::Idle { folder: folder.to_string(), run: run_id, epoch });
+                        self.later(
+                            idle,
+                            Cmd::Idle {
+                                folder: folder.to_string(),
+                                run: run_id,
+                                epoch,
+                            },
+                        );
                     }
                 }
             }
@@ -564,18 +707,26 @@ impl Queue {
     }
 
     async fn exited(&mut self, folder: &str, run_id: u64, result: Result<RunReport>) {
-        let Some(g) = self.groups.get_mut(folder) else { return };
+        let Some(g) = self.groups.get_mut(folder) else {
+            return;
+        };
         if g.run.as_ref().is_none_or(|r| r.id != run_id) {
             return;
         }
         let run = g.run.take().expect("checked above");
         match run.kind {
-            Kind::Messages { outstanding, sent_upto, failed } => {
+            Kind::Messages {
+                outstanding,
+                sent_upto,
+                failed,
+            } => {
                 let why = match (failed, &result) {
                     (Some(e), _) => Some(e),
                     (None, Err(e)) => Some(e.to_string()),
                     (None, Ok(r)) if !outstanding.is_empty() => {
-                        Some(r.errors.last().cloned().unwrap_or_else(|| format!("the agent exited ({}) before answering", r.exit_code)))
+                        Some(r.errors.last().cloned().unwrap_or_else(|| {
+                            format!("the agent exited ({}) before answering", r.exit_code)
+                        }))
                     }
                     _ => None,
                 };
@@ -583,14 +734,25 @@ impl Queue {
                     self.failed(folder, &why, sent_upto).await;
                 }
             }
-            Kind::Task { task, run_at, started, reply, error } => {
+            Kind::Task {
+                task,
+                run_at,
+                started,
+                reply,
+                error,
+            } => {
                 let outcome = match (reply, error, &result) {
                     (Some(r), _, _) => Ok(r),
                     (None, Some(e), _) => Err(e),
                     (None, None, Err(e)) => Err(e.to_string()),
-                    (None, None, Ok(r)) => Err(r.errors.last().cloned().unwrap_or_else(|| "the task produced no result".into())),
+                    (None, None, Ok(r)) => Err(r
+                        .errors
+                        .last()
+                        .cloned()
+                        .unwrap_or_else(|| "the task produced no result".into())),
                 };
-                self.task_done(&task, run_at, started.elapsed(), outcome).await;
+                self.task_done(&task, run_at, started.elapsed(), outcome)
+                    .await;
             }
         }
         if let Ok(r) = &result {
@@ -598,7 +760,9 @@ impl Queue {
         }
         // Free slot: first in line first, then this group's own next work.
         while self.active() < self.settings.max_containers {
-            let Some(next) = self.fifo.pop_front() else { break };
+            let Some(next) = self.fifo.pop_front() else {
+                break;
+            };
             if let Some(g) = self.groups.get_mut(&next) {
                 g.waiting = false;
             }
@@ -614,17 +778,38 @@ impl Queue {
         let g = self.groups.entry(folder.to_string()).or_default();
         g.retries += 1;
         if g.retries <= self.settings.retries {
-            let delay = Duration::from_millis(self.settings.retry_base_ms.saturating_mul(1 << (g.retries - 1).min(20)));
-            tracing::warn!(group = folder, attempt = g.retries, retry_in_ms = delay.as_millis() as u64, error = why, "will retry");
+            let delay = Duration::from_millis(
+                self.settings
+                    .retry_base_ms
+                    .saturating_mul(1 << (g.retries - 1).min(20)),
+            );
+            tracing::warn!(
+                group = folder,
+                attempt = g.retries,
+                retry_in_ms = delay.as_millis() as u64,
+                error = why,
+                "will retry"
+            );
             g.retry_at = Some(Instant::now() + delay);
             self.later(delay, Cmd::Retry(folder.to_string()));
             return;
         }
         g.retries = 0;
         let tries = self.settings.retries + 1;
-        tracing::error!(group = folder, tries, error = why, "giving up; the group is marked failing");
-        let Ok(Some(group)) = self.group(folder).await else { return };
-        let (sender, delivered, why) = (self.assistant_name.clone(), self.channels.stored_is_delivered(&group.jid), why.to_string());
+        tracing::error!(
+            group = folder,
+            tries,
+            error = why,
+            "giving up; the group is marked failing"
+        );
+        let Ok(Some(group)) = self.group(folder).await else {
+            return;
+        };
+        let (sender, delivered, why) = (
+            self.assistant_name.clone(),
+            self.channels.stored_is_delivered(&group.jid),
+            why.to_string(),
+        );
         let stored = self
             .store
             .write(move |tx| {
@@ -649,12 +834,24 @@ impl Queue {
         }
     }
 
-    async fn task_done(&mut self, task: &Task, run_at: DateTime<Utc>, took: Duration, outcome: std::result::Result<String, String>) {
+    async fn task_done(
+        &mut self,
+        task: &Task,
+        run_at: DateTime<Utc>,
+        took: Duration,
+        outcome: std::result::Result<String, String>,
+    ) {
         let (id, o) = (task.id.clone(), outcome.clone());
         let res = self
             .store
             .write(move |tx| {
-                tasks::finish(tx, &id, run_at, took.as_millis() as u64, o.as_ref().map(String::as_str).map_err(String::as_str))
+                tasks::finish(
+                    tx,
+                    &id,
+                    run_at,
+                    took.as_millis() as u64,
+                    o.as_ref().map(String::as_str).map_err(String::as_str),
+                )
             })
             .await;
         if let Err(e) = res {
@@ -662,9 +859,17 @@ impl Queue {
         }
         let text = match &outcome {
             Ok(r) => r.clone(),
-            Err(e) => format!("Scheduled task {} failed: {}", task.id, e.chars().take(500).collect::<String>()),
+            Err(e) => format!(
+                "Scheduled task {} failed: {}",
+                task.id,
+                e.chars().take(500).collect::<String>()
+            ),
         };
-        if let Err(e) = self.channels.say(&task.chat_jid, &self.assistant_name, &text).await {
+        if let Err(e) = self
+            .channels
+            .say(&task.chat_jid, &self.assistant_name, &text)
+            .await
+        {
             tracing::error!(task = %task.id, error = %e, "delivering a task result");
         }
         if let Some(n) = &self.tasks_changed {

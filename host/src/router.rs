@@ -48,8 +48,13 @@ fn failing_key(folder: &str) -> String {
 
 /// The `seq` of the last answered message of the group's chat.
 pub fn cursor(conn: &Connection, folder: &str) -> Result<i64> {
-    let v: Option<String> =
-        conn.query_row("SELECT value FROM router_state WHERE key = ?1", [cursor_key(folder)], |r| r.get(0)).optional()?;
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM router_state WHERE key = ?1",
+            [cursor_key(folder)],
+            |r| r.get(0),
+        )
+        .optional()?;
     Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
@@ -79,7 +84,11 @@ pub fn next_batch(conn: &Connection, group: &Group, after: i64) -> Result<Option
             senders.push(m.sender.clone());
         }
     }
-    Ok(Some(Batch { prompt: format_prompt(&pending), upto: pending.last().map_or(after, |m| m.seq), senders }))
+    Ok(Some(Batch {
+        prompt: format_prompt(&pending),
+        upto: pending.last().map_or(after, |m| m.seq),
+        senders,
+    }))
 }
 
 /// Whether these pending messages wake the group's agent.
@@ -102,7 +111,11 @@ pub fn wakes(group: &Group, pending: &[Message]) -> bool {
 pub fn format_prompt(pending: &[Message]) -> String {
     let mut s = String::from("<messages>\n");
     for m in pending {
-        let who = m.sender_name.as_deref().filter(|n| !n.trim().is_empty()).unwrap_or(&m.sender);
+        let who = m
+            .sender_name
+            .as_deref()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or(&m.sender);
         s.push_str(&format!(
             "<message sender=\"{}\" time=\"{}\">{}</message>\n",
             escape_xml(who),
@@ -149,9 +162,22 @@ pub fn strip_internal(text: &str) -> String {
 /// cursor, in one transaction. Nothing is stored when the reply is empty
 /// once internal notes are removed (the cursor still moves: the messages
 /// were handled).
-pub fn deliver_reply(tx: &Transaction<'_>, group: &Group, sender: &str, text: &str, upto: i64, delivered: bool) -> Result<Option<Message>> {
+pub fn deliver_reply(
+    tx: &Transaction<'_>,
+    group: &Group,
+    sender: &str,
+    text: &str,
+    upto: i64,
+    delivered: bool,
+) -> Result<Option<Message>> {
     let text = strip_internal(text);
-    let stored = if text.is_empty() { None } else { Some(messages::insert_outbound(tx, &group.jid, sender, &text, delivered)?) };
+    let stored = if text.is_empty() {
+        None
+    } else {
+        Some(messages::insert_outbound(
+            tx, &group.jid, sender, &text, delivered,
+        )?)
+    };
     advance(tx, &group.folder, upto)?;
     clear_failing(tx, &group.folder)?;
     Ok(stored)
@@ -165,8 +191,11 @@ pub struct Failing {
 }
 
 pub fn mark_failing(tx: &Transaction<'_>, folder: &str, error: &str) -> Result<()> {
-    let v = serde_json::to_string(&Failing { since: crate::now_rfc3339(), error: error.chars().take(2000).collect() })
-        .unwrap_or_default();
+    let v = serde_json::to_string(&Failing {
+        since: crate::now_rfc3339(),
+        error: error.chars().take(2000).collect(),
+    })
+    .unwrap_or_default();
     tx.execute(
         "INSERT INTO router_state (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         params![failing_key(folder), v],
@@ -175,13 +204,21 @@ pub fn mark_failing(tx: &Transaction<'_>, folder: &str, error: &str) -> Result<(
 }
 
 pub fn clear_failing(tx: &Transaction<'_>, folder: &str) -> Result<()> {
-    tx.execute("DELETE FROM router_state WHERE key = ?1", [failing_key(folder)])?;
+    tx.execute(
+        "DELETE FROM router_state WHERE key = ?1",
+        [failing_key(folder)],
+    )?;
     Ok(())
 }
 
 pub fn failing(conn: &Connection, folder: &str) -> Result<Option<Failing>> {
-    let v: Option<String> =
-        conn.query_row("SELECT value FROM router_state WHERE key = ?1", [failing_key(folder)], |r| r.get(0)).optional()?;
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM router_state WHERE key = ?1",
+            [failing_key(folder)],
+            |r| r.get(0),
+        )
+        .optional()?;
     Ok(v.and_then(|v| serde_json::from_str(&v).ok()))
 }
 
@@ -215,17 +252,29 @@ mod tests {
 
     #[test]
     fn internal_notes_are_removed() {
-        assert_eq!(strip_internal("Hi <internal>thinking</internal>there"), "Hi there");
-        assert_eq!(strip_internal("<internal>a</internal> x <internal>b</internal>"), "x");
+        assert_eq!(
+            strip_internal("Hi <internal>thinking</internal>there"),
+            "Hi there"
+        );
+        assert_eq!(
+            strip_internal("<internal>a</internal> x <internal>b</internal>"),
+            "x"
+        );
         assert_eq!(strip_internal("visible <internal>never closed"), "visible");
         assert_eq!(strip_internal("<internal>only</internal>"), "");
         assert_eq!(strip_internal("no notes"), "no notes");
     }
 
     fn group(is_main: bool, requires: Option<bool>) -> Group {
-        NewGroup { folder: "fam".into(), name: "Fam".into(), requires_trigger: requires, is_main, ..Default::default() }
-            .into_group("Andy")
-            .unwrap()
+        NewGroup {
+            folder: "fam".into(),
+            name: "Fam".into(),
+            requires_trigger: requires,
+            is_main,
+            ..Default::default()
+        }
+        .into_group("Andy")
+        .unwrap()
     }
 
     #[test]
@@ -233,7 +282,10 @@ mod tests {
         let g = group(false, None);
         assert!(!wakes(&g, &[msg("hello")]));
         assert!(wakes(&g, &[msg("hello"), msg("@andy what's up")]));
-        assert!(!wakes(&g, &[msg("hey @Andy")]), "the trigger starts the message");
+        assert!(
+            !wakes(&g, &[msg("hey @Andy")]),
+            "the trigger starts the message"
+        );
         assert!(!wakes(&g, &[msg("@Andyx")]), "a word boundary ends it");
         assert!(wakes(&group(false, Some(false)), &[msg("hello")]));
         assert!(wakes(&group(true, None), &[msg("hello")]));
@@ -242,38 +294,78 @@ mod tests {
     #[test]
     fn batches_cursor_and_replies() {
         let d = tempfile::tempdir().unwrap();
-        let store = crate::store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+        let store =
+            crate::store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1))
+                .unwrap();
         let g = group(false, None);
         let g2 = g.clone();
-        store.write_blocking(move |tx| crate::groups::add(tx, &g2)).unwrap();
+        store
+            .write_blocking(move |tx| crate::groups::add(tx, &g2))
+            .unwrap();
         let jid = g.jid.clone();
         let post = |text: &str| {
             let (j, t) = (jid.clone(), text.to_string());
             store
-                .write_blocking(move |tx| messages::insert_inbound(tx, &j, "http", &Inbound { sender: "u1".into(), sender_name: None, text: t }))
+                .write_blocking(move |tx| {
+                    messages::insert_inbound(
+                        tx,
+                        &j,
+                        "http",
+                        &Inbound {
+                            sender: "u1".into(),
+                            sender_name: None,
+                            text: t,
+                        },
+                    )
+                })
                 .unwrap()
         };
         let m1 = post("context first");
-        assert_eq!(store.read_blocking(|c| next_batch(c, &g, 0)).unwrap(), None, "no trigger yet");
+        assert_eq!(
+            store.read_blocking(|c| next_batch(c, &g, 0)).unwrap(),
+            None,
+            "no trigger yet"
+        );
         let m2 = post("@Andy answer please");
-        let b = store.read_blocking(|c| next_batch(c, &g, 0)).unwrap().unwrap();
+        let b = store
+            .read_blocking(|c| next_batch(c, &g, 0))
+            .unwrap()
+            .unwrap();
         assert_eq!(b.upto, m2.seq);
-        assert!(b.prompt.contains("context first") && b.prompt.contains("answer please"), "{}", b.prompt);
+        assert!(
+            b.prompt.contains("context first") && b.prompt.contains("answer please"),
+            "{}",
+            b.prompt
+        );
         // The reply moves the cursor in the same transaction; the bot's
         // message is not routed back.
         let g3 = g.clone();
         let reply = store
-            .write_blocking(move |tx| deliver_reply(tx, &g3, "Andy", "Sure <internal>x</internal>", b.upto, true))
+            .write_blocking(move |tx| {
+                deliver_reply(tx, &g3, "Andy", "Sure <internal>x</internal>", b.upto, true)
+            })
             .unwrap()
             .unwrap();
         assert_eq!(reply.text, "Sure");
         assert!(reply.seq > m2.seq && m1.seq < m2.seq);
         assert_eq!(store.read_blocking(|c| cursor(c, "fam")).unwrap(), m2.seq);
-        assert_eq!(store.read_blocking(|c| next_batch(c, &g, m2.seq)).unwrap(), None);
+        assert_eq!(
+            store.read_blocking(|c| next_batch(c, &g, m2.seq)).unwrap(),
+            None
+        );
         // The cursor never goes back.
         store.write_blocking(|tx| advance(tx, "fam", 1)).unwrap();
         assert_eq!(store.read_blocking(|c| cursor(c, "fam")).unwrap(), m2.seq);
-        store.write_blocking(|tx| mark_failing(tx, "fam", "boom")).unwrap();
-        assert_eq!(store.read_blocking(|c| failing(c, "fam")).unwrap().unwrap().error, "boom");
+        store
+            .write_blocking(|tx| mark_failing(tx, "fam", "boom"))
+            .unwrap();
+        assert_eq!(
+            store
+                .read_blocking(|c| failing(c, "fam"))
+                .unwrap()
+                .unwrap()
+                .error,
+            "boom"
+        );
     }
 }

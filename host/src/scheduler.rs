@@ -30,14 +30,20 @@ const CLAIM_BATCH: usize = 50;
 pub async fn start(store: Store, queue: QueueHandle, changed: Arc<Notify>) -> Result<Background> {
     let released = store.write(|tx| tasks::release_claims(tx, None)).await?;
     if released > 0 {
-        tracing::warn!(released, "scheduled tasks an earlier host was running will run again");
+        tracing::warn!(
+            released,
+            "scheduled tasks an earlier host was running will run again"
+        );
     }
     let claimer = format!("g2-{}", std::process::id());
     Ok(Background::spawn(move |mut stopped| async move {
         loop {
             let now = chrono::Utc::now();
             let c = claimer.clone();
-            match store.write(move |tx| tasks::claim_due(tx, now, &c, CLAIM_BATCH)).await {
+            match store
+                .write(move |tx| tasks::claim_due(tx, now, &c, CLAIM_BATCH))
+                .await
+            {
                 Ok(due) => {
                     for t in due {
                         tracing::info!(task = %t.id, group = %t.group_folder, "scheduled task due");
@@ -48,7 +54,10 @@ pub async fn start(store: Store, queue: QueueHandle, changed: Arc<Notify>) -> Re
             }
             let wait = match store.read(tasks::next_due).await {
                 // A floor, so a task that cannot be claimed does not spin the loop.
-                Ok(Some(at)) => (at - chrono::Utc::now()).to_std().unwrap_or(Duration::ZERO).clamp(Duration::from_millis(20), MAX_SLEEP),
+                Ok(Some(at)) => (at - chrono::Utc::now())
+                    .to_std()
+                    .unwrap_or(Duration::ZERO)
+                    .clamp(Duration::from_millis(20), MAX_SLEEP),
                 Ok(None) => MAX_SLEEP,
                 Err(e) => {
                     tracing::error!(error = %e, "reading the next due task");

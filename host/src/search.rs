@@ -116,13 +116,16 @@ fn query_words(input: &str) -> impl Iterator<Item = (&str, bool)> {
             None => (word, false),
         };
         // Words made only of punctuation match nothing in unicode61.
-        word.chars().any(char::is_alphanumeric).then_some((word, prefix))
+        word.chars()
+            .any(char::is_alphanumeric)
+            .then_some((word, prefix))
     })
 }
 
 // The two-phase queries (see the module doc). bm25() is "lower is
 // better"; weights: name 4, body 1.
-const SEARCH_ALL: &str = "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body, s.score
+const SEARCH_ALL: &str =
+    "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body, s.score
  FROM (SELECT rowid AS id, bm25(archives_fts, 4.0, 1.0) AS score
        FROM archives_fts
        WHERE archives_fts MATCH ?1
@@ -131,7 +134,8 @@ const SEARCH_ALL: &str = "SELECT a.id, a.group_folder, a.name, a.path, a.session
  CROSS JOIN conversation_archives a ON a.id = s.id
  CROSS JOIN archives_fts f ON f.rowid = s.id
  ORDER BY s.score";
-const SEARCH_GROUP: &str = "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body, s.score
+const SEARCH_GROUP: &str =
+    "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body, s.score
  FROM (SELECT archives_fts.rowid AS id, bm25(archives_fts, 4.0, 1.0) AS score
        FROM archives_fts
        CROSS JOIN conversation_archives g ON g.id = archives_fts.rowid
@@ -143,12 +147,18 @@ const SEARCH_GROUP: &str = "SELECT a.id, a.group_folder, a.name, a.path, a.sessi
  ORDER BY s.score";
 
 /// Searches archives, best first; `group` limits to one group.
-pub fn search(conn: &Connection, query: &str, group: Option<&str>, limit: usize) -> Result<Vec<Hit>> {
+pub fn search(
+    conn: &Connection,
+    query: &str,
+    group: Option<&str>,
+    limit: usize,
+) -> Result<Vec<Hit>> {
     if let Some(g) = group {
         validate::any_folder(g)?;
     }
-    let fts = fts_query(query)
-        .ok_or_else(|| Error::Invalid(format!("search query {query:?} has no words to search for")))?;
+    let fts = fts_query(query).ok_or_else(|| {
+        Error::Invalid(format!("search query {query:?} has no words to search for"))
+    })?;
     let limit = limit.clamp(1, MAX_LIMIT) as i64;
     let terms = SnippetTerms::new(query);
     let mut stmt;
@@ -210,17 +220,31 @@ impl SnippetTerms {
         for (word, prefix) in query_words(query) {
             // A quoted word is a phrase of the tokens in it; `*` applies to
             // the last one.
-            let tokens: Vec<&str> = word.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).collect();
+            let tokens: Vec<&str> = word
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|t| !t.is_empty())
+                .collect();
             for (i, token) in tokens.iter().enumerate() {
                 let prefix = prefix && i + 1 == tokens.len();
                 fold_into(token, &mut folded);
-                let key = if prefix { folded.clone() } else { stem(&folded).into_owned() };
-                let Some(first) = key.chars().next() else { continue };
+                let key = if prefix {
+                    folded.clone()
+                } else {
+                    stem(&folded).into_owned()
+                };
+                let Some(first) = key.chars().next() else {
+                    continue;
+                };
                 if terms.iter().any(|t| t.key == key && t.prefix == prefix) {
                     continue;
                 }
                 let loose = !prefix && key.chars().count() >= LOOSE_PREFIX_MIN;
-                terms.push(SnippetTerm { key, prefix, loose, first });
+                terms.push(SnippetTerm {
+                    key,
+                    prefix,
+                    loose,
+                    first,
+                });
             }
         }
         let mut starts = [false; 256];
@@ -248,7 +272,10 @@ impl SnippetTerms {
                 i = start + 1;
                 continue;
             }
-            let word_start = text[..start].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+            let word_start = text[..start]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric());
             if word_start && self.matches(&text[start..end], buf) {
                 return Some((start, end));
             }
@@ -260,7 +287,9 @@ impl SnippetTerms {
     /// Whether `word` (one run of alphanumerics) matches a term; `buf` is
     /// scratch space.
     fn matches(&self, word: &str, buf: &mut String) -> bool {
-        let Some(c) = word.chars().next() else { return false };
+        let Some(c) = word.chars().next() else {
+            return false;
+        };
         let first = fold_char(c);
         if !self.terms.iter().any(|t| t.first == first) {
             return false;
@@ -299,7 +328,14 @@ fn words(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
 /// The character starting at byte `i` (a character boundary).
 fn char_at(text: &str, i: usize) -> char {
     let b = text.as_bytes()[i];
-    if b.is_ascii() { b as char } else { text[i..].chars().next().unwrap_or(char::REPLACEMENT_CHARACTER) }
+    if b.is_ascii() {
+        b as char
+    } else {
+        text[i..]
+            .chars()
+            .next()
+            .unwrap_or(char::REPLACEMENT_CHARACTER)
+    }
 }
 
 /// The end of the run of alphanumeric characters starting at byte `from`.
@@ -334,22 +370,35 @@ fn make_snippet(body: &str, terms: &SnippetTerms) -> String {
     let start = match first {
         None => 0,
         Some((m, _)) => {
-            let lead = body[..m].char_indices().rev().nth(SNIPPET_LEAD - 1).map_or(0, |(i, _)| i);
+            let lead = body[..m]
+                .char_indices()
+                .rev()
+                .nth(SNIPPET_LEAD - 1)
+                .map_or(0, |(i, _)| i);
             if lead == 0 || body[..lead].ends_with(char::is_whitespace) {
                 lead
             } else {
                 body[lead..m].find(char::is_whitespace).map_or(m, |ws| {
                     let after = lead + ws;
-                    after + body[after..m].find(|c: char| !c.is_whitespace()).unwrap_or(m - after)
+                    after
+                        + body[after..m]
+                            .find(|c: char| !c.is_whitespace())
+                            .unwrap_or(m - after)
                 })
             }
         }
     };
-    let start = start + body[start..].find(|c: char| !c.is_whitespace()).unwrap_or(body.len() - start);
+    let start = start
+        + body[start..]
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(body.len() - start);
 
     // End: SNIPPET_CHARS characters on, moved back to the end of a word
     // when that cuts one (unless the only word there is the match itself).
-    let mut end = body[start..].char_indices().nth(SNIPPET_CHARS).map_or(body.len(), |(i, _)| start + i);
+    let mut end = body[start..]
+        .char_indices()
+        .nth(SNIPPET_CHARS)
+        .map_or(body.len(), |(i, _)| start + i);
     if end < body.len() {
         let cut_word = !body[end..].starts_with(char::is_whitespace)
             && !body[..end].ends_with(char::is_whitespace);
@@ -410,14 +459,38 @@ const LATIN1_BASE: &str = "aaaaaaæceeeeiiiiðnooooo÷ouuuuyþy";
 /// Latin Extended-A U+0100..=U+017F without diacritics (`.`: kept as is,
 /// such as `ĳ`, `ŋ`, `œ`).
 const LATIN_EXT_A_BASE: &str = concat!(
-    "aaaaaa", "cccccccc", "dddd", "eeeeeeeeee", "gggggggg", "hhhh", "iiiiiiiiii", "..", "jj", "kkk",
-    "llllllllll", "nnnnnnn", "..", "oooooo", "..", "rrrrrr", "ssssssss", "tttttt", "uuuuuuuuuuuu", "ww",
-    "yyy", "zzzzzz", "s",
+    "aaaaaa",
+    "cccccccc",
+    "dddd",
+    "eeeeeeeeee",
+    "gggggggg",
+    "hhhh",
+    "iiiiiiiiii",
+    "..",
+    "jj",
+    "kkk",
+    "llllllllll",
+    "nnnnnnn",
+    "..",
+    "oooooo",
+    "..",
+    "rrrrrr",
+    "ssssssss",
+    "tttttt",
+    "uuuuuuuuuuuu",
+    "ww",
+    "yyy",
+    "zzzzzz",
+    "s",
 );
 
 /// Lower case, with the diacritics of common Latin letters removed.
 fn fold_char(c: char) -> char {
-    let c = if c.is_ascii() { c.to_ascii_lowercase() } else { c.to_lowercase().next().unwrap_or(c) };
+    let c = if c.is_ascii() {
+        c.to_ascii_lowercase()
+    } else {
+        c.to_lowercase().next().unwrap_or(c)
+    };
     match c as u32 {
         0xe0..=0xff => LATIN1_BASE.chars().nth(c as usize - 0xe0).unwrap_or(c),
         0x100..=0x17f => match LATIN_EXT_A_BASE.as_bytes()[c as usize - 0x100] {
@@ -460,7 +533,11 @@ fn stem(w: &str) -> Cow<'_, str> {
         let n = b.len();
         if s.ends_with("at") || s.ends_with("bl") || s.ends_with("iz") {
             s.push('e');
-        } else if n >= 2 && b[n - 1] == b[n - 2] && consonant(b, n - 1) && !matches!(b[n - 1], b'l' | b's' | b'z') {
+        } else if n >= 2
+            && b[n - 1] == b[n - 2]
+            && consonant(b, n - 1)
+            && !matches!(b[n - 1], b'l' | b's' | b'z')
+        {
             s.pop();
         } else if measure(&s) == 1 && cvc(s.as_bytes()) {
             s.push('e');
@@ -529,15 +606,24 @@ mod tests {
     fn queries_are_quoted() {
         assert_eq!(fts_query("tax research").unwrap(), r#""tax" "research""#);
         assert_eq!(fts_query("resea*").unwrap(), r#""resea"*"#);
-        assert_eq!(fts_query(r#"a"b OR NEAR("#).unwrap(), r#""a""b" "OR" "NEAR(""#);
+        assert_eq!(
+            fts_query(r#"a"b OR NEAR("#).unwrap(),
+            r#""a""b" "OR" "NEAR(""#
+        );
         assert_eq!(fts_query("  -- ** \"\" "), None);
         assert_eq!(fts_query(""), None);
     }
 
     #[test]
     fn snippet_marks_every_match_in_the_window() {
-        let s = snippet("We saw a Wombat. Then two wombats, and the wombat's den.", "wombat");
-        assert_eq!(s, "We saw a [Wombat]. Then two [wombats], and the [wombat]'s den.");
+        let s = snippet(
+            "We saw a Wombat. Then two wombats, and the wombat's den.",
+            "wombat",
+        );
+        assert_eq!(
+            s,
+            "We saw a [Wombat]. Then two [wombats], and the [wombat]'s den."
+        );
         // All query terms are marked; case does not matter.
         let s = snippet("the tax office and the research team", "RESEARCH Tax");
         assert_eq!(s, "the [tax] office and the [research] team");
@@ -556,10 +642,19 @@ mod tests {
 
     #[test]
     fn snippet_prefix_terms_and_phrases() {
-        assert_eq!(snippet("a wombat in a womb", "womb*"), "a [wombat] in a [womb]");
-        assert_eq!(snippet("a wombat in a womb", "womb"), "a wombat in a [womb]");
+        assert_eq!(
+            snippet("a wombat in a womb", "womb*"),
+            "a [wombat] in a [womb]"
+        );
+        assert_eq!(
+            snippet("a wombat in a womb", "womb"),
+            "a wombat in a [womb]"
+        );
         // A word with punctuation is a phrase of its tokens; `*` is on the last.
-        assert_eq!(snippet("e mail and e-mailing", "e-mail*"), "[e] [mail] and [e]-[mailing]");
+        assert_eq!(
+            snippet("e mail and e-mailing", "e-mail*"),
+            "[e] [mail] and [e]-[mailing]"
+        );
     }
 
     #[test]
@@ -580,7 +675,11 @@ mod tests {
         let text = plain(&s);
         assert!(text.chars().count() <= SNIPPET_CHARS, "{s}");
         // Cut at word boundaries: whole words only.
-        assert!(text.split(' ').all(|w| ["alpha", "omega", "wombat"].contains(&w)), "{s}");
+        assert!(
+            text.split(' ')
+                .all(|w| ["alpha", "omega", "wombat"].contains(&w)),
+            "{s}"
+        );
         // Lead context is bounded.
         let lead = text.find("wombat").unwrap();
         assert!(lead <= SNIPPET_LEAD && lead > SNIPPET_LEAD / 2, "{s}");
@@ -588,7 +687,10 @@ mod tests {
 
     #[test]
     fn snippet_collapses_whitespace() {
-        let s = snippet("**User**: hello\n\n**G2**:\tthe\r\nwombat   sleeps", "wombat");
+        let s = snippet(
+            "**User**: hello\n\n**G2**:\tthe\r\nwombat   sleeps",
+            "wombat",
+        );
         assert_eq!(s, "**User**: hello **G2**: the [wombat] sleeps");
     }
 
@@ -604,9 +706,15 @@ mod tests {
 
     #[test]
     fn snippet_without_a_match_is_the_start_of_the_body() {
-        let body = format!("\n# Budget\n\nArchived: Jan 1, 2025\n\n---\n\n{}", "words here ".repeat(100));
+        let body = format!(
+            "\n# Budget\n\nArchived: Jan 1, 2025\n\n---\n\n{}",
+            "words here ".repeat(100)
+        );
         let s = snippet(&body, "budget2 nothing");
-        assert!(s.starts_with("# Budget Archived: Jan 1, 2025 --- words here"), "{s}");
+        assert!(
+            s.starts_with("# Budget Archived: Jan 1, 2025 --- words here"),
+            "{s}"
+        );
         assert!(s.ends_with('…') && !s.contains('['), "{s}");
         assert_eq!(snippet("short body", "absent"), "short body");
         assert_eq!(snippet("", "absent"), "");
@@ -626,11 +734,17 @@ mod tests {
                     format!("{before}{before}"),
                 ] {
                     let s = snippet(&body, "wombat");
-                    assert!(plain(&s).split(' ').all(|w| body.contains(w)), "{filler:?} {n}: {s}");
+                    assert!(
+                        plain(&s).split(' ').all(|w| body.contains(w)),
+                        "{filler:?} {n}: {s}"
+                    );
                     if body.contains(" wombat ") {
                         assert!(s.contains("[wombat]"), "{filler:?} {n}: {s}");
                     }
-                    assert!(plain(&s).chars().count() <= SNIPPET_CHARS, "{filler:?} {n}: {s}");
+                    assert!(
+                        plain(&s).chars().count() <= SNIPPET_CHARS,
+                        "{filler:?} {n}: {s}"
+                    );
                 }
             }
         }
@@ -651,13 +765,19 @@ mod tests {
             "no match here at all",
             "",
         ];
-        let queries = ["wombat", "eclair", "ωmega", "œuvre", "wom*", "the", "at", "日本", "x", "ÉCLAIRS"];
+        let queries = [
+            "wombat", "eclair", "ωmega", "œuvre", "wom*", "the", "at", "日本", "x", "ÉCLAIRS",
+        ];
         for body in bodies {
             for query in queries {
                 let terms = SnippetTerms::new(query);
                 let mut buf = String::new();
                 let naive = words(body).find(|&(s, e)| terms.matches(&body[s..e], &mut buf));
-                assert_eq!(terms.first_match(body, &mut buf), naive, "{query:?} in {body:?}");
+                assert_eq!(
+                    terms.first_match(body, &mut buf),
+                    naive,
+                    "{query:?} in {body:?}"
+                );
             }
         }
     }
@@ -696,13 +816,37 @@ mod tests {
     fn diacritic_tables_line_up() {
         assert_eq!(LATIN1_BASE.chars().count(), 0x100 - 0xe0);
         assert_eq!(LATIN_EXT_A_BASE.len(), 0x180 - 0x100);
-        for (c, base) in [('à', 'a'), ('ç', 'c'), ('ñ', 'n'), ('ø', 'o'), ('ÿ', 'y'), ('Ā', 'a'), ('č', 'c')] {
+        for (c, base) in [
+            ('à', 'a'),
+            ('ç', 'c'),
+            ('ñ', 'n'),
+            ('ø', 'o'),
+            ('ÿ', 'y'),
+            ('Ā', 'a'),
+            ('č', 'c'),
+        ] {
             assert_eq!(fold_char(c), base, "{c}");
         }
-        for (c, base) in [('ď', 'd'), ('ě', 'e'), ('ğ', 'g'), ('ı', 'i'), ('ł', 'l'), ('ő', 'o'), ('ř', 'r')] {
+        for (c, base) in [
+            ('ď', 'd'),
+            ('ě', 'e'),
+            ('ğ', 'g'),
+            ('ı', 'i'),
+            ('ł', 'l'),
+            ('ő', 'o'),
+            ('ř', 'r'),
+        ] {
             assert_eq!(fold_char(c), base, "{c}");
         }
-        for (c, base) in [('š', 's'), ('ţ', 't'), ('ů', 'u'), ('ŵ', 'w'), ('ŷ', 'y'), ('ž', 'z'), ('ſ', 's')] {
+        for (c, base) in [
+            ('š', 's'),
+            ('ţ', 't'),
+            ('ů', 'u'),
+            ('ŵ', 'w'),
+            ('ŷ', 'y'),
+            ('ž', 'z'),
+            ('ſ', 's'),
+        ] {
             assert_eq!(fold_char(c), base, "{c}");
         }
         assert_eq!(fold_char('œ'), 'œ');
@@ -712,9 +856,13 @@ mod tests {
     /// A store with archives in two groups, for the query itself.
     fn store_with(archives: &[(&str, &str, &str)]) -> (tempfile::TempDir, crate::store::Store) {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
-        let rows: Vec<(String, String, String)> =
-            archives.iter().map(|(g, n, b)| (g.to_string(), n.to_string(), b.to_string())).collect();
+        let store =
+            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5))
+                .unwrap();
+        let rows: Vec<(String, String, String)> = archives
+            .iter()
+            .map(|(g, n, b)| (g.to_string(), n.to_string(), b.to_string()))
+            .collect();
         store
             .write_blocking(move |tx| {
                 for (i, (group, name, body)) in rows.iter().enumerate() {
@@ -759,7 +907,11 @@ mod tests {
                 assert_eq!(often.snippet, "[wombat] [wombat] [wombats], the [wombat]");
                 // A title-only match gets the start of the body.
                 let notes = all.iter().find(|h| h.name == "Wombat notes").unwrap();
-                assert!(notes.snippet.starts_with("notes. other things"), "{}", notes.snippet);
+                assert!(
+                    notes.snippet.starts_with("notes. other things"),
+                    "{}",
+                    notes.snippet
+                );
 
                 let mut dev = names(&search(c, "wombat", Some("dev"), 10)?);
                 dev.sort();
@@ -787,21 +939,37 @@ mod tests {
                 use rusqlite::types::Value;
                 for (sql, args) in [(SEARCH_ALL, 2), (SEARCH_GROUP, 3)] {
                     let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-                    let vals = [Value::Text("\"wombat\"".into()), Value::Integer(10), Value::Text("main".into())];
+                    let vals = [
+                        Value::Text("\"wombat\"".into()),
+                        Value::Integer(10),
+                        Value::Text("main".into()),
+                    ];
                     let plan: Vec<String> = stmt
-                        .query_map(rusqlite::params_from_iter(&vals[..args]), |r| r.get::<_, String>(3))?
+                        .query_map(rusqlite::params_from_iter(&vals[..args]), |r| {
+                            r.get::<_, String>(3)
+                        })?
                         .collect::<rusqlite::Result<_>>()?;
                     let idx = |table: &str| {
                         plan.iter()
-                            .find_map(|l| l.strip_prefix(&format!("SCAN {table} VIRTUAL TABLE INDEX ")))
+                            .find_map(|l| {
+                                l.strip_prefix(&format!("SCAN {table} VIRTUAL TABLE INDEX "))
+                            })
                             .unwrap_or_else(|| panic!("no {table} scan: {plan:?}"))
                     };
                     let rank = idx("archives_fts");
                     assert!(rank.contains('M') && !rank.contains('='), "{plan:?}");
                     assert!(idx("f").ends_with(":="), "{plan:?}");
-                    assert!(!plan.iter().any(|l| l.contains("conversation_archives_group")), "{plan:?}");
+                    assert!(
+                        !plan
+                            .iter()
+                            .any(|l| l.contains("conversation_archives_group")),
+                        "{plan:?}"
+                    );
                     let scans_archives = |l: &String| {
-                        matches!(l.strip_prefix("SCAN ").and_then(|r| r.split(' ').next()), Some("a" | "g"))
+                        matches!(
+                            l.strip_prefix("SCAN ").and_then(|r| r.split(' ').next()),
+                            Some("a" | "g")
+                        )
                     };
                     assert!(!plan.iter().any(scans_archives), "{plan:?}");
                 }

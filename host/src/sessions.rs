@@ -110,7 +110,12 @@ fn check(tx: &Transaction<'_>, group: &str, read_generation: i64) -> Result<Poin
 }
 
 /// Writes the pointer and bumps its generation.
-fn write(tx: &Transaction<'_>, current: &Pointer, session_id: Option<&str>, created_at: Option<&str>) -> Result<Pointer> {
+fn write(
+    tx: &Transaction<'_>,
+    current: &Pointer,
+    session_id: Option<&str>,
+    created_at: Option<&str>,
+) -> Result<Pointer> {
     let now = crate::now_rfc3339();
     let generation = current.generation + 1;
     tx.execute(
@@ -129,10 +134,18 @@ fn write(tx: &Transaction<'_>, current: &Pointer, session_id: Option<&str>, crea
     })
 }
 
-fn insert_history(tx: &Transaction<'_>, current: &Pointer, session_id: &str, name: &str) -> Result<HistoryEntry> {
+fn insert_history(
+    tx: &Transaction<'_>,
+    current: &Pointer,
+    session_id: &str,
+    name: &str,
+) -> Result<HistoryEntry> {
     let name = clean_name(name)?;
     let archived_at = crate::now_rfc3339();
-    let created_at = current.created_at.clone().unwrap_or_else(|| archived_at.clone());
+    let created_at = current
+        .created_at
+        .clone()
+        .unwrap_or_else(|| archived_at.clone());
     tx.execute(
         "INSERT INTO session_history (group_folder, session_id, name, created_at, archived_at)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -202,7 +215,10 @@ impl SessionManager {
     }
 
     fn remember(&self, p: &Pointer) {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(p.group.clone(), p.clone());
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(p.group.clone(), p.clone());
     }
 
     /// Runs a pointer write whose closure returns the new pointer.
@@ -212,13 +228,19 @@ impl SessionManager {
         f: impl FnOnce(&Transaction<'_>) -> Result<(T, Pointer)> + Send + 'static,
     ) -> Result<T> {
         let outcome = self.store.write(f).await;
-        self.settle(group, outcome, None, |(_, p)| p).map(|(v, _)| v)
+        self.settle(group, outcome, None, |(_, p)| p)
+            .map(|(v, _)| v)
     }
 
     /// The active pointer of a group (from the cache when it has it).
     pub async fn get(&self, group: &str) -> Result<Pointer> {
         validate::group_folder(group)?;
-        if let Some(p) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(group) {
+        if let Some(p) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(group)
+        {
             return Ok(p.clone());
         }
         let g = group.to_string();
@@ -229,7 +251,12 @@ impl SessionManager {
 
     /// Makes `session_id` the active session. Setting the id that is active
     /// already changes nothing and keeps the generation.
-    pub async fn set(&self, group: &str, session_id: &str, read_generation: i64) -> Result<Pointer> {
+    pub async fn set(
+        &self,
+        group: &str,
+        session_id: &str,
+        read_generation: i64,
+    ) -> Result<Pointer> {
         validate::group_folder(group)?;
         let id = validate::session_id(session_id)?;
         let g = group.to_string();
@@ -257,8 +284,16 @@ impl SessionManager {
     }
 
     /// Moves the active pointer into the history under `name`.
-    pub async fn archive(&self, group: &str, name: &str, read_generation: i64) -> Result<HistoryEntry> {
-        Ok(self.clear_with(group, name, read_generation, None).await?.history)
+    pub async fn archive(
+        &self,
+        group: &str,
+        name: &str,
+        read_generation: i64,
+    ) -> Result<HistoryEntry> {
+        Ok(self
+            .clear_with(group, name, read_generation, None)
+            .await?
+            .history)
     }
 
     /// Moves a history entry back to the active pointer and removes it from
@@ -271,8 +306,14 @@ impl SessionManager {
         read_generation: i64,
         save_current_as: Option<&str>,
     ) -> Result<Resumed> {
-        self.restore_with(group, history_id, read_generation, save_current_as.map(str::to_string), None)
-            .await
+        self.restore_with(
+            group,
+            history_id,
+            read_generation,
+            save_current_as.map(str::to_string),
+            None,
+        )
+        .await
     }
 
     /// A group's bookmarks, newest first.
@@ -293,7 +334,8 @@ impl SessionManager {
             Some(id) => self.prepare_archive(group, id, name).await?,
             None => None,
         };
-        self.clear_with(group, name, read_generation, prepared).await
+        self.clear_with(group, name, read_generation, prepared)
+            .await
     }
 
     /// `resume_session`: bookmarks the active session (and, when
@@ -319,11 +361,22 @@ impl SessionManager {
             },
             None => None,
         };
-        self.restore_with(group, history_id, read_generation, save_current_as.map(str::to_string), prepared)
-            .await
+        self.restore_with(
+            group,
+            history_id,
+            read_generation,
+            save_current_as.map(str::to_string),
+            prepared,
+        )
+        .await
     }
 
-    async fn prepare_archive(&self, group: &str, session_id: &str, name: &str) -> Result<Option<Prepared>> {
+    async fn prepare_archive(
+        &self,
+        group: &str,
+        session_id: &str,
+        name: &str,
+    ) -> Result<Option<Prepared>> {
         let path = self.home.transcript_path(group, session_id)?;
         if !path.is_file() {
             return Ok(None);
@@ -337,7 +390,16 @@ impl SessionManager {
             name.to_string(),
         );
         let p = tokio::task::spawn_blocking(move || {
-            archives::prepare(&home, &store, &opts, &g, &path, Some(&n), Some(&id), Trigger::Clear)
+            archives::prepare(
+                &home,
+                &store,
+                &opts,
+                &g,
+                &path,
+                Some(&n),
+                Some(&id),
+                Trigger::Clear,
+            )
         })
         .await??;
         Ok(Some(p))
@@ -361,10 +423,17 @@ impl SessionManager {
                     let Some(id) = current.session_id.clone() else {
                         return Err(Error::NotFound(format!("an active session in group {g:?}")));
                     };
-                    let archive = prepared.as_ref().map(|p| archives::insert(tx, p)).transpose()?;
+                    let archive = prepared
+                        .as_ref()
+                        .map(|p| archives::insert(tx, p))
+                        .transpose()?;
                     let history = insert_history(tx, &current, &id, &n)?;
                     let pointer = write(tx, &current, None, None)?;
-                    Ok(Cleared { history, archive, pointer })
+                    Ok(Cleared {
+                        history,
+                        archive,
+                        pointer,
+                    })
                 })()
             })
             .await;
@@ -388,7 +457,10 @@ impl SessionManager {
                     let _ = std::fs::remove_file(f);
                 }
                 if matches!(e, Error::StaleGeneration { .. }) {
-                    self.cache.lock().unwrap_or_else(|e| e.into_inner()).remove(group);
+                    self.cache
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(group);
                 }
             }
         }
@@ -421,20 +493,34 @@ impl SessionManager {
                             history_from_row,
                         )
                         .optional()?
-                        .ok_or_else(|| Error::NotFound(format!("history entry {history_id} in group {g:?}")))?;
-                    let saved_archive = prepared.as_ref().map(|p| archives::insert(tx, p)).transpose()?;
+                        .ok_or_else(|| {
+                            Error::NotFound(format!("history entry {history_id} in group {g:?}"))
+                        })?;
+                    let saved_archive = prepared
+                        .as_ref()
+                        .map(|p| archives::insert(tx, p))
+                        .transpose()?;
                     let saved = match &current.session_id {
                         Some(id) if *id != target.session_id => {
-                            let name = save_current_as.clone().unwrap_or_else(|| {
-                                format!("before resuming {}", target.name)
-                            });
+                            let name = save_current_as
+                                .clone()
+                                .unwrap_or_else(|| format!("before resuming {}", target.name));
                             Some(insert_history(tx, &current, id, &name)?)
                         }
                         _ => None,
                     };
                     tx.execute("DELETE FROM session_history WHERE id = ?1", [target.id])?;
-                    let pointer = write(tx, &current, Some(&target.session_id), Some(&target.created_at))?;
-                    Ok(Resumed { pointer, saved, saved_archive })
+                    let pointer = write(
+                        tx,
+                        &current,
+                        Some(&target.session_id),
+                        Some(&target.created_at),
+                    )?;
+                    Ok(Resumed {
+                        pointer,
+                        saved,
+                        saved_archive,
+                    })
                 })()
             })
             .await;

@@ -44,7 +44,9 @@ struct Inner {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.inner.path).finish()
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish()
     }
 }
 
@@ -186,7 +188,10 @@ mod tests {
             "task_run_logs",
             "router_state",
         ] {
-            assert!(tables.iter().any(|n| n == t), "missing table {t}: {tables:?}");
+            assert!(
+                tables.iter().any(|n| n == t),
+                "missing table {t}: {tables:?}"
+            );
         }
         // Reopening an up-to-date database is a no-op.
         drop(store);
@@ -198,12 +203,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("g2.db"), Duration::from_secs(1)).unwrap();
         let r: Result<()> = store.write_blocking(|tx| {
-            tx.execute("INSERT INTO router_state (key, value) VALUES ('k', 'v')", [])?;
+            tx.execute(
+                "INSERT INTO router_state (key, value) VALUES ('k', 'v')",
+                [],
+            )?;
             Err(crate::Error::Invalid("boom".into()))
         });
         assert!(r.is_err());
         let n: i64 = store
-            .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM router_state", [], |r| r.get(0))?))
+            .read_blocking(|c| {
+                Ok(c.query_row("SELECT count(*) FROM router_state", [], |r| r.get(0))?)
+            })
             .unwrap();
         assert_eq!(n, 0);
     }

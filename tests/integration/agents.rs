@@ -13,7 +13,10 @@ fn run(home: &TestHome, folder: &str, prompt: &str, env: &[(&str, &str)]) -> Val
     let out = home.g2_with(&["run", folder, prompt, "--json"], env);
     let stdout = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("g2 run {prompt:?}: {e}\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "g2 run {prompt:?}: {e}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     })
 }
 
@@ -24,31 +27,74 @@ fn run_replies_resumes_and_leaves_nothing_behind() {
     }
     let home = TestHome::new();
     let first = run(&home, "main", "hello from g2 run", &[]);
-    assert_eq!(first["replies"][0], "Offline model (g2) received: \"hello from g2 run\"", "{first}");
+    assert_eq!(
+        first["replies"][0], "Offline model (g2) received: \"hello from g2 run\"",
+        "{first}"
+    );
     let sid = first["session_id"].as_str().unwrap().to_string();
-    assert_eq!(home.json(&["sessions", "show", "main"])["session_id"], sid.as_str());
+    assert_eq!(
+        home.json(&["sessions", "show", "main"])["session_id"],
+        sid.as_str()
+    );
 
     let second = run(&home, "main", "and again", &[]);
-    assert_eq!(second["replies"][0], "Offline model (g2) received: \"and again\"");
-    assert_eq!(second["session_id"], sid.as_str(), "the second run must resume the session");
-    assert_eq!(home.json(&["sessions", "show", "main"])["session_id"], sid.as_str());
+    assert_eq!(
+        second["replies"][0],
+        "Offline model (g2) received: \"and again\""
+    );
+    assert_eq!(
+        second["session_id"],
+        sid.as_str(),
+        "the second run must resume the session"
+    );
+    assert_eq!(
+        home.json(&["sessions", "show", "main"])["session_id"],
+        sid.as_str()
+    );
     assert_ne!(first["container"], second["container"]);
-    assert!(containers_of(&home).is_empty(), "a container outlived its run");
+    assert!(
+        containers_of(&home).is_empty(),
+        "a container outlived its run"
+    );
 
     // The transcript lives in the group's .claude state on the host.
-    assert!(home.path().join(format!("data/sessions/main/.claude/projects/-workspace-group/{sid}.jsonl")).is_file());
+    assert!(
+        home.path()
+            .join(format!(
+                "data/sessions/main/.claude/projects/-workspace-group/{sid}.jsonl"
+            ))
+            .is_file()
+    );
     // Requests were accounted to the group's socket.
     let usage = home.json(&["usage"]);
-    assert!(usage.as_array().unwrap().iter().any(|r| r["group"] == "main" && r["requests"].as_u64().unwrap() >= 2), "{usage}");
+    assert!(
+        usage
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["group"] == "main" && r["requests"].as_u64().unwrap() >= 2),
+        "{usage}"
+    );
 
     // A session Claude Code does not know is cleared and the prompt retried once, fresh.
-    home.ok(&["sessions", "set", "main", "0b9c3f6e-1c1d-4d0e-9a35-6c1b6d7e8f90"]);
+    home.ok(&[
+        "sessions",
+        "set",
+        "main",
+        "0b9c3f6e-1c1d-4d0e-9a35-6c1b6d7e8f90",
+    ]);
     let stale = run(&home, "main", "after a stale pointer", &[]);
     assert_eq!(stale["retried_fresh"], true, "{stale}");
-    assert_eq!(stale["replies"][0], "Offline model (g2) received: \"after a stale pointer\"");
+    assert_eq!(
+        stale["replies"][0],
+        "Offline model (g2) received: \"after a stale pointer\""
+    );
     let fresh = stale["session_id"].as_str().unwrap();
     assert_ne!(fresh, "0b9c3f6e-1c1d-4d0e-9a35-6c1b6d7e8f90");
-    assert_eq!(home.json(&["sessions", "show", "main"])["session_id"], fresh);
+    assert_eq!(
+        home.json(&["sessions", "show", "main"])["session_id"],
+        fresh
+    );
 }
 
 #[test]
@@ -58,7 +104,10 @@ fn follow_ups_go_to_the_running_container() {
     }
     let home = TestHome::new();
     let child = home
-        .command(&["run", "main", "g2:bash sleep 3; echo slept", "--json"], &[])
+        .command(
+            &["run", "main", "g2:bash sleep 3; echo slept", "--json"],
+            &[],
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -71,8 +120,19 @@ fn follow_ups_go_to_the_running_container() {
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(report["container"], name.as_str());
-    let replies: Vec<&str> = report["replies"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
-    assert_eq!(replies, ["g2:bash sleep 3; echo slept: slept", "Offline model (g2) received: \"a follow-up mid-turn\""]);
+    let replies: Vec<&str> = report["replies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        replies,
+        [
+            "g2:bash sleep 3; echo slept: slept",
+            "Offline model (g2) received: \"a follow-up mid-turn\""
+        ]
+    );
     assert!(containers_of(&home).is_empty());
 }
 
@@ -84,7 +144,11 @@ fn agents_are_hardened_isolated_and_hold_no_key() {
     let home = TestHome::new();
     home.ok(&["groups", "add", "family", "--name", "Family"]);
     home.ok(&["groups", "add", "work", "--name", "Work"]);
-    std::fs::write(home.path().join("groups/work/private-plans.txt"), "work only").unwrap();
+    std::fs::write(
+        home.path().join("groups/work/private-plans.txt"),
+        "work only",
+    )
+    .unwrap();
     let key = "sk-ant-api03-never-in-a-container";
     let env = [("ANTHROPIC_API_KEY", key), ("G2_PROVIDER", "offline")];
 
@@ -97,7 +161,10 @@ fn agents_are_hardened_isolated_and_hold_no_key() {
         .unwrap();
     let name = wait_for_container(&home);
     assert!(name.starts_with("g2-family-"), "{name}");
-    let out = Command::new("docker").args(["inspect", &name]).output().unwrap();
+    let out = Command::new("docker")
+        .args(["inspect", &name])
+        .output()
+        .unwrap();
     let inspect: Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &inspect[0];
     let hc = &c["HostConfig"];
@@ -109,21 +176,44 @@ fn agents_are_hardened_isolated_and_hold_no_key() {
     assert_eq!(hc["ReadonlyRootfs"], true);
     assert_eq!(hc["NetworkMode"], "none");
     assert!(hc["Tmpfs"]["/tmp"].is_string());
-    assert!(hc["Memory"].as_i64().unwrap() > 0 && hc["NanoCpus"].as_i64().unwrap() > 0 && hc["PidsLimit"].as_i64().unwrap() > 0);
+    assert!(
+        hc["Memory"].as_i64().unwrap() > 0
+            && hc["NanoCpus"].as_i64().unwrap() > 0
+            && hc["PidsLimit"].as_i64().unwrap() > 0
+    );
     assert_eq!(c["Config"]["Labels"]["g2.group"], "family");
     assert!(c["Config"]["Labels"]["g2.run"].is_string());
     let env_text = c["Config"]["Env"].to_string();
-    assert!(!env_text.contains(key), "the key is in the container's environment");
+    assert!(
+        !env_text.contains(key),
+        "the key is in the container's environment"
+    );
     let mounts: Vec<(String, bool)> = c["Mounts"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|m| (m["Destination"].as_str().unwrap().to_string(), m["RW"].as_bool().unwrap()))
+        .map(|m| {
+            (
+                m["Destination"].as_str().unwrap().to_string(),
+                m["RW"].as_bool().unwrap(),
+            )
+        })
         .collect();
-    for want in [("/workspace/group", true), ("/workspace/global", false), ("/workspace/ipc", true), ("/home/node/.claude", true)] {
-        assert!(mounts.iter().any(|(d, rw)| d == want.0 && *rw == want.1), "{want:?} in {mounts:?}");
+    for want in [
+        ("/workspace/group", true),
+        ("/workspace/global", false),
+        ("/workspace/ipc", true),
+        ("/home/node/.claude", true),
+    ] {
+        assert!(
+            mounts.iter().any(|(d, rw)| d == want.0 && *rw == want.1),
+            "{want:?} in {mounts:?}"
+        );
     }
-    assert!(!mounts.iter().any(|(d, _)| d == "/workspace/project"), "only main sees the project");
+    assert!(
+        !mounts.iter().any(|(d, _)| d == "/workspace/project"),
+        "only main sees the project"
+    );
     assert!(child.wait().unwrap().success());
 
     // What the agent itself can see: no key, no other group, its own folder writable.
@@ -131,14 +221,26 @@ fn agents_are_hardened_isolated_and_hold_no_key() {
     let probe = run(&home, "family", &format!("g2:bash {cmd}"), &env);
     let reply = probe["replies"][0].as_str().unwrap();
     // Only what the command printed, not the command line echoed before it.
-    let reply = reply.strip_prefix(&format!("g2:bash {cmd}: ")).unwrap_or_else(|| panic!("{reply}"));
+    let reply = reply
+        .strip_prefix(&format!("g2:bash {cmd}: "))
+        .unwrap_or_else(|| panic!("{reply}"));
     assert!(reply.contains("probe-done"), "{reply}");
     assert!(!reply.contains(key), "the agent saw the key: {reply}");
-    assert!(!reply.contains("private-plans"), "the agent saw another group's folder: {reply}");
-    assert_eq!(std::fs::read_to_string(home.path().join("groups/family/note.txt")).unwrap(), "written\n");
+    assert!(
+        !reply.contains("private-plans"),
+        "the agent saw another group's folder: {reply}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("groups/family/note.txt")).unwrap(),
+        "written\n"
+    );
     // Only the main group learns about the other groups.
-    let groups = std::fs::read_to_string(home.path().join("data/ipc/family/available_groups.json")).unwrap();
-    assert_eq!(serde_json::from_str::<Value>(&groups).unwrap(), serde_json::json!([]));
+    let groups =
+        std::fs::read_to_string(home.path().join("data/ipc/family/available_groups.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&groups).unwrap(),
+        serde_json::json!([])
+    );
     assert!(containers_of(&home).is_empty());
 }
 
@@ -162,7 +264,13 @@ fn compaction_in_a_run_is_archived_and_searchable() {
     // The hooks were recorded for the memory layer.
     let n: i64 = home
         .store()
-        .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM hook_events WHERE event = 'PreCompact'", [], |r| r.get(0))?))
+        .read_blocking(|c| {
+            Ok(c.query_row(
+                "SELECT count(*) FROM hook_events WHERE event = 'PreCompact'",
+                [],
+                |r| r.get(0),
+            )?)
+        })
         .unwrap();
     assert_eq!(n, 1);
 }
@@ -175,7 +283,14 @@ fn killed_hosts_and_timeouts_leave_no_container() {
     let home = TestHome::new();
     // A host killed mid-run leaves its container behind…
     let mut child = home
-        .command(&["run", "main", "g2:bash timeout 60 tail -f /dev/null; echo woke"], &[])
+        .command(
+            &[
+                "run",
+                "main",
+                "g2:bash timeout 60 tail -f /dev/null; echo woke",
+            ],
+            &[],
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -186,8 +301,15 @@ fn killed_hosts_and_timeouts_leave_no_container() {
     assert_eq!(containers_of(&home), std::slice::from_ref(&orphan));
     // …and the next start removes it.
     let next = run(&home, "main", "after the crash", &[]);
-    assert_eq!(next["replies"][0], "Offline model (g2) received: \"after the crash\"");
-    assert!(containers_of(&home).is_empty(), "{:?}", containers_of(&home));
+    assert_eq!(
+        next["replies"][0],
+        "Offline model (g2) received: \"after the crash\""
+    );
+    assert!(
+        containers_of(&home).is_empty(),
+        "{:?}",
+        containers_of(&home)
+    );
 
     // A container over its hard timeout is stopped and removed.
     let started = Instant::now();
@@ -195,10 +317,17 @@ fn killed_hosts_and_timeouts_leave_no_container() {
         &home,
         "main",
         "g2:bash timeout 60 tail -f /dev/null; echo woke",
-        &[("G2_CONTAINER__TIMEOUT_SECS", "4"), ("G2_CONTAINER__STOP_GRACE_SECS", "1")],
+        &[
+            ("G2_CONTAINER__TIMEOUT_SECS", "4"),
+            ("G2_CONTAINER__STOP_GRACE_SECS", "1"),
+        ],
     );
     assert_eq!(report["timed_out"], true, "{report}");
-    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
     assert!(containers_of(&home).is_empty());
 }
 
@@ -208,7 +337,12 @@ fn the_agents_session_tools_clear_list_resume_and_search() {
         return;
     }
     let home = TestHome::new();
-    let first = run(&home, "main", "Let us look at the home office deductions", &[]);
+    let first = run(
+        &home,
+        "main",
+        "Let us look at the home office deductions",
+        &[],
+    );
     let old = first["session_id"].as_str().unwrap().to_string();
 
     // clear_session: archived under the name, bookmarked, pointer gone.
@@ -216,9 +350,17 @@ fn the_agents_session_tools_clear_list_resume_and_search() {
     let reply = cleared["replies"][0].as_str().unwrap();
     assert!(reply.contains("bookmarked as \"Tax research\""), "{reply}");
     let date = chrono::Local::now().format("%Y-%m-%d");
-    let md = std::fs::read_to_string(home.path().join(format!("groups/main/conversations/{date}-tax-research.md"))).unwrap();
+    let md = std::fs::read_to_string(
+        home.path()
+            .join(format!("groups/main/conversations/{date}-tax-research.md")),
+    )
+    .unwrap();
     assert!(md.contains("home office deductions"), "{md}");
-    assert_eq!(home.json(&["sessions", "show", "main"])["session_id"], Value::Null, "the run must not write the old id back");
+    assert_eq!(
+        home.json(&["sessions", "show", "main"])["session_id"],
+        Value::Null,
+        "the run must not write the old id back"
+    );
     let history = home.json(&["sessions", "history", "main"]);
     assert_eq!(history[0]["name"], "Tax research");
     assert_eq!(history[0]["session_id"], old.as_str());
@@ -229,7 +371,10 @@ fn the_agents_session_tools_clear_list_resume_and_search() {
     assert_ne!(new, old);
     // Snapshots written before that start.
     let snap = |name: &str| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(home.path().join("data/ipc/main").join(name)).unwrap()).unwrap()
+        serde_json::from_str(
+            &std::fs::read_to_string(home.path().join("data/ipc/main").join(name)).unwrap(),
+        )
+        .unwrap()
     };
     assert_eq!(snap("session_history.json")[0]["name"], "Tax research");
     assert_eq!(snap("available_groups.json")[0]["folder"], "main");
@@ -237,17 +382,38 @@ fn the_agents_session_tools_clear_list_resume_and_search() {
 
     // list_sessions and search_sessions see the archive.
     let listed = run(&home, "main", "g2:sessions", &[]);
-    assert!(listed["replies"][0].as_str().unwrap().contains("#1 \"Tax research\""), "{listed}");
+    assert!(
+        listed["replies"][0]
+            .as_str()
+            .unwrap()
+            .contains("#1 \"Tax research\""),
+        "{listed}"
+    );
     let found = run(&home, "main", "g2:search deductions", &[]);
     let text = found["replies"][0].as_str().unwrap();
-    assert!(text.contains("Tax research") && text.contains("[deductions]"), "{text}");
-    assert!(text.contains(&format!("conversations/{date}-tax-research.md")), "{text}");
+    assert!(
+        text.contains("Tax research") && text.contains("[deductions]"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("conversations/{date}-tax-research.md")),
+        "{text}"
+    );
 
     // resume_session brings the old session back and bookmarks the current one.
     let id = history[0]["id"].as_i64().unwrap();
     let resumed = run(&home, "main", &format!("g2:resume {id} Something new"), &[]);
-    assert!(resumed["replies"][0].as_str().unwrap().contains(&format!("Resumed session {old}")), "{resumed}");
-    assert_eq!(home.json(&["sessions", "show", "main"])["session_id"], old.as_str());
+    assert!(
+        resumed["replies"][0]
+            .as_str()
+            .unwrap()
+            .contains(&format!("Resumed session {old}")),
+        "{resumed}"
+    );
+    assert_eq!(
+        home.json(&["sessions", "show", "main"])["session_id"],
+        old.as_str()
+    );
     let back = run(&home, "main", "and we are back", &[]);
     assert_eq!(back["session_id"], old.as_str());
     let history = home.json(&["sessions", "history", "main"]);

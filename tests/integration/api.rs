@@ -29,19 +29,55 @@ async fn the_http_api() {
     let u = |p: &str| format!("{}{p}", s.url);
 
     let (st, health) = call(&c, "GET", &u("/health"), None).await;
-    assert_eq!((st, health["status"].as_str()), (200, Some("ok")), "{health}");
+    assert_eq!(
+        (st, health["status"].as_str()),
+        (200, Some("ok")),
+        "{health}"
+    );
     assert_eq!(health["provider"], "offline");
 
     // Groups.
-    let (st, g) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "family", "name": "Family" }))).await;
+    let (st, g) = call(
+        &c,
+        "POST",
+        &u("/api/groups"),
+        Some(json!({ "folder": "family", "name": "Family" })),
+    )
+    .await;
     assert_eq!(st, 201, "{g}");
     assert_eq!(g["requires_trigger"], true);
     assert!(home.path().join("groups/family/CLAUDE.md").is_file());
-    let (st, e) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "family", "name": "Again" }))).await;
-    assert_eq!((st, e["error"]["kind"].as_str()), (409, Some("conflict")), "{e}");
-    let (st, e) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "../etc", "name": "X" }))).await;
-    assert_eq!((st, e["error"]["kind"].as_str()), (400, Some("invalid")), "{e}");
-    let (st, _) = call(&c, "POST", &u("/api/groups"), Some(json!({ "folder": "x", "name": "X", "evil": 1 }))).await;
+    let (st, e) = call(
+        &c,
+        "POST",
+        &u("/api/groups"),
+        Some(json!({ "folder": "family", "name": "Again" })),
+    )
+    .await;
+    assert_eq!(
+        (st, e["error"]["kind"].as_str()),
+        (409, Some("conflict")),
+        "{e}"
+    );
+    let (st, e) = call(
+        &c,
+        "POST",
+        &u("/api/groups"),
+        Some(json!({ "folder": "../etc", "name": "X" })),
+    )
+    .await;
+    assert_eq!(
+        (st, e["error"]["kind"].as_str()),
+        (400, Some("invalid")),
+        "{e}"
+    );
+    let (st, _) = call(
+        &c,
+        "POST",
+        &u("/api/groups"),
+        Some(json!({ "folder": "x", "name": "X", "evil": 1 })),
+    )
+    .await;
     assert!(st == 400 || st == 422, "unknown fields are refused: {st}");
     let (_, list) = call(&c, "GET", &u("/api/groups"), None).await;
     assert_eq!(list.as_array().unwrap().len(), 2);
@@ -49,15 +85,33 @@ async fn the_http_api() {
     // Sessions: show, clear, history, resume.
     let (_, p) = call(&c, "GET", &u("/api/groups/main/session"), None).await;
     assert_eq!(p["session_id"], sid);
-    let (st, cleared) = call(&c, "POST", &u("/api/groups/main/session/clear"), Some(json!({ "name": "Spotter work" }))).await;
+    let (st, cleared) = call(
+        &c,
+        "POST",
+        &u("/api/groups/main/session/clear"),
+        Some(json!({ "name": "Spotter work" })),
+    )
+    .await;
     assert_eq!(st, 200, "{cleared}");
     assert_eq!(cleared["pointer"]["session_id"], Value::Null);
     let archive_id = cleared["archive"]["id"].as_i64().unwrap();
     let (_, hist) = call(&c, "GET", &u("/api/groups/main/sessions"), None).await;
     assert_eq!(hist[0]["name"], "Spotter work");
-    let (st, e) = call(&c, "POST", &u("/api/groups/main/session/clear"), Some(json!({ "name": "again" }))).await;
+    let (st, e) = call(
+        &c,
+        "POST",
+        &u("/api/groups/main/session/clear"),
+        Some(json!({ "name": "again" })),
+    )
+    .await;
     assert_eq!(st, 404, "nothing to clear: {e}");
-    let (st, r) = call(&c, "POST", &u("/api/groups/main/session/resume"), Some(json!({ "history_id": hist[0]["id"] }))).await;
+    let (st, r) = call(
+        &c,
+        "POST",
+        &u("/api/groups/main/session/resume"),
+        Some(json!({ "history_id": hist[0]["id"] })),
+    )
+    .await;
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["pointer"]["session_id"], sid);
     let (st, _) = call(&c, "GET", &u("/api/groups/nobody/session"), None).await;
@@ -68,7 +122,13 @@ async fn the_http_api() {
     assert_eq!(arcs[0]["id"], archive_id);
     let (st, a) = call(&c, "GET", &u(&format!("/api/archives/{archive_id}")), None).await;
     assert_eq!(st, 200);
-    assert!(a["markdown"].as_str().unwrap().starts_with("# Spotter work"), "{a}");
+    assert!(
+        a["markdown"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Spotter work"),
+        "{a}"
+    );
     let (_, hits) = call(&c, "GET", &u("/api/search?q=spotter&group=main"), None).await;
     assert_eq!(hits[0]["archive_id"], archive_id, "{hits}");
     let (st, _) = call(&c, "GET", &u("/api/search?q=x&group=../up"), None).await;
@@ -98,9 +158,19 @@ async fn tokens_guard_the_api_and_other_binds() {
     let c = http_client();
     let (st, _) = call(&c, "GET", &format!("{}/api/groups", s.url), None).await;
     assert_eq!(st, 401);
-    let resp = c.get(format!("{}/api/groups", s.url)).bearer_auth("wrong-token-0123456").send().await.unwrap();
+    let resp = c
+        .get(format!("{}/api/groups", s.url))
+        .bearer_auth("wrong-token-0123456")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 401);
-    let resp = c.get(format!("{}/api/groups", s.url)).bearer_auth(token).send().await.unwrap();
+    let resp = c
+        .get(format!("{}/api/groups", s.url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     // Health stays open for probes.
     let (st, _) = call(&c, "GET", &format!("{}/health", s.url), None).await;
@@ -118,14 +188,26 @@ async fn messages_are_stored_first_in_order_and_none_lost() {
     let c = http_client();
     let url = format!("{}/api/groups/family/messages", s.url);
 
-    let (st, first) = call(&c, "POST", &url, Some(json!({ "sender": "u1", "sender_name": "Ann", "text": "hello <b>&</b>" }))).await;
+    let (st, first) = call(
+        &c,
+        "POST",
+        &url,
+        Some(json!({ "sender": "u1", "sender_name": "Ann", "text": "hello <b>&</b>" })),
+    )
+    .await;
     assert_eq!(st, 202, "{first}");
     // 100 concurrent senders: every message stored once, in one order.
     let mut tasks = Vec::new();
     for i in 0..100 {
         let (c, url) = (c.clone(), url.clone());
         tasks.push(tokio::spawn(async move {
-            call(&c, "POST", &url, Some(json!({ "sender": format!("u{i}"), "text": format!("message {i}") }))).await
+            call(
+                &c,
+                "POST",
+                &url,
+                Some(json!({ "sender": format!("u{i}"), "text": format!("message {i}") })),
+            )
+            .await
         }));
     }
     let mut ids = std::collections::HashSet::new();
@@ -139,17 +221,30 @@ async fn messages_are_stored_first_in_order_and_none_lost() {
     assert_eq!(all.len(), 101);
     assert_eq!(all[0]["text"], "hello <b>&</b>", "stored as received");
     assert_eq!(all[0]["sender_name"], "Ann");
-    assert!(all.windows(2).all(|w| w[0]["seq"].as_i64() < w[1]["seq"].as_i64()));
+    assert!(
+        all.windows(2)
+            .all(|w| w[0]["seq"].as_i64() < w[1]["seq"].as_i64())
+    );
     let (_, later) = call(&c, "GET", &format!("{url}?after={}", all[99]["seq"]), None).await;
     assert_eq!(later.as_array().unwrap().len(), 1);
     assert_eq!(later[0]["id"], all[100]["id"]);
 
     // Bad input is refused and stores nothing.
-    for bad in [json!({ "sender": "u", "text": "  " }), json!({ "text": "no sender" }), json!({ "sender": "u", "text": "x", "admin": true })] {
+    for bad in [
+        json!({ "sender": "u", "text": "  " }),
+        json!({ "text": "no sender" }),
+        json!({ "sender": "u", "text": "x", "admin": true }),
+    ] {
         let (st, _) = call(&c, "POST", &url, Some(bad.clone())).await;
         assert!(st == 400 || st == 422, "{bad}: {st}");
     }
-    let (st, _) = call(&c, "POST", &format!("{}/api/groups/nobody/messages", s.url), Some(json!({ "sender": "u", "text": "x" }))).await;
+    let (st, _) = call(
+        &c,
+        "POST",
+        &format!("{}/api/groups/nobody/messages", s.url),
+        Some(json!({ "sender": "u", "text": "x" })),
+    )
+    .await;
     assert_eq!(st, 404);
     let (_, all) = call(&c, "GET", &format!("{url}?limit=1000"), None).await;
     assert_eq!(all.as_array().unwrap().len(), 101);
@@ -167,21 +262,43 @@ async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
     let c = http_client();
     let url = format!("{}/api/groups/family/messages", s.url);
     for i in 0..3 {
-        call(&c, "POST", &url, Some(json!({ "sender": "u", "text": format!("before {i}") }))).await;
+        call(
+            &c,
+            "POST",
+            &url,
+            Some(json!({ "sender": "u", "text": format!("before {i}") })),
+        )
+        .await;
     }
     let mut stream = Sse::open(&s.url, "family", Some(0)).await;
     let poster = {
         let (c, url) = (c.clone(), url.clone());
         tokio::spawn(async move {
             for i in 0..3 {
-                call(&c, "POST", &url, Some(json!({ "sender": "u", "text": format!("after {i}") }))).await;
+                call(
+                    &c,
+                    "POST",
+                    &url,
+                    Some(json!({ "sender": "u", "text": format!("after {i}") })),
+                )
+                .await;
             }
         })
     };
     let mut texts = Vec::new();
     while texts.len() < 6 {
-        texts.push(stream.until(10, |_| true).await["text"].as_str().unwrap().to_string());
+        texts.push(
+            stream.until(10, |_| true).await["text"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
     }
     poster.await.unwrap();
-    assert_eq!(texts, ["before 0", "before 1", "before 2", "after 0", "after 1", "after 2"]);
+    assert_eq!(
+        texts,
+        [
+            "before 0", "before 1", "before 2", "after 0", "after 1", "after 2"
+        ]
+    );
 }

@@ -30,11 +30,28 @@ fn init_is_idempotent_and_creates_the_layout() {
 #[test]
 fn groups_add_list_remove() {
     let home = TestHome::new();
-    home.ok(&["groups", "add", "dev-team", "--name", "Dev Team", "--jid", "dev@chat"]);
-    home.ok(&["groups", "add", "family", "--name", "Family", "--trigger", "(?i)^hey bot"]);
+    home.ok(&[
+        "groups", "add", "dev-team", "--name", "Dev Team", "--jid", "dev@chat",
+    ]);
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--trigger",
+        "(?i)^hey bot",
+    ]);
     home.ok(&["groups", "add", "open", "--name", "Open", "--no-trigger"]);
     let list = home.json(&["groups", "list"]);
-    let by = |f: &str| list.as_array().unwrap().iter().find(|g| g["folder"] == f).unwrap().clone();
+    let by = |f: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["folder"] == f)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(by("dev-team")["jid"], "dev@chat");
     assert_eq!(by("dev-team")["requires_trigger"], true);
     assert_eq!(by("dev-team")["trigger_pattern"], r"(?i)^@G2\b");
@@ -42,11 +59,25 @@ fn groups_add_list_remove() {
     assert_eq!(by("open")["requires_trigger"], false);
     // The JSON shape is stable: exactly these keys.
     let open = by("open");
-    let mut keys: Vec<&str> = open.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    let mut keys: Vec<&str> = open
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
     keys.sort();
     assert_eq!(
         keys,
-        ["added_at", "container_config", "folder", "is_main", "jid", "name", "requires_trigger", "trigger_pattern"]
+        [
+            "added_at",
+            "container_config",
+            "folder",
+            "is_main",
+            "jid",
+            "name",
+            "requires_trigger",
+            "trigger_pattern"
+        ]
     );
     assert!(home.path().join("groups/dev-team/CLAUDE.md").is_file());
 
@@ -58,7 +89,10 @@ fn groups_add_list_remove() {
     assert!(err.contains("trigger pattern"), "{err}");
 
     home.ok(&["groups", "remove", "dev-team"]);
-    assert!(home.path().join("groups/dev-team/CLAUDE.md").is_file(), "folder kept");
+    assert!(
+        home.path().join("groups/dev-team/CLAUDE.md").is_file(),
+        "folder kept"
+    );
     let err = home.fails(&["groups", "remove", "dev-team"]);
     assert!(err.contains("not found"), "{err}");
 }
@@ -67,13 +101,29 @@ fn groups_add_list_remove() {
 fn hostile_folder_names_are_refused_and_create_nothing() {
     let home = TestHome::new();
     let outside = home.path().parent().unwrap().to_path_buf();
-    let before: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().path()).collect();
-    for bad in ["../escape", "..", "a/b", "/tmp/abs", "global", "-dash", "sp ace", ".hidden", "x\u{0}y"] {
+    let before: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for bad in [
+        "../escape",
+        "..",
+        "a/b",
+        "/tmp/abs",
+        "global",
+        "-dash",
+        "sp ace",
+        ".hidden",
+        "x\u{0}y",
+    ] {
         if bad.contains('\0') {
             continue; // argv cannot carry NUL
         }
         let err = home.fails(&["groups", "add", "--name", "Bad", "--", bad]);
-        assert!(err.contains("invalid group folder") || err.contains("reserved"), "{bad:?}: {err}");
+        assert!(
+            err.contains("invalid group folder") || err.contains("reserved"),
+            "{bad:?}: {err}"
+        );
         let err = home.fails(&["sessions", "show", "--", bad]);
         assert!(err.contains("error:"), "{bad:?}: {err}");
         let err = home.fails(&["sessions", "set", "--", bad, A]);
@@ -83,8 +133,15 @@ fn hostile_folder_names_are_refused_and_create_nothing() {
     assert!(err.contains("a session id is a UUID"), "{err}");
     let err = home.fails(&["archive", "/dev/null", "--group", "../main"]);
     assert!(err.contains("invalid group folder"), "{err}");
-    let after: Vec<_> = std::fs::read_dir(&outside).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(before.len(), after.len(), "something was created outside the home");
+    let after: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "something was created outside the home"
+    );
     assert_eq!(home.json(&["groups", "list"]).as_array().unwrap().len(), 1);
 }
 
@@ -109,14 +166,32 @@ fn sessions_through_the_cli() {
     assert_eq!(cleared["archive"]["trigger"], "clear");
     let md = std::fs::read_to_string(home.path().join(path)).unwrap();
     assert!(md.contains("**User**: mix phx.server doesnt seem to start"));
-    assert!(home.ok(&["sessions", "show", "dev"]).contains("no active session"));
+    assert!(
+        home.ok(&["sessions", "show", "dev"])
+            .contains("no active session")
+    );
 
     let history = home.json(&["sessions", "history", "dev"]);
     assert_eq!(history.as_array().unwrap().len(), 1);
     let id = history[0]["id"].as_i64().unwrap();
-    let mut keys: Vec<&str> = history[0].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    let mut keys: Vec<&str> = history[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
     keys.sort();
-    assert_eq!(keys, ["archived_at", "created_at", "group", "id", "name", "session_id"]);
+    assert_eq!(
+        keys,
+        [
+            "archived_at",
+            "created_at",
+            "group",
+            "id",
+            "name",
+            "session_id"
+        ]
+    );
 
     // A history id of another group is not found, and changes nothing.
     let err = home.fails(&["sessions", "resume", "main", &id.to_string()]);
@@ -124,7 +199,12 @@ fn sessions_through_the_cli() {
 
     let resumed = home.json(&["sessions", "resume", "dev", &id.to_string()]);
     assert_eq!(resumed["pointer"]["session_id"], A);
-    assert!(home.json(&["sessions", "history", "dev"]).as_array().unwrap().is_empty());
+    assert!(
+        home.json(&["sessions", "history", "dev"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     // Clearing with no transcript on disk still bookmarks the session.
     home.ok(&["sessions", "clear", "dev", "--name", "Again"]);
@@ -136,10 +216,31 @@ fn sessions_through_the_cli() {
 fn archive_never_overwrites() {
     let home = TestHome::new();
     let f = fixture("spotter-short.jsonl");
-    let first = home.ok(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
+    let first = home.ok(&[
+        "archive",
+        f.to_str().unwrap(),
+        "--group",
+        "main",
+        "--name",
+        "Same name",
+    ]);
     let original = std::fs::read_to_string(first.trim()).unwrap();
-    let second = home.ok(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
-    let third = home.json(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
+    let second = home.ok(&[
+        "archive",
+        f.to_str().unwrap(),
+        "--group",
+        "main",
+        "--name",
+        "Same name",
+    ]);
+    let third = home.json(&[
+        "archive",
+        f.to_str().unwrap(),
+        "--group",
+        "main",
+        "--name",
+        "Same name",
+    ]);
     assert!(first.trim().ends_with("-same-name.md"));
     assert!(second.trim().ends_with("-same-name-2.md"));
     assert!(third["path"].as_str().unwrap().ends_with("-same-name-3.md"));
@@ -156,11 +257,30 @@ fn archive_never_overwrites() {
     // A file deleted by hand keeps its row (and its search entry); the name
     // is not reused, the next archive of that title still lands.
     std::fs::remove_file(first.trim()).unwrap();
-    let fourth = home.json(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Same name"]);
-    assert!(fourth["path"].as_str().unwrap().ends_with("-same-name-4.md"), "{fourth}");
+    let fourth = home.json(&[
+        "archive",
+        f.to_str().unwrap(),
+        "--group",
+        "main",
+        "--name",
+        "Same name",
+    ]);
+    assert!(
+        fourth["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("-same-name-4.md"),
+        "{fourth}"
+    );
     let rows: i64 = home
         .store()
-        .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM conversation_archives", [], |r| r.get(0))?))
+        .read_blocking(|c| {
+            Ok(
+                c.query_row("SELECT count(*) FROM conversation_archives", [], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
         .unwrap();
     assert_eq!(rows, 4);
 }
@@ -170,11 +290,22 @@ fn foreign_g2_variables_are_not_settings() {
     let home = TestHome::new();
     let out = home.g2_with(
         &["groups", "list"],
-        &[("G2_SKIP_DOCKER", "1"), ("G2_FIXTURES", "/nowhere"), ("G2_SETUP_QUIET", "1")],
+        &[
+            ("G2_SKIP_DOCKER", "1"),
+            ("G2_FIXTURES", "/nowhere"),
+            ("G2_SETUP_QUIET", "1"),
+        ],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A typo inside a known section is still an error.
-    let out = home.g2_with(&["groups", "list"], &[("G2_ARCHIVE__MAX_MESAGE_CHARS", "5")]);
+    let out = home.g2_with(
+        &["groups", "list"],
+        &[("G2_ARCHIVE__MAX_MESAGE_CHARS", "5")],
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_mesage_chars"));
 }
@@ -185,10 +316,20 @@ fn concurrent_archives_of_one_name_all_land() {
     let f = fixture("spotter-short.jsonl");
     let children: Vec<_> = (0..8)
         .map(|_| {
-            home.command(&["archive", f.to_str().unwrap(), "--group", "main", "--name", "Race"], &[])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            home.command(
+                &[
+                    "archive",
+                    f.to_str().unwrap(),
+                    "--group",
+                    "main",
+                    "--name",
+                    "Race",
+                ],
+                &[],
+            )
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     let mut paths: Vec<String> = children
@@ -204,7 +345,13 @@ fn concurrent_archives_of_one_name_all_land() {
     assert_eq!(paths.len(), 8, "two archives got one file");
     let rows: i64 = home
         .store()
-        .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM conversation_archives", [], |r| r.get(0))?))
+        .read_blocking(|c| {
+            Ok(
+                c.query_row("SELECT count(*) FROM conversation_archives", [], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
         .unwrap();
     assert_eq!(rows, 8);
 }
@@ -213,7 +360,12 @@ fn concurrent_archives_of_one_name_all_land() {
 fn settings_file_and_environment_apply() {
     let home = TestHome::new();
     std::fs::write(home.path().join("g2.toml"), "assistant_name = \"Andy\"\n").unwrap();
-    let out = home.ok(&["archive", fixture("spotter-short.jsonl").to_str().unwrap(), "--group", "main"]);
+    let out = home.ok(&[
+        "archive",
+        fixture("spotter-short.jsonl").to_str().unwrap(),
+        "--group",
+        "main",
+    ]);
     let md = std::fs::read_to_string(out.trim()).unwrap();
     assert!(md.contains("**Andy**: "), "{md}");
     std::fs::write(home.path().join("g2.toml"), "no_such_setting = 1\n").unwrap();

@@ -9,7 +9,17 @@ fn doctor_reports_every_part() {
     let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let checks = checks.as_array().unwrap();
     let names: Vec<&str> = checks.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["database", "folders", "docker", "claude-code", "model", "image"]);
+    assert_eq!(
+        names,
+        [
+            "database",
+            "folders",
+            "docker",
+            "claude-code",
+            "model",
+            "image"
+        ]
+    );
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();
     // A missing image is not a failure: `g2 run` builds it.
     assert_eq!(get("image")["ok"], true, "{}", get("image"));
@@ -23,11 +33,21 @@ fn doctor_reports_every_part() {
     }
     if require("Claude Code", claude_ok) {
         let detail = get("claude-code")["detail"].as_str().unwrap();
-        assert!(detail.contains(g2_host::CLAUDE_CODE_VERSION.trim()), "{detail}");
+        assert!(
+            detail.contains(g2_host::CLAUDE_CODE_VERSION.trim()),
+            "{detail}"
+        );
     }
     // No key in g2's environment (the test strips ANTHROPIC_*): offline.
     assert_eq!(get("model")["ok"], true);
-    assert!(get("model")["detail"].as_str().unwrap().starts_with("offline"), "{}", get("model"));
+    assert!(
+        get("model")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("offline"),
+        "{}",
+        get("model")
+    );
     assert_eq!(out.status.success(), docker_ok && claude_ok);
 }
 
@@ -38,19 +58,40 @@ fn doctor_names_the_provider_and_the_key_source_never_the_key() {
     let run = |env: &[(&str, &str)]| {
         let out = home.g2_with(&["doctor", "--json"], env);
         let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let model = checks.as_array().unwrap().iter().find(|c| c["name"] == "model").unwrap().clone();
+        let model = checks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "model")
+            .unwrap()
+            .clone();
         assert!(!String::from_utf8_lossy(&out.stdout).contains(key));
         assert!(!String::from_utf8_lossy(&out.stderr).contains(key));
         model
     };
     let m = run(&[("ANTHROPIC_API_KEY", key)]);
     assert_eq!(m["ok"], true);
-    assert!(m["detail"].as_str().unwrap().contains("anthropic at https://api.anthropic.com (ANTHROPIC_API_KEY from the environment)"), "{m}");
+    assert!(
+        m["detail"].as_str().unwrap().contains(
+            "anthropic at https://api.anthropic.com (ANTHROPIC_API_KEY from the environment)"
+        ),
+        "{m}"
+    );
 
-    std::fs::write(home.path().join(".env"), format!("# host secrets\nANTHROPIC_API_KEY={key}\n")).unwrap();
+    std::fs::write(
+        home.path().join(".env"),
+        format!("# host secrets\nANTHROPIC_API_KEY={key}\n"),
+    )
+    .unwrap();
     let m = run(&[("G2_MODEL", "claude-x")]);
     assert!(m["detail"].as_str().unwrap().contains(".env"), "{m}");
-    assert!(m["detail"].as_str().unwrap().ends_with("model pinned to claude-x"), "{m}");
+    assert!(
+        m["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("model pinned to claude-x"),
+        "{m}"
+    );
 
     let m = run(&[("G2_PROVIDER", "offline")]);
     assert!(m["detail"].as_str().unwrap().starts_with("offline"), "{m}");
@@ -58,7 +99,10 @@ fn doctor_names_the_provider_and_the_key_source_never_the_key() {
     std::fs::remove_file(home.path().join(".env")).unwrap();
     let m = run(&[("G2_PROVIDER", "anthropic")]);
     assert_eq!(m["ok"], false);
-    assert!(m["detail"].as_str().unwrap().contains("ANTHROPIC_API_KEY"), "{m}");
+    assert!(
+        m["detail"].as_str().unwrap().contains("ANTHROPIC_API_KEY"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -70,7 +114,10 @@ fn doctor_explains_an_uninitialised_home() {
     let db = text.lines().find(|l| l.starts_with("database")).unwrap();
     assert!(db.contains("FAIL") && db.contains("g2 init"), "{db}");
     let folders = text.lines().find(|l| l.starts_with("folders")).unwrap();
-    assert!(folders.contains("FAIL") && folders.contains("g2 init"), "{folders}");
+    assert!(
+        folders.contains("FAIL") && folders.contains("g2 init"),
+        "{folders}"
+    );
 }
 
 #[test]
@@ -85,7 +132,15 @@ fn doctor_names_a_claude_path_that_does_not_run() {
     let out = home.g2(&["doctor", "--json"]);
     assert!(!out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let c = v.as_array().unwrap().iter().find(|c| c["name"] == "claude-code").unwrap();
+    let c = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "claude-code")
+        .unwrap();
     assert_eq!(c["ok"], false);
-    assert!(c["detail"].as_str().unwrap().contains("does not run"), "{c}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("does not run"),
+        "{c}"
+    );
 }

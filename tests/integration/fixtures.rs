@@ -100,8 +100,18 @@ fn parser_reads_every_fixture_without_malformed_lines() {
         assert_eq!(t.stats.malformed, 0, "{}", f.file);
         assert_eq!(t.stats.oversized, 0, "{}", f.file);
         assert_eq!(t.user_turns(), f.user_turns, "user turns of {}", f.file);
-        assert_eq!(t.assistant_turns(), f.assistant_turns, "assistant turns of {}", f.file);
-        assert_eq!(t.compactions().count(), f.compactions, "compactions of {}", f.file);
+        assert_eq!(
+            t.assistant_turns(),
+            f.assistant_turns,
+            "assistant turns of {}",
+            f.file
+        );
+        assert_eq!(
+            t.compactions().count(),
+            f.compactions,
+            "compactions of {}",
+            f.file
+        );
         // Turns alternate with compactions in between: no two turns of one
         // role follow each other.
         for w in t.entries.windows(2) {
@@ -124,13 +134,23 @@ fn turns(md: &str, who: &str) -> usize {
 fn every_fixture_archives_with_the_right_content() {
     let home = TestHome::new();
     for f in FIXTURES {
-        let out = home.ok(&["archive", fixture(f.file).to_str().unwrap(), "--group", "main"]);
+        let out = home.ok(&[
+            "archive",
+            fixture(f.file).to_str().unwrap(),
+            "--group",
+            "main",
+        ]);
         let path = std::path::PathBuf::from(out.trim());
         let md = std::fs::read_to_string(&path).unwrap();
         assert!(path.starts_with(home.path().join("groups/main/conversations")));
 
         let mut lines = md.lines();
-        assert_eq!(lines.next(), Some(format!("# {}", f.title).as_str()), "{}", f.file);
+        assert_eq!(
+            lines.next(),
+            Some(format!("# {}", f.title).as_str()),
+            "{}",
+            f.file
+        );
         assert_eq!(lines.next(), Some(""));
         assert!(lines.next().unwrap().starts_with("Archived: "));
         assert_eq!(lines.next(), Some(""));
@@ -163,13 +183,18 @@ fn messages_are_cut_at_2000_characters() {
 
     let out = home.ok(&[
         "archive",
-        fixture("spotter-auto-compact-4d5611e5.jsonl").to_str().unwrap(),
+        fixture("spotter-auto-compact-4d5611e5.jsonl")
+            .to_str()
+            .unwrap(),
         "--group",
         "main",
     ]);
     let md = std::fs::read_to_string(out.trim()).unwrap();
     let kept: String = summary.chars().take(2000).collect();
-    assert!(md.contains(&format!("**Summary**: {kept}…")), "summary not cut at 2,000");
+    assert!(
+        md.contains(&format!("**Summary**: {kept}…")),
+        "summary not cut at 2,000"
+    );
     let next: String = summary.chars().take(2001).collect();
     assert!(!md.contains(&next));
 
@@ -195,14 +220,29 @@ fn hostile_transcripts_archive_without_error() {
     s.push('\n');
     s.push_str(r#"{"type":"cost-state","x":1}"#);
     s.push('\n');
-    s.push_str(&format!(r#"{{"type":"user","message":{{"content":"{huge}"}}}}"#));
+    s.push_str(&format!(
+        r#"{{"type":"user","message":{{"content":"{huge}"}}}}"#
+    ));
     s.push('\n');
-    s.push_str(r#"{"type":"assistant","message":{"content":[{"type":"text","text":"still here"}]}}"#);
+    s.push_str(
+        r#"{"type":"assistant","message":{"content":[{"type":"text","text":"still here"}]}}"#,
+    );
     s.push('\n');
     std::fs::write(&path, &s).unwrap();
 
-    let out = home.g2(&["archive", path.to_str().unwrap(), "--group", "main", "--name", "Hostile"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = home.g2(&[
+        "archive",
+        path.to_str().unwrap(),
+        "--group",
+        "main",
+        "--name",
+        "Hostile",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("skipped 3 malformed"), "{stderr}");
     let md = std::fs::read_to_string(String::from_utf8(out.stdout).unwrap().trim()).unwrap();

@@ -49,7 +49,10 @@ impl GatewayProcess {
         let lines = lines_until(&mut child, "try");
         if !lines.last().is_some_and(|l| l.starts_with("try")) {
             let _ = child.wait();
-            panic!("g2 gateway ended early: {}", std::fs::read_to_string(&log).unwrap_or_default());
+            panic!(
+                "g2 gateway ended early: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
         }
         let (mut url, mut sockets) = (None, HashMap::new());
         for line in &lines {
@@ -62,15 +65,26 @@ impl GatewayProcess {
                 _ => {}
             }
         }
-        GatewayProcess { child, url: url.expect("listening line"), sockets, log, _logdir: logdir }
+        GatewayProcess {
+            child,
+            url: url.expect("listening line"),
+            sockets,
+            log,
+            _logdir: logdir,
+        }
     }
 
     /// Stops it the way an operator would (SIGTERM) and returns its log.
     fn stop(mut self) -> String {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "g2 gateway did not stop on SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "g2 gateway did not stop on SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         std::fs::read_to_string(&self.log).unwrap()
@@ -122,7 +136,8 @@ fn claude(claude_bin: &Path, dir: &Path, url: &str, prompt: &str, args: &[&str])
         "claude {args:?} failed: {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("claude output is not JSON ({e}): {stdout}"))
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("claude output is not JSON ({e}): {stdout}"))
 }
 
 fn transcript_lines(path: &Path) -> Vec<Value> {
@@ -136,7 +151,9 @@ fn transcript_lines(path: &Path) -> Vec<Value> {
 #[test]
 fn claude_code_runs_end_to_end_on_the_offline_model() {
     let home = TestHome::new();
-    let Some(claude_bin) = g2_host::doctor::find_claude(&home.home(), &g2_host::config::Settings::default()) else {
+    let Some(claude_bin) =
+        g2_host::doctor::find_claude(&home.home(), &g2_host::config::Settings::default())
+    else {
         require("Claude Code (tools/claude-code)", false);
         return;
     };
@@ -157,16 +174,25 @@ fn claude_code_runs_end_to_end_on_the_offline_model() {
 
     // A plain turn comes back quoted.
     let first = claude("hello from the gateway test", &[]);
-    assert_eq!(first["result"], "Offline model (g2) received: \"hello from the gateway test\"");
+    assert_eq!(
+        first["result"],
+        "Offline model (g2) received: \"hello from the gateway test\""
+    );
     let sid = first["session_id"].as_str().unwrap().to_string();
 
     // --resume keeps the session.
     let second = claude("what did I say?", &["--resume", &sid]);
     assert_eq!(second["session_id"], sid.as_str());
-    assert_eq!(second["result"], "Offline model (g2) received: \"what did I say?\"");
+    assert_eq!(
+        second["result"],
+        "Offline model (g2) received: \"what did I say?\""
+    );
 
     // g2:bash runs the real Bash tool; the answer carries its output.
-    let bash = claude("g2:bash echo hi", &["--resume", &sid, "--allowedTools", "Bash"]);
+    let bash = claude(
+        "g2:bash echo hi",
+        &["--resume", &sid, "--allowedTools", "Bash"],
+    );
     assert_eq!(bash["result"], "g2:bash echo hi: hi");
 
     // g2:remember appends to CLAUDE.md through Read and Write.
@@ -174,7 +200,13 @@ fn claude_code_runs_end_to_end_on_the_offline_model() {
         "g2:remember The user prefers green tea.",
         &["--resume", &sid, "--allowedTools", "Read,Write"],
     );
-    assert!(remember["result"].as_str().unwrap().starts_with("g2:remember: added to"), "{remember}");
+    assert!(
+        remember["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("g2:remember: added to"),
+        "{remember}"
+    );
     assert_eq!(
         std::fs::read_to_string(dir.join("CLAUDE.md")).unwrap(),
         "# Test group\n\nBe brief.\nThe user prefers green tea.\n"
@@ -183,22 +215,34 @@ fn claude_code_runs_end_to_end_on_the_offline_model() {
     // /compact fires PreCompact and leaves a compact_boundary.
     let compact = claude("/compact", &["--resume", &sid]);
     assert_eq!(compact["session_id"], sid.as_str());
-    let hook: Value = serde_json::from_str(&std::fs::read_to_string(&hook_out).expect("PreCompact hook ran")).unwrap();
+    let hook: Value =
+        serde_json::from_str(&std::fs::read_to_string(&hook_out).expect("PreCompact hook ran"))
+            .unwrap();
     assert_eq!(hook["hook_event_name"], "PreCompact");
     assert_eq!(hook["trigger"], "manual");
     assert_eq!(hook["session_id"], sid.as_str());
     let transcript = PathBuf::from(hook["transcript_path"].as_str().unwrap());
     let lines = transcript_lines(&transcript);
-    assert!(lines.iter().any(|l| l["type"] == "system" && l["subtype"] == "compact_boundary"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "system" && l["subtype"] == "compact_boundary")
+    );
     let summary = lines
         .iter()
         .find(|l| l["isCompactSummary"] == true)
         .expect("a compaction summary line");
-    assert!(lines.iter().any(|l| l["type"] == "assistant"
-        && l["message"]["content"].as_array().is_some_and(|c| c.iter().any(|b| b["name"] == "Bash")))
-    );
+    assert!(lines.iter().any(|l| {
+        l["type"] == "assistant"
+            && l["message"]["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["name"] == "Bash"))
+    }));
     let summary_text = summary["message"]["content"].to_string();
-    assert!(summary_text.contains("hello from the gateway test"), "{summary_text}");
+    assert!(
+        summary_text.contains("hello from the gateway test"),
+        "{summary_text}"
+    );
     assert!(summary_text.contains("Bash"), "{summary_text}");
 
     // Every transcript Claude Code wrote archives cleanly.
@@ -212,9 +256,18 @@ fn claude_code_runs_end_to_end_on_the_offline_model() {
         assert_eq!(parsed.stats.malformed, 0, "{}", entry.display());
         let out = home.json(&["archive", entry.to_str().unwrap(), "--group", "main"]);
         let md = std::fs::read_to_string(home.path().join(out["path"].as_str().unwrap())).unwrap();
-        assert!(!md.contains("\"type\":"), "JSON leaked into {}", out["path"]);
+        assert!(
+            !md.contains("\"type\":"),
+            "JSON leaked into {}",
+            out["path"]
+        );
         if entry == transcript {
-            for want in ["hello from the gateway test", "what did I say?", "**Summary**", "Conversation compacted"] {
+            for want in [
+                "hello from the gateway test",
+                "what did I say?",
+                "**Summary**",
+                "Conversation compacted",
+            ] {
                 assert!(md.contains(want), "archive lacks {want:?}:\n{md}");
             }
             assert!(!md.contains("<system-reminder>"), "{md}");
@@ -231,7 +284,11 @@ fn claude_code_runs_end_to_end_on_the_offline_model() {
         .map(|r| r["requests"].as_u64().unwrap())
         .sum();
     assert!(local >= 8, "{rows:?}");
-    assert!(rows.iter().all(|r| r["provider"] == "offline" && r["errors"] == 0), "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|r| r["provider"] == "offline" && r["errors"] == 0),
+        "{rows:?}"
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -279,7 +336,11 @@ impl Upstream {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
             .collect();
-        let pq = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+        let pq = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
         let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         self.seen.lock().unwrap().push((pq, headers, body.clone()));
         body
@@ -287,12 +348,16 @@ impl Upstream {
 }
 
 fn sse_events(text: &str) -> Vec<Bytes> {
-    text.split_inclusive("\n\n").map(|e| Bytes::from(e.to_string())).collect()
+    text.split_inclusive("\n\n")
+        .map(|e| Bytes::from(e.to_string()))
+        .collect()
 }
 
 fn body_from(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
     Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
     }))
 }
 
@@ -311,10 +376,22 @@ async fn replay(State(u): State<Upstream>, req: Request) -> Response {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
         });
-        ([("content-type", "text/event-stream"), ("request-id", "req_replay")], body_from(rx)).into_response()
+        (
+            [
+                ("content-type", "text/event-stream"),
+                ("request-id", "req_replay"),
+            ],
+            body_from(rx),
+        )
+            .into_response()
     };
     let json_reply = |status: u16, text: String| {
-        (StatusCode::from_u16(status).unwrap(), [("content-type", "application/json")], text).into_response()
+        (
+            StatusCode::from_u16(status).unwrap(),
+            [("content-type", "application/json")],
+            text,
+        )
+            .into_response()
     };
     match body["model"].as_str().unwrap_or("") {
         "replay-stream" => sse(recorded("stream.sse")),
@@ -355,10 +432,18 @@ async fn replay_count(State(u): State<Upstream>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     u.record(&Request::from_parts(parts, Body::empty()), &bytes);
-    ([("content-type", "application/json")], "{\"input_tokens\":42}").into_response()
+    (
+        [("content-type", "application/json")],
+        "{\"input_tokens\":42}",
+    )
+        .into_response()
 }
 
-async fn post_json(client: &reqwest::Client, url: &str, body: Value) -> (u16, HashMap<String, String>, String) {
+async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    body: Value,
+) -> (u16, HashMap<String, String>, String) {
     let resp = client
         .post(url)
         .header("x-api-key", "caller-placeholder")
@@ -390,7 +475,11 @@ async fn anthropic_provider_relays_answers_and_never_leaks_the_key() {
     let key = format!("sk-ant-test-{}", uuid::Uuid::new_v4().simple());
     let gw = GatewayProcess::start(
         &home,
-        &[("ANTHROPIC_API_KEY", &key), ("G2_GATEWAY__UPSTREAM_URL", &base), ("G2_LOG", "trace")],
+        &[
+            ("ANTHROPIC_API_KEY", &key),
+            ("G2_GATEWAY__UPSTREAM_URL", &base),
+            ("G2_LOG", "trace"),
+        ],
     );
     let client = http_client();
     let url = format!("{}/v1/messages?beta=true", gw.url);
@@ -400,15 +489,25 @@ async fn anthropic_provider_relays_answers_and_never_leaks_the_key() {
     assert_eq!(status, 200);
     assert!(headers["content-type"].starts_with("text/event-stream"));
     assert_eq!(headers["request-id"], "req_replay");
-    assert_eq!(body, recorded("stream.sse"), "the stream must be relayed byte for byte");
+    assert_eq!(
+        body,
+        recorded("stream.sse"),
+        "the stream must be relayed byte for byte"
+    );
     bodies.push(body);
 
     let (status, _, body) = post_json(&client, &url, request("replay-message", false)).await;
     assert_eq!(status, 200);
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), serde_json::from_str::<Value>(&recorded("message.json")).unwrap());
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        serde_json::from_str::<Value>(&recorded("message.json")).unwrap()
+    );
     bodies.push(body);
 
-    for (model, want_status, fixture) in [("replay-overloaded", 529, "overloaded.json"), ("replay-invalid", 400, "invalid_request.json")] {
+    for (model, want_status, fixture) in [
+        ("replay-overloaded", 529, "overloaded.json"),
+        ("replay-invalid", 400, "invalid_request.json"),
+    ] {
         let (status, _, body) = post_json(&client, &url, request(model, true)).await;
         assert_eq!(status, want_status, "{model}");
         assert_eq!(body.trim(), recorded(fixture).trim(), "{model}");
@@ -421,7 +520,13 @@ async fn anthropic_provider_relays_answers_and_never_leaks_the_key() {
     let err: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(err["type"], "error");
     assert_eq!(err["error"]["type"], "api_error");
-    assert!(err["error"]["message"].as_str().unwrap().contains("[redacted]"), "{body}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("[redacted]"),
+        "{body}"
+    );
     bodies.push(body);
 
     let (status, _, body) = post_json(&client, &url, request("replay-stream-error", true)).await;
@@ -429,7 +534,12 @@ async fn anthropic_provider_relays_answers_and_never_leaks_the_key() {
     assert!(body.contains("event: error"));
     bodies.push(body);
 
-    let (status, _, body) = post_json(&client, &format!("{}/v1/messages/count_tokens", gw.url), request("replay-message", false)).await;
+    let (status, _, body) = post_json(
+        &client,
+        &format!("{}/v1/messages/count_tokens", gw.url),
+        request("replay-message", false),
+    )
+    .await;
     assert_eq!((status, body.as_str()), (200, "{\"input_tokens\":42}"));
 
     // Upstream got the host's key, the caller's headers and query, never the
@@ -439,33 +549,59 @@ async fn anthropic_provider_relays_answers_and_never_leaks_the_key() {
         assert_eq!(seen.len(), 7);
         for (pq, headers, _) in seen.iter() {
             assert_eq!(headers.get("x-api-key"), Some(&key));
-            assert_eq!(headers.get("anthropic-beta").map(String::as_str), Some("test-beta-2026"));
-            assert!(!headers.values().any(|v| v.contains("caller-placeholder")), "{headers:?}");
-            assert!(pq == "/v1/messages?beta=true" || pq == "/v1/messages/count_tokens", "{pq}");
+            assert_eq!(
+                headers.get("anthropic-beta").map(String::as_str),
+                Some("test-beta-2026")
+            );
+            assert!(
+                !headers.values().any(|v| v.contains("caller-placeholder")),
+                "{headers:?}"
+            );
+            assert!(
+                pq == "/v1/messages?beta=true" || pq == "/v1/messages/count_tokens",
+                "{pq}"
+            );
         }
     }
 
     let log = gw.stop();
-    assert!(log.contains("model request"), "the trace log is empty?\n{log}");
-    for (what, text) in bodies.iter().map(|b| ("a response", b.as_str())).chain([("the log", log.as_str())]) {
+    assert!(
+        log.contains("model request"),
+        "the trace log is empty?\n{log}"
+    );
+    for (what, text) in bodies
+        .iter()
+        .map(|b| ("a response", b.as_str()))
+        .chain([("the log", log.as_str())])
+    {
         assert!(!text.contains(&key), "the key appeared in {what}");
     }
     for f in ["data/g2.db", "data/g2.db-wal"] {
         if let Ok(bytes) = std::fs::read(home.path().join(f)) {
-            assert!(memchr::memmem::find(&bytes, key.as_bytes()).is_none(), "the key is stored in {f}");
+            assert!(
+                memchr::memmem::find(&bytes, key.as_bytes()).is_none(),
+                "the key is stored in {f}"
+            );
         }
     }
 
     // Usage is read from what upstream reported.
     let rows = usage(&home);
-    let row = |model: &str| rows.iter().find(|r| r["model"] == model).unwrap_or_else(|| panic!("{model}: {rows:?}"));
+    let row = |model: &str| {
+        rows.iter()
+            .find(|r| r["model"] == model)
+            .unwrap_or_else(|| panic!("{model}: {rows:?}"))
+    };
     assert_eq!(row("replay-stream")["input_tokens"], 472);
     assert_eq!(row("replay-stream")["cache_read_tokens"], 2048);
     assert_eq!(row("replay-stream")["output_tokens"], 15);
     assert_eq!(row("replay-message")["output_tokens"], 503);
     assert_eq!(row("replay-overloaded")["errors"], 1);
     assert_eq!(row("replay-stream-error")["errors"], 1);
-    assert!(rows.iter().all(|r| r["group"] == "@local" && r["provider"] == "anthropic"));
+    assert!(
+        rows.iter()
+            .all(|r| r["group"] == "@local" && r["provider"] == "anthropic")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,7 +609,13 @@ async fn streamed_events_are_relayed_before_upstream_finishes() {
     let upstream = Upstream::default();
     let base = upstream.start().await;
     let home = TestHome::new();
-    let gw = GatewayProcess::start(&home, &[("ANTHROPIC_API_KEY", "sk-ant-test"), ("G2_GATEWAY__UPSTREAM_URL", &base)]);
+    let gw = GatewayProcess::start(
+        &home,
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant-test"),
+            ("G2_GATEWAY__UPSTREAM_URL", &base),
+        ],
+    );
     let resp = http_client()
         .post(format!("{}/v1/messages", gw.url))
         .json(&request("replay-hold", true))
@@ -488,7 +630,10 @@ async fn streamed_events_are_relayed_before_upstream_finishes() {
         .unwrap()
         .unwrap();
     assert!(String::from_utf8_lossy(&first).starts_with("event: message_start"));
-    assert!(!upstream.finished.load(Ordering::SeqCst), "upstream had already finished");
+    assert!(
+        !upstream.finished.load(Ordering::SeqCst),
+        "upstream had already finished"
+    );
     upstream.release.notify_one();
     let mut all = first.to_vec();
     while let Some(chunk) = stream.next().await {
@@ -507,13 +652,24 @@ async fn each_socket_is_its_groups_identity() {
     let a = gw.sockets["alpha"].clone();
     let a = &a;
     assert_eq!(a, &home.path().join("data/ipc/alpha/model.sock"));
-    assert_eq!(gw.sockets["beta"], home.path().join("data/ipc/beta/model.sock"));
+    assert_eq!(
+        gw.sockets["beta"],
+        home.path().join("data/ipc/beta/model.sock")
+    );
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(a).unwrap().permissions().mode() & 0o777, 0o666);
+        assert_eq!(
+            std::fs::metadata(a).unwrap().permissions().mode() & 0o777,
+            0o666
+        );
     }
     for _ in 0..3 {
-        let (status, _, body) = post_json(&socket_client(a), "http://g2/v1/messages", request("m-alpha", false)).await;
+        let (status, _, body) = post_json(
+            &socket_client(a),
+            "http://g2/v1/messages",
+            request("m-alpha", false),
+        )
+        .await;
         assert_eq!(status, 200, "{body}");
         assert!(body.contains("received: \\\"Hello\\\""), "{body}");
     }
@@ -528,37 +684,75 @@ async fn each_socket_is_its_groups_identity() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let (status, _, _) = post_json(&http_client(), &format!("{}/v1/messages", gw.url), request("m-tcp", true)).await;
+    let (status, _, _) = post_json(
+        &http_client(),
+        &format!("{}/v1/messages", gw.url),
+        request("m-tcp", true),
+    )
+    .await;
     assert_eq!(status, 200);
-    let (status, _, body) = post_json(&socket_client(a), "http://g2/v1/messages/count_tokens", request("m-alpha", false)).await;
+    let (status, _, body) = post_json(
+        &socket_client(a),
+        "http://g2/v1/messages/count_tokens",
+        request("m-alpha", false),
+    )
+    .await;
     assert_eq!(status, 200);
-    assert!(serde_json::from_str::<Value>(&body).unwrap()["input_tokens"].as_u64().unwrap() > 0);
+    assert!(
+        serde_json::from_str::<Value>(&body).unwrap()["input_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
 
     // Killed hard, the host leaves its socket files behind; the next start
     // replaces them. (Usage rows are written just after each answer; wait
     // for them so the kill does not race the writer.)
     let alpha_rows = |home: &TestHome| {
-        usage(home).iter().filter(|r| r["group"] == "alpha").map(|r| r["requests"].as_u64().unwrap()).sum::<u64>()
+        usage(home)
+            .iter()
+            .filter(|r| r["group"] == "alpha")
+            .map(|r| r["requests"].as_u64().unwrap())
+            .sum::<u64>()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while alpha_rows(&home) < 5 {
-        assert!(std::time::Instant::now() < deadline, "usage rows were not written");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "usage rows were not written"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(gw);
     assert!(a.exists());
     let gw = GatewayProcess::start(&home, &[("G2_PROVIDER", "offline")]);
-    let (status, _, _) = post_json(&socket_client(a), "http://g2/v1/messages", request("m-alpha", false)).await;
+    let (status, _, _) = post_json(
+        &socket_client(a),
+        "http://g2/v1/messages",
+        request("m-alpha", false),
+    )
+    .await;
     assert_eq!(status, 200);
     gw.stop();
 
     let rows = usage(&home);
-    let by_group = |g: &str| rows.iter().filter(|r| r["group"] == g).map(|r| r["requests"].as_u64().unwrap()).sum::<u64>();
+    let by_group = |g: &str| {
+        rows.iter()
+            .filter(|r| r["group"] == g)
+            .map(|r| r["requests"].as_u64().unwrap())
+            .sum::<u64>()
+    };
     assert_eq!(by_group("alpha"), 6, "{rows:?}");
     assert_eq!(by_group("beta"), 0, "{rows:?}");
     assert_eq!(by_group("@local"), 1, "{rows:?}");
     let only_alpha = home.json(&["usage", "--group", "alpha"]);
-    assert!(only_alpha.as_array().unwrap().iter().all(|r| r["group"] == "alpha"));
+    assert!(
+        only_alpha
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["group"] == "alpha")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -571,19 +765,36 @@ async fn limits_refuse_with_anthropic_errors() {
         "[gateway]\nmax_concurrent = 1\ndaily_tokens = 1000\n",
     )
     .unwrap();
-    let gw = GatewayProcess::start(&home, &[("ANTHROPIC_API_KEY", "sk-ant-test"), ("G2_GATEWAY__UPSTREAM_URL", &base)]);
+    let gw = GatewayProcess::start(
+        &home,
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant-test"),
+            ("G2_GATEWAY__UPSTREAM_URL", &base),
+        ],
+    );
     let client = http_client();
     let url = format!("{}/v1/messages", gw.url);
 
     // One request in flight takes the only slot.
-    let held = client.post(&url).json(&request("replay-hold", true)).send().await.unwrap();
+    let held = client
+        .post(&url)
+        .json(&request("replay-hold", true))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(held.status(), 200);
     let (status, headers, body) = post_json(&client, &url, request("replay-stream", true)).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(headers.get("retry-after").map(String::as_str), Some("1"));
     let err: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(err["error"]["type"], "rate_limit_error");
-    assert!(err["error"]["message"].as_str().unwrap().contains("max_concurrent"), "{body}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_concurrent"),
+        "{body}"
+    );
 
     // The held answer completes: 472 + 2048 + 15 tokens, over the budget.
     upstream.release.notify_one();
@@ -592,43 +803,93 @@ async fn limits_refuse_with_anthropic_errors() {
 
     let (status, headers, body) = post_json(&client, &url, request("replay-stream", true)).await;
     assert_eq!(status, 429, "{body}");
-    assert_eq!(headers.get("x-should-retry").map(String::as_str), Some("false"));
+    assert_eq!(
+        headers.get("x-should-retry").map(String::as_str),
+        Some("false")
+    );
     let err: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(err["error"]["type"], "rate_limit_error");
-    assert!(err["error"]["message"].as_str().unwrap().contains("2535 of its 1000 tokens"), "{body}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2535 of its 1000 tokens"),
+        "{body}"
+    );
     gw.stop();
 
     let rows = usage(&home);
     let refused: u64 = rows.iter().map(|r| r["refused"].as_u64().unwrap()).sum();
     assert_eq!(refused, 2, "{rows:?}");
-    assert_eq!(upstream.seen.lock().unwrap().len(), 1, "refused requests must not reach upstream");
+    assert_eq!(
+        upstream.seen.lock().unwrap().len(),
+        1,
+        "refused requests must not reach upstream"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_clear_anthropic_errors() {
     let home = TestHome::new();
-    let gw = GatewayProcess::start(&home, &[("G2_PROVIDER", "offline"), ("G2_GATEWAY__MAX_REQUEST_BYTES", "4096")]);
+    let gw = GatewayProcess::start(
+        &home,
+        &[
+            ("G2_PROVIDER", "offline"),
+            ("G2_GATEWAY__MAX_REQUEST_BYTES", "4096"),
+        ],
+    );
     let client = http_client();
     let url = format!("{}/v1/messages", gw.url);
     let error_of = |body: &str| -> (String, String) {
         let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
         assert_eq!(v["type"], "error");
-        (v["error"]["type"].as_str().unwrap().into(), v["error"]["message"].as_str().unwrap().into())
+        (
+            v["error"]["type"].as_str().unwrap().into(),
+            v["error"]["message"].as_str().unwrap().into(),
+        )
     };
     let cases: Vec<(Bytes, u16, &str)> = vec![
-        (Bytes::from_static(b"{not json"), 400, "invalid_request_error"),
-        (Bytes::from_static(b"{\"max_tokens\":5}"), 400, "invalid_request_error"),
-        (Bytes::from_static(b"{\"model\":\"m\",\"messages\":\"nope\"}"), 400, "invalid_request_error"),
-        (Bytes::from(format!("{{\"model\":\"m\",\"pad\":\"{}\"}}", "x".repeat(8000))), 413, "request_too_large"),
+        (
+            Bytes::from_static(b"{not json"),
+            400,
+            "invalid_request_error",
+        ),
+        (
+            Bytes::from_static(b"{\"max_tokens\":5}"),
+            400,
+            "invalid_request_error",
+        ),
+        (
+            Bytes::from_static(b"{\"model\":\"m\",\"messages\":\"nope\"}"),
+            400,
+            "invalid_request_error",
+        ),
+        (
+            Bytes::from(format!(
+                "{{\"model\":\"m\",\"pad\":\"{}\"}}",
+                "x".repeat(8000)
+            )),
+            413,
+            "request_too_large",
+        ),
     ];
     for (body, want, kind) in cases {
         let resp = client.post(&url).body(body.clone()).send().await.unwrap();
-        assert_eq!(resp.status().as_u16(), want, "{:?}", &body[..body.len().min(40)]);
+        assert_eq!(
+            resp.status().as_u16(),
+            want,
+            "{:?}",
+            &body[..body.len().min(40)]
+        );
         let (k, msg) = error_of(&resp.text().await.unwrap());
         assert_eq!(k, kind, "{msg}");
         assert!(!msg.is_empty());
     }
-    let resp = client.get(format!("{}/v1/models", gw.url)).send().await.unwrap();
+    let resp = client
+        .get(format!("{}/v1/models", gw.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 404);
     assert_eq!(error_of(&resp.text().await.unwrap()).0, "not_found_error");
     // Still serving.
@@ -638,7 +899,10 @@ async fn bad_requests_get_clear_anthropic_errors() {
     // Refused configurations.
     let out = home.fails(&["gateway", "--listen", "0.0.0.0:0"]);
     assert!(out.contains("only loopback"), "{out}");
-    let out = home.g2_with(&["gateway", "--listen", "127.0.0.1:0"], &[("G2_PROVIDER", "anthropic")]);
+    let out = home.g2_with(
+        &["gateway", "--listen", "127.0.0.1:0"],
+        &[("G2_PROVIDER", "anthropic")],
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY"));
 }

@@ -20,7 +20,11 @@ impl Fixture {
         home.ok(&["groups", "add", "family", "--name", "Family"]);
         home.ok(&["groups", "add", "work", "--name", "Work"]);
         let server = TaskServer::new(home.home(), home.store(), home.sessions(), home.links());
-        Fixture { home, server, n: std::cell::Cell::new(0) }
+        Fixture {
+            home,
+            server,
+            n: std::cell::Cell::new(0),
+        }
     }
 
     /// Writes a request into `folder`'s IPC folder, lets the host serve it,
@@ -28,12 +32,27 @@ impl Fixture {
     async fn ask(&self, folder: &str, action: Action) -> TaskResponse {
         self.n.set(self.n.get() + 1);
         let id = format!("req-{}", self.n.get());
-        let sub = if matches!(action, Action::SendMessage { .. }) { "messages" } else { "tasks" };
+        let sub = if matches!(action, Action::SendMessage { .. }) {
+            "messages"
+        } else {
+            "tasks"
+        };
         let dir = self.home.path().join(format!("data/ipc/{folder}/{sub}"));
-        let req = TaskRequest { request_id: id.clone(), action };
-        g2_core::ipc::write_atomic(&dir, &format!("{id}.json"), &serde_json::to_vec(&req).unwrap()).unwrap();
+        let req = TaskRequest {
+            request_id: id.clone(),
+            action,
+        };
+        g2_core::ipc::write_atomic(
+            &dir,
+            &format!("{id}.json"),
+            &serde_json::to_vec(&req).unwrap(),
+        )
+        .unwrap();
         self.server.drain(folder).await;
-        let path = self.home.path().join(format!("data/ipc/{folder}/responses/{id}.json"));
+        let path = self
+            .home
+            .path()
+            .join(format!("data/ipc/{folder}/responses/{id}.json"));
         let r: TaskResponse = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         std::fs::remove_file(path).unwrap();
         r
@@ -47,24 +66,37 @@ impl Fixture {
 
     async fn refused(&self, folder: &str, action: Action) {
         let r = self.ask(folder, action).await;
-        assert!(!r.ok && r.text.starts_with("not allowed:"), "{folder}: {r:?}");
+        assert!(
+            !r.ok && r.text.starts_with("not allowed:"),
+            "{folder}: {r:?}"
+        );
     }
 
     fn count(&self, sql: &str) -> i64 {
-        self.home.store().read_blocking(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap()
+        self.home
+            .store()
+            .read_blocking(|c| Ok(c.query_row(sql, [], |r| r.get(0))?))
+            .unwrap()
     }
 
     fn bot_messages(&self, jid: &str) -> i64 {
-        self.count(&format!("SELECT COUNT(*) FROM messages WHERE chat_jid = '{jid}' AND is_bot = 1"))
+        self.count(&format!(
+            "SELECT COUNT(*) FROM messages WHERE chat_jid = '{jid}' AND is_bot = 1"
+        ))
     }
 
     fn refusals(&self, folder: &str) -> i64 {
-        self.count(&format!("SELECT COUNT(*) FROM ipc_log WHERE group_folder = '{folder}' AND outcome = 'refused'"))
+        self.count(&format!(
+            "SELECT COUNT(*) FROM ipc_log WHERE group_folder = '{folder}' AND outcome = 'refused'"
+        ))
     }
 }
 
 fn send(text: &str, to: Option<&str>) -> Action {
-    Action::SendMessage { text: text.into(), chat_jid: to.map(Into::into) }
+    Action::SendMessage {
+        text: text.into(),
+        chat_jid: to.map(Into::into),
+    }
 }
 
 fn schedule(for_group: Option<&str>) -> Action {
@@ -79,11 +111,20 @@ fn schedule(for_group: Option<&str>) -> Action {
 }
 
 fn register(folder: &str) -> Action {
-    Action::RegisterGroup { folder: folder.into(), name: "New".into(), jid: None, trigger: None, requires_trigger: None }
+    Action::RegisterGroup {
+        folder: folder.into(),
+        name: "New".into(),
+        jid: None,
+        trigger: None,
+        requires_trigger: None,
+    }
 }
 
 fn task_id(text: &str) -> String {
-    text.split_whitespace().find(|w| w.starts_with("task-")).unwrap().to_string()
+    text.split_whitespace()
+        .find(|w| w.starts_with("task-"))
+        .unwrap()
+        .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,11 +133,14 @@ async fn send_message_main_to_any_chat_others_only_their_own() {
     // main: own chat, another group's chat; unknown chats are not invented.
     f.ok("main", send("to main", None)).await;
     f.ok("main", send("to family", Some("local:family"))).await;
-    let r = f.ask("main", send("to nowhere", Some("local:nowhere"))).await;
+    let r = f
+        .ask("main", send("to nowhere", Some("local:nowhere")))
+        .await;
     assert!(!r.ok && r.text.contains("not found"), "{r:?}");
     // family: its own chat, by default or by name.
     f.ok("family", send("family here", None)).await;
-    f.ok("family", send("family again", Some("local:family"))).await;
+    f.ok("family", send("family again", Some("local:family")))
+        .await;
     // Forbidden: family into main's or work's chat.
     f.refused("family", send("psst", Some("local:main"))).await;
     f.refused("family", send("psst", Some("local:work"))).await;
@@ -105,8 +149,19 @@ async fn send_message_main_to_any_chat_others_only_their_own() {
     assert_eq!(f.bot_messages("local:work"), 0);
     assert_eq!(f.refusals("family"), 2);
     // Internal notes are removed from what an agent sends.
-    f.ok("work", send("ok <internal>hidden</internal>", None)).await;
-    let text: String = f.home.store().read_blocking(|c| Ok(c.query_row("SELECT content FROM messages WHERE chat_jid = 'local:work'", [], |r| r.get(0))?)).unwrap();
+    f.ok("work", send("ok <internal>hidden</internal>", None))
+        .await;
+    let text: String = f
+        .home
+        .store()
+        .read_blocking(|c| {
+            Ok(c.query_row(
+                "SELECT content FROM messages WHERE chat_jid = 'local:work'",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .unwrap();
     assert_eq!(text, "ok");
 }
 
@@ -126,7 +181,13 @@ async fn tasks_main_for_any_group_others_only_their_own() {
     let (g, jid): (String, String) = f
         .home
         .store()
-        .read_blocking(|c| Ok(c.query_row("SELECT group_folder, chat_jid FROM scheduled_tasks WHERE id = ?1", [&family_by_main], |r| Ok((r.get(0)?, r.get(1)?)))?))
+        .read_blocking(|c| {
+            Ok(c.query_row(
+                "SELECT group_folder, chat_jid FROM scheduled_tasks WHERE id = ?1",
+                [&family_by_main],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?)
+        })
         .unwrap();
     assert_eq!((g.as_str(), jid.as_str()), ("family", "local:family"));
 
@@ -136,24 +197,71 @@ async fn tasks_main_for_any_group_others_only_their_own() {
         assert!(all.contains(id.as_str()), "{all}");
     }
     let mine = f.ok("family", Action::ListTasks {}).await;
-    assert!(mine.contains(&family_own) && mine.contains(&family_by_main) && !mine.contains(&main_task) && !mine.contains(&work_own), "{mine}");
+    assert!(
+        mine.contains(&family_own)
+            && mine.contains(&family_by_main)
+            && !mine.contains(&main_task)
+            && !mine.contains(&work_own),
+        "{mine}"
+    );
 
     // Pause / resume / cancel: main on any group's task, others on their own.
-    f.ok("main", Action::PauseTask { task_id: family_own.clone() }).await;
-    f.ok("family", Action::ResumeTask { task_id: family_own.clone() }).await;
-    f.ok("family", Action::PauseTask { task_id: family_by_main.clone() }).await;
+    f.ok(
+        "main",
+        Action::PauseTask {
+            task_id: family_own.clone(),
+        },
+    )
+    .await;
+    f.ok(
+        "family",
+        Action::ResumeTask {
+            task_id: family_own.clone(),
+        },
+    )
+    .await;
+    f.ok(
+        "family",
+        Action::PauseTask {
+            task_id: family_by_main.clone(),
+        },
+    )
+    .await;
     for action in [
-        Action::PauseTask { task_id: main_task.clone() },
-        Action::ResumeTask { task_id: work_own.clone() },
-        Action::CancelTask { task_id: main_task.clone() },
-        Action::CancelTask { task_id: work_own.clone() },
+        Action::PauseTask {
+            task_id: main_task.clone(),
+        },
+        Action::ResumeTask {
+            task_id: work_own.clone(),
+        },
+        Action::CancelTask {
+            task_id: main_task.clone(),
+        },
+        Action::CancelTask {
+            task_id: work_own.clone(),
+        },
     ] {
         f.refused("family", action).await;
     }
-    f.ok("main", Action::CancelTask { task_id: work_own.clone() }).await;
+    f.ok(
+        "main",
+        Action::CancelTask {
+            task_id: work_own.clone(),
+        },
+    )
+    .await;
     let status = |id: &str| -> String {
         let id = id.to_string();
-        f.home.store().read_blocking(move |c| Ok(c.query_row("SELECT status FROM scheduled_tasks WHERE id = ?1", [&id], |r| r.get(0))?)).unwrap()
+        f.home
+            .store()
+            .read_blocking(move |c| {
+                Ok(c.query_row(
+                    "SELECT status FROM scheduled_tasks WHERE id = ?1",
+                    [&id],
+                    |r| r.get(0),
+                )?)
+            })
+            .unwrap()
     };
     assert_eq!(status(&main_task), "active", "untouched by family");
     assert_eq!(status(&family_own), "active");
@@ -167,7 +275,10 @@ async fn registering_and_refreshing_groups_is_for_main_only() {
     let f = Fixture::new();
     f.refused("family", register("sneaky")).await;
     f.refused("family", Action::RefreshGroups {}).await;
-    assert_eq!(f.count("SELECT COUNT(*) FROM registered_groups WHERE folder = 'sneaky'"), 0);
+    assert_eq!(
+        f.count("SELECT COUNT(*) FROM registered_groups WHERE folder = 'sneaky'"),
+        0
+    );
     let r = f.ok("main", register("garden")).await;
     assert!(r.contains("garden"), "{r}");
     assert!(f.home.path().join("groups/garden/CLAUDE.md").exists());
@@ -176,10 +287,17 @@ async fn registering_and_refreshing_groups_is_for_main_only() {
     let r = f.ask("main", register("garden")).await;
     assert!(!r.ok && r.text.contains("already"), "{r:?}");
     f.ok("main", Action::RefreshGroups {}).await;
-    let groups: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(f.home.path().join("data/ipc/main/available_groups.json")).unwrap()).unwrap();
+    let groups: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(f.home.path().join("data/ipc/main/available_groups.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(groups.as_array().unwrap().len(), 4);
-    assert!(!f.home.path().join("data/ipc/family/available_groups.json").exists());
+    assert!(
+        !f.home
+            .path()
+            .join("data/ipc/family/available_groups.json")
+            .exists()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,29 +309,64 @@ async fn session_tools_act_on_the_source_group_only() {
     sessions.set("work", work_id, p.generation).await.unwrap();
     // Main has no more say over another group's sessions than anyone.
     for folder in ["main", "family"] {
-        let r = f.ask(folder, Action::ClearSession { name: "x".into() }).await;
-        assert!(!r.ok && r.text.contains(&format!("group \"{folder}\"")), "{r:?}");
-        assert_eq!(f.ok(folder, Action::ListSessions {}).await, "No earlier sessions.");
+        let r = f
+            .ask(folder, Action::ClearSession { name: "x".into() })
+            .await;
+        assert!(
+            !r.ok && r.text.contains(&format!("group \"{folder}\"")),
+            "{r:?}"
+        );
+        assert_eq!(
+            f.ok(folder, Action::ListSessions {}).await,
+            "No earlier sessions."
+        );
     }
     // A forged payload naming another group is refused and logged.
     let dir = f.home.path().join("data/ipc/family/tasks");
     let before = f.refusals("family");
     for (i, field) in ["groupFolder", "group_folder", "group"].iter().enumerate() {
-        for action in [r#""type":"clear_session","name":"y""#, r#""type":"list_sessions""#, r#""type":"resume_session","historyId":1"#] {
+        for action in [
+            r#""type":"clear_session","name":"y""#,
+            r#""type":"list_sessions""#,
+            r#""type":"resume_session","historyId":1"#,
+        ] {
             let id = format!("x{i}{}", action.len());
-            std::fs::write(dir.join(format!("{id}.json")), format!(r#"{{"requestId":"{id}",{action},"{field}":"work"}}"#)).unwrap();
+            std::fs::write(
+                dir.join(format!("{id}.json")),
+                format!(r#"{{"requestId":"{id}",{action},"{field}":"work"}}"#),
+            )
+            .unwrap();
             f.server.drain("family").await;
-            let r: TaskResponse =
-                serde_json::from_slice(&std::fs::read(f.home.path().join(format!("data/ipc/family/responses/{id}.json"))).unwrap()).unwrap();
+            let r: TaskResponse = serde_json::from_slice(
+                &std::fs::read(
+                    f.home
+                        .path()
+                        .join(format!("data/ipc/family/responses/{id}.json")),
+                )
+                .unwrap(),
+            )
+            .unwrap();
             assert!(!r.ok && r.text.contains("never on work"), "{r:?}");
         }
     }
     assert_eq!(f.refusals("family"), before + 9);
-    assert_eq!(sessions.get("work").await.unwrap().session_id.as_deref(), Some(work_id));
+    assert_eq!(
+        sessions.get("work").await.unwrap().session_id.as_deref(),
+        Some(work_id)
+    );
     // Naming its own group is harmless.
-    std::fs::write(dir.join("own.json"), br#"{"requestId":"own","type":"list_sessions","groupFolder":"family"}"#).unwrap();
+    std::fs::write(
+        dir.join("own.json"),
+        br#"{"requestId":"own","type":"list_sessions","groupFolder":"family"}"#,
+    )
+    .unwrap();
     f.server.drain("family").await;
-    assert!(f.home.path().join("data/ipc/family/responses/own.json").exists());
+    assert!(
+        f.home
+            .path()
+            .join("data/ipc/family/responses/own.json")
+            .exists()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,15 +378,36 @@ async fn unknown_folders_and_bad_files_get_nothing() {
     // messages/ carries send_message only; junk goes to errors/ with a reason.
     let dir = f.home.path().join("data/ipc/family/messages");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("m1.json"), br#"{"requestId":"m1","type":"register_group","folder":"x","name":"X"}"#).unwrap();
+    std::fs::write(
+        dir.join("m1.json"),
+        br#"{"requestId":"m1","type":"register_group","folder":"x","name":"X"}"#,
+    )
+    .unwrap();
     std::fs::write(dir.join("m2.json"), b"{ not json").unwrap();
     std::fs::write(dir.join("m3.json"), vec![b'x'; 2 << 20]).unwrap();
     f.server.drain("family").await;
     let errors = f.home.path().join("data/ipc/family/errors");
-    assert!(std::fs::read_to_string(errors.join("m1.json.reason.txt")).unwrap().contains("does not belong in messages/"));
-    assert!(std::fs::read_to_string(errors.join("m2.json.reason.txt")).unwrap().contains("not a valid request"));
+    assert!(
+        std::fs::read_to_string(errors.join("m1.json.reason.txt"))
+            .unwrap()
+            .contains("does not belong in messages/")
+    );
+    assert!(
+        std::fs::read_to_string(errors.join("m2.json.reason.txt"))
+            .unwrap()
+            .contains("not a valid request")
+    );
     assert!(errors.join("m3.json").exists());
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "every file was claimed");
-    assert_eq!(f.count("SELECT COUNT(*) FROM ipc_log WHERE group_folder = 'family' AND outcome = 'failed'"), 3);
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "every file was claimed"
+    );
+    assert_eq!(
+        f.count(
+            "SELECT COUNT(*) FROM ipc_log WHERE group_folder = 'family' AND outcome = 'failed'"
+        ),
+        3
+    );
     assert_eq!(f.count("SELECT COUNT(*) FROM registered_groups"), 3);
 }

@@ -18,12 +18,19 @@ fn status(base: &str, folder: &str) -> impl std::future::Future<Output = Value> 
 }
 
 async fn session_of(base: &str, folder: &str) -> Option<String> {
-    status(base, folder).await["session"]["session_id"].as_str().map(str::to_string)
+    status(base, folder).await["session"]["session_id"]
+        .as_str()
+        .map(str::to_string)
 }
 
 async fn bot_messages(base: &str, folder: &str) -> Vec<Value> {
     let all = get_json(&format!("{base}/api/groups/{folder}/messages?limit=1000")).await;
-    all.as_array().unwrap().iter().filter(|m| m["from_bot"] == true).cloned().collect()
+    all.as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from_bot"] == true)
+        .cloned()
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,25 +51,53 @@ async fn messages_are_answered_by_one_warm_container_per_group() {
 
     // Same container: the second message is a follow-up in its input/.
     post(&s.url, "main", "ann", "second one").await;
-    assert_eq!(main.reply(60).await, "Offline model (g2) received: \"second one\"");
-    assert_eq!(containers_of(&home), first, "answered by the same container");
+    assert_eq!(
+        main.reply(60).await,
+        "Offline model (g2) received: \"second one\""
+    );
+    assert_eq!(
+        containers_of(&home),
+        first,
+        "answered by the same container"
+    );
     let sid = session_of(&s.url, "main").await.expect("a session");
 
     // The agent's internal notes never leave the host.
-    post(&s.url, "main", "ann", "visible <internal>secret plan</internal> end").await;
+    post(
+        &s.url,
+        "main",
+        "ann",
+        "visible <internal>secret plan</internal> end",
+    )
+    .await;
     let r = main.reply(60).await;
-    assert!(r.contains("visible") && r.contains("end") && !r.contains("secret") && !r.contains("internal"), "{r}");
-    assert_eq!(session_of(&s.url, "main").await.as_deref(), Some(sid.as_str()));
+    assert!(
+        r.contains("visible")
+            && r.contains("end")
+            && !r.contains("secret")
+            && !r.contains("internal"),
+        "{r}"
+    );
+    assert_eq!(
+        session_of(&s.url, "main").await.as_deref(),
+        Some(sid.as_str())
+    );
 
     // A group that needs a trigger: plain messages wait and go along as context.
     let mut fam = Sse::open(&s.url, "family", None).await;
     post(&s.url, "family", "bob", "we need milk").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(bot_messages(&s.url, "family").await.is_empty());
-    assert!(status(&s.url, "family").await["container"].is_null(), "no container without a trigger");
+    assert!(
+        status(&s.url, "family").await["container"].is_null(),
+        "no container without a trigger"
+    );
     post(&s.url, "family", "cy", "@G2 what do we need?").await;
     let r = fam.reply(120).await;
-    assert!(r.contains("we need milk") && r.contains("@G2 what do we need?"), "{r}");
+    assert!(
+        r.contains("we need milk") && r.contains("@G2 what do we need?"),
+        "{r}"
+    );
     // One container per group, both up.
     assert_eq!(containers_of(&home).len(), 2);
     // The bot's own messages are not routed back: nothing more comes.
@@ -70,7 +105,14 @@ async fn messages_are_answered_by_one_warm_container_per_group() {
     assert_eq!(bot_messages(&s.url, "family").await.len(), 1);
     assert_eq!(bot_messages(&s.url, "main").await.len(), 3);
     let st = status(&s.url, "main").await;
-    assert_eq!(st["cursor"].as_i64(), main.seen.iter().filter(|m| m["from_bot"] == false).map(|m| m["seq"].as_i64().unwrap()).max());
+    assert_eq!(
+        st["cursor"].as_i64(),
+        main.seen
+            .iter()
+            .filter(|m| m["from_bot"] == false)
+            .map(|m| m["seq"].as_i64().unwrap())
+            .max()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -81,7 +123,13 @@ async fn the_agents_session_tools_over_http() {
     let home = TestHome::new();
     let s = serve(&home, &[]);
     let mut main = Sse::open(&s.url, "main", None).await;
-    post(&s.url, "main", "ann", "Please research deductions for the home office").await;
+    post(
+        &s.url,
+        "main",
+        "ann",
+        "Please research deductions for the home office",
+    )
+    .await;
     main.reply(120).await;
     let old = session_of(&s.url, "main").await.expect("a session");
 
@@ -89,13 +137,20 @@ async fn the_agents_session_tools_over_http() {
     let r = main.reply(90).await;
     assert!(r.contains("Cleared") && r.contains("Tax research"), "{r}");
     let date = chrono::Utc::now().format("%Y-%m-%d");
-    let archive = home.path().join(format!("groups/main/conversations/{date}-tax-research.md"));
-    let md = std::fs::read_to_string(&archive).unwrap_or_else(|e| panic!("{}: {e}", archive.display()));
+    let archive = home
+        .path()
+        .join(format!("groups/main/conversations/{date}-tax-research.md"));
+    let md =
+        std::fs::read_to_string(&archive).unwrap_or_else(|e| panic!("{}: {e}", archive.display()));
     assert!(md.contains("deductions for the home office"), "{md}");
     let history = get_json(&format!("{}/api/groups/main/sessions", s.url)).await;
     assert_eq!(history[0]["name"], "Tax research");
     assert_eq!(history[0]["session_id"], old.as_str());
-    assert_eq!(session_of(&s.url, "main").await, None, "the pointer is gone (and stays gone)");
+    assert_eq!(
+        session_of(&s.url, "main").await,
+        None,
+        "the pointer is gone (and stays gone)"
+    );
 
     post(&s.url, "main", "ann", "Something else entirely").await;
     main.reply(120).await;
@@ -110,16 +165,35 @@ async fn the_agents_session_tools_over_http() {
     assert!(r.contains("tax-research"), "{r}");
 
     let id = history[0]["id"].as_i64().unwrap();
-    post(&s.url, "main", "ann", &format!("g2:resume {id} Something new")).await;
+    post(
+        &s.url,
+        "main",
+        "ann",
+        &format!("g2:resume {id} Something new"),
+    )
+    .await;
     let r = main.reply(90).await;
     assert!(r.contains("Resumed"), "{r}");
-    assert_eq!(session_of(&s.url, "main").await.as_deref(), Some(old.as_str()));
+    assert_eq!(
+        session_of(&s.url, "main").await.as_deref(),
+        Some(old.as_str())
+    );
     // The next message runs in the resumed session.
     post(&s.url, "main", "ann", "where were we?").await;
     main.reply(120).await;
-    assert_eq!(session_of(&s.url, "main").await.as_deref(), Some(old.as_str()));
+    assert_eq!(
+        session_of(&s.url, "main").await.as_deref(),
+        Some(old.as_str())
+    );
     let history = get_json(&format!("{}/api/groups/main/sessions", s.url)).await;
-    assert!(history.as_array().unwrap().iter().any(|h| h["name"] == "Something new" && h["session_id"] == new.as_str()), "{history}");
+    assert!(
+        history
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["name"] == "Something new" && h["session_id"] == new.as_str()),
+        "{history}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +202,14 @@ async fn a_group_cannot_reach_into_another_group() {
         return;
     }
     let home = TestHome::new();
-    home.ok(&["groups", "add", "family", "--name", "Family", "--no-trigger"]);
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--no-trigger",
+    ]);
     let s = serve(&home, &[]);
     let mut fam = Sse::open(&s.url, "family", None).await;
     post(
@@ -140,7 +221,9 @@ async fn a_group_cannot_reach_into_another_group() {
     )
     .await;
     // The agent's own send_message arrives first, then its reply.
-    let sent = fam.until(120, |m| m["from_bot"] == true && m["text"] == "hi family").await;
+    let sent = fam
+        .until(120, |m| m["from_bot"] == true && m["text"] == "hi family")
+        .await;
     assert_eq!(sent["sender"], "G2");
     let r = fam.reply(90).await;
     assert_eq!(r.matches("not allowed").count(), 3, "{r}");
@@ -156,8 +239,18 @@ async fn a_group_cannot_reach_into_another_group() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let outcomes: Vec<(String, String)> =
-        log.as_array().unwrap().iter().rev().map(|l| (l["action"].as_str().unwrap().into(), l["outcome"].as_str().unwrap().into())).collect();
+    let outcomes: Vec<(String, String)> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|l| {
+            (
+                l["action"].as_str().unwrap().into(),
+                l["outcome"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
     assert_eq!(
         outcomes,
         [
@@ -167,15 +260,40 @@ async fn a_group_cannot_reach_into_another_group() {
             ("send_message", "ok"),
             ("clear_session", "refused")
         ]
-            .map(|(a, o)| (a.to_string(), o.to_string()))
+        .map(|(a, o)| (a.to_string(), o.to_string()))
     );
-    assert!(get_json(&format!("{}/api/groups/main/messages", s.url)).await.as_array().unwrap().is_empty());
-    assert!(get_json(&format!("{}/api/groups/main/tasks", s.url)).await.as_array().unwrap().is_empty());
-    assert!(get_json(&format!("{}/api/groups/main/sessions", s.url)).await.as_array().unwrap().is_empty());
-    assert!(log[0]["detail"].as_str().unwrap().contains("never on main"), "{log}");
+    assert!(
+        get_json(&format!("{}/api/groups/main/messages", s.url))
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        get_json(&format!("{}/api/groups/main/tasks", s.url))
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        get_json(&format!("{}/api/groups/main/sessions", s.url))
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        log[0]["detail"].as_str().unwrap().contains("never on main"),
+        "{log}"
+    );
     let groups = get_json(&format!("{}/api/groups", s.url)).await;
     assert_eq!(groups.as_array().unwrap().len(), 2, "{groups}");
-    assert!(std::fs::read_to_string(home.path().join("serve.log")).unwrap().contains("agent request refused"));
+    assert!(
+        std::fs::read_to_string(home.path().join("serve.log"))
+            .unwrap()
+            .contains("agent request refused")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,27 +304,70 @@ async fn scheduled_tasks_fire_and_report_to_the_chat() {
     let home = TestHome::new();
     let s = serve(&home, &[]);
     let mut main = Sse::open(&s.url, "main", None).await;
-    let at = (chrono::Utc::now() + chrono::Duration::seconds(3)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    post(&s.url, "main", "ann", &format!("g2:schedule once {at} Water the plants")).await;
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(3))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    post(
+        &s.url,
+        "main",
+        "ann",
+        &format!("g2:schedule once {at} Water the plants"),
+    )
+    .await;
     let r = main.reply(120).await;
     assert!(r.contains("Scheduled task"), "{r}");
     // The warm container is idle: the task must not wait behind it.
-    let fired = main.until(120, |m| m["from_bot"] == true && m["text"].as_str().unwrap().contains("Water the plants")).await;
-    assert!(fired["text"].as_str().unwrap().starts_with("Offline model (g2) received"), "{fired}");
+    let fired = main
+        .until(120, |m| {
+            m["from_bot"] == true && m["text"].as_str().unwrap().contains("Water the plants")
+        })
+        .await;
+    assert!(
+        fired["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Offline model (g2) received"),
+        "{fired}"
+    );
     let tasks = get_json(&format!("{}/api/groups/main/tasks", s.url)).await;
     assert_eq!(tasks[0]["status"], "completed", "{tasks}");
-    let detail = get_json(&format!("{}/api/tasks/{}", s.url, tasks[0]["id"].as_str().unwrap())).await;
+    let detail = get_json(&format!(
+        "{}/api/tasks/{}",
+        s.url,
+        tasks[0]["id"].as_str().unwrap()
+    ))
+    .await;
     assert_eq!(detail["runs"].as_array().unwrap().len(), 1);
     assert_eq!(detail["runs"][0]["status"], "success");
 
-    post(&s.url, "main", "ann", "g2:schedule interval 2000 Check the mail").await;
+    post(
+        &s.url,
+        "main",
+        "ann",
+        "g2:schedule interval 2000 Check the mail",
+    )
+    .await;
     main.reply(120).await;
     for _ in 0..2 {
-        main.until(120, |m| m["from_bot"] == true && m["text"].as_str().unwrap().contains("Check the mail")).await;
+        main.until(120, |m| {
+            m["from_bot"] == true && m["text"].as_str().unwrap().contains("Check the mail")
+        })
+        .await;
     }
     let tasks = get_json(&format!("{}/api/groups/main/tasks", s.url)).await;
-    let id = tasks.as_array().unwrap().iter().find(|t| t["schedule_type"] == "interval").unwrap()["id"].as_str().unwrap().to_string();
-    let r = http_client().post(format!("{}/api/tasks/{id}/cancel", s.url)).send().await.unwrap();
+    let id = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["schedule_type"] == "interval")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = http_client()
+        .post(format!("{}/api/tasks/{id}/cancel", s.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let detail = get_json(&format!("{}/api/tasks/{id}", s.url)).await;
     assert!(detail["runs"].as_array().unwrap().len() >= 2, "{detail}");
@@ -220,11 +381,20 @@ async fn a_host_killed_mid_turn_answers_exactly_once() {
     }
     let home = TestHome::new();
     let mut s = serve(&home, &[]);
-    let seq = post(&s.url, "main", "ann", "g2:bash timeout 8 tail -f /dev/null; echo slow-done").await;
+    let seq = post(
+        &s.url,
+        "main",
+        "ann",
+        "g2:bash timeout 8 tail -f /dev/null; echo slow-done",
+    )
+    .await;
     // Mid-turn: the container is up and the model has asked for the tool.
     wait_for_container(&home);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(bot_messages(&s.url, "main").await.is_empty(), "still in the turn");
+    assert!(
+        bot_messages(&s.url, "main").await.is_empty(),
+        "still in the turn"
+    );
     s.child.kill().unwrap(); // SIGKILL
     s.child.wait().unwrap();
 
@@ -243,7 +413,12 @@ async fn a_host_killed_mid_turn_answers_exactly_once() {
     let s = serve(&home, &[]);
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(bot_messages(&s.url, "main").await.len(), 1);
-    assert!(get_json(&format!("{}/api/queue", s.url)).await["running"].as_array().unwrap().is_empty());
+    assert!(
+        get_json(&format!("{}/api/queue", s.url)).await["running"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,11 +440,24 @@ async fn failures_are_retried_then_the_sender_is_told() {
     let t0 = Instant::now();
     post(&s.url, "main", "ann", "anyone there?").await;
     let r = main.reply(60).await;
-    assert!(r.starts_with("@ann sorry, I could not answer after 3 tries"), "{r}");
+    assert!(
+        r.starts_with("@ann sorry, I could not answer after 3 tries"),
+        "{r}"
+    );
     // Two retries, 200 ms then 400 ms apart.
-    assert!(t0.elapsed() >= Duration::from_millis(600), "{:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        t0.elapsed()
+    );
     let st = status(&s.url, "main").await;
-    assert!(st["failing"]["error"].as_str().unwrap().contains("g2-agent:missing"), "{st}");
+    assert!(
+        st["failing"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("g2-agent:missing"),
+        "{st}"
+    );
     // Nothing is retried forever.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(bot_messages(&s.url, "main").await.len(), 1);
@@ -280,7 +468,14 @@ async fn failures_are_retried_then_the_sender_is_told() {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|l| l["fields"]["message"] == "giving up; the group is marked failing")
         .unwrap_or_else(|| panic!("{log}"));
-    assert_eq!((gave_up["level"].as_str(), gave_up["fields"]["group"].as_str(), gave_up["fields"]["tries"].as_u64()), (Some("ERROR"), Some("main"), Some(3)));
+    assert_eq!(
+        (
+            gave_up["level"].as_str(),
+            gave_up["fields"]["group"].as_str(),
+            gave_up["fields"]["tries"].as_u64()
+        ),
+        (Some("ERROR"), Some("main"), Some(3))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,7 +484,14 @@ async fn the_global_limit_queues_groups_and_idle_containers_give_way() {
         return;
     }
     let home = TestHome::new();
-    home.ok(&["groups", "add", "family", "--name", "Family", "--no-trigger"]);
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--no-trigger",
+    ]);
     let s = serve(&home, &[("G2_QUEUE__MAX_CONTAINERS", "1")]);
     let mut main = Sse::open(&s.url, "main", None).await;
     let mut fam = Sse::open(&s.url, "family", None).await;
@@ -299,7 +501,12 @@ async fn the_global_limit_queues_groups_and_idle_containers_give_way() {
     post(&s.url, "family", "bob", "second").await;
     assert!(fam.reply(120).await.contains("second"));
     let q = get_json(&format!("{}/api/queue", s.url)).await;
-    let running: Vec<&str> = q["running"].as_array().unwrap().iter().map(|r| r["group"].as_str().unwrap()).collect();
+    let running: Vec<&str> = q["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["group"].as_str().unwrap())
+        .collect();
     assert_eq!(running, ["family"], "{q}");
     assert_eq!(containers_of(&home).len(), 1);
 }
@@ -321,7 +528,10 @@ async fn chat_from_a_terminal_and_a_graceful_shutdown() {
     writeln!(stdin, "hello from a terminal").unwrap();
     let mut lines = BufReader::new(chat.stdout.take().unwrap()).lines();
     let line = lines.next().unwrap().unwrap();
-    assert_eq!(line, "G2: Offline model (g2) received: \"hello from a terminal\"");
+    assert_eq!(
+        line,
+        "G2: Offline model (g2) received: \"hello from a terminal\""
+    );
     drop(stdin);
     assert!(chat.wait().unwrap().success());
     let all = get_json(&format!("{}/api/groups/main/messages", s.url)).await;
@@ -339,7 +549,13 @@ async fn chat_from_a_terminal_and_a_graceful_shutdown() {
     let _open = Sse::open(&s.url, "main", None).await;
     let mut s = s;
     let pid = s.child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let t0 = Instant::now();
     let code = s.child.wait().unwrap();
     assert!(code.success(), "{code:?}");
@@ -356,27 +572,54 @@ async fn the_ipc_watcher_serves_every_group_folder() {
     // Left by an earlier host: served at start.
     let req = |id: &str, body: &str| format!(r#"{{"requestId":"{id}",{body}}}"#);
     let main_msgs = home.path().join("data/ipc/main/messages");
-    g2_core::ipc::write_atomic(&main_msgs, "old.json", req("old", r#""type":"send_message","text":"left over""#).as_bytes()).unwrap();
+    g2_core::ipc::write_atomic(
+        &main_msgs,
+        "old.json",
+        req("old", r#""type":"send_message","text":"left over""#).as_bytes(),
+    )
+    .unwrap();
     let s = serve(&home, &[]);
     let mut main = Sse::open(&s.url, "main", Some(0)).await;
     assert_eq!(main.reply(15).await, "left over");
     // Written while no container runs: inotify, not a run's watch.
-    g2_core::ipc::write_atomic(&main_msgs, "new.json", req("new", r#""type":"send_message","text":"by file""#).as_bytes()).unwrap();
+    g2_core::ipc::write_atomic(
+        &main_msgs,
+        "new.json",
+        req("new", r#""type":"send_message","text":"by file""#).as_bytes(),
+    )
+    .unwrap();
     assert_eq!(main.reply(5).await, "by file");
     // A group registered after start is watched too.
-    let r = http_client().post(format!("{}/api/groups", s.url)).json(&serde_json::json!({ "folder": "later", "name": "Later" })).send().await.unwrap();
+    let r = http_client()
+        .post(format!("{}/api/groups", s.url))
+        .json(&serde_json::json!({ "folder": "later", "name": "Later" }))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
     let tasks = home.path().join("data/ipc/later/tasks");
     std::fs::create_dir_all(&tasks).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    g2_core::ipc::write_atomic(&tasks, "t.json", req("t", r#""type":"list_tasks""#).as_bytes()).unwrap();
+    g2_core::ipc::write_atomic(
+        &tasks,
+        "t.json",
+        req("t", r#""type":"list_tasks""#).as_bytes(),
+    )
+    .unwrap();
     let answer = home.path().join("data/ipc/later/responses/t.json");
     let deadline = Instant::now() + Duration::from_secs(12);
     while !answer.exists() {
-        assert!(Instant::now() < deadline, "no answer for a group registered after start");
+        assert!(
+            Instant::now() < deadline,
+            "no answer for a group registered after start"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(std::fs::read_to_string(&answer).unwrap().contains("No scheduled tasks"));
+    assert!(
+        std::fs::read_to_string(&answer)
+            .unwrap()
+            .contains("No scheduled tasks")
+    );
     assert!(containers_of(&home).is_empty(), "no container was needed");
 }
 
@@ -395,13 +638,19 @@ async fn an_agent_orphaned_by_a_killed_host_finishes_by_itself() {
     s.child.wait().unwrap();
     let name = containers_of(&home).pop().expect("the orphan");
     let running = || {
-        let out = std::process::Command::new("docker").args(["inspect", "-f", "{{.State.Running}}", &name]).output().unwrap();
+        let out = std::process::Command::new("docker")
+            .args(["inspect", "-f", "{{.State.Running}}", &name])
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout).trim() == "true"
     };
     assert!(running(), "still up right after the kill");
     let deadline = Instant::now() + Duration::from_secs(40);
     while running() {
-        assert!(Instant::now() < deadline, "the orphan did not finish by itself");
+        assert!(
+            Instant::now() < deadline,
+            "the orphan did not finish by itself"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }

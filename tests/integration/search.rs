@@ -5,8 +5,19 @@ use crate::support::*;
 fn archive_text(home: &TestHome, group: &str, name: &str, user: &str, assistant: &str) {
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("t.jsonl");
-    write_transcript(&t, "44444444-4444-4444-8444-444444444444", &[(user, assistant)]);
-    home.ok(&["archive", t.to_str().unwrap(), "--group", group, "--name", name]);
+    write_transcript(
+        &t,
+        "44444444-4444-4444-8444-444444444444",
+        &[(user, assistant)],
+    );
+    home.ok(&[
+        "archive",
+        t.to_str().unwrap(),
+        "--group",
+        group,
+        "--name",
+        name,
+    ]);
 }
 
 #[test]
@@ -14,38 +25,111 @@ fn ranking_group_filter_and_json_shape() {
     let home = TestHome::new();
     home.ok(&["groups", "add", "dev", "--name", "Dev"]);
     let filler = "we talked about many other things that day. ".repeat(20);
-    archive_text(&home, "main", "Once", &format!("the wombat came by once. {filler}"), "ok");
-    archive_text(&home, "main", "Often", "wombat wombat wombat, all about the wombat", "yes, wombats are great");
-    archive_text(&home, "dev", "Wombat planning", &format!("planning notes. {filler}"), "sure");
+    archive_text(
+        &home,
+        "main",
+        "Once",
+        &format!("the wombat came by once. {filler}"),
+        "ok",
+    );
+    archive_text(
+        &home,
+        "main",
+        "Often",
+        "wombat wombat wombat, all about the wombat",
+        "yes, wombats are great",
+    );
+    archive_text(
+        &home,
+        "dev",
+        "Wombat planning",
+        &format!("planning notes. {filler}"),
+        "sure",
+    );
     archive_text(&home, "main", "Unrelated", "nothing to see here", "indeed");
 
     let hits = home.json(&["search", "wombat"]);
-    let names: Vec<&str> = hits.as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names.len(), 3, "{names:?}");
     // Dense body matches beat a single mention in a long text.
     let pos = |n: &str| names.iter().position(|x| *x == n).unwrap();
     assert!(pos("Often") < pos("Once"), "{names:?}");
     // Scores are descending.
-    let scores: Vec<f64> = hits.as_array().unwrap().iter().map(|h| h["score"].as_f64().unwrap()).collect();
+    let scores: Vec<f64> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["score"].as_f64().unwrap())
+        .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
 
-    let mut keys: Vec<&str> = hits[0].as_object().unwrap().keys().map(|k| k.as_str()).collect();
+    let mut keys: Vec<&str> = hits[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
     keys.sort();
-    assert_eq!(keys, ["archive_id", "created_at", "group", "name", "path", "score", "session_id", "snippet"]);
-    let often = hits.as_array().unwrap().iter().find(|h| h["name"] == "Often").unwrap();
-    assert!(often["snippet"].as_str().unwrap().contains("[wombat]"), "{often}");
+    assert_eq!(
+        keys,
+        [
+            "archive_id",
+            "created_at",
+            "group",
+            "name",
+            "path",
+            "score",
+            "session_id",
+            "snippet"
+        ]
+    );
+    let often = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "Often")
+        .unwrap();
+    assert!(
+        often["snippet"].as_str().unwrap().contains("[wombat]"),
+        "{often}"
+    );
     assert!(home.path().join(often["path"].as_str().unwrap()).is_file());
 
     let dev = home.json(&["search", "wombat", "--group", "dev"]);
     assert_eq!(dev.as_array().unwrap().len(), 1);
     assert_eq!(dev[0]["group"], "dev");
 
-    assert_eq!(home.json(&["search", "wombat", "--limit", "1"]).as_array().unwrap().len(), 1);
+    assert_eq!(
+        home.json(&["search", "wombat", "--limit", "1"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     // Stemming: "wombats" finds "wombat"; all words must match.
-    assert_eq!(home.json(&["search", "wombats"]).as_array().unwrap().len(), 3);
-    assert_eq!(home.json(&["search", "wombat", "planning"]).as_array().unwrap().len(), 1);
+    assert_eq!(
+        home.json(&["search", "wombats"]).as_array().unwrap().len(),
+        3
+    );
+    assert_eq!(
+        home.json(&["search", "wombat", "planning"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(home.json(&["search", "womb*"]).as_array().unwrap().len(), 3);
-    assert!(home.json(&["search", "platypus"]).as_array().unwrap().is_empty());
+    assert!(
+        home.json(&["search", "platypus"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert!(home.ok(&["search", "platypus"]).contains("no matches"));
 }
 
@@ -61,11 +145,20 @@ fn title_matches_weigh_more_than_body_matches() {
 #[test]
 fn fts_syntax_in_queries_is_just_text() {
     let home = TestHome::new();
-    archive_text(&home, "main", "Quotes", "she said \"NEAR\" and OR and AND", "ok");
+    archive_text(
+        &home,
+        "main",
+        "Quotes",
+        "she said \"NEAR\" and OR and AND",
+        "ok",
+    );
     for q in ["\"", "NEAR(", "a OR", "col:umn", "*", "-x", "^", "AND"] {
         let out = home.g2(&["search", "--json", "--", q]);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("fts5"), "{q:?} reached FTS5 as syntax: {stderr}");
+        assert!(
+            !stderr.contains("fts5"),
+            "{q:?} reached FTS5 as syntax: {stderr}"
+        );
         if !out.status.success() {
             assert!(stderr.contains("no words"), "{q:?}: {stderr}");
         }

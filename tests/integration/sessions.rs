@@ -18,7 +18,9 @@ async fn a_cleared_session_cannot_come_back_from_a_running_turn() {
     // A turn reads the pointer when it starts...
     let turn_read = s.get("main").await.unwrap();
     // ...meanwhile the agent clears the session...
-    s.clear("main", "First", turn_read.generation).await.unwrap();
+    s.clear("main", "First", turn_read.generation)
+        .await
+        .unwrap();
     // ...and when the turn ends it tries to write its session id back.
     let err = s.set("main", A, turn_read.generation).await.unwrap_err();
     assert!(matches!(err, Error::StaleGeneration { .. }), "{err}");
@@ -62,7 +64,10 @@ async fn setting_the_active_session_again_keeps_the_generation() {
     let home = TestHome::new();
     let s = home.sessions();
     let p = s.set("main", A, 0).await.unwrap();
-    let again = s.set("main", &A.to_uppercase(), p.generation).await.unwrap();
+    let again = s
+        .set("main", &A.to_uppercase(), p.generation)
+        .await
+        .unwrap();
     assert_eq!(again.generation, p.generation);
     assert_eq!(again.session_id.as_deref(), Some(A));
 }
@@ -73,11 +78,19 @@ async fn clear_archives_bookmarks_and_removes_the_pointer_atomically() {
     let s = home.sessions();
     let p = s.set("main", A, 0).await.unwrap();
     let t = home.home().transcript_path("main", A).unwrap();
-    write_transcript(&t, A, &[("Let us do the tax research", "Sure, the quokka tax applies")]);
+    write_transcript(
+        &t,
+        A,
+        &[("Let us do the tax research", "Sure, the quokka tax applies")],
+    );
 
     let cleared = s.clear("main", "Tax research", p.generation).await.unwrap();
     let archive = cleared.archive.expect("transcript archived");
-    assert!(archive.path.ends_with("-tax-research.md"), "{}", archive.path);
+    assert!(
+        archive.path.ends_with("-tax-research.md"),
+        "{}",
+        archive.path
+    );
     assert_eq!(archive.session_id.as_deref(), Some(A));
     let md = std::fs::read_to_string(home.path().join(&archive.path)).unwrap();
     assert!(md.starts_with("# Tax research\n"));
@@ -108,10 +121,21 @@ async fn a_refused_clear_leaves_no_archive_behind() {
     let home = TestHome::new();
     let s = home.sessions();
     let p = s.set("main", A, 0).await.unwrap();
-    write_transcript(&home.home().transcript_path("main", A).unwrap(), A, &[("hi", "hello")]);
-    let err = s.clear("main", "Stale", p.generation - 1).await.unwrap_err();
+    write_transcript(
+        &home.home().transcript_path("main", A).unwrap(),
+        A,
+        &[("hi", "hello")],
+    );
+    let err = s
+        .clear("main", "Stale", p.generation - 1)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::StaleGeneration { .. }));
-    assert!(home.archives("main").is_empty(), "{:?}", home.archives("main"));
+    assert!(
+        home.archives("main").is_empty(),
+        "{:?}",
+        home.archives("main")
+    );
     assert!(s.history("main").await.unwrap().is_empty());
     assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
     let n: i64 = home
@@ -128,31 +152,60 @@ async fn resume_restores_and_bookmarks_the_current_session() {
     home.ok(&["groups", "add", "dev", "--name", "Dev"]);
     let s = home.sessions();
     let p = s.set("main", A, 0).await.unwrap();
-    let first = s.clear("main", "First", p.generation).await.unwrap().history;
+    let first = s
+        .clear("main", "First", p.generation)
+        .await
+        .unwrap()
+        .history;
     let p = s.get("main").await.unwrap();
     let p = s.set("main", B, p.generation).await.unwrap();
-    write_transcript(&home.home().transcript_path("main", B).unwrap(), B, &[("second talk", "ok")]);
+    write_transcript(
+        &home.home().transcript_path("main", B).unwrap(),
+        B,
+        &[("second talk", "ok")],
+    );
 
-    let r = s.resume("main", first.id, p.generation, Some("Second")).await.unwrap();
+    let r = s
+        .resume("main", first.id, p.generation, Some("Second"))
+        .await
+        .unwrap();
     assert_eq!(r.pointer.session_id.as_deref(), Some(A));
     // The restored session keeps its original start time.
-    assert_eq!(r.pointer.created_at.as_deref(), Some(first.created_at.as_str()));
+    assert_eq!(
+        r.pointer.created_at.as_deref(),
+        Some(first.created_at.as_str())
+    );
     let saved = r.saved.unwrap();
-    assert_eq!((saved.session_id.as_str(), saved.name.as_str()), (B, "Second"));
+    assert_eq!(
+        (saved.session_id.as_str(), saved.name.as_str()),
+        (B, "Second")
+    );
     assert!(r.saved_archive.unwrap().path.ends_with("-second.md"));
     let history = s.history("main").await.unwrap();
-    assert_eq!(history.iter().map(|h| h.session_id.as_str()).collect::<Vec<_>>(), [B]);
+    assert_eq!(
+        history
+            .iter()
+            .map(|h| h.session_id.as_str())
+            .collect::<Vec<_>>(),
+        [B]
+    );
 
     // Another group cannot resume main's history entry.
     let dev = s.get("dev").await.unwrap();
-    let err = s.resume("dev", saved.id, dev.generation, None).await.unwrap_err();
+    let err = s
+        .resume("dev", saved.id, dev.generation, None)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::NotFound(_)), "{err}");
     assert_eq!(s.history("main").await.unwrap().len(), 1);
     assert_eq!(s.get("dev").await.unwrap().session_id, None);
 
     // Without a name, the current session is bookmarked anyway.
     let p = s.get("main").await.unwrap();
-    let r = s.resume("main", saved.id, p.generation, None).await.unwrap();
+    let r = s
+        .resume("main", saved.id, p.generation, None)
+        .await
+        .unwrap();
     assert_eq!(r.pointer.session_id.as_deref(), Some(B));
     let auto = r.saved.unwrap();
     assert_eq!(auto.session_id, A);
@@ -165,14 +218,26 @@ async fn invalid_names_never_touch_the_store() {
     let home = TestHome::new();
     let s = home.sessions();
     for bad in ["../main", "global", "a/b", ""] {
-        assert!(matches!(s.get(bad).await, Err(Error::Validation(_))), "{bad:?}");
-        assert!(matches!(s.set(bad, A, 0).await, Err(Error::Validation(_))), "{bad:?}");
+        assert!(
+            matches!(s.get(bad).await, Err(Error::Validation(_))),
+            "{bad:?}"
+        );
+        assert!(
+            matches!(s.set(bad, A, 0).await, Err(Error::Validation(_))),
+            "{bad:?}"
+        );
     }
     for bad in ["../../etc/passwd", "not-a-uuid", ""] {
-        assert!(matches!(s.set("main", bad, 0).await, Err(Error::Validation(_))), "{bad:?}");
+        assert!(
+            matches!(s.set("main", bad, 0).await, Err(Error::Validation(_))),
+            "{bad:?}"
+        );
     }
     let p = s.set("main", A, 0).await.unwrap();
-    assert!(matches!(s.clear("main", "   ", p.generation).await, Err(Error::Invalid(_))));
+    assert!(matches!(
+        s.clear("main", "   ", p.generation).await,
+        Err(Error::Invalid(_))
+    ));
     assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
 }
 
@@ -186,33 +251,80 @@ async fn agent_requests_act_on_their_own_group_only() {
     let work_id = "11111111-2222-4333-8444-555555555555";
     let p = sessions.get("work").await.unwrap();
     sessions.set("work", work_id, p.generation).await.unwrap();
-    let tasks = g2_host::ipc::TaskServer::new(home.home(), home.store(), sessions.clone(), home.links());
+    let tasks =
+        g2_host::ipc::TaskServer::new(home.home(), home.store(), sessions.clone(), home.links());
 
     // A family request naming a work session id still acts on family.
     let ask = |folder: &str, id: &str, action: Action| {
         let dir = home.path().join(format!("data/ipc/{folder}/tasks"));
-        let req = TaskRequest { request_id: id.into(), action };
-        g2_core::ipc::write_atomic(&dir, &format!("{id}.json"), &serde_json::to_vec(&req).unwrap()).unwrap();
+        let req = TaskRequest {
+            request_id: id.into(),
+            action,
+        };
+        g2_core::ipc::write_atomic(
+            &dir,
+            &format!("{id}.json"),
+            &serde_json::to_vec(&req).unwrap(),
+        )
+        .unwrap();
     };
     ask("family", "r1", Action::ClearSession { name: "x".into() });
     ask("family", "r2", Action::ListSessions {});
-    ask("family", "r3", Action::ResumeSession { history_id: 1, save_current_as: None });
+    ask(
+        "family",
+        "r3",
+        Action::ResumeSession {
+            history_id: 1,
+            save_current_as: None,
+        },
+    );
     let dir = home.path().join("data/ipc/family/tasks");
-    std::fs::write(dir.join("r4.json"), b"{\"requestId\":\"r4\",\"type\":\"register_group\",\"folder\":\"evil\"}").unwrap();
+    std::fs::write(
+        dir.join("r4.json"),
+        b"{\"requestId\":\"r4\",\"type\":\"register_group\",\"folder\":\"evil\"}",
+    )
+    .unwrap();
     tasks.drain("family").await;
 
     let answer = |id: &str| -> TaskResponse {
-        serde_json::from_slice(&std::fs::read(home.path().join(format!("data/ipc/family/responses/{id}.json"))).unwrap()).unwrap()
+        serde_json::from_slice(
+            &std::fs::read(
+                home.path()
+                    .join(format!("data/ipc/family/responses/{id}.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap()
     };
     let r1 = answer("r1");
-    assert!(!r1.ok && r1.text.contains("active session in group \"family\""), "{r1:?}");
+    assert!(
+        !r1.ok && r1.text.contains("active session in group \"family\""),
+        "{r1:?}"
+    );
     assert_eq!(answer("r2").text, "No earlier sessions.");
     assert!(!answer("r3").ok);
     // Work's pointer is untouched; the unknown action is kept with a reason.
-    assert_eq!(sessions.get("work").await.unwrap().session_id.as_deref(), Some(work_id));
+    assert_eq!(
+        sessions.get("work").await.unwrap().session_id.as_deref(),
+        Some(work_id)
+    );
     let errors = home.path().join("data/ipc/family/errors");
     assert!(errors.join("r4.json").exists());
-    assert!(std::fs::read_to_string(errors.join("r4.json.reason.txt")).unwrap().contains("not a valid request"));
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "every request was claimed");
-    assert!(home.path().join("data/ipc/work/responses").read_dir().map(|mut d| d.next().is_none()).unwrap_or(true));
+    assert!(
+        std::fs::read_to_string(errors.join("r4.json.reason.txt"))
+            .unwrap()
+            .contains("not a valid request")
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "every request was claimed"
+    );
+    assert!(
+        home.path()
+            .join("data/ipc/work/responses")
+            .read_dir()
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(true)
+    );
 }

@@ -13,7 +13,10 @@ use g2_host::store::Store;
 
 /// The project root (this file is in `tests/integration/`).
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// `../shared/fixtures/transcripts` beside the project (or `G2_FIXTURES`).
@@ -162,15 +165,21 @@ impl TestHome {
 pub fn write_transcript(path: &Path, session_id: &str, exchanges: &[(&str, &str)]) {
     let mut s = String::new();
     for (i, (user, assistant)) in exchanges.iter().enumerate() {
-        s.push_str(&serde_json::json!({
-            "type": "user", "uuid": format!("u{i}"), "sessionId": session_id,
-            "message": {"role": "user", "content": user}
-        }).to_string());
+        s.push_str(
+            &serde_json::json!({
+                "type": "user", "uuid": format!("u{i}"), "sessionId": session_id,
+                "message": {"role": "user", "content": user}
+            })
+            .to_string(),
+        );
         s.push('\n');
-        s.push_str(&serde_json::json!({
-            "type": "assistant", "uuid": format!("a{i}"), "sessionId": session_id,
-            "message": {"role": "assistant", "content": [{"type": "text", "text": assistant}]}
-        }).to_string());
+        s.push_str(
+            &serde_json::json!({
+                "type": "assistant", "uuid": format!("a{i}"), "sessionId": session_id,
+                "message": {"role": "assistant", "content": [{"type": "text", "text": assistant}]}
+            })
+            .to_string(),
+        );
         s.push('\n');
     }
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -182,7 +191,10 @@ pub fn write_transcript(path: &Path, session_id: &str, exchanges: &[(&str, &str)
 /// when the process ends first.
 pub fn lines_until(child: &mut Child, last: &str) -> Vec<String> {
     let mut lines = Vec::new();
-    for line in BufReader::new(child.stdout.take().expect("stdout piped")).lines().map_while(Result::ok) {
+    for line in BufReader::new(child.stdout.take().expect("stdout piped"))
+        .lines()
+        .map_while(Result::ok)
+    {
         let done = line.starts_with(last);
         lines.push(line);
         if done {
@@ -201,7 +213,10 @@ pub fn http_client() -> reqwest::Client {
 /// An HTTP client that talks over a Unix socket.
 pub fn socket_client(path: &Path) -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().unix_socket(path).build().unwrap()
+    reqwest::Client::builder()
+        .unix_socket(path)
+        .build()
+        .unwrap()
 }
 
 /// Whether a tool the test needs is there. In CI its absence fails the test;
@@ -221,8 +236,13 @@ pub fn require(what: &str, present: bool) -> bool {
 /// Code is missing outside CI (in CI that fails the test).
 pub fn image_ready() -> bool {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let docker = Command::new("docker").args(["version", "--format", "{{.Server.APIVersion}}"]).output();
-    if !require("the Docker engine", docker.is_ok_and(|o| o.status.success())) {
+    let docker = Command::new("docker")
+        .args(["version", "--format", "{{.Server.APIVersion}}"])
+        .output();
+    if !require(
+        "the Docker engine",
+        docker.is_ok_and(|o| o.status.success()),
+    ) {
         return false;
     }
     let home = TestHome::new();
@@ -235,7 +255,11 @@ pub fn image_ready() -> bool {
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+            Err(format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
         }
     });
     if let Err(e) = r {
@@ -248,10 +272,20 @@ pub fn image_ready() -> bool {
 pub fn containers_of(home: &TestHome) -> Vec<String> {
     let label = g2_host::container::home_label(home.path());
     let out = Command::new("docker")
-        .args(["ps", "-a", "--filter", &format!("label=g2.home={label}"), "--format", "{{.Names}}"])
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=g2.home={label}"),
+            "--format",
+            "{{.Names}}",
+        ])
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 pub fn wait_for_container(home: &TestHome) -> String {
@@ -265,7 +299,6 @@ pub fn wait_for_container(home: &TestHome) -> String {
     }
 }
 
-
 /// A running `g2 serve` on a free port; killed when dropped.
 pub struct Serve {
     pub child: Child,
@@ -278,7 +311,9 @@ impl Drop for Serve {
         // Gracefully first: g2 serve closes its containers. (Never signal a
         // pid that was already reaped: it may be someone else's by now.)
         if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
         }
         let deadline = Instant::now() + Duration::from_secs(40);
         while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
@@ -287,7 +322,14 @@ impl Drop for Serve {
         let _ = self.child.kill();
         let _ = self.child.wait();
         // Whatever a killed host left (tests kill it on purpose).
-        let ids = Command::new("docker").args(["ps", "-aq", "--filter", &format!("label=g2.home={}", self.home_label)]).output();
+        let ids = Command::new("docker")
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=g2.home={}", self.home_label),
+            ])
+            .output();
         if let Ok(out) = ids {
             for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
                 let _ = Command::new("docker").args(["rm", "-f", id]).output();
@@ -299,7 +341,11 @@ impl Drop for Serve {
 /// Starts `g2 serve` on a free port; its log goes to `{home}/serve.log`
 /// (appended, so restarts keep the earlier lines).
 pub fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(home.path().join("serve.log")).unwrap();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.path().join("serve.log"))
+        .unwrap();
     let mut env = env.to_vec();
     if !env.iter().any(|(k, _)| *k == "G2_LOG") {
         env.push(("G2_LOG", "g2_host=info,g2=info"));
@@ -310,10 +356,15 @@ pub fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
         .stderr(log)
         .spawn()
         .unwrap();
-    let url = lines_until(&mut child, "groups").iter().find_map(|l| l.strip_prefix("api ").map(|u| u.trim().to_string()));
-    Serve { child, url: url.expect("g2 serve printed its address"), home_label: g2_host::container::home_label(home.path()) }
+    let url = lines_until(&mut child, "groups")
+        .iter()
+        .find_map(|l| l.strip_prefix("api ").map(|u| u.trim().to_string()));
+    Serve {
+        child,
+        url: url.expect("g2 serve printed its address"),
+        home_label: g2_host::container::home_label(home.path()),
+    }
 }
-
 
 /// A reader of a chat's SSE stream: messages arrive on a channel.
 pub struct Sse {
@@ -334,9 +385,18 @@ impl Sse {
     pub async fn open(base: &str, folder: &str, after: Option<i64>) -> Sse {
         use futures_util::StreamExt;
         let q = after.map(|a| format!("?after={a}")).unwrap_or_default();
-        let resp = http_client().get(format!("{base}/api/groups/{folder}/stream{q}")).send().await.unwrap();
+        let resp = http_client()
+            .get(format!("{base}/api/groups/{folder}/stream{q}"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 200);
-        assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
@@ -344,12 +404,20 @@ impl Sse {
                 let _ = tx.send(serde_json::to_value(m).unwrap());
             }
         });
-        Sse { rx, task, seen: Vec::new() }
+        Sse {
+            rx,
+            task,
+            seen: Vec::new(),
+        }
     }
 
     /// The next message matching `pred` within `secs`; panics with what
     /// was seen otherwise.
-    pub async fn until(&mut self, secs: u64, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    pub async fn until(
+        &mut self,
+        secs: u64,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
             match tokio::time::timeout_at(deadline, self.rx.recv()).await {
@@ -359,7 +427,10 @@ impl Sse {
                         return m;
                     }
                 }
-                _ => panic!("no matching message within {secs} s; seen: {:#?}", self.seen),
+                _ => panic!(
+                    "no matching message within {secs} s; seen: {:#?}",
+                    self.seen
+                ),
             }
         }
     }
@@ -380,10 +451,19 @@ pub async fn post(base: &str, folder: &str, sender: &str, text: &str) -> i64 {
         .await
         .unwrap();
     assert_eq!(r.status(), 202);
-    r.json::<serde_json::Value>().await.unwrap()["seq"].as_i64().unwrap()
+    r.json::<serde_json::Value>().await.unwrap()["seq"]
+        .as_i64()
+        .unwrap()
 }
 
 /// GET a JSON document.
 pub async fn get_json(url: &str) -> serde_json::Value {
-    http_client().get(url).send().await.unwrap().json().await.unwrap()
+    http_client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }

@@ -33,7 +33,10 @@ pub fn command(program: impl AsRef<Path>) -> Command {
 
 /// The project checkout (the benches live in `host/benches/`).
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Timings, sorted.
@@ -73,7 +76,10 @@ pub fn time_process(runs: usize, ok: &[i32], cmd: impl Fn() -> Command) -> Sampl
             .status()
             .expect("spawn");
         let d = t.elapsed();
-        assert!(status.code().is_some_and(|c| ok.contains(&c)), "command failed: {status}");
+        assert!(
+            status.code().is_some_and(|c| ok.contains(&c)),
+            "command failed: {status}"
+        );
         d
     };
     run();
@@ -83,7 +89,11 @@ pub fn time_process(runs: usize, ok: &[i32], cmd: impl Fn() -> Command) -> Sampl
 /// `850 µs`, `12.34 ms`.
 pub fn fmt_dur(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
-    if ms < 1.0 { format!("{:.0} µs", ms * 1e3) } else { format!("{ms:.2} ms") }
+    if ms < 1.0 {
+        format!("{:.0} µs", ms * 1e3)
+    } else {
+        format!("{ms:.2} ms")
+    }
 }
 
 /// A `g2 serve` on a free loopback port, killed when dropped.
@@ -108,7 +118,10 @@ impl Serve {
             .spawn()
             .expect("starting g2 serve");
         let mut url = None;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok) {
+        for line in BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .map_while(Result::ok)
+        {
             if let Some(u) = line.strip_prefix("api ") {
                 url = Some(u.trim().to_string());
             }
@@ -116,7 +129,10 @@ impl Serve {
                 break;
             }
         }
-        Serve { child, url: url.expect("g2 serve printed its address") }
+        Serve {
+            child,
+            url: url.expect("g2 serve printed its address"),
+        }
     }
 }
 
@@ -124,7 +140,9 @@ impl Drop for Serve {
     fn drop(&mut self) {
         // SIGTERM first: a graceful stop closes the agents' containers.
         if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
         }
         let deadline = Instant::now() + Duration::from_secs(40);
         while Instant::now() < deadline {
@@ -140,6 +158,13 @@ impl Drop for Serve {
 
 /// `g2 --home HOME init`.
 pub fn init_home(home: &Path) {
-    let ok = command(g2_binary()).arg("--home").arg(home).arg("init").stdout(Stdio::null()).status().unwrap().success();
+    let ok = command(g2_binary())
+        .arg("--home")
+        .arg(home)
+        .arg("init")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
     assert!(ok, "g2 init failed");
 }

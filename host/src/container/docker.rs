@@ -40,7 +40,11 @@ impl DockerRuntime {
             .map_err(engine)?
             .negotiate_version()
             .await
-            .map_err(|e| Error::Invalid(format!("no Docker engine answers ({e}); run scripts/setup.sh")))?;
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "no Docker engine answers ({e}); run scripts/setup.sh"
+                ))
+            })?;
         Ok(DockerRuntime { docker })
     }
 
@@ -51,8 +55,14 @@ impl DockerRuntime {
     fn body(spec: &Spec) -> ContainerCreateBody {
         let mut mounts = Vec::new();
         let mut tmpfs = HashMap::new();
-        tmpfs.insert("/tmp".to_string(), "rw,nosuid,nodev,size=512m,mode=1777".to_string());
-        let (uid, gid) = spec.user.split_once(':').unwrap_or((&spec.user, &spec.user));
+        tmpfs.insert(
+            "/tmp".to_string(),
+            "rw,nosuid,nodev,size=512m,mode=1777".to_string(),
+        );
+        let (uid, gid) = spec
+            .user
+            .split_once(':')
+            .unwrap_or((&spec.user, &spec.user));
         // The home is writable scratch space; its .claude is the mount below.
         tmpfs.insert(
             crate::image::AGENT_HOME.to_string(),
@@ -60,7 +70,11 @@ impl DockerRuntime {
         );
         for m in &spec.mounts {
             match m {
-                Mount::Bind { host, container, read_only } => mounts.push(bollard::models::Mount {
+                Mount::Bind {
+                    host,
+                    container,
+                    read_only,
+                } => mounts.push(bollard::models::Mount {
                     target: Some(container.clone()),
                     source: Some(host.to_string_lossy().into_owned()),
                     typ: Some(MountType::BIND),
@@ -80,7 +94,10 @@ impl DockerRuntime {
         let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         // Claude Code keeps its global config in here too, so all of its
         // state lives in the group's mounted .claude folder.
-        env.push(format!("CLAUDE_CONFIG_DIR={}/.claude", crate::image::AGENT_HOME));
+        env.push(format!(
+            "CLAUDE_CONFIG_DIR={}/.claude",
+            crate::image::AGENT_HOME
+        ));
         ContainerCreateBody {
             image: Some(spec.image.clone()),
             user: Some(spec.user.clone()),
@@ -104,7 +121,11 @@ impl DockerRuntime {
                 memory_swap: Some(spec.limits.memory_bytes),
                 nano_cpus: Some(spec.limits.nano_cpus),
                 pids_limit: Some(spec.limits.pids),
-                network_mode: Some(if spec.network { "bridge".into() } else { "none".into() }),
+                network_mode: Some(if spec.network {
+                    "bridge".into()
+                } else {
+                    "none".into()
+                }),
                 // tini as PID 1: signals reach the agent, orphans are reaped.
                 init: Some(true),
                 auto_remove: Some(false),
@@ -116,13 +137,28 @@ impl DockerRuntime {
 
     async fn start(&self, spec: Spec, input: Vec<u8>) -> Result<Running> {
         let d = &self.docker;
-        let opts = CreateContainerOptionsBuilder::default().name(&spec.name).build();
-        let created = d.create_container(Some(opts), Self::body(&spec)).await.map_err(engine)?;
+        let opts = CreateContainerOptionsBuilder::default()
+            .name(&spec.name)
+            .build();
+        let created = d
+            .create_container(Some(opts), Self::body(&spec))
+            .await
+            .map_err(engine)?;
         let id = created.id;
         let remove = |id: String, d: Docker| async move {
-            let _ = d.remove_container(&id, Some(RemoveContainerOptionsBuilder::default().force(true).build())).await;
+            let _ = d
+                .remove_container(
+                    &id,
+                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                )
+                .await;
         };
-        let attach = AttachContainerOptionsBuilder::default().stream(true).stdin(true).stdout(true).stderr(true).build();
+        let attach = AttachContainerOptionsBuilder::default()
+            .stream(true)
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .build();
         let attached = match d.attach_container(&id, Some(attach)).await {
             Ok(a) => a,
             Err(e) => {
@@ -130,7 +166,13 @@ impl DockerRuntime {
                 return Err(engine(e));
             }
         };
-        if let Err(e) = d.start_container(&id, None::<bollard::query_parameters::StartContainerOptions>).await {
+        if let Err(e) = d
+            .start_container(
+                &id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+        {
             remove(id, d.clone()).await;
             return Err(engine(e));
         }
@@ -145,7 +187,9 @@ impl DockerRuntime {
             let mut output = attached.output;
             while let Some(item) = output.next().await {
                 let chunk = match item {
-                    Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => Output::Stdout(message),
+                    Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                        Output::Stdout(message)
+                    }
                     Ok(LogOutput::StdErr { message }) => Output::Stderr(message),
                     Ok(_) => continue,
                     Err(_) => break,
@@ -155,7 +199,14 @@ impl DockerRuntime {
             }
             drop(out_tx);
             let code = match docker
-                .wait_container(&task_id, Some(WaitContainerOptionsBuilder::default().condition("not-running").build()))
+                .wait_container(
+                    &task_id,
+                    Some(
+                        WaitContainerOptionsBuilder::default()
+                            .condition("not-running")
+                            .build(),
+                    ),
+                )
                 .next()
                 .await
             {
@@ -166,36 +217,71 @@ impl DockerRuntime {
             remove(task_id, docker).await;
             let _ = exit_tx.send(code);
         });
-        Ok(Running { id, name: spec.name, output: out_rx, exit: exit_rx })
+        Ok(Running {
+            id,
+            name: spec.name,
+            output: out_rx,
+            exit: exit_rx,
+        })
     }
 
     async fn stop_inner(&self, id: &str, grace: Duration) -> Result<()> {
         let t = grace.as_secs().min(i32::MAX as u64) as i32;
-        match self.docker.stop_container(id, Some(StopContainerOptionsBuilder::default().t(t).build())).await {
+        match self
+            .docker
+            .stop_container(
+                id,
+                Some(StopContainerOptionsBuilder::default().t(t).build()),
+            )
+            .await
+        {
             Ok(()) => Ok(()),
             // Already gone or stopped.
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 304 | 404, .. }) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304 | 404,
+                ..
+            }) => Ok(()),
             Err(e) => {
-                let _ = self.docker.remove_container(id, Some(RemoveContainerOptionsBuilder::default().force(true).build())).await;
+                let _ = self
+                    .docker
+                    .remove_container(
+                        id,
+                        Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                    )
+                    .await;
                 Err(engine(e))
             }
         }
     }
 
     async fn reap_inner(&self, home_label: &str) -> Result<Vec<String>> {
-        let filters = HashMap::from([("label".to_string(), vec![format!("{LABEL_HOME}={home_label}")])]);
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![format!("{LABEL_HOME}={home_label}")],
+        )]);
         let list = self
             .docker
-            .list_containers(Some(ListContainersOptionsBuilder::default().all(true).filters(&filters).build()))
+            .list_containers(Some(
+                ListContainersOptionsBuilder::default()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
             .await
             .map_err(engine)?;
         let mut reaped = Vec::new();
         for c in list {
             let Some(id) = c.id else { continue };
-            let name = c.names.and_then(|n| n.first().cloned()).unwrap_or_else(|| id.clone());
+            let name = c
+                .names
+                .and_then(|n| n.first().cloned())
+                .unwrap_or_else(|| id.clone());
             if self
                 .docker
-                .remove_container(&id, Some(RemoveContainerOptionsBuilder::default().force(true).build()))
+                .remove_container(
+                    &id,
+                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                )
                 .await
                 .is_ok()
             {

@@ -21,8 +21,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::gateway::provider::BoxFuture;
 use crate::Result;
+use crate::gateway::provider::BoxFuture;
 
 pub use mounts::Mount;
 
@@ -185,10 +185,17 @@ pub fn spec_for(
 }
 
 /// Timeouts of a group's container.
-pub fn timeouts(settings: &ContainerSettings, group: &crate::groups::Group) -> (Duration, Duration) {
+pub fn timeouts(
+    settings: &ContainerSettings,
+    group: &crate::groups::Group,
+) -> (Duration, Duration) {
     let cfg = GroupContainerConfig::parse(&group.container_config).unwrap_or_default();
     (
         Duration::from_secs(cfg.timeout_secs.unwrap_or(settings.timeout_secs).max(1)),
-        Duration::from_secs(cfg.idle_timeout_secs.unwrap_or(settings.idle_timeout_secs).max(1)),
+        Duration::from_secs(
+            cfg.idle_timeout_secs
+                .unwrap_or(settings.idle_timeout_secs)
+                .max(1),
+        ),
     )
 }

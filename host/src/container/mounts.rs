@@ -30,14 +30,37 @@ use super::{ContainerSettings, GroupContainerConfig};
 
 /// Names that are never mounted, wherever they appear in a path.
 pub const ALWAYS_BLOCKED: &[&str] = &[
-    ".ssh", ".gnupg", ".gpg", ".aws", ".azure", ".gcloud", ".kube", ".docker", ".env", ".netrc",
-    ".npmrc", ".pypirc", "credentials", "id_rsa", "id_ed25519", "id_ecdsa", "private_key", ".secret",
+    ".ssh",
+    ".gnupg",
+    ".gpg",
+    ".aws",
+    ".azure",
+    ".gcloud",
+    ".kube",
+    ".docker",
+    ".env",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    "credentials",
+    "id_rsa",
+    "id_ed25519",
+    "id_ecdsa",
+    "private_key",
+    ".secret",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum Mount {
-    Bind { host: PathBuf, container: String, read_only: bool },
-    Tmpfs { container: String, options: String },
+    Bind {
+        host: PathBuf,
+        container: String,
+        read_only: bool,
+    },
+    Tmpfs {
+        container: String,
+        options: String,
+    },
 }
 
 /// An extra mount a group asks for in its `container_config`.
@@ -107,12 +130,20 @@ impl Allowlist {
     /// Checks one extra mount; returns it as a bind mount.
     pub fn check(&self, m: &ExtraMount, is_main: bool, home: &Home) -> Result<Mount> {
         let refuse = |why: String| Error::Invalid(format!("extra mount {:?}: {why}", m.host_path));
-        let real = std::fs::canonicalize(expand(&m.host_path)).map_err(|e| refuse(format!("{e}")))?;
-        let blocked: Vec<&str> = ALWAYS_BLOCKED.iter().copied().chain(self.blocked_patterns.iter().map(String::as_str)).collect();
+        let real =
+            std::fs::canonicalize(expand(&m.host_path)).map_err(|e| refuse(format!("{e}")))?;
+        let blocked: Vec<&str> = ALWAYS_BLOCKED
+            .iter()
+            .copied()
+            .chain(self.blocked_patterns.iter().map(String::as_str))
+            .collect();
         for c in real.components() {
             let c = c.as_os_str().to_string_lossy().to_ascii_lowercase();
             if let Some(b) = blocked.iter().find(|b| c.contains(&b.to_ascii_lowercase())) {
-                return Err(refuse(format!("{} matches the blocked name {b:?}", real.display())));
+                return Err(refuse(format!(
+                    "{} matches the blocked name {b:?}",
+                    real.display()
+                )));
             }
         }
         let data = std::fs::canonicalize(home.data_dir()).unwrap_or_else(|_| home.data_dir());
@@ -122,19 +153,31 @@ impl Allowlist {
         let root = self
             .allowed_roots
             .iter()
-            .filter_map(|r| std::fs::canonicalize(expand(&r.path)).ok().map(|p| (p, r.allow_read_write)))
+            .filter_map(|r| {
+                std::fs::canonicalize(expand(&r.path))
+                    .ok()
+                    .map(|p| (p, r.allow_read_write))
+            })
             .find(|(p, _)| real.starts_with(p))
             .ok_or_else(|| refuse(format!("{} is under no allowed root", real.display())))?;
         let name = match &m.name {
             Some(n) => n.clone(),
-            None => real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            None => real
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
         };
-        g2_core::validate::group_folder(&name).map_err(|_| refuse(format!("name {name:?}: use letters, digits, - and _")))?;
+        g2_core::validate::group_folder(&name)
+            .map_err(|_| refuse(format!("name {name:?}: use letters, digits, - and _")))?;
         let read_write = m.read_write && root.1 && (is_main || !self.non_main_read_only);
         if m.read_write && !read_write {
             return Err(refuse("read-write is not allowed here".into()));
         }
-        Ok(Mount::Bind { host: real, container: format!("/workspace/extra/{name}"), read_only: !read_write })
+        Ok(Mount::Bind {
+            host: real,
+            container: format!("/workspace/extra/{name}"),
+            read_only: !read_write,
+        })
     }
 }
 
@@ -147,14 +190,23 @@ pub fn table(
     project_root: Option<&Path>,
 ) -> Result<Vec<Mount>> {
     let folder = &group.folder;
-    let bind = |host: PathBuf, container: &str, read_only: bool| Mount::Bind { host, container: container.into(), read_only };
+    let bind = |host: PathBuf, container: &str, read_only: bool| Mount::Bind {
+        host,
+        container: container.into(),
+        read_only,
+    };
     let mut out = Vec::new();
     if group.is_main {
-        let root = project_root.map(Path::to_path_buf).unwrap_or_else(|| home.root().to_path_buf());
+        let root = project_root
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| home.root().to_path_buf());
         out.push(bind(root.clone(), "/workspace/project", true));
         // The database, other groups' sockets and the host's secrets stay out.
         if root.join("data").exists() {
-            out.push(Mount::Tmpfs { container: "/workspace/project/data".into(), options: "ro,size=1k".into() });
+            out.push(Mount::Tmpfs {
+                container: "/workspace/project/data".into(),
+                options: "ro,size=1k".into(),
+            });
         }
         if root.join(".env").exists() {
             out.push(bind("/dev/null".into(), "/workspace/project/.env", true));
@@ -202,32 +254,62 @@ mod tests {
         std::fs::create_dir_all(outside.path().join("other")).unwrap();
         std::os::unix::fs::symlink(outside.path().join(".ssh"), docs.join("innocent")).unwrap();
         let list = Allowlist {
-            allowed_roots: vec![AllowedRoot { path: docs.display().to_string(), allow_read_write: true }],
+            allowed_roots: vec![AllowedRoot {
+                path: docs.display().to_string(),
+                allow_read_write: true,
+            }],
             blocked_patterns: vec!["tax".into()],
             non_main_read_only: true,
         };
-        let m = |p: &Path, rw: bool| ExtraMount { host_path: p.display().to_string(), name: None, read_write: rw };
+        let m = |p: &Path, rw: bool| ExtraMount {
+            host_path: p.display().to_string(),
+            name: None,
+            read_write: rw,
+        };
         assert_eq!(
             list.check(&m(&docs.join("sub"), false), false, &h).unwrap(),
-            Mount::Bind { host: std::fs::canonicalize(docs.join("sub")).unwrap(), container: "/workspace/extra/sub".into(), read_only: true }
+            Mount::Bind {
+                host: std::fs::canonicalize(docs.join("sub")).unwrap(),
+                container: "/workspace/extra/sub".into(),
+                read_only: true
+            }
         );
         // Read-write: main yes, other groups no.
-        assert!(matches!(list.check(&m(&docs, true), true, &h).unwrap(), Mount::Bind { read_only: false, .. }));
+        assert!(matches!(
+            list.check(&m(&docs, true), true, &h).unwrap(),
+            Mount::Bind {
+                read_only: false,
+                ..
+            }
+        ));
         assert!(list.check(&m(&docs, true), false, &h).is_err());
         // Outside the roots, through a symlink into a blocked name, missing.
-        assert!(list.check(&m(&outside.path().join("other"), false), true, &h).is_err());
-        let e = list.check(&m(&docs.join("innocent"), false), true, &h).unwrap_err().to_string();
+        assert!(
+            list.check(&m(&outside.path().join("other"), false), true, &h)
+                .is_err()
+        );
+        let e = list
+            .check(&m(&docs.join("innocent"), false), true, &h)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(".ssh"), "{e}");
         assert!(list.check(&m(&docs.join("nope"), false), true, &h).is_err());
         // g2's own data folder never.
         let with_data = Allowlist {
-            allowed_roots: vec![AllowedRoot { path: h.root().display().to_string(), allow_read_write: false }],
+            allowed_roots: vec![AllowedRoot {
+                path: h.root().display().to_string(),
+                allow_read_write: false,
+            }],
             ..list.clone()
         };
         assert!(with_data.check(&m(h.root(), false), true, &h).is_err());
         assert!(with_data.check(&m(&h.data_dir(), false), true, &h).is_err());
         // Hostile names.
-        let bad = ExtraMount { host_path: docs.display().to_string(), name: Some("../x".into()), read_write: false };
+        let bad = ExtraMount {
+            host_path: docs.display().to_string(),
+            name: Some("../x".into()),
+            read_write: false,
+        };
         assert!(list.check(&bad, true, &h).is_err());
     }
 }

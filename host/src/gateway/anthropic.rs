@@ -36,18 +36,31 @@ impl Anthropic {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| crate::Error::Config(format!("gateway HTTP client: {e}")))?;
-        Ok(Anthropic { client, base: base.trim_end_matches('/').to_string(), credential })
+        Ok(Anthropic {
+            client,
+            base: base.trim_end_matches('/').to_string(),
+            credential,
+        })
     }
 
     async fn forward(&self, req: ModelRequest) -> Reply {
         let url = format!("{}{}", self.base, req.path_and_query);
         let mut headers = req.headers;
         self.credential.apply(&mut headers);
-        let sent = self.client.post(&url).headers(headers).body(req.body).send().await;
+        let sent = self
+            .client
+            .post(&url)
+            .headers(headers)
+            .body(req.body)
+            .send()
+            .await;
         let resp = match sent {
             Ok(r) => r,
             Err(e) => {
-                let msg = self.credential.scrub(&format!("g2 gateway: upstream {} unreachable: {e}", self.base));
+                let msg = self.credential.scrub(&format!(
+                    "g2 gateway: upstream {} unreachable: {e}",
+                    self.base
+                ));
                 tracing::warn!(error = %msg, "upstream request failed");
                 return Reply::error(StatusCode::BAD_GATEWAY, "api_error", msg);
             }
@@ -56,7 +69,11 @@ impl Anthropic {
         let headers = relay_headers(resp.headers());
         if status.is_success() {
             let body = resp.bytes_stream().map_err(std::io::Error::other);
-            return Reply { status, headers, body: Box::pin(body) };
+            return Reply {
+                status,
+                headers,
+                body: Box::pin(body),
+            };
         }
         // Errors are small; read them whole so the credential can be scrubbed
         // and a non-Anthropic body (a proxy's HTML page) wrapped.
@@ -79,7 +96,11 @@ impl Anthropic {
                 _ => "api_error",
             };
             let snippet: String = text.chars().take(500).collect();
-            Reply::error(status, kind, format!("upstream answered {status}: {snippet}"))
+            Reply::error(
+                status,
+                kind,
+                format!("upstream answered {status}: {snippet}"),
+            )
         };
         for (k, v) in &headers {
             if k != header::CONTENT_TYPE {
@@ -162,10 +183,16 @@ pub fn forwardable(from: &HeaderMap) -> HeaderMap {
         }
     }
     if !out.contains_key(header::CONTENT_TYPE) {
-        out.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        out.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
     }
     if !out.contains_key("anthropic-version") {
-        out.insert(HeaderName::from_static("anthropic-version"), HeaderValue::from_static("2023-06-01"));
+        out.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static("2023-06-01"),
+        );
     }
     out
 }

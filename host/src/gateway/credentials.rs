@@ -31,7 +31,12 @@ enum Kind {
 
 impl fmt::Debug for Credential {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Credential({}, from {:?}, redacted)", self.variable(), self.source)
+        write!(
+            f,
+            "Credential({}, from {:?}, redacted)",
+            self.variable(),
+            self.source
+        )
     }
 }
 
@@ -49,12 +54,23 @@ impl Credential {
                 .find(|(k, v)| k == name && !v.trim().is_empty())
                 .map(|(_, v)| v.clone())
         };
-        for (name, kind) in [("ANTHROPIC_API_KEY", Kind::ApiKey), ("ANTHROPIC_AUTH_TOKEN", Kind::AuthToken)] {
+        for (name, kind) in [
+            ("ANTHROPIC_API_KEY", Kind::ApiKey),
+            ("ANTHROPIC_AUTH_TOKEN", Kind::AuthToken),
+        ] {
             if let Some(v) = env(name) {
-                return Some(Credential { kind, value: v.trim().to_string(), source: Source::Environment });
+                return Some(Credential {
+                    kind,
+                    value: v.trim().to_string(),
+                    source: Source::Environment,
+                });
             }
             if let Some(v) = dotenv(name) {
-                return Some(Credential { kind, value: v.trim().to_string(), source: Source::DotEnv });
+                return Some(Credential {
+                    kind,
+                    value: v.trim().to_string(),
+                    source: Source::DotEnv,
+                });
             }
         }
         None
@@ -94,7 +110,11 @@ impl Credential {
 
     #[cfg(test)]
     pub(crate) fn for_test(value: &str) -> Self {
-        Credential { kind: Kind::ApiKey, value: value.into(), source: Source::Environment }
+        Credential {
+            kind: Kind::ApiKey,
+            value: value.into(),
+            source: Source::Environment,
+        }
     }
 }
 

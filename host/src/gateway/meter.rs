@@ -51,7 +51,10 @@ pub struct Meter {
 
 impl Meter {
     pub fn new(sse: bool) -> Self {
-        Meter { sse, ..Default::default() }
+        Meter {
+            sse,
+            ..Default::default()
+        }
     }
 
     pub fn feed(&mut self, mut chunk: &[u8]) {
@@ -85,13 +88,17 @@ impl Meter {
     }
 
     fn line(&mut self, line: &[u8]) {
-        let Some(data) = line.strip_prefix(b"data:") else { return };
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return;
+        };
         // Text deltas are most lines: skip them without parsing.
         let has_usage = memmem::find(data, b"\"usage\"").is_some();
         if !has_usage && memmem::find(data, b"\"error\"").is_none() {
             return;
         }
-        let Ok(ev) = serde_json::from_slice::<Event>(data) else { return };
+        let Ok(ev) = serde_json::from_slice::<Event>(data) else {
+            return;
+        };
         match ev.kind.as_str() {
             "message_start" => {
                 if let Some(u) = ev.message.and_then(|m| m.usage) {
@@ -154,7 +161,16 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
                 m.feed(c);
             }
             m.finish();
-            assert_eq!(m.tokens, Tokens { input: 25, output: 15, cache_read: 7, cache_creation: 0 }, "chunk {size}");
+            assert_eq!(
+                m.tokens,
+                Tokens {
+                    input: 25,
+                    output: 15,
+                    cache_read: 7,
+                    cache_creation: 0
+                },
+                "chunk {size}"
+            );
             assert!(!m.stream_error);
         }
     }

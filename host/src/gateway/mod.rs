@@ -69,13 +69,22 @@ pub fn choose(settings: &GatewaySettings, home: &Path) -> Result<Choice> {
     let credential = Credential::find(home);
     let from = |c: &Credential| match c.source {
         credentials::Source::Environment => format!("{} from the environment", c.variable()),
-        credentials::Source::DotEnv => format!("{} from {}", c.variable(), home.join(".env").display()),
+        credentials::Source::DotEnv => {
+            format!("{} from {}", c.variable(), home.join(".env").display())
+        }
     };
     let (kind, reason) = match (settings.provider, &credential) {
-        (Some(ProviderKind::Offline), _) => (ProviderKind::Offline, "offline (gateway.provider)".to_string()),
+        (Some(ProviderKind::Offline), _) => (
+            ProviderKind::Offline,
+            "offline (gateway.provider)".to_string(),
+        ),
         (Some(ProviderKind::Anthropic), Some(c)) => (
             ProviderKind::Anthropic,
-            format!("anthropic at {} ({}; gateway.provider)", settings.upstream_url, from(c)),
+            format!(
+                "anthropic at {} ({}; gateway.provider)",
+                settings.upstream_url,
+                from(c)
+            ),
         ),
         (Some(ProviderKind::Anthropic), None) => {
             return Err(Error::Config(format!(
@@ -84,10 +93,20 @@ pub fn choose(settings: &GatewaySettings, home: &Path) -> Result<Choice> {
                 home.join(".env").display()
             )));
         }
-        (None, Some(c)) => (ProviderKind::Anthropic, format!("anthropic at {} ({})", settings.upstream_url, from(c))),
-        (None, None) => (ProviderKind::Offline, "offline (no ANTHROPIC_API_KEY configured)".to_string()),
+        (None, Some(c)) => (
+            ProviderKind::Anthropic,
+            format!("anthropic at {} ({})", settings.upstream_url, from(c)),
+        ),
+        (None, None) => (
+            ProviderKind::Offline,
+            "offline (no ANTHROPIC_API_KEY configured)".to_string(),
+        ),
     };
-    Ok(Choice { kind, credential, reason })
+    Ok(Choice {
+        kind,
+        credential,
+        reason,
+    })
 }
 
 enum ToRecorder {
@@ -145,14 +164,21 @@ impl Gateway {
     pub fn new(settings: &GatewaySettings, home: &Home, store: Store) -> Result<(Gateway, Choice)> {
         let choice = choose(settings, home.root())?;
         let provider: Arc<dyn Provider> = match (choice.kind, &choice.credential) {
-            (ProviderKind::Anthropic, Some(c)) => Arc::new(anthropic::Anthropic::new(&settings.upstream_url, c.clone())?),
+            (ProviderKind::Anthropic, Some(c)) => Arc::new(anthropic::Anthropic::new(
+                &settings.upstream_url,
+                c.clone(),
+            )?),
             _ => Arc::new(offline::Offline::new(settings.model.clone())),
         };
         Ok((Gateway::with_provider(settings, store, provider), choice))
     }
 
     /// A gateway over any provider.
-    pub fn with_provider(settings: &GatewaySettings, store: Store, provider: Arc<dyn Provider>) -> Gateway {
+    pub fn with_provider(
+        settings: &GatewaySettings,
+        store: Store,
+        provider: Arc<dyn Provider>,
+    ) -> Gateway {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(record_loop(store.clone(), rx));
         Gateway {
@@ -173,7 +199,10 @@ impl Gateway {
 
     /// The HTTP routes, with every request accounted to `caller`.
     pub fn router(&self, caller: &str) -> Router {
-        let state = Handler { gw: self.clone(), caller: Arc::from(caller) };
+        let state = Handler {
+            gw: self.clone(),
+            caller: Arc::from(caller),
+        };
         Router::new()
             .route("/v1/messages", post(messages))
             .route("/v1/messages/count_tokens", post(count_tokens))
@@ -185,15 +214,19 @@ impl Gateway {
     /// Non-loopback addresses are refused: the listener has no
     /// authentication of its own.
     pub async fn listen_tcp(&self, addr: &str) -> Result<Listening> {
-        let sock: SocketAddr = addr
-            .parse()
-            .map_err(|_| Error::Config(format!("gateway listen address {addr:?}: use IP:PORT, e.g. 127.0.0.1:4180")))?;
+        let sock: SocketAddr = addr.parse().map_err(|_| {
+            Error::Config(format!(
+                "gateway listen address {addr:?}: use IP:PORT, e.g. 127.0.0.1:4180"
+            ))
+        })?;
         if !sock.ip().is_loopback() {
             return Err(Error::Config(format!(
                 "gateway listen address {addr}: only loopback addresses are allowed"
             )));
         }
-        let listener = tokio::net::TcpListener::bind(sock).await.ctx(|| format!("binding {sock}"))?;
+        let listener = tokio::net::TcpListener::bind(sock)
+            .await
+            .ctx(|| format!("binding {sock}"))?;
         let local = listener.local_addr().ctx(|| "local address".into())?;
         let router = self.router(usage::LOCAL_CALLER);
         // Events are small writes that must leave at once; Nagle's algorithm
@@ -228,7 +261,8 @@ impl Gateway {
             )));
         }
         remove_stale_socket(&path)?;
-        let listener = tokio::net::UnixListener::bind(&path).ctx(|| format!("binding {}", path.display()))?;
+        let listener =
+            tokio::net::UnixListener::bind(&path).ctx(|| format!("binding {}", path.display()))?;
         {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
@@ -251,10 +285,19 @@ impl Gateway {
     }
 
     fn slot(&self, caller: &str) -> std::result::Result<OwnedSemaphorePermit, u32> {
-        let max = self.inner.settings.limits_for(caller).max_concurrent.unwrap_or(1).max(1);
+        let max = self
+            .inner
+            .settings
+            .limits_for(caller)
+            .max_concurrent
+            .unwrap_or(1)
+            .max(1);
         let sem = {
             let mut slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
-            slots.entry(caller.to_string()).or_insert_with(|| Arc::new(Semaphore::new(max as usize))).clone()
+            slots
+                .entry(caller.to_string())
+                .or_insert_with(|| Arc::new(Semaphore::new(max as usize)))
+                .clone()
         };
         sem.try_acquire_owned().map_err(|_| max)
     }
@@ -262,15 +305,26 @@ impl Gateway {
     /// Tokens the caller used today, loading the day's sum on first use.
     async fn spent_today(&self, caller: &str) -> Result<u64> {
         let today = usage::today();
-        if let Some((day, n)) = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner()).get(caller)
+        if let Some((day, n)) = self
+            .inner
+            .spent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(caller)
             && *day == today
         {
             return Ok(*n);
         }
         let (c, d) = (caller.to_string(), today.clone());
-        let n = self.inner.store.read(move |conn| usage::tokens_on(conn, &c, &d)).await?;
+        let n = self
+            .inner
+            .store
+            .read(move |conn| usage::tokens_on(conn, &c, &d))
+            .await?;
         let mut spent = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = spent.entry(caller.to_string()).or_insert((today.clone(), n));
+        let entry = spent
+            .entry(caller.to_string())
+            .or_insert((today.clone(), n));
         if entry.0 != today {
             *entry = (today, n);
         }
@@ -316,8 +370,13 @@ where
 fn remove_stale_socket(path: &Path) -> Result<()> {
     use std::os::unix::fs::FileTypeExt;
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).ctx(|| format!("removing stale {}", path.display())),
-        Ok(_) => Err(Error::Conflict(format!("{} exists and is not a socket; not touching it", path.display()))),
+        Ok(m) if m.file_type().is_socket() => {
+            std::fs::remove_file(path).ctx(|| format!("removing stale {}", path.display()))
+        }
+        Ok(_) => Err(Error::Conflict(format!(
+            "{} exists and is not a socket; not touching it",
+            path.display()
+        ))),
         Err(_) => Ok(()),
     }
 }
@@ -364,7 +423,11 @@ async fn not_found(req: Request) -> Response {
     relay_now(Reply::error(
         StatusCode::NOT_FOUND,
         "not_found_error",
-        format!("g2 gateway serves POST /v1/messages and /v1/messages/count_tokens, not {} {}", req.method(), req.uri().path()),
+        format!(
+            "g2 gateway serves POST /v1/messages and /v1/messages/count_tokens, not {} {}",
+            req.method(),
+            req.uri().path()
+        ),
     ))
 }
 
@@ -374,14 +437,21 @@ async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
     let gw = &h.gw;
     let settings = &gw.inner.settings;
     let (parts, body) = req.into_parts();
-    let path_and_query = parts.uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| parts.uri.path().into());
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| parts.uri.path().into());
     let body = match axum::body::to_bytes(body, settings.max_request_bytes).await {
         Ok(b) => b,
         Err(_) => {
             return relay_now(Reply::error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request_too_large",
-                format!("request body is larger than {} bytes (gateway.max_request_bytes)", settings.max_request_bytes),
+                format!(
+                    "request body is larger than {} bytes (gateway.max_request_bytes)",
+                    settings.max_request_bytes
+                ),
             ));
         }
     };
@@ -396,10 +466,12 @@ async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
         }
     };
     let (model, body) = match &settings.model {
-        Some(m) if *m != head.model && gw.provider_name() == "anthropic" => match pin_model(&body, m) {
-            Some(b) => (m.clone(), b),
-            None => (m.clone(), body),
-        },
+        Some(m) if *m != head.model && gw.provider_name() == "anthropic" => {
+            match pin_model(&body, m) {
+                Some(b) => (m.clone(), b),
+                None => (m.clone(), body),
+            }
+        }
         Some(m) => (m.clone(), body),
         None => (head.model.clone(), body),
     };
@@ -465,7 +537,11 @@ async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
         stream,
     };
     let provider = gw.inner.provider.clone();
-    let reply = if count_only { provider.count_tokens(mreq).await } else { provider.messages(mreq).await };
+    let reply = if count_only {
+        provider.count_tokens(mreq).await
+    } else {
+        provider.messages(mreq).await
+    };
     rec.status = reply.status.as_u16();
     let sse = reply
         .headers
@@ -491,7 +567,8 @@ async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
 /// Replaces the request's model (`gateway.model` pins one for everybody).
 fn pin_model(body: &Bytes, model: &str) -> Option<Bytes> {
     let mut v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    v.as_object_mut()?.insert("model".into(), serde_json::Value::String(model.into()));
+    v.as_object_mut()?
+        .insert("model".into(), serde_json::Value::String(model.into()));
     serde_json::to_vec(&v).ok().map(Bytes::from)
 }
 
@@ -525,10 +602,20 @@ struct Metered {
 
 impl Metered {
     fn finish(&mut self, outcome: Outcome) {
-        let Some(mut rec) = self.rec.take() else { return };
+        let Some(mut rec) = self.rec.take() else {
+            return;
+        };
         self.meter.finish();
-        rec.tokens = if self.count_only { Tokens::default() } else { self.meter.tokens };
-        rec.outcome = if outcome == Outcome::Ok && (!self.ok || self.meter.stream_error) { Outcome::Error } else { outcome };
+        rec.tokens = if self.count_only {
+            Tokens::default()
+        } else {
+            self.meter.tokens
+        };
+        rec.outcome = if outcome == Outcome::Ok && (!self.ok || self.meter.stream_error) {
+            Outcome::Error
+        } else {
+            outcome
+        };
         rec.duration_ms = self.started.elapsed().as_millis() as u64;
         self.gw.record(rec);
     }
@@ -537,7 +624,10 @@ impl Metered {
 impl Stream for Metered {
     type Item = std::result::Result<Bytes, std::io::Error>;
 
-    fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
         match this.inner.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(chunk))) => {

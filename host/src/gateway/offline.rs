@@ -25,7 +25,11 @@ use super::provider::{BoxFuture, ModelRequest, Provider, Reply};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Block {
     Text(String),
-    ToolUse { id: String, name: String, input: Value },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
 }
 
 /// A complete assistant message.
@@ -38,29 +42,59 @@ pub struct Answer {
 
 impl Answer {
     fn text(s: String) -> Self {
-        Answer { blocks: vec![Block::Text(s)], stop_reason: "end_turn" }
+        Answer {
+            blocks: vec![Block::Text(s)],
+            stop_reason: "end_turn",
+        }
     }
 }
 
 /// The commands, for `g2:help` and error replies.
 pub const COMMANDS: &[(&str, &str)] = &[
     ("g2:help", "this list"),
-    ("g2:bash <command>", "run a shell command with the Bash tool"),
-    ("g2:remember <text>", "append a line to the group's CLAUDE.md (Read, then Write)"),
-    ("g2:clear <name>", "archive this session under <name> and start a fresh one"),
+    (
+        "g2:bash <command>",
+        "run a shell command with the Bash tool",
+    ),
+    (
+        "g2:remember <text>",
+        "append a line to the group's CLAUDE.md (Read, then Write)",
+    ),
+    (
+        "g2:clear <name>",
+        "archive this session under <name> and start a fresh one",
+    ),
     ("g2:sessions", "list earlier sessions"),
-    ("g2:resume <history-id> [save-as]", "switch back to an earlier session"),
+    (
+        "g2:resume <history-id> [save-as]",
+        "switch back to an earlier session",
+    ),
     ("g2:search <query>", "search archived conversations"),
     ("g2:send <text>", "send a message to the chat right away"),
-    ("g2:send-to <chat-jid> <text>", "send a message to another chat (main group only)"),
-    ("g2:schedule <cron|interval|once> <value> <prompt>", "schedule a task (a fresh session each run)"),
-    ("g2:schedule-group <cron|interval|once> <value> <prompt>", "schedule a task that runs in the group's conversation"),
-    ("g2:schedule-for <folder> <cron|interval|once> <value> <prompt>", "schedule a task for another group (main group only)"),
+    (
+        "g2:send-to <chat-jid> <text>",
+        "send a message to another chat (main group only)",
+    ),
+    (
+        "g2:schedule <cron|interval|once> <value> <prompt>",
+        "schedule a task (a fresh session each run)",
+    ),
+    (
+        "g2:schedule-group <cron|interval|once> <value> <prompt>",
+        "schedule a task that runs in the group's conversation",
+    ),
+    (
+        "g2:schedule-for <folder> <cron|interval|once> <value> <prompt>",
+        "schedule a task for another group (main group only)",
+    ),
     ("g2:tasks", "list scheduled tasks"),
     ("g2:pause <task-id>", "pause a scheduled task"),
     ("g2:unpause <task-id>", "resume a paused task"),
     ("g2:cancel <task-id>", "cancel a scheduled task"),
-    ("g2:register <folder> <name>", "register a new group (main group only)"),
+    (
+        "g2:register <folder> <name>",
+        "register a new group (main group only)",
+    ),
 ];
 
 /// Longest piece of a prompt or tool result repeated back.
@@ -77,20 +111,38 @@ pub enum Command {
     Remember(String),
     Clear(String),
     Sessions,
-    Resume { history_id: i64, save_as: Option<String> },
+    Resume {
+        history_id: i64,
+        save_as: Option<String>,
+    },
     Search(String),
     Send(String),
-    SendTo { chat_jid: String, text: String },
+    SendTo {
+        chat_jid: String,
+        text: String,
+    },
     /// `g2:schedule`, `g2:schedule-group` (`group_context`) and
     /// `g2:schedule-for` (`group_folder`).
-    Schedule { kind: String, value: String, prompt: String, group_folder: Option<String>, group_context: bool },
+    Schedule {
+        kind: String,
+        value: String,
+        prompt: String,
+        group_folder: Option<String>,
+        group_context: bool,
+    },
     Tasks,
     Pause(String),
     Unpause(String),
     Cancel(String),
-    Register { folder: String, name: String },
+    Register {
+        folder: String,
+        name: String,
+    },
     /// A line that names no command or misses arguments; the reply says why.
-    Invalid { line: String, why: String },
+    Invalid {
+        line: String,
+        why: String,
+    },
 }
 
 /// Reads the `g2:` command lines of a prompt, in order.
@@ -107,9 +159,16 @@ fn parse_command(line: &str, rest: &str) -> Command {
         Some((w, a)) => (w, a.trim()),
         None => (rest.trim(), ""),
     };
-    let invalid = |why: &str| Command::Invalid { line: line.to_string(), why: why.to_string() };
+    let invalid = |why: &str| Command::Invalid {
+        line: line.to_string(),
+        why: why.to_string(),
+    };
     let need = |c: fn(String) -> Command, what: &str| {
-        if args.is_empty() { invalid(&format!("needs {what}")) } else { c(args.to_string()) }
+        if args.is_empty() {
+            invalid(&format!("needs {what}"))
+        } else {
+            c(args.to_string())
+        }
     };
     match word {
         "help" => Command::Help,
@@ -124,9 +183,18 @@ fn parse_command(line: &str, rest: &str) -> Command {
             None => invalid("needs a chat jid and some text"),
         },
         "tasks" => Command::Tasks,
-        "pause" => one_word(args).map_or_else(|| invalid("needs a task id (from g2:tasks)"), Command::Pause),
-        "unpause" => one_word(args).map_or_else(|| invalid("needs a task id (from g2:tasks)"), Command::Unpause),
-        "cancel" => one_word(args).map_or_else(|| invalid("needs a task id (from g2:tasks)"), Command::Cancel),
+        "pause" => one_word(args).map_or_else(
+            || invalid("needs a task id (from g2:tasks)"),
+            Command::Pause,
+        ),
+        "unpause" => one_word(args).map_or_else(
+            || invalid("needs a task id (from g2:tasks)"),
+            Command::Unpause,
+        ),
+        "cancel" => one_word(args).map_or_else(
+            || invalid("needs a task id (from g2:tasks)"),
+            Command::Cancel,
+        ),
         "register" => match split_word(args) {
             Some((folder, name)) => Command::Register { folder, name },
             None => invalid("needs a folder and a name"),
@@ -137,18 +205,26 @@ fn parse_command(line: &str, rest: &str) -> Command {
                 None => (args, None),
             };
             match id.trim_start_matches('#').parse::<i64>() {
-                Ok(history_id) => Command::Resume { history_id, save_as },
+                Ok(history_id) => Command::Resume {
+                    history_id,
+                    save_as,
+                },
                 Err(_) => invalid("needs a history id (a number from g2:sessions)"),
             }
         }
-        "schedule" => parse_schedule(args, "g2:schedule", None, false).unwrap_or_else(|why| invalid(&why)),
-        "schedule-group" => {
-            parse_schedule(args, "g2:schedule-group", None, true).unwrap_or_else(|why| invalid(&why))
+        "schedule" => {
+            parse_schedule(args, "g2:schedule", None, false).unwrap_or_else(|why| invalid(&why))
         }
+        "schedule-group" => parse_schedule(args, "g2:schedule-group", None, true)
+            .unwrap_or_else(|why| invalid(&why)),
         "schedule-for" => match split_word(args) {
-            Some((folder, rest)) => parse_schedule(&rest, "g2:schedule-for <folder>", Some(folder), false)
-                .unwrap_or_else(|why| invalid(&why)),
-            None => invalid("usage: g2:schedule-for <folder> <cron|interval|once> <value> <prompt>"),
+            Some((folder, rest)) => {
+                parse_schedule(&rest, "g2:schedule-for <folder>", Some(folder), false)
+                    .unwrap_or_else(|why| invalid(&why))
+            }
+            None => {
+                invalid("usage: g2:schedule-for <folder> <cron|interval|once> <value> <prompt>")
+            }
         },
         "" => invalid("names no command"),
         other => invalid(&format!("unknown command {other:?}")),
@@ -195,7 +271,13 @@ fn parse_schedule(
     if value.is_empty() || prompt.is_empty() {
         return Err(usage.to_string());
     }
-    Ok(Command::Schedule { kind, value, prompt: prompt.to_string(), group_folder, group_context })
+    Ok(Command::Schedule {
+        kind,
+        value,
+        prompt: prompt.to_string(),
+        group_folder,
+        group_context,
+    })
 }
 
 /// A tool call the model wants, or the line it reports for a finished command.
@@ -213,7 +295,10 @@ struct Outcome {
 
 /// Decides a command's next step from the results of its steps so far.
 fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
-    let mcp = |tool: &str, input: Value| Next::Call { name: format!("mcp__g2__{tool}"), input };
+    let mcp = |tool: &str, input: Value| Next::Call {
+        name: format!("mcp__g2__{tool}"),
+        input,
+    };
     let report = |label: String| match done.last() {
         Some(o) if o.is_error => Next::Done(format!("{label} failed: {}", clip(&o.text))),
         Some(o) => Next::Done(format!("{label}: {}", clip(&o.text))),
@@ -231,7 +316,10 @@ fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         },
         Command::Clear(name) => mcp("clear_session", json!({ "name": name })),
         Command::Sessions => mcp("list_sessions", json!({})),
-        Command::Resume { history_id, save_as } => {
+        Command::Resume {
+            history_id,
+            save_as,
+        } => {
             let mut input = json!({ "history_id": history_id });
             if let Some(s) = save_as {
                 input["save_current_as"] = json!(s);
@@ -240,9 +328,19 @@ fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         }
         Command::Search(q) => mcp("search_sessions", json!({ "query": q })),
         Command::Send(t) => mcp("send_message", json!({ "text": t })),
-        Command::SendTo { chat_jid, text } => mcp("send_message", json!({ "text": text, "chat_jid": chat_jid })),
-        Command::Schedule { kind, value, prompt, group_folder, group_context } => {
-            let mut input = json!({ "schedule_type": kind, "schedule_value": value, "prompt": prompt });
+        Command::SendTo { chat_jid, text } => mcp(
+            "send_message",
+            json!({ "text": text, "chat_jid": chat_jid }),
+        ),
+        Command::Schedule {
+            kind,
+            value,
+            prompt,
+            group_folder,
+            group_context,
+        } => {
+            let mut input =
+                json!({ "schedule_type": kind, "schedule_value": value, "prompt": prompt });
             if let Some(f) = group_folder {
                 input["group_folder"] = json!(f);
             }
@@ -255,14 +353,23 @@ fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         Command::Pause(id) => mcp("pause_task", json!({ "task_id": id })),
         Command::Unpause(id) => mcp("resume_task", json!({ "task_id": id })),
         Command::Cancel(id) => mcp("cancel_task", json!({ "task_id": id })),
-        Command::Register { folder, name } => mcp("register_group", json!({ "folder": folder, "name": name })),
+        Command::Register { folder, name } => {
+            mcp("register_group", json!({ "folder": folder, "name": name }))
+        }
         Command::Remember(text) => {
             let path = format!("{}/CLAUDE.md", cwd.trim_end_matches('/'));
             match done {
                 // Claude Code lets Write replace a file only after a Read.
-                [] => Next::Call { name: "Read".into(), input: json!({ "file_path": path }) },
+                [] => Next::Call {
+                    name: "Read".into(),
+                    input: json!({ "file_path": path }),
+                },
                 [read] => {
-                    let old = if read.is_error { String::new() } else { strip_read_output(&read.text) };
+                    let old = if read.is_error {
+                        String::new()
+                    } else {
+                        strip_read_output(&read.text)
+                    };
                     let mut content = old.trim_end().to_string();
                     if !content.is_empty() {
                         content.push('\n');
@@ -292,8 +399,18 @@ fn label(cmd: &Command) -> String {
         Command::Search(q) => format!("g2:search {q}"),
         Command::Send(_) => "g2:send".into(),
         Command::SendTo { chat_jid, .. } => format!("g2:send-to {chat_jid}"),
-        Command::Schedule { kind, value, group_folder: Some(f), .. } => format!("g2:schedule-for {f} {kind} {value}"),
-        Command::Schedule { kind, value, group_context: true, .. } => format!("g2:schedule-group {kind} {value}"),
+        Command::Schedule {
+            kind,
+            value,
+            group_folder: Some(f),
+            ..
+        } => format!("g2:schedule-for {f} {kind} {value}"),
+        Command::Schedule {
+            kind,
+            value,
+            group_context: true,
+            ..
+        } => format!("g2:schedule-group {kind} {value}"),
         Command::Schedule { kind, value, .. } => format!("g2:schedule {kind} {value}"),
         Command::Tasks => "g2:tasks".into(),
         Command::Pause(id) => format!("g2:pause {id}"),
@@ -363,7 +480,9 @@ fn prompt_of(msg: &Value) -> Option<&str> {
 }
 
 fn tool_results(msg: &Value) -> Vec<(&str, Outcome)> {
-    let Some(blocks) = msg["content"].as_array() else { return Vec::new() };
+    let Some(blocks) = msg["content"].as_array() else {
+        return Vec::new();
+    };
     blocks
         .iter()
         .filter(|b| b["type"] == "tool_result")
@@ -373,7 +492,13 @@ fn tool_results(msg: &Value) -> Vec<(&str, Outcome)> {
                 c => texts(c).join("\n"),
             };
             let id = b["tool_use_id"].as_str().unwrap_or("");
-            (id, Outcome { text, is_error: b["is_error"].as_bool().unwrap_or(false) })
+            (
+                id,
+                Outcome {
+                    text,
+                    is_error: b["is_error"].as_bool().unwrap_or(false),
+                },
+            )
         })
         .collect()
 }
@@ -410,15 +535,22 @@ fn working_directory(req: &Value) -> String {
 /// (`<messages><message sender=… time=…>text</message>…</messages>`), one
 /// per line and unescaped; any other prompt as it is.
 fn unwrap_messages(prompt: &str) -> std::borrow::Cow<'_, str> {
-    let Some(body) = prompt.strip_prefix("<messages>").and_then(|b| b.trim_end().strip_suffix("</messages>")) else {
+    let Some(body) = prompt
+        .strip_prefix("<messages>")
+        .and_then(|b| b.trim_end().strip_suffix("</messages>"))
+    else {
         return prompt.into();
     };
     let mut texts = Vec::new();
     let mut rest = body;
     while let Some(open) = rest.find("<message ") {
-        let Some(gt) = rest[open..].find('>') else { break };
+        let Some(gt) = rest[open..].find('>') else {
+            break;
+        };
         let from = open + gt + 1;
-        let Some(len) = rest[from..].find("</message>") else { break };
+        let Some(len) = rest[from..].find("</message>") else {
+            break;
+        };
         texts.push(unescape_xml(&rest[from..from + len]));
         rest = &rest[from + len + "</message>".len()..];
     }
@@ -426,26 +558,47 @@ fn unwrap_messages(prompt: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn unescape_xml(s: &str) -> String {
-    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
 }
 
 /// Answers one Messages API request. `Err` is a message for a 400 answer.
 pub fn answer(req: &Value) -> Result<Answer, String> {
-    let messages = req["messages"].as_array().ok_or("messages: an array is required")?;
+    let messages = req["messages"]
+        .as_array()
+        .ok_or("messages: an array is required")?;
     // Claude Code puts `role: "system"` entries between the turns.
-    let turns: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user" || m["role"] == "assistant").collect();
-    let last_user = turns.iter().rev().find(|m| m["role"] == "user").ok_or("messages: no user message")?;
-    if texts(&last_user["content"]).iter().any(|t| t.contains(COMPACTION_MARKER)) {
+    let turns: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["role"] == "user" || m["role"] == "assistant")
+        .collect();
+    let last_user = turns
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .ok_or("messages: no user message")?;
+    if texts(&last_user["content"])
+        .iter()
+        .any(|t| t.contains(COMPACTION_MARKER))
+    {
         return Ok(Answer::text(summarize(&turns)));
     }
     let Some(start) = turns.iter().rposition(|m| is_prompt(m)) else {
-        return Ok(Answer::text("Offline model: there is no prompt to answer.".into()));
+        return Ok(Answer::text(
+            "Offline model: there is no prompt to answer.".into(),
+        ));
     };
     let prompt = unwrap_messages(prompt_of(turns[start]).unwrap_or("").trim());
     let prompt = prompt.trim();
     let commands = parse_commands(prompt);
     if commands.is_empty() {
-        return Ok(Answer::text(format!("Offline model (g2) received: \"{}\"", clip(prompt))));
+        return Ok(Answer::text(format!(
+            "Offline model (g2) received: \"{}\"",
+            clip(prompt)
+        )));
     }
 
     // Results of the calls made since the prompt, in call order.
@@ -470,7 +623,10 @@ pub fn answer(req: &Value) -> Result<Answer, String> {
                     break;
                 }
                 Next::Call { name, .. } if !offered.contains(&name.as_str()) => {
-                    lines.push(format!("{}: the tool {name} is not available here", label(cmd)));
+                    lines.push(format!(
+                        "{}: the tool {name} is not available here",
+                        label(cmd)
+                    ));
                     break;
                 }
                 Next::Call { .. } if used < outcomes.len() => used += 1,
@@ -523,7 +679,11 @@ fn summarize(turns: &[&Value]) -> String {
                     Some("text") => replies.push(short(b["text"].as_str().unwrap_or(""))),
                     Some("tool_use") => pending.push((
                         b["id"].as_str().unwrap_or("").to_string(),
-                        format!("{}({})", b["name"].as_str().unwrap_or("?"), short(&b["input"].to_string())),
+                        format!(
+                            "{}({})",
+                            b["name"].as_str().unwrap_or("?"),
+                            short(&b["input"].to_string())
+                        ),
                     )),
                     _ => {}
                 }
@@ -587,12 +747,19 @@ pub fn to_message(a: &Answer, id: &str, model: &str, input_tokens: u64) -> Value
 fn block_json(b: &Block) -> Value {
     match b {
         Block::Text(t) => json!({ "type": "text", "text": t }),
-        Block::ToolUse { id, name, input } => json!({ "type": "tool_use", "id": id, "name": name, "input": input }),
+        Block::ToolUse { id, name, input } => {
+            json!({ "type": "tool_use", "id": id, "name": name, "input": input })
+        }
     }
 }
 
 pub fn output_tokens(a: &Answer) -> u64 {
-    estimate_tokens(a.blocks.iter().map(|b| block_json(b).to_string().len()).sum())
+    estimate_tokens(
+        a.blocks
+            .iter()
+            .map(|b| block_json(b).to_string().len())
+            .sum(),
+    )
 }
 
 /// The answer as Server-Sent Events, one string per event, in the order the
@@ -610,25 +777,43 @@ pub fn to_events(a: &Answer, id: &str, model: &str, input_tokens: u64) -> Vec<St
     for (index, b) in a.blocks.iter().enumerate() {
         match b {
             Block::Text(t) => {
-                out.push(ev("content_block_start", json!({ "type": "content_block_start", "index": index,
-                    "content_block": { "type": "text", "text": "" } })));
+                out.push(ev(
+                    "content_block_start",
+                    json!({ "type": "content_block_start", "index": index,
+                    "content_block": { "type": "text", "text": "" } }),
+                ));
                 for piece in chunks(t, 3) {
-                    out.push(ev("content_block_delta", json!({ "type": "content_block_delta", "index": index,
-                        "delta": { "type": "text_delta", "text": piece } })));
+                    out.push(ev(
+                        "content_block_delta",
+                        json!({ "type": "content_block_delta", "index": index,
+                        "delta": { "type": "text_delta", "text": piece } }),
+                    ));
                 }
             }
             Block::ToolUse { id, name, input } => {
-                out.push(ev("content_block_start", json!({ "type": "content_block_start", "index": index,
-                    "content_block": { "type": "tool_use", "id": id, "name": name, "input": {} } })));
-                out.push(ev("content_block_delta", json!({ "type": "content_block_delta", "index": index,
-                    "delta": { "type": "input_json_delta", "partial_json": input.to_string() } })));
+                out.push(ev(
+                    "content_block_start",
+                    json!({ "type": "content_block_start", "index": index,
+                    "content_block": { "type": "tool_use", "id": id, "name": name, "input": {} } }),
+                ));
+                out.push(ev(
+                    "content_block_delta",
+                    json!({ "type": "content_block_delta", "index": index,
+                    "delta": { "type": "input_json_delta", "partial_json": input.to_string() } }),
+                ));
             }
         }
-        out.push(ev("content_block_stop", json!({ "type": "content_block_stop", "index": index })));
+        out.push(ev(
+            "content_block_stop",
+            json!({ "type": "content_block_stop", "index": index }),
+        ));
     }
-    out.push(ev("message_delta", json!({ "type": "message_delta",
+    out.push(ev(
+        "message_delta",
+        json!({ "type": "message_delta",
         "delta": { "stop_reason": a.stop_reason, "stop_sequence": null },
-        "usage": { "output_tokens": output_tokens(a) } })));
+        "usage": { "output_tokens": output_tokens(a) } }),
+    ));
     out.push(ev("message_stop", json!({ "type": "message_stop" })));
     out
 }
@@ -643,7 +828,11 @@ fn chunks(s: &str, n: usize) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = s;
     while !rest.is_empty() {
-        let cut = rest.char_indices().nth(per).map(|(i, _)| i).unwrap_or(rest.len());
+        let cut = rest
+            .char_indices()
+            .nth(per)
+            .map(|(i, _)| i)
+            .unwrap_or(rest.len());
         out.push(&rest[..cut]);
         rest = &rest[cut..];
     }
@@ -663,11 +852,21 @@ impl Offline {
     fn reply(&self, req: &ModelRequest, count_only: bool) -> Reply {
         let value: serde_json::Value = match serde_json::from_slice(&req.body) {
             Ok(v) => v,
-            Err(e) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", format!("body: {e}")),
+            Err(e) => {
+                return Reply::error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    format!("body: {e}"),
+                );
+            }
         };
         let input_tokens = estimate_tokens(req.body.len());
         if count_only {
-            return Reply::full(StatusCode::OK, "application/json", serde_json::json!({ "input_tokens": input_tokens }).to_string());
+            return Reply::full(
+                StatusCode::OK,
+                "application/json",
+                serde_json::json!({ "input_tokens": input_tokens }).to_string(),
+            );
         }
         let answer = match answer(&value) {
             Ok(a) => a,
@@ -678,10 +877,17 @@ impl Offline {
         if req.stream {
             let events = to_events(&answer, &id, &model, input_tokens);
             let mut headers = axum::http::HeaderMap::new();
-            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             let body = futures_util::stream::iter(events.into_iter().map(|e| Ok(Bytes::from(e))));
-            Reply { status: StatusCode::OK, headers, body: Box::pin(body) }
+            Reply {
+                status: StatusCode::OK,
+                headers,
+                body: Box::pin(body),
+            }
         } else {
             let msg = to_message(&answer, &id, &model, input_tokens);
             Reply::full(StatusCode::OK, "application/json", msg.to_string())
@@ -710,11 +916,29 @@ mod tests {
     use super::*;
 
     fn tools() -> Value {
-        json!(["Bash", "Read", "Write", "Edit", "mcp__g2__clear_session", "mcp__g2__list_sessions",
-               "mcp__g2__resume_session", "mcp__g2__search_sessions", "mcp__g2__send_message",
-               "mcp__g2__schedule_task", "mcp__g2__list_tasks", "mcp__g2__pause_task", "mcp__g2__resume_task",
-               "mcp__g2__cancel_task", "mcp__g2__register_group", "mcp__g2__refresh_groups"]
-            .iter().map(|n| json!({ "name": n, "input_schema": {} })).collect::<Vec<_>>())
+        json!(
+            [
+                "Bash",
+                "Read",
+                "Write",
+                "Edit",
+                "mcp__g2__clear_session",
+                "mcp__g2__list_sessions",
+                "mcp__g2__resume_session",
+                "mcp__g2__search_sessions",
+                "mcp__g2__send_message",
+                "mcp__g2__schedule_task",
+                "mcp__g2__list_tasks",
+                "mcp__g2__pause_task",
+                "mcp__g2__resume_task",
+                "mcp__g2__cancel_task",
+                "mcp__g2__register_group",
+                "mcp__g2__refresh_groups"
+            ]
+            .iter()
+            .map(|n| json!({ "name": n, "input_schema": {} }))
+            .collect::<Vec<_>>()
+        )
     }
 
     fn req(messages: Value) -> Value {
@@ -754,7 +978,10 @@ mod tests {
         assert_eq!(text(&a), "Offline model (g2) received: \"hello there\"");
         let routed = "<messages>\n<message sender=\"Ann\" time=\"t\">hi &amp; &lt;b&gt;</message>\n<message sender=\"Bo\" time=\"t\">g2:sessions</message>\n</messages>";
         assert_eq!(unwrap_messages(routed), "hi & <b>\ng2:sessions");
-        assert_eq!(parse_commands(&unwrap_messages(routed)), vec![Command::Sessions]);
+        assert_eq!(
+            parse_commands(&unwrap_messages(routed)),
+            vec![Command::Sessions]
+        );
         assert_eq!(unwrap_messages("plain"), "plain");
     }
 
@@ -783,22 +1010,40 @@ mod tests {
             let a = answer(&req(Value::Array(msgs.clone()))).unwrap();
             if a.stop_reason == "end_turn" {
                 let t = text(&a);
-                assert!(t.contains("g2:sessions: result of mcp__g2__list_sessions"), "{t}");
+                assert!(
+                    t.contains("g2:sessions: result of mcp__g2__list_sessions"),
+                    "{t}"
+                );
                 assert!(t.contains("unknown command \"nope\""), "{t}");
-                assert!(t.contains("g2:resume 7: result of mcp__g2__resume_session"), "{t}");
+                assert!(
+                    t.contains("g2:resume 7: result of mcp__g2__resume_session"),
+                    "{t}"
+                );
                 break;
             }
             let (id, name, input) = call(&a);
             if name == "mcp__g2__resume_session" {
-                assert_eq!(input, &json!({ "history_id": 7, "save_current_as": "before-tax" }));
+                assert_eq!(
+                    input,
+                    &json!({ "history_id": 7, "save_current_as": "before-tax" })
+                );
             }
             names.push(name.to_string());
             msgs.push(json!({ "role": "assistant", "content": [{ "type": "tool_use", "id": id, "name": name, "input": input }] }));
-            msgs.push(json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": id,
-                "content": [{ "type": "text", "text": format!("result of {name}") }] }] }));
+            msgs.push(
+                json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": id,
+                "content": [{ "type": "text", "text": format!("result of {name}") }] }] }),
+            );
             assert!(names.len() < 10, "loops: {names:?}");
         }
-        assert_eq!(names, ["mcp__g2__list_sessions", "mcp__g2__search_sessions", "mcp__g2__resume_session"]);
+        assert_eq!(
+            names,
+            [
+                "mcp__g2__list_sessions",
+                "mcp__g2__search_sessions",
+                "mcp__g2__resume_session"
+            ]
+        );
     }
 
     #[test]
@@ -823,7 +1068,9 @@ mod tests {
 
     #[test]
     fn missing_tools_and_bad_arguments_are_explained() {
-        let mut r = req(json!([{ "role": "user", "content": "g2:clear\ng2:send hi\ng2:schedule cron 0 9 * *" }]));
+        let mut r = req(
+            json!([{ "role": "user", "content": "g2:clear\ng2:send hi\ng2:schedule cron 0 9 * *" }]),
+        );
         r["tools"] = json!([{ "name": "Bash" }]);
         let a = answer(&r).unwrap();
         let t = text(&a);
@@ -836,7 +1083,13 @@ mod tests {
         schedule_in(None, false, kind, value, prompt)
     }
 
-    fn schedule_in(folder: Option<&str>, group_context: bool, kind: &str, value: &str, prompt: &str) -> Command {
+    fn schedule_in(
+        folder: Option<&str>,
+        group_context: bool,
+        kind: &str,
+        value: &str,
+        prompt: &str,
+    ) -> Command {
         Command::Schedule {
             kind: kind.into(),
             value: value.into(),
@@ -878,15 +1131,27 @@ mod tests {
         assert_eq!(
             cmds,
             [
-                Command::SendTo { chat_jid: "tg:-100123".into(), text: "Dinner at 7".into() },
+                Command::SendTo {
+                    chat_jid: "tg:-100123".into(),
+                    text: "Dinner at 7".into()
+                },
                 schedule_in(None, true, "interval", "60000", "Summarize the chat"),
                 schedule_in(Some("family"), false, "cron", "0 8 * * *", "Good morning"),
-                schedule_in(Some("family"), false, "once", "2026-12-01T09:00:00", "Pay rent"),
+                schedule_in(
+                    Some("family"),
+                    false,
+                    "once",
+                    "2026-12-01T09:00:00",
+                    "Pay rent"
+                ),
                 Command::Tasks,
                 Command::Pause("task-1".into()),
                 Command::Unpause("task-1".into()),
                 Command::Cancel("task-1".into()),
-                Command::Register { folder: "family".into(), name: "The Family Chat".into() },
+                Command::Register {
+                    folder: "family".into(),
+                    name: "The Family Chat".into()
+                },
             ]
         );
         let why = |line: &str| match &parse_commands(line)[0] {
@@ -898,10 +1163,22 @@ mod tests {
         assert_eq!(why("g2:cancel a b"), "needs a task id (from g2:tasks)");
         assert_eq!(why("g2:register family"), "needs a folder and a name");
         assert!(why("g2:schedule-for family").starts_with("usage: g2:schedule-for <folder>"));
-        assert!(why("g2:schedule-for family hourly 1 x").contains("usage: g2:schedule-for <folder> <cron"));
+        assert!(
+            why("g2:schedule-for family hourly 1 x")
+                .contains("usage: g2:schedule-for <folder> <cron")
+        );
         assert!(why("g2:schedule-group cron 0 9 * *").starts_with("usage: g2:schedule-group"));
         let help = help_text();
-        for c in ["send-to", "schedule-group", "schedule-for", "tasks", "pause", "unpause", "cancel", "register"] {
+        for c in [
+            "send-to",
+            "schedule-group",
+            "schedule-for",
+            "tasks",
+            "pause",
+            "unpause",
+            "cancel",
+            "register",
+        ] {
             assert!(help.contains(&format!("- g2:{c}")), "{c} missing from help");
         }
     }
@@ -919,8 +1196,10 @@ mod tests {
             let (id, name, input) = call(&a);
             calls.push((name.to_string(), input.clone()));
             msgs.push(json!({ "role": "assistant", "content": [{ "type": "tool_use", "id": id, "name": name, "input": input }] }));
-            msgs.push(json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": id,
-                "content": [{ "type": "text", "text": format!("result of {name}") }] }] }));
+            msgs.push(
+                json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": id,
+                "content": [{ "type": "text", "text": format!("result of {name}") }] }] }),
+            );
             assert!(calls.len() < 20, "loops: {calls:?}");
         }
     }
@@ -934,17 +1213,32 @@ mod tests {
              g2:tasks\ng2:pause t1\ng2:unpause t1\ng2:cancel t1\n\
              g2:register family The Family Chat");
         let expected = [
-            ("mcp__g2__send_message", json!({ "text": "Dinner at 7", "chat_jid": "tg:-100123" })),
-            ("mcp__g2__schedule_task", json!({ "schedule_type": "cron", "schedule_value": "0 9 * * 1-5", "prompt": "Morning brief" })),
-            ("mcp__g2__schedule_task", json!({ "schedule_type": "interval", "schedule_value": "60000",
-                "prompt": "Summarize the chat", "context_mode": "group" })),
-            ("mcp__g2__schedule_task", json!({ "schedule_type": "once", "schedule_value": "2026-12-01T09:00:00",
-                "prompt": "Pay rent", "group_folder": "family" })),
+            (
+                "mcp__g2__send_message",
+                json!({ "text": "Dinner at 7", "chat_jid": "tg:-100123" }),
+            ),
+            (
+                "mcp__g2__schedule_task",
+                json!({ "schedule_type": "cron", "schedule_value": "0 9 * * 1-5", "prompt": "Morning brief" }),
+            ),
+            (
+                "mcp__g2__schedule_task",
+                json!({ "schedule_type": "interval", "schedule_value": "60000",
+                "prompt": "Summarize the chat", "context_mode": "group" }),
+            ),
+            (
+                "mcp__g2__schedule_task",
+                json!({ "schedule_type": "once", "schedule_value": "2026-12-01T09:00:00",
+                "prompt": "Pay rent", "group_folder": "family" }),
+            ),
             ("mcp__g2__list_tasks", json!({})),
             ("mcp__g2__pause_task", json!({ "task_id": "t1" })),
             ("mcp__g2__resume_task", json!({ "task_id": "t1" })),
             ("mcp__g2__cancel_task", json!({ "task_id": "t1" })),
-            ("mcp__g2__register_group", json!({ "folder": "family", "name": "The Family Chat" })),
+            (
+                "mcp__g2__register_group",
+                json!({ "folder": "family", "name": "The Family Chat" }),
+            ),
         ];
         let got: Vec<(&str, &Value)> = calls.iter().map(|(n, i)| (n.as_str(), i)).collect();
         let want: Vec<(&str, &Value)> = expected.iter().map(|(n, i)| (*n, i)).collect();
@@ -976,16 +1270,29 @@ mod tests {
         ]));
         let t = answer(&r).unwrap();
         let t = text(&t).to_string();
-        assert!(t.starts_with("<analysis>") && t.contains("<summary>") && t.ends_with("</summary>"), "{t}");
+        assert!(
+            t.starts_with("<analysis>") && t.contains("<summary>") && t.ends_with("</summary>"),
+            "{t}"
+        );
         assert!(t.contains("Plan the tax return"));
-        assert!(t.contains("Bash({\"command\":\"ls forms\"}) returned: w2.pdf"), "{t}");
+        assert!(
+            t.contains("Bash({\"command\":\"ls forms\"}) returned: w2.pdf"),
+            "{t}"
+        );
         assert!(t.contains("Gather the forms first."));
     }
 
     #[test]
     fn events_form_a_valid_stream() {
         let a = Answer {
-            blocks: vec![Block::Text("héllo wörld".into()), Block::ToolUse { id: "t".into(), name: "Bash".into(), input: json!({"command": "x"}) }],
+            blocks: vec![
+                Block::Text("héllo wörld".into()),
+                Block::ToolUse {
+                    id: "t".into(),
+                    name: "Bash".into(),
+                    input: json!({"command": "x"}),
+                },
+            ],
             stop_reason: "tool_use",
         };
         let ev = to_events(&a, "msg_1", "m", 10);
@@ -993,7 +1300,9 @@ mod tests {
         assert!(ev.last().unwrap().starts_with("event: message_stop\n"));
         let mut text = String::new();
         for e in &ev {
-            let data: Value = serde_json::from_str(e.lines().nth(1).unwrap().strip_prefix("data: ").unwrap()).unwrap();
+            let data: Value =
+                serde_json::from_str(e.lines().nth(1).unwrap().strip_prefix("data: ").unwrap())
+                    .unwrap();
             if data["delta"]["type"] == "text_delta" {
                 text.push_str(data["delta"]["text"].as_str().unwrap());
             }

@@ -42,7 +42,11 @@ impl Reply {
         let mut headers = HeaderMap::new();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         let body: Bytes = body.into();
-        Reply { status, headers, body: Box::pin(futures_util::stream::iter([Ok(body)])) }
+        Reply {
+            status,
+            headers,
+            body: Box::pin(futures_util::stream::iter([Ok(body)])),
+        }
     }
 
     /// An error in the Anthropic shape:
