@@ -15,6 +15,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use g2_core::archive::{self, ArchiveOptions};
+use g2_core::confined::Dir;
 use g2_core::transcript;
 use g2_core::wire::AgentEvent;
 
@@ -82,17 +83,14 @@ fn archive_transcript(
     let body = archive::render(&title, &parsed, &now, &opts);
     let dir = paths.group().join("conversations");
     let stem = archive::stem(&title, &now);
-    let file = archive::write_new(
-        &dir,
+    std::fs::create_dir_all(&dir)?;
+    let name = archive::write_new(
+        &Dir::open(&dir)?,
         &now.format("%Y-%m-%d").to_string(),
         &stem,
         &body,
         &|_| false,
     )?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let notice = AgentEvent::Archive {
         // Relative to the group folder; the host resolves and checks it.
         path: format!("conversations/{name}"),

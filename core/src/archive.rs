@@ -20,12 +20,11 @@
 //! link to the final name, which fails instead of replacing) and never
 //! overwrite: a name that is taken gets `-2`, `-3`, … appended.
 
-use std::fs;
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
 
 use chrono::{DateTime, TimeZone};
 
+use crate::confined::Dir;
 use crate::transcript::{Entry, Transcript};
 use crate::validate;
 
@@ -170,18 +169,18 @@ where
     }
 }
 
-/// Writes `contents` to `dir/{date}-{stem}.md` (or `-2.md`, `-3.md`, … when
-/// taken) atomically and without ever replacing a file. Returns the path.
-/// `reserved` names paths that are taken although no file is there (an index
-/// row whose file was deleted by hand); they are skipped too.
+/// Writes `contents` to `{date}-{stem}.md` (or `-2.md`, `-3.md`, … when
+/// taken) in `dir`, atomically, durably and without ever replacing a file
+/// or following a link ([`Dir::write_new`]). Returns the file name.
+/// `reserved` names files that are taken although no file is there (an
+/// index row whose file was deleted by hand); they are skipped too.
 pub fn write_new(
-    dir: &Path,
+    dir: &Dir,
     date: &str,
     stem: &str,
     contents: &str,
-    reserved: &dyn Fn(&Path) -> bool,
-) -> io::Result<PathBuf> {
-    fs::create_dir_all(dir)?;
+    reserved: &dyn Fn(&str) -> bool,
+) -> io::Result<String> {
     // The stem is a slug already; slugging again keeps this function safe on
     // its own (no separators, no dots).
     let stem = match validate::slug(stem) {
@@ -189,83 +188,14 @@ pub fn write_new(
         s => s,
     };
     let date = validate::slug(date);
-    let tmp = tempfile_in(dir)?;
-    let result = (|| {
-        {
-            let mut f = fs::OpenOptions::new().write(true).open(&tmp)?;
-            f.write_all(contents.as_bytes())?;
-            f.sync_all()?;
+    let names = (1..=10_000u32).map(|n| {
+        if n == 1 {
+            format!("{date}-{stem}.md")
+        } else {
+            format!("{date}-{stem}-{n}.md")
         }
-        for n in 1..=10_000u32 {
-            let name = if n == 1 {
-                format!("{date}-{stem}.md")
-            } else {
-                format!("{date}-{stem}-{n}.md")
-            };
-            let path = dir.join(name);
-            if reserved(&path) {
-                continue;
-            }
-            match fs::hard_link(&tmp, &path) {
-                Ok(()) => {
-                    sync_dir(dir);
-                    return Ok(path);
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                // File systems without hard links: create_new is still
-                // never-overwriting, only not atomic for readers.
-                Err(e) if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(1) => {
-                    match fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&path)
-                    {
-                        Ok(mut f) => {
-                            f.write_all(contents.as_bytes())?;
-                            f.sync_all()?;
-                            return Ok(path);
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            format!(
-                "no free archive name for {date}-{stem} in {}",
-                dir.display()
-            ),
-        ))
-    })();
-    let _ = fs::remove_file(&tmp);
-    result
-}
-
-/// Creates an empty, uniquely named hidden temp file in `dir`.
-fn tempfile_in(dir: &Path) -> io::Result<PathBuf> {
-    for _ in 0..100 {
-        let path = dir.join(format!(".archive-{}.tmp", uuid::Uuid::new_v4().simple()));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(_) => return Ok(path),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::other("could not create a temp file"))
-}
-
-fn sync_dir(dir: &Path) {
-    // Makes the new name durable; failure here only weakens durability.
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    });
+    dir.write_new(names, contents.as_bytes(), reserved)
 }
 
 #[cfg(test)]
@@ -273,6 +203,7 @@ mod tests {
     use super::*;
     use crate::transcript::parse_bytes;
     use chrono::Utc;
+    use std::fs;
 
     fn at() -> DateTime<Utc> {
         "2026-02-21T03:39:00Z".parse().unwrap()
@@ -332,15 +263,16 @@ mod tests {
     #[test]
     fn write_never_overwrites() {
         let dir = tempfile::tempdir().unwrap();
-        let free = |_: &Path| false;
-        let a = write_new(dir.path(), "2026-02-21", "tax-research", "one", &free).unwrap();
-        let b = write_new(dir.path(), "2026-02-21", "tax-research", "two", &free).unwrap();
-        let c = write_new(dir.path(), "2026-02-21", "../../evil", "three", &free).unwrap();
-        assert_eq!(a.file_name().unwrap(), "2026-02-21-tax-research.md");
-        assert_eq!(b.file_name().unwrap(), "2026-02-21-tax-research-2.md");
-        assert_eq!(c.parent().unwrap(), dir.path());
-        assert_eq!(fs::read_to_string(&a).unwrap(), "one");
-        assert_eq!(fs::read_to_string(&b).unwrap(), "two");
+        let d = Dir::open(dir.path()).unwrap();
+        let free = |_: &str| false;
+        let a = write_new(&d, "2026-02-21", "tax-research", "one", &free).unwrap();
+        let b = write_new(&d, "2026-02-21", "tax-research", "two", &free).unwrap();
+        let c = write_new(&d, "2026-02-21", "../../evil", "three", &free).unwrap();
+        assert_eq!(a, "2026-02-21-tax-research.md");
+        assert_eq!(b, "2026-02-21-tax-research-2.md");
+        assert!(!c.contains('/'));
+        assert_eq!(fs::read_to_string(dir.path().join(&a)).unwrap(), "one");
+        assert_eq!(fs::read_to_string(dir.path().join(&b)).unwrap(), "two");
         // No temp files left behind.
         let names: Vec<_> = fs::read_dir(dir.path())
             .unwrap()

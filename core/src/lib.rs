@@ -13,8 +13,11 @@
 //!   atomically, never overwriting.
 //! - [`wire`]: the JSON that crosses the container boundary.
 //! - [`ipc`]: the shared IPC folder's names and atomic writes.
+//! - [`confined`]: file access beneath a directory handle that never
+//!   follows a link, for the folders an agent can write.
 
 pub mod archive;
+pub mod confined;
 pub mod ipc;
 pub mod transcript;
 pub mod validate;

@@ -125,20 +125,21 @@ fn main() {
     home.ensure_group("main", "Main", true).unwrap();
     let store = Store::open(&home.db_path(), std::time::Duration::from_secs(5)).unwrap();
     rows.push((
-        "archives::prepare (+ atomic write, fsync)".into(),
+        "parse + archives::prepare (+ atomic write, fsync)".into(),
         time_runs_with_cleanup(|| {
+            let parsed = g2_core::transcript::parse_file(&fixture).expect("parse");
             let p = archives::prepare(
                 &home,
                 &store,
                 &opts,
                 "main",
-                &fixture,
+                parsed,
                 None,
                 None,
                 Trigger::Manual,
             )
             .expect("prepare");
-            p.file
+            p.path(&home)
         }),
     ));
     drop(tmp);

@@ -13,7 +13,7 @@
 //!   then kill) and the runtime removes every container it started;
 //! - host → agent files are written through a temp file and a rename.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use g2_core::confined::Dir;
 use g2_core::ipc;
 use g2_core::wire::{
     AgentEvent, ContainerInput, ContainerOutput, InputMessage, OUTPUT_END, OUTPUT_START,
@@ -30,7 +31,6 @@ use g2_core::wire::{
 use crate::archives::{self, ArchiveRecord, Prepared};
 use crate::config::Settings;
 use crate::container::{self, ContainerRuntime, Output};
-use crate::error::IoContext;
 use crate::gateway::{Gateway, Listening};
 use crate::groups::{self, Group};
 use crate::home::Home;
@@ -192,10 +192,10 @@ impl Agents {
     /// prompt, since the router's cursor did not move past them. Called by
     /// whoever starts a run, before anything may write a new input.
     pub fn clear_inputs(&self, folder: &str) -> Result<()> {
-        let dir = self.home.ipc_dir(folder)?.join(ipc::INPUT_DIR);
-        let _ = std::fs::remove_file(dir.join(ipc::CLOSE));
-        for name in ipc::pending(&dir) {
-            let _ = std::fs::remove_file(dir.join(name));
+        let dir = self.home.ipc_sub(folder, ipc::INPUT_DIR)?;
+        let _ = dir.remove(ipc::CLOSE);
+        for name in dir.pending() {
+            let _ = dir.remove(&name);
         }
         Ok(())
     }
@@ -252,12 +252,15 @@ impl Agents {
         Ok(report)
     }
 
-    /// Folders, ownership and hooks a run needs.
+    /// Folders, ownership and hooks a run needs. Everything in the group's
+    /// trees is done beneath directory handles that never follow a link
+    /// ([`g2_core::confined`]); a folder replaced by the agent is made real
+    /// again and recorded.
     fn prepare(&self, group: &Group) -> Result<()> {
+        let folder = group.folder.as_str();
         self.home.ensure_layout()?;
-        self.home
-            .ensure_group(&group.folder, &group.name, group.is_main)?;
-        let ipc_dir = self.home.ipc_dir(&group.folder)?;
+        self.home.ensure_group(folder, &group.name, group.is_main)?;
+        let ipc_tree = self.home.ipc_tree(folder)?;
         for d in [
             ipc::INPUT_DIR,
             ipc::EVENTS_DIR,
@@ -266,19 +269,18 @@ impl Agents {
             ipc::MESSAGES_DIR,
             ipc::RESPONSES_DIR,
         ] {
-            std::fs::create_dir_all(ipc_dir.join(d))
-                .ctx(|| format!("creating {}", ipc_dir.join(d).display()))?;
+            self.home.ensure_sub(folder, &ipc_tree, d)?;
         }
-        write_hooks(&self.home.claude_dir(&group.folder)?)?;
-        self.write_snapshots(group, &ipc_dir)?;
+        write_hooks(&self.home, folder)?;
+        self.write_snapshots(group, &ipc_tree)?;
         let (uid, gid) = crate::image::agent_ids();
         if crate::image::host_ids().0 == 0 {
-            for d in [
-                self.home.group_dir(&group.folder)?,
-                self.home.claude_dir(&group.folder)?,
-                ipc_dir,
+            for tree in [
+                self.home.group_tree(folder)?,
+                self.home.claude_tree(folder)?,
+                ipc_tree,
             ] {
-                chown_tree(&d, uid, gid);
+                tree.chown_tree(uid, gid);
             }
         }
         Ok(())
@@ -287,7 +289,7 @@ impl Agents {
     /// Read-only snapshots for the agent, written before each start:
     /// `session_history.json`, `current_tasks.json` (the group's tasks; all
     /// tasks for main) and `available_groups.json` (empty unless main).
-    fn write_snapshots(&self, group: &Group, ipc_dir: &Path) -> Result<()> {
+    fn write_snapshots(&self, group: &Group, ipc_tree: &Dir) -> Result<()> {
         let (folder, is_main) = (group.folder.clone(), group.is_main);
         let (history, tasks, groups) = self.store.read_blocking(move |c| {
             let history = crate::sessions::history(c, &folder)?;
@@ -316,12 +318,8 @@ impl Agents {
             ("current_tasks.json", Value::Array(tasks)),
             ("available_groups.json", groups::snapshot(&groups)),
         ] {
-            ipc::write_atomic(
-                ipc_dir,
-                name,
-                &serde_json::to_vec_pretty(&v).unwrap_or_default(),
-            )
-            .ctx(|| format!("writing {name}"))?;
+            let r = ipc_tree.write_atomic(name, &serde_json::to_vec_pretty(&v).unwrap_or_default());
+            self.home.confined(&group.folder, name, r)?;
         }
         Ok(())
     }
@@ -352,7 +350,6 @@ impl Agents {
         // The agent's g2 tools are answered while its container runs.
         let watching = self.tasks.watch(&group.folder)?;
         let mut running = self.runtime.run(spec, bytes).await?;
-        let ipc_input = self.home.ipc_dir(&group.folder)?.join(ipc::INPUT_DIR);
         let mut report = RunReport {
             group: group.folder.clone(),
             replies: Vec::new(),
@@ -413,7 +410,7 @@ impl Agents {
                     {
                         // One prompt per `g2 run`: the turn is over, let the agent finish.
                         idle_since = Some(Instant::now());
-                        self.close_or_stop(&ipc_input, &running.id).await;
+                        self.close_or_stop(&group.folder, &running.id).await;
                     }
                     if pending.len() > MAX_PENDING_OUTPUT && !stopping {
                         report.errors.push(
@@ -452,7 +449,7 @@ impl Agents {
                 Err(_) => {
                     // Idle (one-shot only: a warm run's owner decides when
                     // it is idle): ask the agent to finish (again; harmless).
-                    self.close_or_stop(&ipc_input, &running.id).await;
+                    self.close_or_stop(&group.folder, &running.id).await;
                     idle_since = Some(Instant::now());
                 }
             }
@@ -476,8 +473,8 @@ impl Agents {
 
     /// Asks the agent to finish; when even that cannot be written, stops
     /// its container: no error may leave a container behind.
-    async fn close_or_stop(&self, input_dir: &Path, id: &str) {
-        if let Err(e) = close(input_dir) {
+    async fn close_or_stop(&self, folder: &str, id: &str) {
+        if let Err(e) = close(&self.home, folder) {
             tracing::error!(error = %e, "could not write _close; stopping the container");
             self.stop_quietly(id).await;
         }
@@ -517,13 +514,12 @@ impl Agents {
     /// Takes the agent's IPC events: indexes archive notices, stores hook
     /// records; unreadable files go to `errors/`.
     pub async fn take_events(&self, folder: &str) -> Result<Vec<ArchiveRecord>> {
-        let ipc_dir = self.home.ipc_dir(folder)?;
-        let dir = ipc_dir.join(ipc::EVENTS_DIR);
+        let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
         let mut archived = Vec::new();
-        for name in ipc::pending(&dir) {
-            let path = dir.join(&name);
-            let outcome = match ipc::read_regular(&path, 1 << 20)
-                .map_err(|e| Error::Invalid(format!("agent event: {e}")))
+        for name in dir.pending() {
+            let outcome = match self
+                .home
+                .confined(folder, "events/", dir.read(&name, 1 << 20))
                 .and_then(|b| {
                     serde_json::from_slice::<AgentEvent>(&b)
                         .map_err(|e| Error::Invalid(format!("agent event: {e}")))
@@ -547,12 +543,13 @@ impl Agents {
             };
             match outcome {
                 Ok(()) => {
-                    let _ = std::fs::remove_file(&path);
+                    let _ = dir.remove(&name);
                 }
                 Err(e) => {
                     tracing::warn!(group = folder, file = %name, error = %e, "agent event kept in errors/");
-                    let _ = std::fs::create_dir_all(ipc_dir.join(ipc::ERRORS_DIR));
-                    let _ = std::fs::rename(&path, ipc_dir.join(ipc::ERRORS_DIR).join(&name));
+                    if let Ok(errors) = self.home.ipc_sub(folder, ipc::ERRORS_DIR) {
+                        let _ = dir.rename_to(&name, &errors, &name);
+                    }
                 }
             }
         }
@@ -635,34 +632,43 @@ fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
 }
 
 /// Asks the agent to finish: the `_close` sentinel.
-pub fn close(input_dir: &Path) -> Result<()> {
-    ipc::write_atomic(input_dir, ipc::CLOSE, b"")
-        .ctx(|| format!("writing {}/_close", input_dir.display()))?;
-    Ok(())
+pub fn close(home: &Home, folder: &str) -> Result<()> {
+    let dir = home.ipc_sub(folder, ipc::INPUT_DIR)?;
+    let r = dir.write_atomic(ipc::CLOSE, b"");
+    home.confined(folder, "input/_close", r)
 }
 
-/// Writes a message for a running agent into its `input/` folder.
-pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<PathBuf> {
-    let dir = home.ipc_dir(folder)?.join(ipc::INPUT_DIR);
+/// Writes a message for a running agent into its `input/` folder; returns
+/// the file's name.
+pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<String> {
+    let dir = home.ipc_sub(folder, ipc::INPUT_DIR)?;
     let msg = serde_json::to_vec(&InputMessage::Message {
         text: text.to_string(),
     })
     .map_err(|e| Error::Invalid(e.to_string()))?;
-    ipc::write_atomic(&dir, &ipc::timestamped_name(), &msg)
-        .ctx(|| format!("writing into {}", dir.display()))
+    let name = ipc::timestamped_name();
+    let r = dir.write_atomic(&name, &msg);
+    home.confined(folder, "input/", r)?;
+    Ok(name)
 }
 
 /// Registers g2's hooks in a group's `.claude/settings.json`, keeping any
 /// other settings in the file.
-fn write_hooks(claude_dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(claude_dir).ctx(|| format!("creating {}", claude_dir.display()))?;
-    let path = claude_dir.join("settings.json");
-    // The agent can write here: never read through a link it planted.
-    let mut settings: Value = ipc::read_regular(&path, 1 << 20)
-        .ok()
-        .and_then(|t| serde_json::from_slice(&t).ok())
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
+fn write_hooks(home: &Home, folder: &str) -> Result<()> {
+    let tree = home.claude_tree(folder)?;
+    // The agent can write here: never read through a link it planted (a
+    // link is replaced by the write below).
+    let mut settings: Value = match tree.read("settings.json", 1 << 20) {
+        Ok(t) => serde_json::from_slice(&t)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({})),
+        Err(e) if g2_core::confined::is_planted(&e) => {
+            home.planted(folder, ".claude/settings.json: a link; replaced");
+            json!({})
+        }
+        Err(_) => json!({}),
+    };
     let mut hooks = serde_json::Map::new();
     for ev in HOOK_EVENTS {
         hooks.insert(
@@ -671,35 +677,11 @@ fn write_hooks(claude_dir: &Path) -> Result<()> {
         );
     }
     settings["hooks"] = Value::Object(hooks);
-    ipc::write_atomic(
-        claude_dir,
+    let r = tree.write_atomic(
         "settings.json",
         &serde_json::to_vec_pretty(&settings).unwrap_or_default(),
-    )
-    .ctx(|| format!("writing {}", path.display()))?;
-    Ok(())
-}
-
-/// Gives a tree to the agent user (when the host runs as root); entries
-/// already owned are skipped, symlinks are not followed.
-fn chown_tree(dir: &Path, uid: u32, gid: u32) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
-        return;
-    };
-    if meta.file_type().is_symlink() {
-        return;
-    }
-    if meta.uid() != uid || meta.gid() != gid {
-        let _ = std::os::unix::fs::lchown(dir, Some(uid), Some(gid));
-    }
-    if meta.is_dir()
-        && let Ok(rd) = std::fs::read_dir(dir)
-    {
-        for e in rd.flatten() {
-            chown_tree(&e.path(), uid, gid);
-        }
-    }
+    );
+    home.confined(folder, ".claude/settings.json", r)
 }
 
 #[cfg(test)]
@@ -738,14 +720,17 @@ mod tests {
     #[test]
     fn hooks_keep_other_settings() {
         let d = tempfile::tempdir().unwrap();
+        let home = Home::new(d.path()).unwrap();
+        let claude = home.claude_dir("main").unwrap();
+        std::fs::create_dir_all(&claude).unwrap();
         std::fs::write(
-            d.path().join("settings.json"),
+            claude.join("settings.json"),
             r#"{"model":"x","hooks":{"Old":[]}}"#,
         )
         .unwrap();
-        write_hooks(d.path()).unwrap();
+        write_hooks(&home, "main").unwrap();
         let v: Value =
-            serde_json::from_str(&std::fs::read_to_string(d.path().join("settings.json")).unwrap())
+            serde_json::from_str(&std::fs::read_to_string(claude.join("settings.json")).unwrap())
                 .unwrap();
         assert_eq!(v["model"], "x");
         assert!(v["hooks"].get("Old").is_none());

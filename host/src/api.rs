@@ -488,9 +488,11 @@ async fn read_archive(State(api): State<Api>, Path(id): Path<i64>) -> ApiResult<
         .read(move |c| archives::get(c, id))
         .await?
         .ok_or_else(|| Error::NotFound(format!("archive {id}")))?;
-    // Stored paths are relative to the home and checked to stay inside it.
-    let path = g2_core::validate::within(api.home.root(), std::path::Path::new(&rec.path))?;
-    let markdown = std::fs::read_to_string(&path).ok();
+    // Read beneath the group's folder: a link planted there is not followed.
+    let (home, r) = (api.home.clone(), rec.clone());
+    let markdown = tokio::task::spawn_blocking(move || archives::read_markdown(&home, &r))
+        .await
+        .map_err(Error::from)??;
     Ok(Json(json!({ "archive": rec, "markdown": markdown })))
 }
 

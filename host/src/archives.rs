@@ -64,8 +64,8 @@ pub struct Prepared {
     pub group: String,
     pub session_id: Option<String>,
     pub title: String,
-    /// Absolute path of the file.
-    pub file: PathBuf,
+    /// The file's name in the group's `conversations/`.
+    pub file_name: String,
     /// Path as stored (relative to the home).
     pub rel_path: String,
     pub body: String,
@@ -86,23 +86,19 @@ impl Prepared {
         title: &str,
         session_id: Option<&str>,
     ) -> Result<Prepared> {
-        let conversations = home.conversations_dir(group)?;
         let name = rel.strip_prefix("conversations/").ok_or_else(|| {
             Error::Invalid(format!(
                 "archive notice path {rel:?} is not in conversations/"
             ))
         })?;
-        let file = validate::within(&conversations, Path::new(name))?;
-        if file.extension().is_none_or(|e| e != "md")
-            || file.parent() != Some(conversations.as_path())
-        {
+        if name.contains('/') || name.starts_with('.') || !name.ends_with(".md") {
             return Err(Error::Invalid(format!(
                 "archive notice path {rel:?} is not a markdown file in conversations/"
             )));
         }
         // The agent wrote this file: read it only if it is one (no link).
-        let bytes = g2_core::ipc::read_regular(&file, 64 << 20)
-            .ctx(|| format!("reading {}", file.display()))?;
+        let dir = home.conversations_tree(group)?;
+        let bytes = home.confined(group, rel, dir.read(name, 64 << 20))?;
         let body = String::from_utf8_lossy(&bytes).into_owned();
         let title: String = title
             .chars()
@@ -117,32 +113,47 @@ impl Prepared {
             } else {
                 title
             },
-            rel_path: home.relative(&file).to_string_lossy().into_owned(),
-            file,
+            rel_path: rel_path(group, name),
+            file_name: name.to_string(),
             body,
             trigger: Trigger::Precompact,
             created_at: crate::now_rfc3339(),
             stats: transcript::Stats::default(),
         })
     }
+
+    /// Removes the file again (its record did not commit).
+    pub fn discard(&self, home: &Home) {
+        if let Ok(dir) = home.conversations_tree(&self.group) {
+            let _ = dir.remove(&self.file_name);
+        }
+    }
+
+    /// The file's absolute path, for people.
+    pub fn path(&self, home: &Home) -> PathBuf {
+        home.root().join(&self.rel_path)
+    }
 }
 
-/// Parses `transcript` and writes its markdown archive into the group's
-/// `conversations/` folder. Blocking (parsing is CPU and I/O).
+/// An archive's path as stored: relative to the home.
+fn rel_path(group: &str, name: &str) -> String {
+    format!("groups/{group}/conversations/{name}")
+}
+
+/// Renders a parsed transcript and writes its markdown archive into the
+/// group's `conversations/` folder. Blocking (file I/O).
 #[allow(clippy::too_many_arguments)] // each is a distinct input; a struct would only rename them
 pub fn prepare(
     home: &Home,
     store: &Store,
     opts: &archive::ArchiveOptions,
     group: &str,
-    transcript_path: &Path,
+    parsed: transcript::Transcript,
     name: Option<&str>,
     session_id: Option<&str>,
     trigger: Trigger,
 ) -> Result<Prepared> {
     validate::group_folder(group)?;
-    let parsed = transcript::parse_file(transcript_path)
-        .ctx(|| format!("reading transcript {}", transcript_path.display()))?;
     let session_id = match session_id.or(parsed.session_id.as_deref()) {
         Some(id) => validate::session_id(id).ok(),
         None => None,
@@ -150,35 +161,60 @@ pub fn prepare(
     let now: DateTime<Local> = Local::now();
     let title = archive::title(name, &parsed, &now);
     let body = archive::render(&title, &parsed, &now, opts);
-    let dir = home.conversations_dir(group)?;
+    let dir = home.conversations_tree(group)?;
     let stem = archive::stem(&title, &now);
     // A row may still hold a name whose file was deleted by hand; never
     // reuse it (the path column is unique and the old row stays searchable).
-    let recorded = |path: &Path| {
-        let rel = home.relative(path).to_string_lossy().into_owned();
+    let recorded = |file: &str| {
         store
-            .read_blocking(|c| is_recorded(c, &rel))
+            .read_blocking(|c| is_recorded(c, &rel_path(group, file)))
             .unwrap_or(false)
     };
-    let file = archive::write_new(
-        &dir,
-        &now.format("%Y-%m-%d").to_string(),
-        &stem,
-        &body,
-        &recorded,
-    )
-    .ctx(|| format!("writing archive into {}", dir.display()))?;
+    let file_name = home.confined(
+        group,
+        "conversations/",
+        archive::write_new(
+            &dir,
+            &now.format("%Y-%m-%d").to_string(),
+            &stem,
+            &body,
+            &recorded,
+        ),
+    )?;
     Ok(Prepared {
         group: group.to_string(),
         session_id,
         title,
-        rel_path: home.relative(&file).to_string_lossy().into_owned(),
-        file,
+        rel_path: rel_path(group, &file_name),
+        file_name,
         body,
         trigger,
         created_at: crate::now_rfc3339(),
         stats: parsed.stats,
     })
+}
+
+/// Parses a group's own transcript of `session_id`, read beneath its
+/// `.claude` folder without following a link. None when there is none.
+pub fn read_transcript(
+    home: &Home,
+    group: &str,
+    session_id: &str,
+) -> Result<Option<transcript::Transcript>> {
+    let id = validate::session_id(session_id)?;
+    let tree = home.claude_tree(group)?;
+    let rel = Path::new("projects")
+        .join(crate::home::PROJECT_DIR)
+        .join(format!("{id}.jsonl"));
+    match tree.open_file(&rel) {
+        Ok(f) => Ok(Some(home.confined(
+            group,
+            "the transcript",
+            transcript::parse_reader(f, transcript::DEFAULT_MAX_LINE),
+        )?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => home.confined(group, "the transcript", Err(e)),
+    }
 }
 
 /// Whether an archive row holds this path (relative to the home).
@@ -224,37 +260,63 @@ pub async fn archive_transcript(
     name: Option<String>,
     trigger: Trigger,
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
-    let (home, group_owned, st) = (home.clone(), group.to_string(), store.clone());
+    let (h, group_owned, st) = (home.clone(), group.to_string(), store.clone());
     let prepared = tokio::task::spawn_blocking(move || {
+        // The operator named this file: it is read as given.
+        let parsed = transcript::parse_file(&transcript_path)
+            .ctx(|| format!("reading transcript {}", transcript_path.display()))?;
         prepare(
-            &home,
+            &h,
             &st,
             &opts,
             &group_owned,
-            &transcript_path,
+            parsed,
             name.as_deref(),
             None,
             trigger,
         )
     })
     .await??;
-    record(store, prepared).await
+    record(home, store, prepared).await
 }
 
 /// Records a prepared archive in a transaction of its own; removes the file
 /// when that fails.
 pub async fn record(
+    home: &Home,
     store: &Store,
     prepared: Prepared,
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
-    let file = prepared.file.clone();
     let stats = prepared.stats.clone();
+    let (group, file_name) = (prepared.group.clone(), prepared.file_name.clone());
     match store.write(move |tx| insert(tx, &prepared)).await {
         Ok(rec) => Ok((rec, stats)),
         Err(e) => {
-            let _ = std::fs::remove_file(file);
+            if let Ok(dir) = home.conversations_tree(&group) {
+                let _ = dir.remove(&file_name);
+            }
             Err(e)
         }
+    }
+}
+
+/// A recorded archive's markdown, read beneath its group's folder without
+/// following a link; None when the file is gone.
+pub fn read_markdown(home: &Home, rec: &ArchiveRecord) -> Result<Option<String>> {
+    let Some(name) = rec
+        .path
+        .strip_prefix(&format!("groups/{}/conversations/", rec.group))
+    else {
+        return Err(Error::Invalid(format!(
+            "archive path {:?} is not in its group's conversations/",
+            rec.path
+        )));
+    };
+    let dir = home.conversations_tree(&rec.group)?;
+    match dir.read(name, 64 << 20) {
+        Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => home.confined(&rec.group, &rec.path, Err(e)).map(|()| None),
     }
 }
 

@@ -13,7 +13,9 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
+use g2_core::confined::{self, Dir};
 use g2_core::validate;
 
 use crate::Result;
@@ -25,9 +27,20 @@ pub const PROJECT_DIR: &str = "-workspace-group";
 pub const MAIN_TEMPLATE: &str = include_str!("../../groups/main/CLAUDE.md");
 pub const GLOBAL_TEMPLATE: &str = include_str!("../../groups/global/CLAUDE.md");
 
-#[derive(Debug, Clone)]
+/// Told of every link or foreign file found where the host expected its
+/// own (group folder, what was found), to record it.
+pub type Recorder = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
+#[derive(Clone)]
 pub struct Home {
     root: PathBuf,
+    recorder: Arc<OnceLock<Recorder>>,
+}
+
+impl std::fmt::Debug for Home {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Home").field("root", &self.root).finish()
+    }
 }
 
 impl Home {
@@ -36,7 +49,94 @@ impl Home {
     pub fn new(root: impl AsRef<Path>) -> Result<Self> {
         let root = std::path::absolute(root.as_ref())
             .ctx(|| format!("resolving home directory {}", root.as_ref().display()))?;
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            recorder: Arc::default(),
+        })
+    }
+
+    /// Where planted links are recorded (once per home and its clones).
+    pub fn on_planted(&self, recorder: Recorder) {
+        let _ = self.recorder.set(recorder);
+    }
+
+    /// A link or foreign file was found (and refused, or moved aside) in a
+    /// group's tree: a warning, and a record when a recorder is set.
+    pub fn planted(&self, folder: &str, what: &str) {
+        tracing::warn!(group = folder, what, "a planted link or file was refused");
+        if let Some(r) = self.recorder.get() {
+            r(folder, what);
+        }
+    }
+
+    /// Turns an I/O result in a group's tree into g2's: a planted link is
+    /// recorded and refused as such.
+    pub fn confined<T>(&self, folder: &str, what: &str, r: std::io::Result<T>) -> Result<T> {
+        r.map_err(|e| {
+            if confined::is_planted(&e) {
+                self.planted(folder, &format!("{what}: a link; not followed"));
+                crate::Error::Forbidden(format!(
+                    "{what} in group {folder} is a link; it is never followed"
+                ))
+            } else {
+                crate::Error::io(format!("{what} in group {folder}"), e)
+            }
+        })
+    }
+
+    /// `groups/{folder}/` as a confined handle, created when missing.
+    pub fn group_tree(&self, folder: &str) -> Result<Dir> {
+        validate::any_folder(folder)?;
+        self.confined(
+            folder,
+            "the group folder",
+            Dir::open_beneath(&self.groups_dir(), Path::new(folder), true),
+        )
+    }
+
+    /// `data/ipc/{folder}/` as a confined handle, created when missing.
+    pub fn ipc_tree(&self, folder: &str) -> Result<Dir> {
+        validate::group_folder(folder)?;
+        self.confined(
+            folder,
+            "the IPC folder",
+            Dir::open_beneath(&self.data_dir().join("ipc"), Path::new(folder), true),
+        )
+    }
+
+    /// `data/sessions/{folder}/.claude/` as a confined handle, created
+    /// when missing.
+    pub fn claude_tree(&self, folder: &str) -> Result<Dir> {
+        validate::group_folder(folder)?;
+        let rel = Path::new(folder).join(".claude");
+        self.confined(
+            folder,
+            "the .claude folder",
+            Dir::open_beneath(&self.data_dir().join("sessions"), &rel, true),
+        )
+    }
+
+    /// The folder `name` in a group's tree, made a real folder again if
+    /// something else was put in its place (recorded).
+    pub fn ensure_sub(&self, folder: &str, tree: &Dir, name: &str) -> Result<Dir> {
+        let (dir, replaced) = self.confined(folder, name, tree.ensure_dir(name))?;
+        if replaced {
+            self.planted(
+                folder,
+                &format!("{name}/ was replaced; made a folder again"),
+            );
+        }
+        Ok(dir)
+    }
+
+    /// `groups/{folder}/conversations/` as a confined handle.
+    pub fn conversations_tree(&self, folder: &str) -> Result<Dir> {
+        self.ensure_sub(folder, &self.group_tree(folder)?, "conversations")
+    }
+
+    /// A subfolder of the group's IPC folder (`input`, `tasks`, …).
+    pub fn ipc_sub(&self, folder: &str, name: &str) -> Result<Dir> {
+        self.ensure_sub(folder, &self.ipc_tree(folder)?, name)
     }
 
     pub fn root(&self) -> &Path {
@@ -118,14 +218,10 @@ impl Home {
     /// for the main group, a short one otherwise). Existing files are kept.
     pub fn ensure_group(&self, folder: &str, name: &str, is_main: bool) -> Result<()> {
         validate::group_folder(folder)?;
-        let dir = self.group_dir(folder)?;
-        for d in [
-            dir.join("conversations"),
-            self.claude_dir(folder)?,
-            self.ipc_dir(folder)?,
-        ] {
-            std::fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
-        }
+        let group = self.group_tree(folder)?;
+        self.ensure_sub(folder, &group, "conversations")?;
+        self.claude_tree(folder)?;
+        self.ipc_tree(folder)?;
         let memory = if is_main {
             MAIN_TEMPLATE.to_string()
         } else {
@@ -135,7 +231,13 @@ impl Home {
                  searchable archives of earlier sessions.\n"
             )
         };
-        write_if_missing(&dir.join("CLAUDE.md"), &memory)
+        // Never replaces the group's memory, nor writes through a link.
+        self.confined(
+            folder,
+            "CLAUDE.md",
+            group.create_new("CLAUDE.md", memory.as_bytes()),
+        )?;
+        Ok(())
     }
 }
 

@@ -24,12 +24,13 @@
 //! Every request is recorded in `ipc_log` with its outcome (`ok`,
 //! `refused`, `failed`); refusals are also logged as warnings.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use g2_core::confined::Dir;
 use g2_core::ipc;
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
 
@@ -77,14 +78,31 @@ pub struct TaskServer {
 }
 
 impl TaskServer {
+    /// Must be called inside a Tokio runtime: it also becomes the home's
+    /// recorder of planted links, which go to `ipc_log` (action `link`,
+    /// outcome `refused`) from a task of their own, since they are found
+    /// deep in blocking file code.
     pub fn new(home: Home, store: Store, sessions: SessionManager, links: Links) -> Self {
-        TaskServer {
+        let server = TaskServer {
             home,
             store,
             sessions,
             links,
             watching_all: Default::default(),
-        }
+        };
+        let (planted, mut found) = mpsc::unbounded_channel::<(String, String)>();
+        server
+            .home
+            .on_planted(std::sync::Arc::new(move |folder: &str, what: &str| {
+                let _ = planted.send((folder.to_string(), what.to_string()));
+            }));
+        let recorder = server.clone();
+        tokio::spawn(async move {
+            while let Some((folder, what)) = found.recv().await {
+                recorder.log(&folder, None, "link", "refused", &what).await;
+            }
+        });
+        server
     }
 
     /// Serves a group's requests until stopped; a last drain runs at stop
@@ -100,9 +118,8 @@ impl TaskServer {
             ipc_dir.join(ipc::TASKS_DIR),
             ipc_dir.join(ipc::MESSAGES_DIR),
         ];
-        for dir in &dirs {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        for sub in [ipc::TASKS_DIR, ipc::MESSAGES_DIR] {
+            self.home.ipc_sub(folder, sub)?;
         }
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
@@ -171,7 +188,7 @@ impl TaskServer {
             .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
         self.watching_all
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let server = self.clone();
+        let (server, home) = (self.clone(), self.home.clone());
         Ok(Background::spawn(|mut stopped| async move {
             let mut watched = std::collections::HashSet::new();
             let mut watch_group = |watcher: &mut notify::RecommendedWatcher, folder: &str| {
@@ -180,7 +197,8 @@ impl TaskServer {
                 }
                 for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
                     let dir = root.join(folder).join(sub);
-                    let ok = std::fs::create_dir_all(&dir).is_ok()
+                    // Made a real folder first: a planted link is never watched.
+                    let ok = home.ipc_sub(folder, sub).is_ok()
                         && watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok();
                     if !ok {
                         tracing::warn!(dir = %dir.display(), "cannot watch; the timed rescan covers it");
@@ -227,20 +245,24 @@ impl TaskServer {
     /// Handles every request waiting in the group's `messages/` and
     /// `tasks/` (messages first: they are what the agent said before).
     pub async fn drain(&self, folder: &str) {
-        let Ok(ipc_dir) = self.home.ipc_dir(folder) else {
+        // Beneath directory handles: a link planted in place of a folder or
+        // a request is refused (and recorded), never followed.
+        let Ok(tree) = self.home.ipc_tree(folder) else {
             return;
         };
         for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
-            let dir = ipc_dir.join(sub);
-            for name in ipc::pending(&dir) {
-                let claimed = dir.join(format!(".claimed-{name}"));
-                if std::fs::rename(dir.join(&name), &claimed).is_err() {
+            let Ok(dir) = self.home.ensure_sub(folder, &tree, sub) else {
+                continue;
+            };
+            for name in dir.pending() {
+                let claimed = format!(".claimed-{name}");
+                if dir.rename_to(&name, &dir, &claimed).is_err() {
                     continue; // someone else took it
                 }
-                let outcome = match read_request(&claimed, sub) {
+                let outcome = match read_request(&self.home, folder, &dir, &claimed, sub) {
                     Ok((req, named)) => {
                         let response = self.handle(folder, req, named.as_deref()).await;
-                        respond(&ipc_dir, &response).map_err(|e| e.to_string())
+                        respond(&self.home, folder, &tree, &response).map_err(|e| e.to_string())
                     }
                     Err(why) => {
                         self.log(folder, None, "unreadable", "failed", &why).await;
@@ -248,12 +270,12 @@ impl TaskServer {
                     }
                 };
                 match outcome {
-                    Ok(_) => {
-                        let _ = std::fs::remove_file(&claimed);
+                    Ok(()) => {
+                        let _ = dir.remove(&claimed);
                     }
                     Err(why) => {
                         tracing::warn!(group = folder, file = %name, reason = %why, "agent request kept in errors/");
-                        keep_failed(&ipc_dir, &claimed, &name, &why);
+                        keep_failed(&self.home, folder, &tree, &dir, &claimed, &name, &why);
                     }
                 }
             }
@@ -464,13 +486,12 @@ impl TaskServer {
                     ));
                 }
                 let list = self.store.read(groups::list).await?;
-                let dir = self.home.ipc_dir(folder)?;
-                ipc::write_atomic(
-                    &dir,
+                let tree = self.home.ipc_tree(folder)?;
+                let r = tree.write_atomic(
                     "available_groups.json",
                     &serde_json::to_vec_pretty(&groups::snapshot(&list)).unwrap_or_default(),
-                )
-                .map_err(|e| Error::io("writing available_groups.json", e))?;
+                );
+                self.home.confined(folder, "available_groups.json", r)?;
                 Ok(format!(
                     "available_groups.json lists {} groups.",
                     list.len()
@@ -696,11 +717,15 @@ fn list_folders(root: &Path) -> Vec<String> {
 /// Reads a claimed request; `messages/` takes `send_message` only. Also
 /// returns a group the payload names outside the action's own fields.
 fn read_request(
-    path: &Path,
+    home: &Home,
+    folder: &str,
+    dir: &Dir,
+    name: &str,
     sub: &str,
 ) -> std::result::Result<(TaskRequest, Option<String>), String> {
-    let bytes =
-        ipc::read_regular(path, MAX_REQUEST).map_err(|e| format!("unreadable request: {e}"))?;
+    let bytes = home
+        .confined(folder, sub, dir.read(name, MAX_REQUEST))
+        .map_err(|e| format!("unreadable request: {e}"))?;
     let raw: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
     let req: TaskRequest =
@@ -722,13 +747,11 @@ fn read_request(
     Ok((req, named))
 }
 
-fn respond(ipc_dir: &Path, r: &TaskResponse) -> std::io::Result<PathBuf> {
-    let body = serde_json::to_vec(r).map_err(std::io::Error::other)?;
-    ipc::write_atomic(
-        &ipc_dir.join(ipc::RESPONSES_DIR),
-        &format!("{}.json", safe_name(&r.request_id)),
-        &body,
-    )
+fn respond(home: &Home, folder: &str, tree: &Dir, r: &TaskResponse) -> Result<()> {
+    let body = serde_json::to_vec(r).map_err(|e| Error::Invalid(e.to_string()))?;
+    let dir = home.ensure_sub(folder, tree, ipc::RESPONSES_DIR)?;
+    let w = dir.write_atomic(&format!("{}.json", safe_name(&r.request_id)), &body);
+    home.confined(folder, "responses/", w)
 }
 
 /// Request ids become file names: keep them harmless.
@@ -741,11 +764,20 @@ fn safe_name(id: &str) -> String {
     if s.is_empty() { "invalid".into() } else { s }
 }
 
-fn keep_failed(ipc_dir: &Path, claimed: &Path, name: &str, why: &str) {
-    let errors = ipc_dir.join(ipc::ERRORS_DIR);
-    let _ = std::fs::create_dir_all(&errors);
-    let _ = std::fs::rename(claimed, errors.join(name));
-    let _ = ipc::write_atomic(&errors, &format!("{name}.reason.txt"), why.as_bytes());
+fn keep_failed(
+    home: &Home,
+    folder: &str,
+    tree: &Dir,
+    dir: &Dir,
+    claimed: &str,
+    name: &str,
+    why: &str,
+) {
+    let Ok(errors) = home.ensure_sub(folder, tree, ipc::ERRORS_DIR) else {
+        return;
+    };
+    let _ = dir.rename_to(claimed, &errors, name);
+    let _ = errors.write_atomic(&format!("{name}.reason.txt"), why.as_bytes());
 }
 
 #[cfg(test)]

@@ -590,13 +590,8 @@ impl Queue {
             return;
         }
         run.closing = true;
-        match self.agents.home().ipc_dir(folder) {
-            Ok(d) => {
-                if let Err(e) = agent::close(&d.join(g2_core::ipc::INPUT_DIR)) {
-                    tracing::error!(group = folder, error = %e, "could not ask the container to close");
-                }
-            }
-            Err(e) => tracing::error!(group = folder, error = %e, "bad group folder"),
+        if let Err(e) = agent::close(self.agents.home(), folder) {
+            tracing::error!(group = folder, error = %e, "could not ask the container to close");
         }
     }
 

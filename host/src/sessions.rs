@@ -16,7 +16,6 @@
 //! markdown, pointer to history) and restore, each in one transaction.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
@@ -377,10 +376,6 @@ impl SessionManager {
         session_id: &str,
         name: &str,
     ) -> Result<Option<Prepared>> {
-        let path = self.home.transcript_path(group, session_id)?;
-        if !path.is_file() {
-            return Ok(None);
-        }
         let (home, store, opts, g, id, n) = (
             self.home.clone(),
             self.store.clone(),
@@ -389,20 +384,25 @@ impl SessionManager {
             session_id.to_string(),
             name.to_string(),
         );
-        let p = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
+            // The transcript is in the agent's writable .claude: read
+            // without following any link planted there.
+            let Some(parsed) = archives::read_transcript(&home, &g, &id)? else {
+                return Ok(None);
+            };
             archives::prepare(
                 &home,
                 &store,
                 &opts,
                 &g,
-                &path,
+                parsed,
                 Some(&n),
                 Some(&id),
                 Trigger::Clear,
             )
+            .map(Some)
         })
-        .await??;
-        Ok(Some(p))
+        .await?
     }
 
     async fn clear_with(
@@ -414,7 +414,9 @@ impl SessionManager {
     ) -> Result<Cleared> {
         validate::group_folder(group)?;
         let (g, n) = (group.to_string(), name.to_string());
-        let file = prepared.as_ref().map(|p| p.file.clone());
+        let file = prepared
+            .as_ref()
+            .map(|p| (p.group.clone(), p.file_name.clone()));
         let outcome = self
             .store
             .write(move |tx| {
@@ -447,14 +449,16 @@ impl SessionManager {
         &self,
         group: &str,
         outcome: Result<T>,
-        archive_file: Option<PathBuf>,
+        archive_file: Option<(String, String)>,
         pointer: impl Fn(&T) -> &Pointer,
     ) -> Result<T> {
         match &outcome {
             Ok(v) => self.remember(pointer(v)),
             Err(e) => {
-                if let Some(f) = archive_file {
-                    let _ = std::fs::remove_file(f);
+                if let Some((g, name)) = archive_file
+                    && let Ok(dir) = self.home.conversations_tree(&g)
+                {
+                    let _ = dir.remove(&name);
                 }
                 if matches!(e, Error::StaleGeneration { .. }) {
                     self.cache
@@ -477,7 +481,9 @@ impl SessionManager {
     ) -> Result<Resumed> {
         validate::group_folder(group)?;
         let g = group.to_string();
-        let file = prepared.as_ref().map(|p| p.file.clone());
+        let file = prepared
+            .as_ref()
+            .map(|p| (p.group.clone(), p.file_name.clone()));
         let outcome = self
             .store
             .write(move |tx| {

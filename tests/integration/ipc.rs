@@ -411,3 +411,97 @@ async fn unknown_folders_and_bad_files_get_nothing() {
     );
     assert_eq!(f.count("SELECT COUNT(*) FROM registered_groups"), 3);
 }
+
+/// A snapshot of a host folder: every file's name and bytes.
+fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_planted_in_the_ipc_folder_are_never_followed() {
+    use std::os::unix::fs::symlink;
+    let f = Fixture::new();
+    // Host folders the agent would like the host to work in.
+    let host = tempfile::tempdir().unwrap();
+    for d in ["tasks", "messages", "errors", "responses"] {
+        std::fs::create_dir_all(host.path().join(d)).unwrap();
+        std::fs::write(
+            host.path().join(d).join("host.json"),
+            br#"{"requestId":"h","type":"list_sessions"}"#,
+        )
+        .unwrap();
+    }
+    let before = snapshot(&host.path().join("tasks"));
+    let ipc = f.home.path().join("data/ipc/family");
+    f.ok("family", Action::ListTasks {}).await;
+    for d in ["tasks", "messages", "errors", "responses"] {
+        let _ = std::fs::remove_dir_all(ipc.join(d));
+        symlink(host.path().join(d), ipc.join(d)).unwrap();
+    }
+    // A request file that is itself a link, in a real folder.
+    f.server.drain("family").await;
+    symlink(
+        host.path().join("tasks/host.json"),
+        ipc.join("tasks/linked.json"),
+    )
+    .unwrap();
+    f.server.drain("family").await;
+    // The group still works.
+    f.ok("family", Action::ListTasks {}).await;
+    for d in ["tasks", "messages", "errors", "responses"] {
+        assert!(
+            !std::fs::symlink_metadata(ipc.join(d))
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{d} is a real folder again"
+        );
+        assert_eq!(
+            snapshot(&host.path().join(d)).len(),
+            1,
+            "{d}: nothing created or removed in the host folder"
+        );
+    }
+    assert_eq!(
+        snapshot(&host.path().join("tasks")),
+        before,
+        "host files unchanged"
+    );
+    assert!(
+        !ipc.join("responses/h.json").exists(),
+        "the host's request was never served"
+    );
+    let reason = std::fs::read_to_string(ipc.join("errors/linked.json.reason.txt")).unwrap();
+    assert!(reason.contains("link"), "{reason}");
+    assert!(
+        std::fs::symlink_metadata(ipc.join("errors/linked.json"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "kept as the link it was"
+    );
+    // Every attempt is recorded.
+    let mut recorded = 0;
+    for _ in 0..100 {
+        recorded = f.count("SELECT COUNT(*) FROM ipc_log WHERE group_folder = 'family' AND action = 'link' AND outcome = 'refused'");
+        if recorded >= 5 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        recorded >= 5,
+        "4 folders and 1 file recorded, got {recorded}"
+    );
+}

@@ -250,9 +250,8 @@ impl Gateway {
     /// the folder it sits in is mounted into that group's container only.
     pub async fn listen_group(&self, home: &Home, folder: &str) -> Result<Listening> {
         g2_core::validate::group_folder(folder)?;
-        let dir = home.ipc_dir(folder)?;
-        std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
-        let path = dir.join(g2_core::ipc::MODEL_SOCKET);
+        let tree = home.ipc_tree(folder)?;
+        let path = home.ipc_dir(folder)?.join(g2_core::ipc::MODEL_SOCKET);
         // sun_path holds 108 bytes including the terminating NUL.
         if path.as_os_str().len() > 107 {
             return Err(Error::Config(format!(
@@ -260,13 +259,41 @@ impl Gateway {
                 path.display()
             )));
         }
-        remove_stale_socket(&path)?;
+        // The IPC folder is the agent's: bind and chmod in a folder only the
+        // host uses, then rename the socket into place (a rename never
+        // follows a link; it replaces a stale socket or anything planted).
+        let private = home.data_dir().join("run");
+        std::fs::create_dir_all(&private).ctx(|| format!("creating {}", private.display()))?;
+        let tmp_name = format!(
+            "{folder}.{}.sock",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let tmp = private.join(&tmp_name);
         let listener =
-            tokio::net::UnixListener::bind(&path).ctx(|| format!("binding {}", path.display()))?;
-        {
+            tokio::net::UnixListener::bind(&tmp).ctx(|| format!("binding {}", tmp.display()))?;
+        let placed = (|| {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
-                .ctx(|| format!("permissions of {}", path.display()))?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o666))
+                .ctx(|| format!("permissions of {}", tmp.display()))?;
+            let name = g2_core::ipc::MODEL_SOCKET;
+            if let Some(kind) = tree.kind(name).ok().flatten()
+                && kind != g2_core::confined::Kind::Other
+            {
+                home.planted(
+                    folder,
+                    &format!("{name}: a {kind:?} in the socket's place; replaced"),
+                );
+                if kind == g2_core::confined::Kind::Dir {
+                    home.confined(folder, name, tree.displace(name))?;
+                }
+            }
+            let run = g2_core::confined::Dir::open(&private)
+                .ctx(|| format!("opening {}", private.display()))?;
+            home.confined(folder, name, run.rename_to(&tmp_name, &tree, name))
+        })();
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
         Ok(Listening {
             address: path.display().to_string(),
@@ -365,20 +392,6 @@ where
             tracing::error!(error = %e, "gateway listener failed");
         }
     })
-}
-
-fn remove_stale_socket(path: &Path) -> Result<()> {
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            std::fs::remove_file(path).ctx(|| format!("removing stale {}", path.display()))
-        }
-        Ok(_) => Err(Error::Conflict(format!(
-            "{} exists and is not a socket; not touching it",
-            path.display()
-        ))),
-        Err(_) => Ok(()),
-    }
 }
 
 /// Writes usage rows in order; a failed write is logged, not retried (the
