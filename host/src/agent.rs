@@ -62,6 +62,10 @@ pub struct RunReport {
     pub archives: Vec<ArchiveRecord>,
     pub exit_code: i64,
     pub timed_out: bool,
+    /// Why the agent died, when it did (out of memory, out of processes,
+    /// killed, over its disk quota, past its time limit): such a turn is
+    /// reported to the sender, never re-run.
+    pub crash: Option<String>,
 }
 
 /// How a run goes.
@@ -212,6 +216,12 @@ impl Agents {
         turns: Option<TurnSink>,
     ) -> Result<RunReport> {
         let group = groups::require(&self.store, folder).await?;
+        // A group over its disk quota (or a host short of disk) does not start.
+        let usage =
+            container::disk::measure_async(&self.home, &self.settings.container, &group).await?;
+        if let Some(why) = usage.refusal() {
+            return Err(Error::OverQuota(why));
+        }
         self.prepare(&group)?;
         self.ensure_socket(folder).await?;
         let pointer = self.sessions.get(folder).await?;
@@ -360,6 +370,7 @@ impl Agents {
             archives: Vec::new(),
             exit_code: 0,
             timed_out: false,
+            crash: None,
         };
         let mut deadline = Instant::now() + hard;
         let mut idle_since: Option<Instant> = None;
@@ -367,11 +378,38 @@ impl Agents {
         let mut pending = Vec::new();
         let mut stderr_tail = String::new();
         let mut stopping = false;
+        let check_every = Duration::from_millis(self.settings.container.disk_check_ms.max(100));
+        let mut next_check = Instant::now() + check_every;
+        let (mut grew_from, mut over_quota) = (None::<u64>, None::<String>);
         loop {
+            if Instant::now() >= next_check && !stopping {
+                next_check = Instant::now() + check_every;
+                match container::disk::measure_async(&self.home, &self.settings.container, group)
+                    .await
+                {
+                    Ok(u) => {
+                        let start = *grew_from.get_or_insert(u.used_bytes);
+                        // Below the host's reserve, only a group still writing is stopped.
+                        let why = u.refusal().filter(|_| {
+                            u.used_bytes > u.quota_bytes || u.used_bytes > start + (1 << 20)
+                        });
+                        if let Some(why) = why {
+                            tracing::warn!(group = %group.folder, container = %running.name, reason = %why, "disk limit; stopping");
+                            over_quota = Some(why);
+                            stopping = true;
+                            self.stop_quietly(&running.id).await;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(group = %group.folder, error = %e, "measuring disk use")
+                    }
+                }
+            }
             let wait = match idle_since {
                 Some(t) => (t + idle).min(deadline),
                 None => deadline,
-            };
+            }
+            .min(if stopping { deadline } else { next_check });
             let item = tokio::time::timeout_at(wait.into(), running.output.recv()).await;
             match item {
                 Ok(Some(Output::Stdout(b))) => {
@@ -446,20 +484,28 @@ impl Agents {
                         break;
                     }
                 }
-                Err(_) => {
+                Err(_) if idle_since.is_some_and(|t| Instant::now() >= t + idle) => {
                     // Idle (one-shot only: a warm run's owner decides when
                     // it is idle): ask the agent to finish (again; harmless).
                     self.close_or_stop(&group.folder, &running.id).await;
                     idle_since = Some(Instant::now());
                 }
+                // Time for the next disk check (at the top of the loop).
+                Err(_) => {}
             }
         }
-        report.exit_code =
-            tokio::time::timeout(self.grace() + Duration::from_secs(30), &mut running.exit)
-                .await
-                .ok()
-                .and_then(|r| r.ok())
-                .unwrap_or(-1);
+        let exit = tokio::time::timeout(self.grace() + Duration::from_secs(30), &mut running.exit)
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .unwrap_or(container::Exit {
+                code: -1,
+                oom_killed: false,
+            });
+        report.exit_code = exit.code;
+        report.crash = over_quota
+            .map(|why| format!("was stopped: {why}"))
+            .or_else(|| self.crash_reason(group, &report, exit, &stderr_tail, stopping));
         watching.stop().await;
         if report.replies.is_empty() && report.errors.is_empty() {
             report.errors.push(format!(
@@ -469,6 +515,73 @@ impl Agents {
             ));
         }
         Ok(report)
+    }
+
+    /// Why the container died, if it did rather than finish: the turn is
+    /// then reported to its sender and not re-run (it would only repeat
+    /// the harm). `stopped`: the host stopped it (time limit).
+    fn crash_reason(
+        &self,
+        group: &Group,
+        report: &RunReport,
+        exit: container::Exit,
+        stderr: &str,
+        stopped: bool,
+    ) -> Option<String> {
+        let cfg =
+            container::GroupContainerConfig::parse(&group.container_config).unwrap_or_default();
+        if report.timed_out {
+            let (hard, _) = container::timeouts(&self.settings.container, group);
+            return Some(format!(
+                "did not finish within its time limit ({} s) and was stopped",
+                hard.as_secs()
+            ));
+        }
+        if exit.oom_killed {
+            return Some(format!(
+                "ran out of memory (its limit is {} MB)",
+                cfg.memory_mb.unwrap_or(self.settings.container.memory_mb)
+            ));
+        }
+        // Node and bash say so when fork() or a thread start hits pids.max.
+        let pids = [
+            "fork: retry",
+            "fork: Resource temporarily unavailable",
+            "EAGAIN",
+            "Resource temporarily unavailable",
+        ];
+        let failed = exit.code != 0 && exit.code != -1;
+        if failed && pids.iter().any(|p| stderr.contains(p)) {
+            return Some(format!(
+                "ran out of processes (its limit is {})",
+                cfg.pids.unwrap_or(self.settings.container.pids)
+            ));
+        }
+        if exit.code > 128 && !stopped {
+            return Some(format!("was killed (signal {})", exit.code - 128));
+        }
+        // No frame at all, yet a failing exit: the runner itself died.
+        if failed && report.replies.is_empty() && report.errors.is_empty() {
+            let tail: String = stderr
+                .trim()
+                .chars()
+                .rev()
+                .take(300)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            return Some(format!(
+                "crashed (exit code {}){}",
+                exit.code,
+                if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {tail}")
+                }
+            ));
+        }
+        None
     }
 
     /// Asks the agent to finish; when even that cannot be written, stops

@@ -39,6 +39,8 @@ pub struct Api {
     pub channels: crate::channels::Channels,
     /// The group queue (`g2 serve`); None when nothing routes messages.
     pub queue: Option<crate::queue::QueueHandle>,
+    /// Container settings (the groups' disk quotas).
+    pub container: crate::container::ContainerSettings,
 }
 
 /// An error as the API reports it.
@@ -306,8 +308,9 @@ async fn group_status(State(api): State<Api>, Path(folder): Path<String>) -> Api
             .and_then(|s| s.running.into_iter().find(|r| r.group == folder)),
         None => None,
     };
+    let disk = crate::container::disk::measure_async(&api.home, &api.container, &g).await?;
     Ok(Json(
-        json!({ "group": g, "session": pointer, "cursor": cursor, "failing": failing, "container": container }),
+        json!({ "group": g, "session": pointer, "cursor": cursor, "failing": failing, "container": container, "disk": disk }),
     ))
 }
 

@@ -213,6 +213,15 @@ pub fn read_transcript(
             transcript::parse_reader(f, transcript::DEFAULT_MAX_LINE),
         )?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        // A link on the way is recorded and the transcript treated as gone:
+        // the session is still cleared, with nothing archived.
+        Err(e) if g2_core::confined::is_planted(&e) => {
+            home.planted(
+                group,
+                &format!(".claude/{}: a link; not archived", rel.display()),
+            );
+            Ok(None)
+        }
         Err(e) => home.confined(group, "the transcript", Err(e)),
     }
 }

@@ -55,7 +55,56 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("claude-code", claude),
         Check::new("model", check_model(home, settings)),
         Check::new("image", check_image(settings).await),
+        Check::new("disk", check_disk(home, settings).await),
     ]
+}
+
+/// Each group's disk use against its quota, and the host's free space
+/// against its reserve; a group over its quota (or a host below its
+/// reserve) fails the check.
+async fn check_disk(home: &Home, settings: &Settings) -> Result<String, String> {
+    let (home, settings) = (home.clone(), settings.clone());
+    tokio::task::spawn_blocking(move || {
+        const MB: u64 = 1024 * 1024;
+        if !home.db_path().exists() {
+            return Ok("no groups yet (no database)".to_string());
+        }
+        let store = crate::store::Store::open(
+            &home.db_path(),
+            Duration::from_millis(settings.store.busy_timeout_ms),
+        )
+        .map_err(|e| e.to_string())?;
+        let groups = store
+            .read_blocking(crate::groups::list)
+            .map_err(|e| e.to_string())?;
+        let free = crate::container::disk::host_free_bytes(&home);
+        let mut parts = vec![format!(
+            "{} MB free (reserve {} MB)",
+            free / MB,
+            settings.container.disk_reserve_mb
+        )];
+        let mut over = Vec::new();
+        for g in &groups {
+            let u = crate::container::disk::measure(&home, &settings.container, g)
+                .map_err(|e| e.to_string())?;
+            parts.push(format!(
+                "{} {}/{} MB",
+                g.folder,
+                u.used_bytes.div_ceil(MB),
+                u.quota_bytes / MB
+            ));
+            if let Some(why) = u.refusal() {
+                over.push(format!("{}: {why}", g.folder));
+            }
+        }
+        if over.is_empty() {
+            Ok(parts.join(", "))
+        } else {
+            Err(over.join("; "))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| Err(e.to_string()))
 }
 
 /// The agent image. Missing is not a failure: `g2 run` builds it on first

@@ -39,6 +39,10 @@ pub enum Error {
         read: i64,
         current: i64,
     },
+    /// A group may not run an agent now: over its disk quota, or the host
+    /// is short of disk. The text says so in words for the group.
+    #[error("{0}")]
+    OverQuota(String),
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }

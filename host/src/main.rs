@@ -494,6 +494,7 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         token: ctx.settings.api.token.clone(),
         channels,
         queue: Some(queue.clone()),
+        container: ctx.settings.container.clone(),
     };
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -147,6 +147,28 @@ impl QueueHandle {
     }
 }
 
+/// How a turn ended without an answer, for the words the senders get.
+#[derive(Clone, Copy)]
+enum GiveUp {
+    /// Every retry failed (how many tries).
+    Retried(u32),
+    /// The agent died (memory, processes, killed, disk, time limit).
+    Crashed,
+    /// The group may not run now (disk quota, host disk).
+    Refused,
+}
+
+/// Records that messages up to `upto` went to the group's agent.
+async fn mark_inflight(store: &Store, folder: &str, upto: i64) {
+    let f = folder.to_string();
+    if let Err(e) = store
+        .write(move |tx| router::mark_inflight(tx, &f, upto))
+        .await
+    {
+        tracing::warn!(group = folder, error = %e, "recording the in-flight mark");
+    }
+}
+
 enum Kind {
     Messages {
         /// `upto` of each prompt sent and not answered, oldest first.
@@ -187,6 +209,9 @@ struct GroupState {
     waiting: bool,
     retries: u32,
     retry_at: Option<Instant>,
+    /// The last attempt ran and was cut short (why): the next prompt says
+    /// so, so the agent continues instead of redoing what it did.
+    interrupted: Option<String>,
 }
 
 pub struct Queue {
@@ -392,6 +417,8 @@ impl Queue {
                             outstanding.push_back(b.upto);
                             *sent_upto = b.upto;
                             run.epoch += 1;
+                            let (store, f, upto) = (self.store.clone(), folder.to_string(), b.upto);
+                            tokio::spawn(async move { mark_inflight(&store, &f, upto).await });
                         }
                         Err(e) => {
                             tracing::error!(group = folder, error = %e, "writing a follow-up")
@@ -534,15 +561,44 @@ impl Queue {
                     sent_upto: b.upto,
                     failed: None,
                 };
+                // An attempt that ran and was cut short, here or by a host
+                // that stopped mid-turn (its in-flight mark is still there).
+                let interrupted = match self
+                    .groups
+                    .get_mut(folder)
+                    .and_then(|g| g.interrupted.take())
+                {
+                    Some(why) => Some(why),
+                    None => {
+                        let f = folder.to_string();
+                        let cut = self
+                            .store
+                            .read(move |c| {
+                                Ok(router::inflight(c, &f)?
+                                    .is_some_and(|i| i > router::cursor(c, &f).unwrap_or(0)))
+                            })
+                            .await
+                            .unwrap_or(false);
+                        cut.then(|| "the host stopped before it finished".to_string())
+                    }
+                };
+                let prompt = match interrupted {
+                    Some(why) => format!("{}{}", router::interrupted_note(&why), b.prompt),
+                    None => b.prompt,
+                };
                 (
                     kind,
-                    b.prompt,
+                    prompt,
                     RunOptions {
                         warm: true,
                         ..Default::default()
                     },
                 )
             }
+        };
+        let inflight = match &kind {
+            Kind::Messages { sent_upto, .. } => Some(*sent_upto),
+            Kind::Task { .. } => None,
         };
         self.next_run += 1;
         let id = self.next_run;
@@ -553,8 +609,16 @@ impl Queue {
             closing: false,
             epoch: 0,
         });
-        let (agents, me, f) = (self.agents.clone(), self.me.clone(), folder.to_string());
+        let (agents, me, f, store) = (
+            self.agents.clone(),
+            self.me.clone(),
+            folder.to_string(),
+            self.store.clone(),
+        );
         tokio::spawn(async move {
+            if let Some(upto) = inflight {
+                mark_inflight(&store, &f, upto).await;
+            }
             let (turn_tx, mut turns) = mpsc::unbounded_channel();
             let folder_arg = f.clone();
             let run = agents.run(&folder_arg, &prompt, opts, Some(turn_tx));
@@ -715,18 +779,31 @@ impl Queue {
                 sent_upto,
                 failed,
             } => {
-                let why = match (failed, &result) {
-                    (Some(e), _) => Some(e),
-                    (None, Err(e)) => Some(e.to_string()),
-                    (None, Ok(r)) if !outstanding.is_empty() => {
-                        Some(r.errors.last().cloned().unwrap_or_else(|| {
-                            format!("the agent exited ({}) before answering", r.exit_code)
-                        }))
+                let unanswered = failed.is_some() || !outstanding.is_empty() || result.is_err();
+                if self.stopping.is_some() && result.is_ok() {
+                    // Cut by this host's shutdown: the messages stay unanswered
+                    // and the next host continues (their in-flight mark says so).
+                } else if unanswered {
+                    match (failed, &result) {
+                        // Never reached the agent: try again from scratch.
+                        (_, Err(crate::Error::OverQuota(why))) => {
+                            self.give_up(folder, sent_upto, why, GiveUp::Refused).await
+                        }
+                        (_, Err(e)) => self.failed(folder, &e.to_string(), sent_upto, false).await,
+                        // The agent died: running it again would repeat the harm.
+                        (_, Ok(r)) if r.crash.is_some() => {
+                            let why = r.crash.clone().unwrap_or_default();
+                            self.give_up(folder, sent_upto, &why, GiveUp::Crashed).await
+                        }
+                        // It ran and stopped short: resume and say so.
+                        (Some(e), Ok(_)) => self.failed(folder, &e, sent_upto, true).await,
+                        (None, Ok(r)) => {
+                            let why = r.errors.last().cloned().unwrap_or_else(|| {
+                                format!("the agent exited ({}) before answering", r.exit_code)
+                            });
+                            self.failed(folder, &why, sent_upto, true).await
+                        }
                     }
-                    _ => None,
-                };
-                if let Some(why) = why {
-                    self.failed(folder, &why, sent_upto).await;
                 }
             }
             Kind::Task {
@@ -740,6 +817,9 @@ impl Queue {
                     (Some(r), _, _) => Ok(r),
                     (None, Some(e), _) => Err(e),
                     (None, None, Err(e)) => Err(e.to_string()),
+                    (None, None, Ok(r)) if r.crash.is_some() => {
+                        Err(format!("the agent {}", r.crash.clone().unwrap_or_default()))
+                    }
                     (None, None, Ok(r)) => Err(r
                         .errors
                         .last()
@@ -769,7 +849,10 @@ impl Queue {
     }
 
     /// A turn failed: retry later, or give up and tell the senders.
-    async fn failed(&mut self, folder: &str, why: &str, upto: i64) {
+    /// A messages turn failed: retried after a backoff (`interrupted`: the
+    /// agent ran, so the next prompt tells it to continue, not redo); after
+    /// the last retry the senders are told.
+    async fn failed(&mut self, folder: &str, why: &str, upto: i64, interrupted: bool) {
         let g = self.groups.entry(folder.to_string()).or_default();
         g.retries += 1;
         if g.retries <= self.settings.retries {
@@ -783,13 +866,14 @@ impl Queue {
                 attempt = g.retries,
                 retry_in_ms = delay.as_millis() as u64,
                 error = why,
+                interrupted,
                 "will retry"
             );
+            g.interrupted = interrupted.then(|| why.to_string());
             g.retry_at = Some(Instant::now() + delay);
             self.later(delay, Cmd::Retry(folder.to_string()));
             return;
         }
-        g.retries = 0;
         let tries = self.settings.retries + 1;
         tracing::error!(
             group = folder,
@@ -797,6 +881,23 @@ impl Queue {
             error = why,
             "giving up; the group is marked failing"
         );
+        self.give_up(folder, upto, why, GiveUp::Retried(tries))
+            .await;
+    }
+
+    /// Tells the senders of the messages up to `upto` why they get no
+    /// answer, moves the cursor past them and marks the group failing.
+    async fn give_up(&mut self, folder: &str, upto: i64, why: &str, how: GiveUp) {
+        let g = self.groups.entry(folder.to_string()).or_default();
+        g.retries = 0;
+        g.interrupted = None;
+        if !matches!(how, GiveUp::Retried(_)) {
+            tracing::error!(
+                group = folder,
+                reason = why,
+                "not answered and not re-run; the senders are told"
+            );
+        }
         let Ok(Some(group)) = self.group(folder).await else {
             return;
         };
@@ -812,11 +913,15 @@ impl Queue {
                 let pending = messages::inbound_after(tx, &group.jid, cursor, router::MAX_BATCH)?;
                 let mut who: Vec<String> = pending.iter().filter(|m| m.seq <= upto).map(|m| format!("@{}", m.sender)).collect();
                 who.dedup();
+                let who = if who.is_empty() { "Everyone:".to_string() } else { who.join(" ") };
                 let short: String = why.chars().take(300).collect();
-                let text = format!(
-                    "{} sorry, I could not answer after {tries} tries ({short}). Send your message again to retry.",
-                    if who.is_empty() { "Everyone:".to_string() } else { who.join(" ") }
-                );
+                let text = match how {
+                    GiveUp::Retried(tries) => format!("{who} sorry, I could not answer after {tries} tries ({short}). Send your message again to retry."),
+                    GiveUp::Crashed => format!(
+                        "{who} sorry, I could not answer: the agent {short}. It was not run again, so nothing it did is repeated; send your message again to retry."
+                    ),
+                    GiveUp::Refused => format!("{who} sorry, I could not answer: {short}."),
+                };
                 let m = messages::insert_outbound(tx, &group.jid, &sender, &text, delivered)?;
                 router::advance(tx, &group.folder, upto)?;
                 router::mark_failing(tx, &group.folder, &why)?;

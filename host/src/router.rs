@@ -58,7 +58,8 @@ pub fn cursor(conn: &Connection, folder: &str) -> Result<i64> {
     Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
-/// Moves the cursor forward to `upto` (never back).
+/// Moves the cursor forward to `upto` (never back); an in-flight mark it
+/// passes is done with.
 pub fn advance(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
     let now = cursor(tx, folder)?;
     if upto > now {
@@ -68,7 +69,54 @@ pub fn advance(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
             params![cursor_key(folder), upto.to_string()],
         )?;
     }
+    if inflight(tx, folder)?.is_some_and(|i| i <= upto) {
+        tx.execute(
+            "DELETE FROM router_state WHERE key = ?1",
+            [inflight_key(folder)],
+        )?;
+    }
     Ok(())
+}
+
+fn inflight_key(folder: &str) -> String {
+    format!("inflight:{folder}")
+}
+
+/// Records that messages up to `upto` were handed to the group's agent, so
+/// that a host killed before the answer knows the next attempt continues
+/// an interrupted one (never moves back).
+pub fn mark_inflight(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
+    if inflight(tx, folder)?.is_none_or(|i| i < upto) {
+        tx.execute(
+            "INSERT INTO router_state (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            params![inflight_key(folder), upto.to_string()],
+        )?;
+    }
+    Ok(())
+}
+
+/// The highest `seq` handed to the group's agent and not answered yet.
+pub fn inflight(conn: &Connection, folder: &str) -> Result<Option<i64>> {
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM router_state WHERE key = ?1",
+            [inflight_key(folder)],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(v.and_then(|v| v.parse().ok()))
+}
+
+/// What the agent is told before a prompt that an earlier attempt began
+/// and did not finish: resume, do not redo.
+pub fn interrupted_note(why: &str) -> String {
+    let why: String = why.chars().take(300).collect();
+    format!(
+        "[g2: your previous attempt at answering these messages was interrupted ({why}). \
+         Continue from where it stopped: check what was already done (files, messages sent, \
+         scheduled tasks) and do not repeat actions that completed.]\n"
+    )
 }
 
 /// The pending messages after `after` as a prompt, if they should wake the

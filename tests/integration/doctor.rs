@@ -17,7 +17,8 @@ fn doctor_reports_every_part() {
             "docker",
             "claude-code",
             "model",
-            "image"
+            "image",
+            "disk"
         ]
     );
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();
@@ -25,6 +26,29 @@ fn doctor_reports_every_part() {
     assert_eq!(get("image")["ok"], true, "{}", get("image"));
     assert_eq!(get("database")["ok"], true, "{}", get("database"));
     assert_eq!(get("folders")["ok"], true, "{}", get("folders"));
+    // Each group's use against its quota.
+    let disk = get("disk")["detail"].as_str().unwrap();
+    assert!(
+        get("disk")["ok"] == true && disk.contains("main ") && disk.contains("/2048 MB"),
+        "{disk}"
+    );
+    std::fs::write(home.path().join("groups/main/big.bin"), vec![1u8; 3 << 20]).unwrap();
+    let big = home.g2_with(&["doctor", "--json"], &[("G2_CONTAINER__DISK_MB", "2")]);
+    let big: serde_json::Value = serde_json::from_slice(&big.stdout).unwrap();
+    let disk = big
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "disk")
+        .unwrap();
+    assert_eq!(disk["ok"], false, "{disk}");
+    assert!(
+        disk["detail"]
+            .as_str()
+            .unwrap()
+            .contains("over its disk quota of 2 MB"),
+        "{disk}"
+    );
 
     let docker_ok = get("docker")["ok"] == true;
     let claude_ok = get("claude-code")["ok"] == true;

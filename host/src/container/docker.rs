@@ -214,8 +214,19 @@ impl DockerRuntime {
                 Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => code,
                 _ => -1,
             };
+            // Read before removal: whether the kernel killed it for memory.
+            let oom_killed = docker
+                .inspect_container(
+                    &task_id,
+                    None::<bollard::query_parameters::InspectContainerOptions>,
+                )
+                .await
+                .ok()
+                .and_then(|i| i.state)
+                .and_then(|s| s.oom_killed)
+                .unwrap_or(false);
             remove(task_id, docker).await;
-            let _ = exit_tx.send(code);
+            let _ = exit_tx.send(super::Exit { code, oom_killed });
         });
         Ok(Running {
             id,

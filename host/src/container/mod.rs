@@ -11,6 +11,7 @@
 //! it. The model is reached through the group's gateway socket, which is in
 //! the mounted IPC folder; no credential is ever part of a spec.
 
+pub mod disk;
 pub mod docker;
 pub mod mounts;
 
@@ -43,6 +44,8 @@ pub struct GroupContainerConfig {
     pub network: Option<bool>,
     pub timeout_secs: Option<u64>,
     pub idle_timeout_secs: Option<u64>,
+    /// Disk quota of the group's folder, IPC folder and `.claude` state.
+    pub disk_mb: Option<u64>,
     /// Extra host folders, checked against the mount allowlist.
     pub mounts: Vec<mounts::ExtraMount>,
 }
@@ -103,7 +106,16 @@ pub struct Running {
     pub id: String,
     pub name: String,
     pub output: mpsc::Receiver<Output>,
-    pub exit: oneshot::Receiver<i64>,
+    pub exit: oneshot::Receiver<Exit>,
+}
+
+/// How a container ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    /// The exit code (-1 when unknown; 128 + n after signal n).
+    pub code: i64,
+    /// The kernel killed it for going over its memory limit.
+    pub oom_killed: bool,
 }
 
 /// Runs agent containers.
@@ -132,6 +144,13 @@ pub struct ContainerSettings {
     pub idle_timeout_secs: u64,
     /// Between SIGTERM and SIGKILL when a container is stopped.
     pub stop_grace_secs: u64,
+    /// Disk quota of each group: its folder, IPC folder and `.claude` state.
+    pub disk_mb: u64,
+    /// Free space the host keeps for itself (its database) on the disk
+    /// that holds `data/`: no agent runs, or keeps writing, below it.
+    pub disk_reserve_mb: u64,
+    /// How often a running agent's disk use is checked.
+    pub disk_check_ms: u64,
     /// The mount allowlist; deliberately outside the project and never
     /// mounted into a container.
     pub allowlist: Option<PathBuf>,
@@ -147,6 +166,9 @@ impl Default for ContainerSettings {
             timeout_secs: 30 * 60,
             idle_timeout_secs: 30 * 60,
             stop_grace_secs: 10,
+            disk_mb: 2048,
+            disk_reserve_mb: 1024,
+            disk_check_ms: 1000,
             allowlist: None,
         }
     }
