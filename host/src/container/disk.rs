@@ -72,7 +72,7 @@ pub fn used_bytes(home: &Home, folder: &str) -> Result<u64> {
 
 /// Free bytes on the disk that holds `data/`.
 pub fn host_free_bytes(home: &Home) -> u64 {
-    rustix::fs::statvfs(&home.data_dir())
+    rustix::fs::statvfs(home.data_dir())
         .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
         .unwrap_or(u64::MAX)
 }
