@@ -281,7 +281,8 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     if !status.success() || in_turn {
         emit(&error_frame(
             format!(
-                "claude exited ({status}) {}: {}",
+                "{} ({status}) {}: {}",
+                g2_core::wire::AGENT_DIED,
                 if in_turn { "during a turn" } else { "" },
                 tail.trim()
             ),

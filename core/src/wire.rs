@@ -7,6 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Start of the `error` the runner reports when the agent's process
+/// (claude) died during a turn: the host reports such a turn and does not
+/// run it again.
+pub const AGENT_DIED: &str = "claude exited";
+
 pub const OUTPUT_START: &str = "---G2_OUTPUT_START---";
 pub const OUTPUT_END: &str = "---G2_OUTPUT_END---";
 

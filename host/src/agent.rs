@@ -173,11 +173,23 @@ impl Agents {
     pub async fn ensure_socket(&self, folder: &str) -> Result<()> {
         let path = self.home.ipc_dir(folder)?.join(ipc::MODEL_SOCKET);
         let mut sockets = self.sockets.lock().await;
-        if sockets.iter().any(|l| Path::new(&l.address) == path) {
+        // Ours and still a socket (the agent may have put a link in its place).
+        let intact = std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()));
+        if let Some(i) = sockets.iter().position(|l| Path::new(&l.address) == path) {
+            if intact {
+                return Ok(());
+            }
+            sockets.remove(i);
+        }
+        // Served by this host's `g2 serve` listeners (only a socket is
+        // connected to: never through a link).
+        if intact && tokio::net::UnixStream::connect(&path).await.is_ok() {
             return Ok(());
         }
-        if tokio::net::UnixStream::connect(&path).await.is_ok() {
-            return Ok(());
+        if !intact && std::fs::symlink_metadata(&path).is_ok() {
+            self.home
+                .planted(folder, "model.sock: not a socket; replaced");
         }
         sockets.push(self.gateway.listen_group(&self.home, folder).await?);
         Ok(())
@@ -281,6 +293,12 @@ impl Agents {
         ] {
             self.home.ensure_sub(folder, &ipc_tree, d)?;
         }
+        // Claude Code keeps its transcripts here: a link in their place
+        // would send them elsewhere (and break the group).
+        let claude = self.home.claude_tree(folder)?;
+        let projects = self.home.ensure_sub(folder, &claude, "projects")?;
+        self.home
+            .ensure_sub(folder, &projects, crate::home::PROJECT_DIR)?;
         write_hooks(&self.home, folder)?;
         self.write_snapshots(group, &ipc_tree)?;
         let (uid, gid) = crate::image::agent_ids();
@@ -559,6 +577,20 @@ impl Agents {
         }
         if exit.code > 128 && !stopped {
             return Some(format!("was killed (signal {})", exit.code - 128));
+        }
+        // The runner saw claude die mid-turn (killed, aborted, crashed).
+        if let Some(e) = report
+            .errors
+            .iter()
+            .find(|e| e.starts_with(g2_core::wire::AGENT_DIED))
+        {
+            let what: String = e.chars().take(200).collect();
+            let what = what.trim_end_matches([':', ' ']);
+            return Some(if e.contains("signal") {
+                format!("was killed ({what})")
+            } else {
+                format!("crashed ({what})")
+            });
         }
         // No frame at all, yet a failing exit: the runner itself died.
         if failed && report.replies.is_empty() && report.errors.is_empty() {

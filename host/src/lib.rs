@@ -22,6 +22,7 @@ pub mod groups;
 pub mod home;
 pub mod image;
 pub mod ipc;
+pub mod lock;
 pub mod messages;
 pub mod queue;
 pub mod router;

@@ -434,6 +434,8 @@ async fn run(cli: Cli) -> Result<i32> {
 async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     use g2_host::{channels::Channels, ipc::Links, queue, scheduler};
     ctx.home.ensure_layout()?;
+    // Before any container is reaped or socket bound: one host per home.
+    let mut lock = g2_host::lock::HostLock::acquire(&ctx.home, "serve")?;
     let addr: std::net::SocketAddr = listen
         .unwrap_or_else(|| ctx.settings.api.listen.clone())
         .parse()
@@ -500,6 +502,7 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         .await
         .with_context(|| format!("binding {addr}"))?;
     println!("provider  {}", choice.reason);
+    lock.set_api(&format!("http://{}", listener.local_addr()?))?;
     println!("api       http://{}", listener.local_addr()?);
     println!("groups    {} sockets", sockets.len());
     tracing::info!(addr = %listener.local_addr()?, groups = groups.len(), "serving");
@@ -551,6 +554,7 @@ async fn stop_gateway(gw: Gateway, listeners: Vec<g2_host::gateway::Listening>) 
 
 async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     ctx.home.ensure_layout()?;
+    let _lock = g2_host::lock::HostLock::acquire(&ctx.home, "gateway")?;
     let store = ctx.store().await?;
     let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
     let addr = listen.unwrap_or_else(|| ctx.settings.gateway.listen.clone());
@@ -588,6 +592,19 @@ async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i
     ctx.home.ensure_layout()?;
     let store = ctx.store().await?;
     require_group(&store, folder).await?;
+    // A live host owns this home's containers: leave them alone and say
+    // where the message should go instead.
+    let _lock = g2_host::lock::HostLock::acquire(&ctx.home, "run").map_err(|e| {
+        let via = match g2_host::lock::HostLock::holder(&ctx.home).and_then(|h| h.api) {
+            Some(api) => {
+                format!("`g2 chat {folder} --url {api}` or POST {api}/api/groups/{folder}/messages")
+            }
+            None => "that process".into(),
+        };
+        anyhow!(
+            "{e}.\nNothing was run and no container was touched; send the message through {via}"
+        )
+    })?;
     let runtime = agent_runtime(ctx).await?;
     let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
     let agents = g2_host::agent::Agents::new(

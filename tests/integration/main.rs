@@ -12,6 +12,7 @@ mod cli;
 mod doctor;
 mod fixtures;
 mod gateway;
+mod hardening;
 mod ipc;
 mod routing;
 mod search;

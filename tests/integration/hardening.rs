@@ -1,0 +1,402 @@
+//! g2 against a hostile agent, with real Docker, the real Claude Code in the
+//! agent image, the offline model and `g2 serve` on a real port: links the
+//! agent plants in its writable trees, a group that fills its disk quota, a
+//! turn that crashes its agent, and a second `g2` on a home a host holds.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// Every file under `dir` with its bytes (links as their target text).
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_symlink() {
+                out.push((
+                    e.path(),
+                    std::fs::read_link(e.path())
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                ));
+            } else {
+                out.push((e.path(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether any file under `dir` (not following links) holds `needle`.
+fn holds(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    tree(dir)
+        .into_iter()
+        .filter(|(p, b)| {
+            !std::fs::symlink_metadata(p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+                && b.windows(needle.len()).any(|w| w == needle)
+        })
+        .map(|(p, _)| p)
+        .collect()
+}
+
+async fn bot_texts(base: &str, folder: &str) -> Vec<String> {
+    let all = get_json(&format!("{base}/api/groups/{folder}/messages?limit=1000")).await;
+    all.as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from_bot"] == true)
+        .map(|m| m["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn wait_bot(base: &str, folder: &str, n: usize, secs: u64) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = bot_texts(base, folder).await;
+        if got.len() >= n {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{folder}: {n} answers expected, got {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn count(home: &TestHome, sql: &str) -> i64 {
+    home.store()
+        .read_blocking(|c| Ok(c.query_row(sql, [], |r| r.get(0))?))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_an_agent_plants_are_never_followed() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--no-trigger",
+    ]);
+    // Host folders and files the agent would like the host to use.
+    let host = tempfile::tempdir().unwrap();
+    let marker = format!("HOST-ONLY-{}", uuid::Uuid::new_v4());
+    for d in [
+        "tasks",
+        "messages",
+        "errors",
+        "responses",
+        "events",
+        "input",
+        "projects",
+        "conversations",
+    ] {
+        std::fs::create_dir_all(host.path().join(d)).unwrap();
+        std::fs::write(
+            host.path().join(d).join("host.json"),
+            format!(r#"{{"requestId":"h","type":"list_sessions","note":"{marker}"}}"#),
+        )
+        .unwrap();
+    }
+    std::fs::write(host.path().join("file.json"), format!("{{\"{marker}\":1}}")).unwrap();
+    std::fs::create_dir_all(host.path().join("projects/-workspace-group")).unwrap();
+    std::fs::write(
+        host.path().join("projects/-workspace-group/x.jsonl"),
+        format!("{{\"type\":\"user\",\"message\":{{\"content\":\"{marker}\"}}}}\n"),
+    )
+    .unwrap();
+    let before = tree(host.path());
+    let h = host.path().display().to_string();
+    let script = [
+        format!("cd /workspace/ipc && for d in tasks messages errors responses events input; do mv $d .$d.o; ln -s {h}/$d $d; done"),
+        format!("for f in current_tasks.json session_history.json available_groups.json; do rm -f $f; ln -s {h}/file.json $f; done"),
+        format!("cd /home/node/.claude && mv projects .p.o && ln -s {h}/projects projects && rm -f settings.json && ln -s {h}/file.json settings.json"),
+        format!("cd /workspace/group && mv conversations .c.o && ln -s {h}/conversations conversations && rm -f CLAUDE.md && ln -s {h}/file.json CLAUDE.md"),
+        "echo planted".to_string(),
+    ]
+    .join(" && ");
+    let s = serve(&home, &[("G2_CONTAINER__IDLE_TIMEOUT_SECS", "5")]);
+    post(&s.url, "family", "eve", &format!("g2:bash {script}")).await;
+    // Answered, or reported: whatever the agent's own sabotage did to it.
+    let first = wait_bot(&s.url, "family", 1, 180).await;
+    assert!(
+        first[0].contains("planted") || first[0].contains("sorry"),
+        "{first:?}"
+    );
+    // A second message: the host prepares the trees again (the run may
+    // still be warm; then it is a follow-up the host writes into input/).
+    post(&s.url, "family", "eve", "after the links").await;
+    wait_bot(&s.url, "family", 2, 180).await;
+    // A clear reads the transcript through .claude/projects.
+    let r = http_client()
+        .post(format!("{}/api/groups/family/session/clear", s.url))
+        .json(&serde_json::json!({ "name": "after the links" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status() == 200 || r.status() == 404, "{}", r.status());
+    drop(s);
+    // A restart, and the group works.
+    let s = serve(&home, &[]);
+    post(&s.url, "family", "eve", "still there?").await;
+    let texts = wait_bot(&s.url, "family", 3, 180).await;
+    assert!(
+        texts
+            .iter()
+            .any(|t| t == "Offline model (g2) received: \"still there?\""),
+        "{texts:?}"
+    );
+    drop(s);
+
+    assert_eq!(
+        tree(host.path()),
+        before,
+        "host files unchanged; none created or deleted"
+    );
+    for tree_root in [
+        "groups/family",
+        "data/ipc/family",
+        "data/sessions/family",
+        "data/g2.db",
+    ] {
+        let p = home.path().join(tree_root);
+        let found = if p.is_dir() {
+            holds(&p, marker.as_bytes())
+        } else {
+            Vec::new()
+        };
+        assert!(
+            found.is_empty(),
+            "host content reached the group: {found:?}"
+        );
+    }
+    let db = std::fs::read(home.path().join("data/g2.db")).unwrap();
+    assert!(
+        !db.windows(marker.len()).any(|w| w == marker.as_bytes()),
+        "host content in the database"
+    );
+    // Every folder the host needs is a real folder again.
+    for d in [
+        "data/ipc/family/tasks",
+        "data/ipc/family/input",
+        "data/sessions/family/.claude/projects",
+        "groups/family/conversations",
+    ] {
+        assert!(
+            !std::fs::symlink_metadata(home.path().join(d))
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{d}"
+        );
+    }
+    // Each attempt is recorded and logged.
+    let recorded = count(
+        &home,
+        "SELECT COUNT(*) FROM ipc_log WHERE group_folder = 'family' AND action = 'link' AND outcome = 'refused'",
+    );
+    assert!(recorded >= 8, "{recorded} refusals recorded");
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(log.contains("a planted link or file was refused"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_over_its_disk_quota_is_stopped_and_told() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--no-trigger",
+    ]);
+    let s = serve(
+        &home,
+        &[
+            ("G2_CONTAINER__DISK_MB", "40"),
+            ("G2_CONTAINER__DISK_CHECK_MS", "300"),
+        ],
+    );
+    // 5 MB every half second, far past 40 MB unless stopped.
+    post(&s.url, "family", "ann", "g2:bash for i in $(seq 1 40); do head -c 5000000 /dev/zero > f$i.bin; sleep 0.5; done; echo wrote-all").await;
+    let t = wait_bot(&s.url, "family", 1, 180).await;
+    assert!(
+        t[0].starts_with(
+            "@ann sorry, I could not answer: the agent was stopped: this group's files take"
+        ) && t[0].contains("over its disk quota of 40 MB"),
+        "{t:?}"
+    );
+    let written = std::fs::read_dir(home.path().join("groups/family"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".bin")
+        })
+        .count();
+    assert!(written < 40, "stopped while writing ({written} files)");
+    // Another group keeps working.
+    post(&s.url, "main", "bo", "hello main").await;
+    assert_eq!(
+        wait_bot(&s.url, "main", 1, 180).await[0],
+        "Offline model (g2) received: \"hello main\""
+    );
+    // Over its quota, the group does not start: told at once.
+    post(&s.url, "family", "ann", "hello?").await;
+    let t = wait_bot(&s.url, "family", 2, 60).await;
+    assert!(
+        t[1].starts_with("@ann sorry, I could not answer: this group's files take"),
+        "{t:?}"
+    );
+    let st = get_json(&format!("{}/api/groups/family/status", s.url)).await;
+    assert!(
+        st["disk"]["used_bytes"].as_u64().unwrap() > st["disk"]["quota_bytes"].as_u64().unwrap(),
+        "{st}"
+    );
+    // Under it again, it works.
+    for e in std::fs::read_dir(home.path().join("groups/family")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "bin") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    post(&s.url, "family", "ann", "and now?").await;
+    let t = wait_bot(&s.url, "family", 3, 180).await;
+    assert_eq!(t[2], "Offline model (g2) received: \"and now?\"");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashing_turn_is_reported_once_and_never_rerun() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(
+        &home,
+        &[
+            ("G2_QUEUE__RETRY_BASE_MS", "200"),
+            ("G2_CONTAINER__PIDS", "128"),
+        ],
+    );
+    // The agent's process killed mid-turn: reported with the reason, not re-run.
+    post(
+        &s.url,
+        "main",
+        "ann",
+        "g2:bash echo ran >> /workspace/group/runs.txt; kill -9 $(pidof claude)",
+    )
+    .await;
+    let t = wait_bot(&s.url, "main", 1, 180).await;
+    assert!(
+        t[0].starts_with("@ann sorry, I could not answer: the agent was killed")
+            && t[0].contains("SIGKILL"),
+        "{t:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(bot_texts(&s.url, "main").await.len(), 1, "answered once");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("groups/main/runs.txt")).unwrap(),
+        "ran\n",
+        "run once"
+    );
+    // The group goes on.
+    post(&s.url, "main", "ann", "fine now?").await;
+    assert_eq!(
+        wait_bot(&s.url, "main", 2, 180).await[1],
+        "Offline model (g2) received: \"fine now?\""
+    );
+    // A fork bomb: answered by the agent (its Bash reports what happened)
+    // or, if it takes the agent down, reported with the reason; once.
+    post(
+        &s.url,
+        "main",
+        "ann",
+        "g2:bash echo bomb >> /workspace/group/runs.txt; :(){ :|:& };:",
+    )
+    .await;
+    let t = wait_bot(&s.url, "main", 3, 180).await;
+    assert!(
+        t[2].starts_with("g2:bash echo bomb")
+            || t[2].contains("ran out of processes")
+            || t[2].contains("the agent"),
+        "{t:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(bot_texts(&s.url, "main").await.len(), 3, "answered once");
+    assert_eq!(
+        std::fs::read_to_string(home.path().join("groups/main/runs.txt")).unwrap(),
+        "ran\nbomb\n",
+        "run once"
+    );
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(!log.contains("will retry"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g2_run_leaves_a_serving_hosts_containers_alone() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    post(&s.url, "main", "ann", "hello").await;
+    wait_bot(&s.url, "main", 1, 180).await;
+    let warm = containers_of(&home);
+    assert_eq!(warm.len(), 1, "a warm container");
+    let out = home.g2(&["run", "main", "hi"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("g2 serve (pid")
+            && err.contains("Nothing was run and no container was touched")
+            && err.contains(&s.url),
+        "{err}"
+    );
+    assert_eq!(
+        containers_of(&home),
+        warm,
+        "the host's container still runs"
+    );
+    let st: Value = get_json(&format!("{}/api/queue", s.url)).await;
+    assert_eq!(st["running"].as_array().unwrap().len(), 1, "{st}");
+    // A second host is refused the same way.
+    let second = home.g2(&["serve", "--listen", "127.0.0.1:0"]);
+    assert!(
+        !second.status.success()
+            && String::from_utf8_lossy(&second.stderr).contains("one host per home")
+    );
+    assert_eq!(containers_of(&home), warm);
+    drop(s);
+    // Once the host is gone, g2 run works (and removes what is left).
+    let out = home.g2(&["run", "main", "after the host"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
