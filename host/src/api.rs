@@ -5,17 +5,21 @@
 //! every `/api` route requires it; `/health` stays open); request bodies are
 //! limited to [`MAX_BODY`]; errors are `{"error":{"kind","message"}}` with a
 //! status that says whose fault it is (400 bad input, 404 unknown, 409
-//! conflict, 500 ours).
+//! conflict, 500 ours) — the extractors' rejections (malformed or mistyped
+//! JSON, content type, size, query string, path), unknown routes and wrong
+//! methods included: handlers take this module's [`Json`], [`Query`] and
+//! [`Path`], never axum's.
 
 use std::net::SocketAddr;
 
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
+use axum::http::{StatusCode, header, request::Parts};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::groups::{self, NewGroup};
@@ -72,11 +76,121 @@ impl IntoResponse for ApiError {
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self.0, "API request failed");
         }
-        (
+        error_response(status, kind, self.0.to_string())
+    }
+}
+
+fn error_response(status: StatusCode, kind: &str, message: String) -> Response {
+    (
+        status,
+        axum::Json(json!({ "error": { "kind": kind, "message": message } })),
+    )
+        .into_response()
+}
+
+/// A request refused before its handler ran: what an extractor rejected,
+/// a method the route does not take.
+pub struct Rejection {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl Rejection {
+    /// From one of axum's extractor rejections (its status and text).
+    fn of(status: StatusCode, text: String, error: &(dyn std::error::Error + 'static)) -> Self {
+        if crate::http::is_body_timeout(error) {
+            let message = "the request body was not complete in time (api.body_timeout_ms)".into();
+            return Rejection {
+                status: StatusCode::REQUEST_TIMEOUT,
+                kind: "timeout",
+                message,
+            };
+        }
+        let (status, kind) = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => (status, "too_large"),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => (status, "unsupported_media_type"),
+            s if s.is_server_error() => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            // Syntax (400) and data (422) errors alike: bad input.
+            _ => (StatusCode::BAD_REQUEST, "invalid"),
+        };
+        Rejection {
             status,
-            Json(json!({ "error": { "kind": kind, "message": self.0.to_string() } })),
-        )
-            .into_response()
+            kind,
+            message: text,
+        }
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(error = %self.message, "API request refused");
+        }
+        error_response(self.status, self.kind, self.message)
+    }
+}
+
+/// A JSON body in, or a JSON answer out (axum's `Json`, rejections in the
+/// API's shape).
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request, state: &S) -> std::result::Result<Self, Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Json(v)),
+            Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
+        }
+    }
+}
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+/// The query string (axum's `Query`, rejections in the API's shape).
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &S,
+    ) -> std::result::Result<Self, Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Query(v)),
+            Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
+        }
+    }
+}
+
+/// Path parameters (axum's `Path`, rejections in the API's shape).
+pub struct Path<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &S,
+    ) -> std::result::Result<Self, Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(Path(v)),
+            Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
+        }
+    }
+}
+
+async fn method_not_allowed(req: Request) -> Rejection {
+    Rejection {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        kind: "method_not_allowed",
+        message: format!("{} does not take {}", req.uri().path(), req.method()),
     }
 }
 
@@ -118,9 +232,11 @@ impl Api {
             .route("/archives/{id}", get(read_archive))
             .route("/search", get(search_archives))
             .route("/usage", get(usage_report))
+            .method_not_allowed_fallback(method_not_allowed)
             .route_layer(middleware::from_fn_with_state(self.clone(), require_token));
         Router::new()
             .route("/health", get(health))
+            .method_not_allowed_fallback(method_not_allowed)
             .nest("/api", api)
             .fallback(|| async { ApiError(Error::NotFound("route".into())) })
             .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -144,8 +260,11 @@ async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Resp
                     == 0
         });
         if !ok {
-            return (StatusCode::UNAUTHORIZED, Json(json!({ "error": { "kind": "unauthorized", "message": "a bearer token is required" } })))
-                .into_response();
+            return error_response(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a bearer token is required".into(),
+            );
         }
     }
     next.run(req).await

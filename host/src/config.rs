@@ -57,6 +57,14 @@ pub struct ApiSettings {
     pub listen: String,
     /// Bearer token required on every `/api` route when set (16+ characters).
     pub token: Option<String>,
+    /// A request's headers must be complete within this time of its first byte.
+    pub header_timeout_ms: u64,
+    /// A request's body must be complete within this time of its headers.
+    pub body_timeout_ms: u64,
+    /// A kept-alive connection with nothing in flight is closed after this.
+    pub idle_timeout_secs: u64,
+    /// Connections open at once; more wait to be accepted.
+    pub max_connections: usize,
 }
 
 impl Default for ApiSettings {
@@ -64,6 +72,10 @@ impl Default for ApiSettings {
         ApiSettings {
             listen: "127.0.0.1:4170".into(),
             token: None,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 30_000,
+            idle_timeout_secs: 60,
+            max_connections: 256,
         }
     }
 }
@@ -132,6 +144,15 @@ pub struct GatewaySettings {
     pub daily_tokens: Option<u64>,
     /// Per-group overrides: `[gateway.groups.family] daily_tokens = 100000`.
     pub groups: std::collections::BTreeMap<String, GroupLimits>,
+    /// A request's headers must be complete within this time of its first byte.
+    pub header_timeout_ms: u64,
+    /// A request's body must be complete within this time of its headers.
+    pub body_timeout_ms: u64,
+    /// A kept-alive connection with nothing in flight is closed after this.
+    pub idle_timeout_secs: u64,
+    /// Connections open at once on each listener (the TCP address, each
+    /// group's socket); more wait to be accepted.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -152,6 +173,10 @@ impl Default for GatewaySettings {
             max_concurrent: 4,
             daily_tokens: None,
             groups: Default::default(),
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 60_000,
+            idle_timeout_secs: 60,
+            max_connections: 64,
         }
     }
 }
@@ -252,6 +277,20 @@ impl Settings {
             return Err(Error::Config(
                 "queue.retries: at most 20; queue.retry_base_ms: at least 1".into(),
             ));
+        }
+        for (section, l) in [
+            ("api", crate::http::Limits::from(&self.api)),
+            ("gateway", crate::http::Limits::from(&self.gateway)),
+        ] {
+            if l.header_timeout.is_zero()
+                || l.body_timeout.is_zero()
+                || l.idle_timeout.is_zero()
+                || l.max_connections == 0
+            {
+                return Err(Error::Config(format!(
+                    "{section}.header_timeout_ms, .body_timeout_ms, .idle_timeout_secs and .max_connections must be at least 1"
+                )));
+            }
         }
         let gw = &self.gateway;
         if gw.max_concurrent == 0 || gw.groups.values().any(|g| g.max_concurrent == Some(0)) {

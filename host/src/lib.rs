@@ -20,6 +20,7 @@ pub mod error;
 pub mod gateway;
 pub mod groups;
 pub mod home;
+pub mod http;
 pub mod image;
 pub mod ipc;
 pub mod lock;

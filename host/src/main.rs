@@ -434,8 +434,7 @@ async fn run(cli: Cli) -> Result<i32> {
 async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     use g2_host::{channels::Channels, ipc::Links, queue, scheduler};
     ctx.home.ensure_layout()?;
-    // Before any container is reaped or socket bound: one host per home.
-    let mut lock = g2_host::lock::HostLock::acquire(&ctx.home, "serve")?;
+
     let addr: std::net::SocketAddr = listen
         .unwrap_or_else(|| ctx.settings.api.listen.clone())
         .parse()
@@ -443,6 +442,8 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     g2_host::api::check_bind(&addr, ctx.settings.api.token.as_deref())?;
     let store = ctx.store().await?;
     let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
+    // Before any container is reaped or socket bound: one host per home.
+    let mut lock = g2_host::lock::HostLock::acquire(&ctx.home, "serve")?;
     let runtime = agent_runtime(ctx).await?;
     let (queue, inbox) = queue::channel();
     let tasks_changed = std::sync::Arc::new(tokio::sync::Notify::new());
@@ -508,19 +509,18 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     tracing::info!(addr = %listener.local_addr()?, groups = groups.len(), "serving");
     let stop = std::sync::Arc::new(tokio::sync::Notify::new());
     let stopped = stop.clone();
-    let server = tokio::spawn(
-        axum::serve(listener, api.router())
-            .with_graceful_shutdown(async move { stopped.notified().await })
-            .into_future(),
-    );
+    let limits = g2_host::http::Limits::from(&ctx.settings.api);
+    let server = tokio::spawn(g2_host::http::serve(
+        listener,
+        api.router(),
+        limits,
+        async move { stopped.notified().await },
+    ));
     shutdown_signal().await;
     stop.notify_one();
-    // Open streams (SSE) never end by themselves: do not wait on them long.
-    match tokio::time::timeout(Duration::from_secs(3), server).await {
-        Ok(Ok(Err(e))) => tracing::error!(error = %e, "the HTTP server failed"),
-        Err(_) => tracing::info!("streams still open; closing them"),
-        _ => {}
-    }
+    // Open streams (SSE) never end by themselves: the server closes them
+    // after its grace period (http::SHUTDOWN_GRACE).
+    let _ = server.await;
     tracing::info!("shutting down: closing containers");
     schedule.stop().await;
     queue.shutdown().await;
@@ -554,12 +554,13 @@ async fn stop_gateway(gw: Gateway, listeners: Vec<g2_host::gateway::Listening>) 
 
 async fn gateway_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     ctx.home.ensure_layout()?;
-    let _lock = g2_host::lock::HostLock::acquire(&ctx.home, "gateway")?;
     let store = ctx.store().await?;
     let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
     let addr = listen.unwrap_or_else(|| ctx.settings.gateway.listen.clone());
     let tcp = gw.listen_tcp(&addr).await?;
     println!("provider  {}", choice.reason);
+    // Before any group socket is replaced: one host per home.
+    let _lock = g2_host::lock::HostLock::acquire(&ctx.home, "gateway")?;
     println!("listening {}", tcp.address);
     let mut sockets = Vec::new();
     for (folder, l) in group_sockets(ctx, &gw, &store).await? {

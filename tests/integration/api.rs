@@ -302,3 +302,166 @@ async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_has_the_error_shape() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let c = http_client();
+    let u = |p: &str| format!("{}{p}", s.url);
+    let json = |body: &str| {
+        c.post(u("/api/groups"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    };
+    let cases = [
+        ("malformed JSON", json("{not json"), 400, "invalid"),
+        (
+            "wrong JSON type",
+            json(r#"{"folder": 5, "name": "x"}"#),
+            400,
+            "invalid",
+        ),
+        ("missing field", json(r#"{"folder": "x"}"#), 400, "invalid"),
+        (
+            "no content type",
+            c.post(u("/api/groups"))
+                .body(r#"{"folder":"x","name":"X"}"#),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "wrong content type",
+            c.post(u("/api/groups"))
+                .header("content-type", "text/plain")
+                .body("{}"),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "oversized body",
+            json(&format!(
+                r#"{{"folder":"x","name":"{}"}}"#,
+                "x".repeat(100_000)
+            )),
+            413,
+            "too_large",
+        ),
+        (
+            "bad query string",
+            c.get(u("/api/search?q=x&limit=many")),
+            400,
+            "invalid",
+        ),
+        (
+            "missing query parameter",
+            c.get(u("/api/search")),
+            400,
+            "invalid",
+        ),
+        (
+            "bad path parameter",
+            c.get(u("/api/archives/seven")),
+            400,
+            "invalid",
+        ),
+        (
+            "wrong method",
+            c.delete(u("/api/search?q=x")),
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "wrong method outside /api",
+            c.post(u("/health")),
+            405,
+            "method_not_allowed",
+        ),
+        ("unknown route", c.get(u("/api/nothing")), 404, "not_found"),
+    ];
+    for (what, req, status, kind) in cases {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{what}");
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(ct.as_deref(), Some("application/json"), "{what}");
+        let v: Value = resp.json().await.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(v["error"]["kind"], kind, "{what}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{what}: {v}"
+        );
+        assert_eq!(v.as_object().unwrap().len(), 1, "{what}: {v}");
+    }
+    // Nothing was registered by any of them.
+    let (_, list) = call(&c, "GET", &u("/api/groups"), None).await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_connections_are_closed_and_never_starve_a_real_request() {
+    if !image_ready() {
+        return;
+    }
+    raise_fd_limit();
+    let home = TestHome::new();
+    // A group that needs a trigger: nothing here wakes its agent.
+    home.ok(&["groups", "add", "family", "--name", "Family"]);
+    let s = serve(
+        &home,
+        &[
+            ("G2_API__HEADER_TIMEOUT_MS", "1000"),
+            ("G2_API__BODY_TIMEOUT_MS", "1000"),
+            ("G2_API__IDLE_TIMEOUT_SECS", "1"),
+            ("G2_API__MAX_CONNECTIONS", "1000"),
+        ],
+    );
+    // An event stream outlives every timeout: answers are never timed.
+    let mut stream = Sse::open(&s.url, "family", None).await;
+    let addr = s.url.strip_prefix("http://").unwrap().to_string();
+    let mut stalled = Vec::new();
+    for i in 0..500 {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let kind = Stall::nth(i);
+        kind.start(&mut conn, "/api/groups", "/health").await;
+        stalled.push((kind, conn));
+    }
+    // A real request is answered while all of them are open.
+    let resp = http_client()
+        .get(format!("{}/api/groups", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let closing: Vec<_> = stalled
+        .into_iter()
+        .map(|(kind, conn)| tokio::spawn(async move { (kind, until_closed(conn, 30).await) }))
+        .collect();
+    for c in closing {
+        let (kind, got) = c.await.unwrap();
+        match kind {
+            Stall::Head => assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got}"),
+            Stall::Body => {
+                assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+                assert!(got.contains(r#""kind":"timeout""#), "{got}");
+            }
+            Stall::Idle => assert!(got.starts_with("HTTP/1.1 200"), "{got}"),
+        }
+    }
+    // Still serving, and the stream opened before the stalls is still open.
+    let resp = http_client()
+        .get(format!("{}/health", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    post(&s.url, "family", "u", "after the stalls").await;
+    assert_eq!(stream.until(10, |_| true).await["text"], "after the stalls");
+}

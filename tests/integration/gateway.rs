@@ -892,6 +892,19 @@ async fn bad_requests_get_clear_anthropic_errors() {
         .unwrap();
     assert_eq!(resp.status(), 404);
     assert_eq!(error_of(&resp.text().await.unwrap()).0, "not_found_error");
+    for path in ["/v1/messages", "/v1/messages/count_tokens"] {
+        let resp = client
+            .get(format!("{}{path}", gw.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405, "{path}");
+        assert_eq!(resp.headers()["allow"], "POST");
+        assert_eq!(
+            error_of(&resp.text().await.unwrap()).0,
+            "invalid_request_error"
+        );
+    }
     // Still serving.
     let (status, _, _) = post_json(&client, &url, request("m", false)).await;
     assert_eq!(status, 200);
@@ -905,4 +918,81 @@ async fn bad_requests_get_clear_anthropic_errors() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_connections_are_closed_within_the_connection_bound() {
+    raise_fd_limit();
+    let home = TestHome::new();
+    let max = 20;
+    let gw = GatewayProcess::start(
+        &home,
+        &[
+            ("G2_PROVIDER", "offline"),
+            ("G2_GATEWAY__HEADER_TIMEOUT_MS", "1000"),
+            ("G2_GATEWAY__BODY_TIMEOUT_MS", "1000"),
+            ("G2_GATEWAY__IDLE_TIMEOUT_SECS", "1"),
+            ("G2_GATEWAY__MAX_CONNECTIONS", &max.to_string()),
+        ],
+    );
+    let pid = gw.child.id();
+    let before = open_fds(pid);
+    let addr = gw.url.strip_prefix("http://").unwrap().to_string();
+    let socket = gw.sockets["main"].clone();
+    // Three times the bound on each listener: loopback TCP and the main group's socket.
+    let mut closing = Vec::new();
+    let mut tcp = Vec::new();
+    let mut unix = Vec::new();
+    for i in 0..3 * max {
+        let kind = Stall::nth(i);
+        let mut t = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        kind.start(&mut t, "/v1/messages", "/v1/models").await;
+        tcp.push((kind, t));
+        let mut u = tokio::net::UnixStream::connect(&socket).await.unwrap();
+        kind.start(&mut u, "/v1/messages", "/v1/models").await;
+        unix.push((kind, u));
+    }
+    // The rest wait in the listen backlogs, holding no descriptor of the gateway.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let during = open_fds(pid);
+    assert!(
+        during <= before + 2 * max + 4,
+        "{during} descriptors open, {before} before, bound {max} per listener"
+    );
+    for (kind, t) in tcp {
+        closing.push(tokio::spawn(
+            async move { (kind, until_closed(t, 60).await) },
+        ));
+    }
+    for (kind, u) in unix {
+        closing.push(tokio::spawn(
+            async move { (kind, until_closed(u, 60).await) },
+        ));
+    }
+    for c in closing {
+        let (kind, got) = c.await.unwrap();
+        match kind {
+            Stall::Head => assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got}"),
+            Stall::Body => {
+                assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+                assert!(got.contains(r#""type":"error""#), "{got}");
+            }
+            Stall::Idle => assert!(got.starts_with("HTTP/1.1 404"), "{got}"),
+        }
+    }
+    // A real request is answered on each listener.
+    let (status, _, _) = post_json(
+        &http_client(),
+        &format!("{}/v1/messages", gw.url),
+        request("m", false),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _, _) = post_json(
+        &socket_client(&socket),
+        "http://g2/v1/messages",
+        request("m", false),
+    )
+    .await;
+    assert_eq!(status, 200);
 }

@@ -467,3 +467,88 @@ pub async fn get_json(url: &str) -> serde_json::Value {
         .await
         .unwrap()
 }
+
+/// Raises this process's open-file limit to its hard limit (children
+/// inherit it): the connection tests hold hundreds of sockets on each side.
+pub fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
+/// How a test connection stalls a server.
+#[derive(Debug, Clone, Copy)]
+pub enum Stall {
+    /// Half a request head, then nothing.
+    Head,
+    /// A whole head announcing 1,000 bytes of body, then 5 of them.
+    Body,
+    /// A whole request (GET `idle_path`); then the connection is kept
+    /// alive and sends nothing.
+    Idle,
+}
+
+impl Stall {
+    pub fn nth(i: usize) -> Stall {
+        [Stall::Head, Stall::Body, Stall::Idle][i % 3]
+    }
+
+    /// Writes this stall's bytes: `post_path` takes a JSON body.
+    pub async fn start<S: tokio::io::AsyncWrite + Unpin>(
+        self,
+        s: &mut S,
+        post_path: &str,
+        idle_path: &str,
+    ) {
+        use tokio::io::AsyncWriteExt;
+        let text = match self {
+            Stall::Head => format!("POST {post_path} HTTP/1.1\r\nHost: g2\r\nContent-Ty"),
+            Stall::Body => {
+                format!(
+                    "POST {post_path} HTTP/1.1\r\nHost: g2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"mo"
+                )
+            }
+            Stall::Idle => format!("GET {idle_path} HTTP/1.1\r\nHost: g2\r\n\r\n"),
+        };
+        s.write_all(text.as_bytes()).await.unwrap();
+    }
+}
+
+/// Reads until the server closes the connection (end of stream or a reset)
+/// and returns what it sent; panics if it is still open after `secs` (far
+/// beyond the timeouts the tests set).
+pub async fn until_closed<S: tokio::io::AsyncRead + Unpin>(mut s: S, secs: u64) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(secs), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the server kept a stalled connection open for {secs} s; it sent {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Open file descriptors of a process (sockets included).
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}

@@ -206,6 +206,7 @@ impl Gateway {
         Router::new()
             .route("/v1/messages", post(messages))
             .route("/v1/messages/count_tokens", post(count_tokens))
+            .method_not_allowed_fallback(method_not_allowed)
             .fallback(not_found)
             .with_state(state)
     }
@@ -240,7 +241,7 @@ impl Gateway {
         Ok(Listening {
             address: format!("http://{local}"),
             local_addr: Some(local),
-            server: Some(spawn_server(listener, router)),
+            server: Some(self.spawn_server(listener, router)),
             socket: None,
         })
     }
@@ -298,8 +299,19 @@ impl Gateway {
         Ok(Listening {
             address: path.display().to_string(),
             local_addr: None,
-            server: Some(spawn_server(listener, self.router(folder))),
+            server: Some(self.spawn_server(listener, self.router(folder))),
             socket: Some(path),
+        })
+    }
+
+    /// Serves `router` on `listener` until stopped, within the
+    /// `gateway.*` timeouts and connection bound.
+    fn spawn_server<L: axum::serve::Listener>(&self, listener: L, router: Router) -> Background {
+        let limits = crate::http::Limits::from(&self.inner.settings);
+        Background::spawn(|stopped| {
+            crate::http::serve(listener, router, limits, async {
+                let _ = stopped.await;
+            })
         })
     }
 
@@ -378,22 +390,6 @@ impl Gateway {
     }
 }
 
-/// Serves `router` on `listener` until stopped.
-fn spawn_server<L>(listener: L, router: Router) -> Background
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
-    Background::spawn(|stopped| async move {
-        let serve = axum::serve(listener, router).with_graceful_shutdown(async {
-            let _ = stopped.await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "gateway listener failed");
-        }
-    })
-}
-
 /// Writes usage rows in order; a failed write is logged, not retried (the
 /// answer was already delivered).
 async fn record_loop(store: Store, mut rx: mpsc::UnboundedReceiver<ToRecorder>) {
@@ -444,6 +440,61 @@ async fn not_found(req: Request) -> Response {
     ))
 }
 
+async fn method_not_allowed(req: Request) -> Response {
+    relay_now(
+        Reply::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            format!("{} takes POST, not {}", req.uri().path(), req.method()),
+        )
+        .with_header("allow", "POST"),
+    )
+}
+
+/// Why a request body was not read.
+enum BodyError {
+    TooLarge,
+    TimedOut,
+    Broken,
+}
+
+/// Reads a request body of at most `max` bytes into one allocation of its
+/// declared length (grown as it arrives only without one): a large body
+/// costs one block of its size, handed on without a copy and freed as a
+/// whole when the request is done.
+async fn read_body(
+    headers: &axum::http::HeaderMap,
+    body: Body,
+    max: usize,
+) -> std::result::Result<Bytes, BodyError> {
+    use axum::body::HttpBody;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0));
+    let mut body = std::pin::pin!(body);
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let frame = frame.map_err(|e| {
+            if crate::http::is_body_timeout(&e) {
+                BodyError::TimedOut
+            } else {
+                BodyError::Broken
+            }
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > max {
+                return Err(BodyError::TooLarge);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(buf))
+}
+
 async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
     let started = Instant::now();
     let started_at = crate::now_rfc3339();
@@ -455,9 +506,9 @@ async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| parts.uri.path().into());
-    let body = match axum::body::to_bytes(body, settings.max_request_bytes).await {
+    let body = match read_body(&parts.headers, body, settings.max_request_bytes).await {
         Ok(b) => b,
-        Err(_) => {
+        Err(BodyError::TooLarge) => {
             return relay_now(Reply::error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "request_too_large",
@@ -465,6 +516,23 @@ async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
                     "request body is larger than {} bytes (gateway.max_request_bytes)",
                     settings.max_request_bytes
                 ),
+            ));
+        }
+        Err(BodyError::TimedOut) => {
+            return relay_now(Reply::error(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                format!(
+                    "the request body was not complete within {} ms (gateway.body_timeout_ms)",
+                    settings.body_timeout_ms
+                ),
+            ));
+        }
+        Err(BodyError::Broken) => {
+            return relay_now(Reply::error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "the request body could not be read",
             ));
         }
     };
