@@ -39,6 +39,9 @@ pub fn is_planted(e: &io::Error) -> bool {
 pub struct Dir {
     fd: OwnedFd,
     path: PathBuf,
+    /// Who gets what this handle creates (uid, gid): a host running as
+    /// root gives the agent's files to the agent's user.
+    owner: Option<(u32, u32)>,
 }
 
 /// One entry of a folder, as listed (links are reported, never followed).
@@ -95,6 +98,7 @@ impl Dir {
         Ok(Dir {
             fd,
             path: path.to_path_buf(),
+            owner: None,
         })
     }
 
@@ -106,6 +110,20 @@ impl Dir {
             base.ensure_path(rel).map(|(d, _)| d)
         } else {
             base.open_dir(rel)
+        }
+    }
+
+    /// Gives everything this handle (and the handles opened from it)
+    /// creates to `uid:gid`.
+    pub fn owned_by(mut self, uid: u32, gid: u32) -> Dir {
+        self.owner = Some((uid, gid));
+        self
+    }
+
+    fn give<Fd: AsFd>(&self, fd: Fd) {
+        if let Some((u, g)) = self.owner {
+            let (u, g) = (rustix::fs::Uid::from_raw(u), rustix::fs::Gid::from_raw(g));
+            let _ = rustix::fs::fchown(fd, Some(u), Some(g));
         }
     }
 
@@ -132,6 +150,7 @@ impl Dir {
         Ok(Dir {
             fd,
             path: self.path.join(rel),
+            owner: self.owner,
         })
     }
 
@@ -141,19 +160,24 @@ impl Dir {
     /// the `bool` says so.
     pub fn ensure_dir(&self, name: &str) -> io::Result<(Dir, bool)> {
         let name = single(name)?;
-        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        let created = match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
             Err(e) => return Err(to_io(e)),
-        }
-        match self.open_dir(name) {
-            Ok(d) => Ok((d, false)),
+        };
+        let (dir, replaced) = match self.open_dir(name) {
+            Ok(d) => (d, false),
             Err(e) if is_planted(&e) || e.raw_os_error() == Some(libc::ENOTDIR) => {
                 self.displace(name)?;
                 rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o755)).map_err(to_io)?;
-                Ok((self.open_dir(name)?, true))
+                (self.open_dir(name)?, true)
             }
-            Err(e) => Err(e),
+            Err(e) => return Err(e),
+        };
+        if created || replaced {
+            self.give(&dir);
         }
+        Ok((dir, replaced))
     }
 
     /// [`Dir::ensure_dir`] for each component of `rel`; `true` when any
@@ -252,7 +276,10 @@ impl Dir {
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
                 Mode::from_raw_mode(0o644),
             ) {
-                Ok(fd) => return Ok((File::from(fd), name)),
+                Ok(fd) => {
+                    self.give(&fd);
+                    return Ok((File::from(fd), name));
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
@@ -285,6 +312,7 @@ impl Dir {
             Mode::from_raw_mode(0o644),
         ) {
             Ok(fd) => {
+                self.give(&fd);
                 File::from(fd).write_all(bytes)?;
                 Ok(true)
             }
@@ -615,6 +643,26 @@ mod tests {
             "no temp file left"
         );
         assert!(sub.rename_to("../x", &dir, "y").is_err());
+    }
+
+    #[test]
+    fn what_a_handle_creates_belongs_to_its_owner() {
+        use std::os::unix::fs::MetadataExt;
+        let (_d, tree, _host) = setup();
+        let me = (
+            rustix::process::getuid().as_raw(),
+            rustix::process::getgid().as_raw(),
+        );
+        // Giving to oneself works as any user; root may give to anyone.
+        let owner = if me.0 == 0 { (1234, 1234) } else { me };
+        let dir = Dir::open(&tree).unwrap().owned_by(owner.0, owner.1);
+        let (sub, _) = dir.ensure_dir("made").unwrap();
+        sub.write_atomic("f.json", b"{}").unwrap();
+        sub.create_new("g.md", b"x").unwrap();
+        for p in ["made", "made/f.json", "made/g.md"] {
+            let m = std::fs::metadata(tree.join(p)).unwrap();
+            assert_eq!((m.uid(), m.gid()), owner, "{p}");
+        }
     }
 
     #[test]

@@ -92,6 +92,7 @@ impl Home {
             "the group folder",
             Dir::open_beneath(&self.groups_dir(), Path::new(folder), true),
         )
+        .map(agent_owned)
     }
 
     /// `data/ipc/{folder}/` as a confined handle, created when missing.
@@ -102,6 +103,7 @@ impl Home {
             "the IPC folder",
             Dir::open_beneath(&self.data_dir().join("ipc"), Path::new(folder), true),
         )
+        .map(agent_owned)
     }
 
     /// `data/sessions/{folder}/.claude/` as a confined handle, created
@@ -114,6 +116,7 @@ impl Home {
             "the .claude folder",
             Dir::open_beneath(&self.data_dir().join("sessions"), &rel, true),
         )
+        .map(agent_owned)
     }
 
     /// The folder `name` in a group's tree, made a real folder again if
@@ -238,6 +241,18 @@ impl Home {
             group.create_new("CLAUDE.md", memory.as_bytes()),
         )?;
         Ok(())
+    }
+}
+
+/// What the host creates in a group's trees belongs to the agent's user
+/// when the host runs as root: the host acts for the agent, never as root
+/// over the agent's files.
+fn agent_owned(dir: Dir) -> Dir {
+    if crate::image::host_ids().0 == 0 {
+        let (uid, gid) = crate::image::agent_ids();
+        dir.owned_by(uid, gid)
+    } else {
+        dir
     }
 }
 
