@@ -77,6 +77,20 @@ async fn wait_bot(base: &str, folder: &str, n: usize, secs: u64) -> Vec<String> 
     }
 }
 
+/// A home with a `family` group that every message wakes.
+fn home_with_family() -> TestHome {
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--no-trigger",
+    ]);
+    home
+}
+
 fn count(home: &TestHome, sql: &str) -> i64 {
     home.store()
         .read_blocking(|c| Ok(c.query_row(sql, [], |r| r.get(0))?))
@@ -88,15 +102,7 @@ async fn links_an_agent_plants_are_never_followed() {
     if !image_ready() {
         return;
     }
-    let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "family",
-        "--name",
-        "Family",
-        "--no-trigger",
-    ]);
+    let home = home_with_family();
     // Host folders and files the agent would like the host to use.
     let host = tempfile::tempdir().unwrap();
     let marker = format!("HOST-ONLY-{}", uuid::Uuid::new_v4());
@@ -224,15 +230,7 @@ async fn a_group_over_its_disk_quota_is_stopped_and_told() {
     if !image_ready() {
         return;
     }
-    let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "family",
-        "--name",
-        "Family",
-        "--no-trigger",
-    ]);
+    let home = home_with_family();
     let s = serve(
         &home,
         &[
