@@ -342,14 +342,16 @@ async fn post_message(
     ))
 }
 
-/// Server-sent events of a chat's messages (`event: message`, data = the
-/// message JSON): first those after `?after=<seq>`, then new ones as they
-/// are stored. Subscribing before reading the backlog means none is missed;
-/// `seq` filtering means none is sent twice.
+/// Server-sent events of a chat's messages (`event: message`, `id:` its
+/// `seq`, data = the message JSON): first those after `Last-Event-ID` (a
+/// reconnecting client) or else `?after=<seq>`, then new ones as they are
+/// stored, in `seq` order, each once (see `Channels::follow`). A listener
+/// that falls too far behind is closed; it reconnects with `Last-Event-ID`.
 async fn stream_messages(
     State(api): State<Api>,
     Path(folder): Path<String>,
     Query(q): Query<AfterQuery>,
+    headers: axum::http::HeaderMap,
 ) -> std::result::Result<
     axum::response::sse::Sse<
         impl futures_util::Stream<
@@ -360,49 +362,23 @@ async fn stream_messages(
 > {
     use axum::response::sse::{Event, KeepAlive, Sse};
     let g = require_group(&api, &folder).await?;
-    let live = api.channels.subscribe();
-    let (jid, after) = (g.jid.clone(), q.after.unwrap_or(i64::MAX));
-    let backlog = if after == i64::MAX {
-        Vec::new()
-    } else {
-        let j = jid.clone();
-        api.store
-            .read(move |c| messages::after(c, &j, after, 1000))
-            .await?
+    let resume = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .ok_or_else(|| Error::Invalid("Last-Event-ID: a message seq".into()))?,
+        ),
+        None => None,
     };
-    let last = backlog
-        .last()
-        .map(|m| m.seq)
-        .unwrap_or(if after == i64::MAX { 0 } else { after });
-    let event = |m: &messages::Message| {
-        Event::default()
+    let live = api.channels.follow(g.jid, resume.or(q.after));
+    let events = futures_util::StreamExt::map(live, |l| {
+        Ok(Event::default()
             .event("message")
-            .id(m.seq.to_string())
-            .json_data(m)
-            .ok()
-    };
-    let first =
-        futures_util::stream::iter(backlog.into_iter().filter_map(move |m| event(&m).map(Ok)));
-    let rest = futures_util::stream::unfold((live, last), move |(mut rx, mut last)| {
-        let jid = jid.clone();
-        async move {
-            loop {
-                match rx.recv().await {
-                    Ok(m) if m.chat_jid == jid && m.seq > last => {
-                        last = m.seq;
-                        if let Some(e) = event(&m) {
-                            return Some((Ok(e), (rx, last)));
-                        }
-                    }
-                    Ok(_) => {}
-                    // A slow reader skips ahead; `?after=` recovers the gap.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        }
+            .id(l.message.seq.to_string())
+            .data(&l.json))
     });
-    Ok(Sse::new(futures_util::StreamExt::chain(first, rest)).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
 /// The group's session pointer, its routing cursor, whether it is failing,

@@ -5,7 +5,10 @@
 //! the SSE stream (`GET …/stream?after=`).
 //!
 //! The stream is open before the first line is posted, so no reply can
-//! slip past.
+//! slip past; if the server closes it (a listener that fell behind), it is
+//! reopened with `Last-Event-ID`. What others wrote is printed inert
+//! ([`crate::terminal`]): escape sequences and bidi controls are shown,
+//! not obeyed.
 
 use std::io::Write;
 
@@ -14,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
 use crate::messages::Message;
+use crate::terminal::{inert, inert_name};
 use crate::{Error, Result};
 
 pub struct ChatOptions {
@@ -50,18 +54,50 @@ pub async fn run(o: ChatOptions) -> Result<()> {
         .map_err(|e| Error::Invalid(format!("group {}: {e}", o.folder)))?;
     let me = o.sender.clone();
     let (replies_tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let printer = tokio::spawn(async move {
-        let mut messages = std::pin::pin!(message_stream(stream));
-        while let Some(m) = messages.next().await {
-            if m.sender == me && !m.from_bot {
-                continue; // our own line, already on screen
+    let resume = {
+        let (client, url, token) = (client.clone(), format!("{base}/stream"), o.token.clone());
+        move |last: i64| {
+            let mut r = client.get(&url);
+            // Nothing seen yet: live again (a 0 would replay the whole chat).
+            if last > 0 {
+                r = r.header("last-event-id", last.to_string());
             }
-            let who = m.sender_name.clone().unwrap_or(m.sender.clone());
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{who}: {}", m.text);
-            let _ = out.flush();
-            if m.from_bot {
-                let _ = replies_tx.send(());
+            if let Some(t) = &token {
+                r = r.bearer_auth(t);
+            }
+            r.send()
+        }
+    };
+    let printer = tokio::spawn(async move {
+        let (mut stream, mut last) = (stream, 0);
+        loop {
+            let mut messages = std::pin::pin!(message_stream(stream));
+            while let Some(m) = messages.next().await {
+                last = m.seq;
+                if m.sender == me && !m.from_bot {
+                    continue; // our own line, already on screen
+                }
+                // Other people's text: shown, never obeyed by the terminal.
+                let who = m.sender_name.clone().unwrap_or(m.sender.clone());
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{}: {}", inert_name(&who), inert(&m.text));
+                let _ = out.flush();
+                if m.from_bot {
+                    let _ = replies_tx.send(());
+                }
+            }
+            // The server closes a listener that fell behind: pick up after
+            // the last message shown (not in a tight loop if it keeps closing).
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            match resume(last)
+                .await
+                .and_then(reqwest::Response::error_for_status)
+            {
+                Ok(r) => stream = r,
+                Err(e) => {
+                    eprintln!("the stream ended: {e}");
+                    return;
+                }
             }
         }
     });

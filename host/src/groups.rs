@@ -61,6 +61,7 @@ impl NewGroup {
                 self.name
             )));
         }
+        crate::terminal::check_name("group name", name)?;
         let jid = self.jid.unwrap_or_else(|| format!("local:{}", self.folder));
         if jid.trim().is_empty() || jid.len() > 512 {
             return Err(Error::Invalid(format!("jid {jid:?} is empty or too long")));

@@ -32,6 +32,7 @@ pub mod search;
 pub mod sessions;
 pub mod store;
 pub mod tasks;
+pub mod terminal;
 pub mod usage;
 
 pub use error::{Error, Result};

@@ -16,6 +16,7 @@ use g2_host::groups::{self, NewGroup};
 use g2_host::home::Home;
 use g2_host::sessions::SessionManager;
 use g2_host::store::Store;
+use g2_host::terminal::{inert, inert_name};
 use g2_host::{doctor, image, search, usage};
 
 #[derive(Parser)]
@@ -329,12 +330,16 @@ async fn run(cli: Cli) -> Result<i32> {
                         w,
                         "{}. [{}] {}  ({})",
                         i + 1,
-                        h.group,
-                        h.name,
-                        &h.created_at[..10.min(h.created_at.len())]
+                        inert_name(&h.group),
+                        inert_name(&h.name),
+                        inert_name(&h.created_at[..10.min(h.created_at.len())])
                     )?;
-                    writeln!(w, "   {}", ctx.home.root().join(&h.path).display())?;
-                    writeln!(w, "   {}", h.snippet)?;
+                    writeln!(
+                        w,
+                        "   {}",
+                        inert_name(&ctx.home.root().join(&h.path).display().to_string())
+                    )?;
+                    writeln!(w, "   {}", inert(&h.snippet))?;
                 }
             }
             Ok(0)
@@ -398,10 +403,10 @@ async fn run(cli: Cli) -> Result<i32> {
                     writeln!(
                         w,
                         "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
-                        l.day,
-                        l.group,
-                        l.provider,
-                        l.model,
+                        inert_name(&l.day),
+                        inert_name(&l.group),
+                        inert_name(&l.provider),
+                        inert_name(&l.model),
                         l.requests,
                         l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens,
                         l.output_tokens,
@@ -625,13 +630,13 @@ async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i
         print_json(&report)?;
     } else {
         for r in &report.replies {
-            println!("{r}");
+            println!("{}", inert(r));
         }
         for e in &report.errors {
-            eprintln!("agent error: {e}");
+            eprintln!("agent error: {}", inert(e));
         }
         for a in &report.archives {
-            eprintln!("archived {}", a.path);
+            eprintln!("archived {}", inert_name(&a.path));
         }
     }
     Ok(if report.replies.is_empty() { 1 } else { 0 })
@@ -750,7 +755,11 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             };
             let group =
                 groups::register(&store, &ctx.home, new, &ctx.settings.assistant_name).await?;
-            println!("registered {} (groups/{}/)", group.name, group.folder);
+            println!(
+                "registered {} (groups/{}/)",
+                inert_name(&group.name),
+                group.folder
+            );
         }
         GroupsCmd::List { out } => {
             let all = store.read(groups::list).await?;
@@ -768,9 +777,9 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
                     println!(
                         "{:<20} {:<24} {:<28} {}{}",
                         g.folder,
-                        g.name,
-                        g.jid,
-                        trigger,
+                        inert_name(&g.name),
+                        inert_name(&g.jid),
+                        inert_name(&trigger),
                         if g.is_main { "  [main]" } else { "" }
                     );
                 }
@@ -780,7 +789,8 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             let g = store.write(move |tx| groups::remove(tx, &folder)).await?;
             println!(
                 "removed {} (groups/{}/ and its sessions are kept)",
-                g.name, g.folder
+                inert_name(&g.name),
+                g.folder
             );
         }
     }
@@ -822,9 +832,9 @@ async fn sessions_cmd(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
                     println!(
                         "{:>5}  {}  {}  {}",
                         e.id,
-                        &e.archived_at[..10.min(e.archived_at.len())],
+                        inert_name(&e.archived_at[..10.min(e.archived_at.len())]),
                         e.session_id,
-                        e.name
+                        inert_name(&e.name)
                     );
                 }
             }

@@ -4,7 +4,9 @@
 //!
 //! Invariants: a message is stored exactly once (`id` is unique; inbound
 //! ids are generated here); `seq` only grows; text is stored as received
-//! (escaping happens when a prompt is built).
+//! (escaping happens when a prompt is built, and [`crate::terminal`]
+//! neutralizes it when it is printed); sender names hold no control
+//! characters.
 
 use rusqlite::{Connection, Transaction, params};
 use serde::{Deserialize, Serialize};
@@ -46,12 +48,12 @@ impl Inbound {
         if self.sender.trim().is_empty() || self.sender.len() > MAX_SENDER {
             return bad("sender: 1-200 characters");
         }
-        if self
-            .sender_name
-            .as_ref()
-            .is_some_and(|n| n.len() > MAX_SENDER)
-        {
-            return bad("sender_name: at most 200 characters");
+        crate::terminal::check_name("sender", &self.sender)?;
+        if let Some(name) = &self.sender_name {
+            if name.len() > MAX_SENDER {
+                return bad("sender_name: at most 200 characters");
+            }
+            crate::terminal::check_name("sender_name", name)?;
         }
         if self.text.trim().is_empty() {
             return bad("text must not be empty");
@@ -73,16 +75,15 @@ pub fn insert_inbound(
 ) -> Result<Message> {
     m.check()?;
     let now = crate::now_rfc3339();
-    tx.execute(
+    // Cached: a batch runs these once per message in one transaction.
+    tx.prepare_cached(
         "INSERT INTO chats (jid, channel, last_message_time) VALUES (?1, ?2, ?3)
          ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
-        params![chat_jid, channel, now],
-    )?;
+    )?
+    .execute(params![chat_jid, channel, now])?;
     let id = uuid::Uuid::new_v4().to_string();
-    tx.execute(
-        "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![id, chat_jid, m.sender.trim(), m.sender_name, m.text, now],
-    )?;
+    tx.prepare_cached("INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        .execute(params![id, chat_jid, m.sender.trim(), m.sender_name, m.text, now])?;
     Ok(Message {
         seq: tx.last_insert_rowid(),
         id,
@@ -177,6 +178,33 @@ pub fn inbound_after(
         .collect::<rusqlite::Result<_>>()?;
     rows.reverse();
     Ok(rows)
+}
+
+/// The highest `seq` stored (0 when there is none).
+pub fn last_seq(conn: &Connection) -> Result<i64> {
+    Ok(
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM messages", [], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
+/// Messages of every chat after `after` (a `seq`), oldest first.
+pub fn since(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM messages WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![after, limit as i64], row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Messages of every chat with `after < seq < before`, oldest first.
+pub fn between(conn: &Connection, after: i64, before: i64) -> Result<Vec<Message>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM messages WHERE seq > ?1 AND seq < ?2 ORDER BY seq"
+    ))?;
+    let rows = stmt.query_map(params![after, before], row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// Messages of a chat after `after` (a `seq`), oldest first.

@@ -17,3 +17,4 @@ mod ipc;
 mod routing;
 mod search;
 mod sessions;
+mod stream;
