@@ -12,52 +12,40 @@
 use std::io::Read;
 use std::path::Path;
 
-use serde_json::{Value, json};
-
 use g2_core::archive::{self, ArchiveOptions};
 use g2_core::confined::Dir;
 use g2_core::transcript;
-use g2_core::wire::AgentEvent;
+use g2_core::wire::{AgentEvent, HookInput};
 
 use crate::paths::{Paths, event_name, write_atomic};
 
 /// Largest hook input read.
 const MAX_INPUT: u64 = 4 << 20;
-/// Longest prompt kept in a `UserPromptSubmit` record.
-const MAX_PROMPT: usize = 4_000;
 
 pub fn run(paths: &Paths, event: &str) -> i32 {
-    let mut raw = String::new();
-    let _ = std::io::stdin().take(MAX_INPUT).read_to_string(&mut raw);
-    let input: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
-    if let Err(e) = handle(paths, event, &input) {
+    let mut raw = Vec::new();
+    let _ = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
+    let input = HookInput::parse(event, &raw);
+    if let Err(e) = handle(paths, event, input) {
         eprintln!("g2-agent hook {event}: {e:#}");
     }
     0
 }
 
-fn handle(paths: &Paths, event: &str, input: &Value) -> anyhow::Result<()> {
-    let session = input["session_id"].as_str();
-    let data = match event {
-        "PreCompact" => {
-            if let Some(t) = input["transcript_path"].as_str() {
-                archive_transcript(paths, Path::new(t), session, input["trigger"].as_str())?;
-            }
-            json!({ "trigger": input["trigger"] })
-        }
-        "SessionStart" => json!({ "source": input["source"] }),
-        "SessionEnd" => json!({ "reason": input["reason"] }),
-        "UserPromptSubmit" => {
-            json!({ "prompt": archive::truncate(input["prompt"].as_str().unwrap_or(""), MAX_PROMPT) })
-        }
-        "PostToolUse" => json!({ "tool": input["tool_name"] }),
-        _ => json!({}),
-    };
+fn handle(paths: &Paths, event: &str, input: HookInput) -> anyhow::Result<()> {
+    if let Some(t) = &input.transcript_path {
+        archive_transcript(
+            paths,
+            Path::new(t),
+            input.session_id.as_deref(),
+            input.trigger.as_deref(),
+        )?;
+    }
     let record = AgentEvent::Hook {
         event: event.to_string(),
-        session_id: session.map(str::to_string),
+        session_id: input.session_id,
         at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        data,
+        data: input.data,
     };
     write_atomic(
         &paths.events(),

@@ -101,6 +101,48 @@ pub enum AgentEvent {
     },
 }
 
+/// Longest prompt kept in a `UserPromptSubmit` record.
+pub const MAX_HOOK_PROMPT: usize = 4_000;
+
+/// What `g2-agent hook <event>` takes from Claude Code's hook JSON (stdin).
+/// Anything that is not a JSON object, or a field of the wrong type, is
+/// simply absent: a hook must never fail on its input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookInput {
+    pub session_id: Option<String>,
+    /// `PreCompact` only: the transcript about to be compacted.
+    pub transcript_path: Option<String>,
+    /// `PreCompact` only: `manual` or `auto`.
+    pub trigger: Option<String>,
+    /// The event's small payload for the `hook` record.
+    pub data: serde_json::Value,
+}
+
+impl HookInput {
+    pub fn parse(event: &str, raw: &[u8]) -> HookInput {
+        use serde_json::{Value, json};
+        let input: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
+        let text = |k: &str| input[k].as_str().map(str::to_string);
+        let data = match event {
+            "PreCompact" => json!({ "trigger": input["trigger"] }),
+            "SessionStart" => json!({ "source": input["source"] }),
+            "SessionEnd" => json!({ "reason": input["reason"] }),
+            "UserPromptSubmit" => {
+                json!({ "prompt": crate::archive::truncate(input["prompt"].as_str().unwrap_or(""), MAX_HOOK_PROMPT) })
+            }
+            "PostToolUse" => json!({ "tool": input["tool_name"] }),
+            _ => json!({}),
+        };
+        let pre_compact = event == "PreCompact";
+        HookInput {
+            session_id: text("session_id"),
+            transcript_path: text("transcript_path").filter(|_| pre_compact),
+            trigger: text("trigger").filter(|_| pre_compact),
+            data,
+        }
+    }
+}
+
 /// A request an agent's g2 tool makes of the host (`ipc/tasks/{id}.json`).
 /// The host answers in `ipc/responses/{id}.json`. Which group asks is
 /// the IPC folder the file is in, never anything in it.
@@ -282,6 +324,43 @@ mod tests {
         assert_eq!(v["type"], "archive");
         assert_eq!(v["compactTrigger"], "manual");
         assert!(serde_json::from_str::<AgentEvent>(r#"{"type":"bogus"}"#).is_err());
+    }
+
+    #[test]
+    fn hook_input_is_lenient() {
+        let h = HookInput::parse(
+            "PreCompact",
+            br#"{"session_id":"s","transcript_path":"/t.jsonl","trigger":"auto"}"#,
+        );
+        assert_eq!(h.session_id.as_deref(), Some("s"));
+        assert_eq!(h.transcript_path.as_deref(), Some("/t.jsonl"));
+        assert_eq!(h.data["trigger"], "auto");
+        let other = HookInput::parse(
+            "SessionStart",
+            br#"{"transcript_path":"/t.jsonl","source":"resume"}"#,
+        );
+        assert_eq!(other.transcript_path, None, "only PreCompact archives");
+        assert_eq!(other.data["source"], "resume");
+        let junk = HookInput::parse("UserPromptSubmit", b"[1, \xff");
+        assert_eq!(
+            junk,
+            HookInput {
+                session_id: None,
+                transcript_path: None,
+                trigger: None,
+                data: serde_json::json!({ "prompt": "" })
+            }
+        );
+        let long = "\u{e9}".repeat(MAX_HOOK_PROMPT + 1);
+        let h = HookInput::parse(
+            "UserPromptSubmit",
+            serde_json::json!({ "prompt": long }).to_string().as_bytes(),
+        );
+        assert_eq!(
+            h.data["prompt"].as_str().unwrap().chars().count(),
+            MAX_HOOK_PROMPT + 1,
+            "cut, with the ellipsis"
+        );
     }
 
     #[test]

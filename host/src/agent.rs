@@ -749,7 +749,7 @@ impl Agents {
 /// Pulls complete frames out of `buf`, leaving any partial one. Searches
 /// bytes: no copy of the buffer per chunk, and offsets stay right when the
 /// output is not valid UTF-8.
-fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
+pub fn take_frames(buf: &mut Vec<u8>) -> Vec<ContainerOutput> {
     use memchr::memmem;
     let (open, close) = (OUTPUT_START.as_bytes(), OUTPUT_END.as_bytes());
     let mut frames = Vec::new();

@@ -285,31 +285,38 @@ async fn list_groups(State(api): State<Api>) -> ApiResult<Vec<groups::Group>> {
     Ok(Json(api.store.read(groups::list).await?))
 }
 
-#[derive(Deserialize)]
+/// `POST /api/groups`. The request bodies are public so that their parsing
+/// and checks can be exercised on their own (`fuzz/`).
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NewGroupBody {
-    folder: String,
-    name: String,
-    jid: Option<String>,
-    trigger: Option<String>,
-    requires_trigger: Option<bool>,
+pub struct NewGroupBody {
+    pub folder: String,
+    pub name: String,
+    pub jid: Option<String>,
+    pub trigger: Option<String>,
+    pub requires_trigger: Option<bool>,
     #[serde(default)]
-    is_main: bool,
+    pub is_main: bool,
+}
+
+impl From<NewGroupBody> for NewGroup {
+    fn from(b: NewGroupBody) -> Self {
+        NewGroup {
+            folder: b.folder,
+            name: b.name,
+            jid: b.jid,
+            trigger_pattern: b.trigger,
+            requires_trigger: b.requires_trigger,
+            is_main: b.is_main,
+        }
+    }
 }
 
 async fn add_group(
     State(api): State<Api>,
     Json(b): Json<NewGroupBody>,
 ) -> std::result::Result<(StatusCode, Json<groups::Group>), ApiError> {
-    let new = NewGroup {
-        folder: b.folder,
-        name: b.name,
-        jid: b.jid,
-        trigger_pattern: b.trigger,
-        requires_trigger: b.requires_trigger,
-        is_main: b.is_main,
-    };
-    let g = groups::register(&api.store, &api.home, new, &api.assistant_name).await?;
+    let g = groups::register(&api.store, &api.home, b.into(), &api.assistant_name).await?;
     Ok((StatusCode::CREATED, Json(g)))
 }
 
@@ -525,10 +532,11 @@ async fn session_history(
     Ok(Json(api.sessions.history(&folder).await?))
 }
 
-#[derive(Deserialize)]
+/// `POST /api/groups/{folder}/session/clear`.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ClearBody {
-    name: String,
+pub struct ClearBody {
+    pub name: String,
 }
 
 async fn clear_session(
@@ -546,11 +554,12 @@ async fn clear_session(
     Ok(Json(cleared))
 }
 
-#[derive(Deserialize)]
+/// `POST /api/groups/{folder}/session/resume`.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ResumeBody {
-    history_id: i64,
-    save_as: Option<String>,
+pub struct ResumeBody {
+    pub history_id: i64,
+    pub save_as: Option<String>,
 }
 
 async fn resume_session(

@@ -10,6 +10,18 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 use g2_core::validate;
 
+/// Longest trigger pattern accepted.
+pub const MAX_TRIGGER: usize = 1024;
+
+/// Compiles a trigger pattern with bounds on nesting and compiled size:
+/// a pattern comes from a person or an agent, and a deeply nested one would
+/// otherwise exhaust the compiling thread's stack.
+pub fn trigger_regex(pattern: &str) -> std::result::Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(pattern)
+        .nest_limit(32)
+        .size_limit(1 << 20)
+        .build()
+}
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Group {
     pub folder: String,
@@ -69,7 +81,12 @@ impl NewGroup {
         let pattern = self
             .trigger_pattern
             .unwrap_or_else(|| default_trigger(assistant_name));
-        regex::Regex::new(&pattern)
+        if pattern.len() > MAX_TRIGGER {
+            return Err(Error::Invalid(format!(
+                "trigger pattern: at most {MAX_TRIGGER} bytes"
+            )));
+        }
+        trigger_regex(&pattern)
             .map_err(|e| Error::Invalid(format!("trigger pattern {pattern:?}: {e}")))?;
         Ok(Group {
             folder: self.folder,
@@ -221,6 +238,21 @@ mod tests {
             crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
                 .unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn deeply_nested_trigger_patterns_are_refused_not_a_crash() {
+        let deep = format!("{}a{}", "(".repeat(5000), ")".repeat(5000));
+        let g = NewGroup {
+            folder: "x".into(),
+            name: "X".into(),
+            trigger_pattern: Some(deep),
+            ..Default::default()
+        };
+        assert!(g.into_group("Andy").is_err());
+        let nested = format!("{}a{}", "(?:".repeat(200), ")".repeat(200));
+        assert!(trigger_regex(&nested).is_err());
+        assert!(trigger_regex("(?i)^@andy\\b").is_ok());
     }
 
     #[test]

@@ -726,8 +726,17 @@ fn read_request(
     let bytes = home
         .confined(folder, sub, dir.read(name, MAX_REQUEST))
         .map_err(|e| format!("unreadable request: {e}"))?;
+    parse_request(&bytes, sub)
+}
+
+/// Parses a request file's bytes found in `sub` (`messages/` or `tasks/`);
+/// see [`read_request`].
+pub fn parse_request(
+    bytes: &[u8],
+    sub: &str,
+) -> std::result::Result<(TaskRequest, Option<String>), String> {
     let raw: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("not a valid request: {e}"))?;
+        serde_json::from_slice(bytes).map_err(|e| format!("not a valid request: {e}"))?;
     let req: TaskRequest =
         serde_json::from_value(raw.clone()).map_err(|e| format!("not a valid request: {e}"))?;
     if sub == ipc::MESSAGES_DIR && !matches!(req.action, Action::SendMessage { .. }) {

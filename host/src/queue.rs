@@ -206,12 +206,50 @@ impl Run {
 struct GroupState {
     run: Option<Run>,
     tasks: VecDeque<Task>,
-    waiting: bool,
     retries: u32,
     retry_at: Option<Instant>,
     /// The last attempt ran and was cut short (why): the next prompt says
     /// so, so the agent continues instead of redoing what it did.
     interrupted: Option<String>,
+}
+
+/// The slot policy, apart from the actor so that it can be tested on its
+/// own: groups that find every slot taken wait in one line, each once, and
+/// are served first come, first served.
+#[derive(Debug, Default)]
+struct Line {
+    waiting: VecDeque<String>,
+}
+
+impl Line {
+    /// Whether `folder` may start now, with `running` of `max` slots taken;
+    /// if not, it joins the line (unless it is in it already).
+    fn admit(&mut self, folder: &str, running: usize, max: usize) -> bool {
+        if running < max {
+            return true;
+        }
+        if !self.waiting.iter().any(|f| f == folder) {
+            self.waiting.push_back(folder.to_string());
+        }
+        false
+    }
+
+    /// The group first in line, when a slot is free.
+    fn next(&mut self, running: usize, max: usize) -> Option<String> {
+        if running < max {
+            self.waiting.pop_front()
+        } else {
+            None
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &String> {
+        self.waiting.iter()
+    }
 }
 
 pub struct Queue {
@@ -223,7 +261,7 @@ pub struct Queue {
     tasks_changed: Option<Arc<tokio::sync::Notify>>,
     me: mpsc::UnboundedSender<Cmd>,
     groups: HashMap<String, GroupState>,
-    fifo: VecDeque<String>,
+    fifo: Line,
     next_run: u64,
     stopping: Option<Vec<oneshot::Sender<()>>>,
 }
@@ -249,7 +287,7 @@ impl Queue {
             tasks_changed,
             me: handle.cmd.clone(),
             groups: HashMap::new(),
-            fifo: VecDeque::new(),
+            fifo: Line::default(),
             next_run: 0,
             stopping: None,
         };
@@ -482,14 +520,12 @@ impl Queue {
     }
 
     async fn want_slot(&mut self, folder: &str) {
-        if self.active() < self.settings.max_containers {
+        if self
+            .fifo
+            .admit(folder, self.active(), self.settings.max_containers)
+        {
             self.start(folder).await;
             return;
-        }
-        let g = self.groups.entry(folder.to_string()).or_default();
-        if !g.waiting {
-            g.waiting = true;
-            self.fifo.push_back(folder.to_string());
         }
         // Make room: an idle container gives way to waiting work.
         let idle = self
@@ -834,13 +870,7 @@ impl Queue {
             tracing::info!(group = folder, container = %r.container, exit = r.exit_code, "container finished");
         }
         // Free slot: first in line first, then this group's own next work.
-        while self.active() < self.settings.max_containers {
-            let Some(next) = self.fifo.pop_front() else {
-                break;
-            };
-            if let Some(g) = self.groups.get_mut(&next) {
-                g.waiting = false;
-            }
+        while let Some(next) = self.fifo.next(self.active(), self.settings.max_containers) {
             if self.groups.get(&next).is_some_and(|g| g.run.is_none()) {
                 self.start(&next).await;
             }
@@ -974,6 +1004,76 @@ impl Queue {
         }
         if let Some(n) = &self.tasks_changed {
             n.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// The group has work (messages or a task).
+        Want(usize),
+        /// The n-th running container exits.
+        Exit(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..6usize).prop_map(Op::Want),
+            (0..6usize).prop_map(Op::Exit)
+        ]
+    }
+
+    proptest! {
+        /// The actor's use of the line, replayed over any order of wants and
+        /// exits: at most `max` running, one per group, no slot free while a
+        /// group waits, and groups leave the line in the order they joined.
+        #[test]
+        fn slots_are_shared_fairly(max in 1..4usize, ops in proptest::collection::vec(op(), 0..64)) {
+            let mut line = Line::default();
+            let mut running: Vec<String> = Vec::new();
+            let mut joined: VecDeque<String> = VecDeque::new();
+            for op in ops {
+                match op {
+                    Op::Want(g) => {
+                        let g = format!("g{g}");
+                        // A running group gets follow-ups, not a second container.
+                        if running.contains(&g) {
+                            continue;
+                        }
+                        if line.admit(&g, running.len(), max) {
+                            running.push(g);
+                        } else if !joined.contains(&g) {
+                            joined.push_back(g);
+                        }
+                    }
+                    Op::Exit(i) => {
+                        if running.is_empty() {
+                            continue;
+                        }
+                        running.remove(i % running.len());
+                        while let Some(next) = line.next(running.len(), max) {
+                            prop_assert_eq!(Some(&next), joined.front(), "first come, first served");
+                            joined.pop_front();
+                            if !running.contains(&next) {
+                                running.push(next);
+                            }
+                        }
+                    }
+                }
+                prop_assert!(running.len() <= max);
+                let mut unique = running.clone();
+                unique.sort();
+                unique.dedup();
+                prop_assert_eq!(unique.len(), running.len(), "one container per group");
+                prop_assert!(line.is_empty() || running.len() == max, "no free slot while a group waits");
+                prop_assert_eq!(line.iter().cloned().collect::<VecDeque<_>>(), joined.clone());
+                prop_assert!(line.iter().all(|g| !running.contains(g)), "a waiting group has no container");
+            }
         }
     }
 }

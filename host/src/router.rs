@@ -145,7 +145,7 @@ pub fn wakes(group: &Group, pending: &[Message]) -> bool {
         return true;
     }
     let pattern = group.trigger_pattern.clone().unwrap_or_default();
-    match regex::Regex::new(&pattern) {
+    match crate::groups::trigger_regex(&pattern) {
         Ok(re) => pending.iter().any(|m| re.is_match(m.text.trim())),
         Err(e) => {
             // Patterns are checked when stored; a bad one must not wake on everything.
@@ -415,5 +415,106 @@ mod tests {
                 .error,
             "boom"
         );
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A person's message, with or without the trigger.
+        Post { trigger: bool },
+        /// A message of the assistant's (a `send_message`, say).
+        Bot,
+        /// The agent answers the next batch.
+        Answer,
+        /// The cursor is asked to move to this fraction of the newest seq.
+        Advance(u8),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => any::<bool>().prop_map(|trigger| Op::Post { trigger }),
+            1 => Just(Op::Bot),
+            2 => Just(Op::Answer),
+            1 => (0..=10u8).prop_map(Op::Advance),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Any mix of messages, replies and cursor moves against the real
+        /// store: the cursor never moves back, a batch holds exactly the
+        /// people's messages after the cursor (never the assistant's), and
+        /// it exists only when the trigger rules say so.
+        #[test]
+        fn cursor_and_batches(kind in 0..3u8, ops in proptest::collection::vec(op(), 1..40)) {
+            let g = match kind { 0 => group(true, None), 1 => group(false, Some(false)), _ => group(false, None) };
+            let d = tempfile::tempdir().unwrap();
+            let store = crate::store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+            let g2 = g.clone();
+            store.write_blocking(move |tx| crate::groups::add(tx, &g2)).unwrap();
+            // (seq, marker, has the trigger) of the people's messages.
+            let mut people: Vec<(i64, String, bool)> = Vec::new();
+            let mut bots: Vec<String> = Vec::new();
+            let mut newest = 0i64;
+            let mut last_cursor = 0i64;
+            for (n, op) in ops.into_iter().enumerate() {
+                let cursor_before = store.read_blocking(|c| cursor(c, "fam")).unwrap();
+                let mut expected_cursor = cursor_before;
+                match op {
+                    Op::Post { trigger } => {
+                        let marker = format!("[in {n}]");
+                        let text = if trigger { format!("@Andy {marker}") } else { marker.clone() };
+                        let jid = g.jid.clone();
+                        let m = store
+                            .write_blocking(move |tx| messages::insert_inbound(tx, &jid, "http", &Inbound { sender: "u1".into(), sender_name: None, text }))
+                            .unwrap();
+                        newest = m.seq;
+                        people.push((m.seq, marker, trigger));
+                    }
+                    Op::Bot => {
+                        let (jid, marker) = (g.jid.clone(), format!("[bot {n}]"));
+                        bots.push(marker.clone());
+                        newest = store.write_blocking(move |tx| messages::insert_outbound(tx, &jid, "Andy", &marker, true)).unwrap().seq;
+                    }
+                    Op::Answer => {
+                        let g2 = g.clone();
+                        if let Some(b) = store.read_blocking(move |c| next_batch(c, &g2, cursor_before)).unwrap() {
+                            let (g3, marker) = (g.clone(), format!("[bot {n}]"));
+                            bots.push(marker.clone());
+                            let reply = store.write_blocking(move |tx| deliver_reply(tx, &g3, "Andy", &marker, b.upto, true)).unwrap();
+                            newest = reply.map_or(newest, |m| m.seq);
+                            expected_cursor = expected_cursor.max(b.upto);
+                        }
+                    }
+                    Op::Advance(tenths) => {
+                        let to = newest * i64::from(tenths) / 10;
+                        store.write_blocking(move |tx| advance(tx, "fam", to)).unwrap();
+                        expected_cursor = expected_cursor.max(to);
+                    }
+                }
+                let now = store.read_blocking(|c| cursor(c, "fam")).unwrap();
+                proptest::prop_assert!(now >= last_cursor, "the cursor moved back");
+                proptest::prop_assert_eq!(now, expected_cursor);
+                last_cursor = now;
+
+                let g2 = g.clone();
+                let batch = store.read_blocking(move |c| next_batch(c, &g2, now)).unwrap();
+                let pending: Vec<&(i64, String, bool)> = people.iter().filter(|p| p.0 > now).collect();
+                let window = &pending[pending.len().saturating_sub(MAX_BATCH)..];
+                let wakes = !window.is_empty() && (g.is_main || !g.requires_trigger || window.iter().any(|p| p.2));
+                proptest::prop_assert_eq!(batch.is_some(), wakes, "trigger rules");
+                if let Some(b) = batch {
+                    proptest::prop_assert_eq!(b.upto, window.last().unwrap().0);
+                    for p in &people {
+                        let inside = window.iter().any(|w| w.0 == p.0);
+                        proptest::prop_assert_eq!(b.prompt.contains(&p.1), inside, "{} in the batch", p.1);
+                    }
+                    for m in &bots {
+                        proptest::prop_assert!(!b.prompt.contains(m.as_str()), "the assistant's {} in a batch", m);
+                    }
+                }
+            }
+        }
     }
 }

@@ -181,7 +181,7 @@ pub fn history(conn: &Connection, group: &str) -> Result<Vec<HistoryEntry>> {
 }
 
 /// A history name: one line, 1-200 characters.
-fn clean_name(name: &str) -> Result<String> {
+pub fn clean_name(name: &str) -> Result<String> {
     let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
     if name.is_empty() || name.chars().count() > 200 {
         return Err(Error::Invalid(format!(

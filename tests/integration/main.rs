@@ -9,6 +9,7 @@ mod support;
 mod agents;
 mod api;
 mod cli;
+mod corpus;
 mod doctor;
 mod fixtures;
 mod gateway;
