@@ -91,12 +91,6 @@ fn home_with_family() -> TestHome {
     home
 }
 
-fn count(home: &TestHome, sql: &str) -> i64 {
-    home.store()
-        .read_blocking(|c| Ok(c.query_row(sql, [], |r| r.get(0))?))
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_an_agent_plants_are_never_followed() {
     if !image_ready() {
