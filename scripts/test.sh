@@ -6,4 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
+# Fast checks first: the tree stays formatted and free of clippy warnings.
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 exec cargo test --workspace --locked "$@"

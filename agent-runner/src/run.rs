@@ -29,7 +29,7 @@ use crate::paths::Paths;
 
 /// Start of the `error` of a frame reporting a session Claude Code could
 /// not find.
-pub const STALE_SESSION: &str = "stale session";
+pub use g2_core::wire::STALE_SESSION;
 
 /// Placeholder for Claude Code's required key. Not a credential: the
 /// gateway ignores it and adds the host's own.

@@ -7,6 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Start of the `error` the runner reports for a session Claude Code could
+/// not find: the host clears the pointer and retries once, fresh.
+pub const STALE_SESSION: &str = "stale session";
+
 /// Start of the `error` the runner reports when the agent's process
 /// (claude) died during a turn: the host reports such a turn and does not
 /// run it again.

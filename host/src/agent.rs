@@ -25,7 +25,7 @@ use g2_core::confined::Dir;
 use g2_core::ipc;
 use g2_core::wire::{
     AgentEvent, ContainerInput, ContainerOutput, InputMessage, OUTPUT_END, OUTPUT_START,
-    OutputStatus,
+    OutputStatus, STALE_SESSION,
 };
 
 use crate::archives::{self, ArchiveRecord, Prepared};
@@ -39,9 +39,6 @@ use crate::sessions::SessionManager;
 use crate::store::Store;
 use crate::{Error, Result};
 
-/// Start of the `error` the runner reports for a session Claude Code could
-/// not find (agent-runner's `STALE_SESSION`).
-const STALE_SESSION: &str = "stale session";
 /// Most stdout a container may write without completing a frame.
 const MAX_PENDING_OUTPUT: usize = 10 << 20;
 
