@@ -122,16 +122,18 @@ impl Prepared {
         })
     }
 
-    /// Removes the file again (its record did not commit).
-    pub fn discard(&self, home: &Home) {
-        if let Ok(dir) = home.conversations_tree(&self.group) {
-            let _ = dir.remove(&self.file_name);
-        }
-    }
-
     /// The file's absolute path, for people.
     pub fn path(&self, home: &Home) -> PathBuf {
         home.root().join(&self.rel_path)
+    }
+}
+
+/// Removes an archive file again, beneath its group's folder (its record
+/// did not commit: the folder never holds an archive the database does not
+/// know).
+pub fn discard(home: &Home, group: &str, file_name: &str) {
+    if let Ok(dir) = home.conversations_tree(group) {
+        let _ = dir.remove(file_name);
     }
 }
 
@@ -301,9 +303,7 @@ pub async fn record(
     match store.write(move |tx| insert(tx, &prepared)).await {
         Ok(rec) => Ok((rec, stats)),
         Err(e) => {
-            if let Ok(dir) = home.conversations_tree(&group) {
-                let _ = dir.remove(&file_name);
-            }
+            discard(home, &group, &file_name);
             Err(e)
         }
     }

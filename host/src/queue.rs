@@ -599,25 +599,14 @@ impl Queue {
                 };
                 // An attempt that ran and was cut short, here or by a host
                 // that stopped mid-turn (its in-flight mark is still there).
-                let interrupted = match self
+                let interrupted = self
                     .groups
                     .get_mut(folder)
                     .and_then(|g| g.interrupted.take())
-                {
-                    Some(why) => Some(why),
-                    None => {
-                        let f = folder.to_string();
-                        let cut = self
-                            .store
-                            .read(move |c| {
-                                Ok(router::inflight(c, &f)?
-                                    .is_some_and(|i| i > router::cursor(c, &f).unwrap_or(0)))
-                            })
-                            .await
-                            .unwrap_or(false);
-                        cut.then(|| "the host stopped before it finished".to_string())
-                    }
-                };
+                    .or_else(|| {
+                        b.resumes
+                            .then(|| "the host stopped before it finished".into())
+                    });
                 let prompt = match interrupted {
                     Some(why) => format!("{}{}", router::interrupted_note(&why), b.prompt),
                     None => b.prompt,
@@ -878,7 +867,6 @@ impl Queue {
         self.wake(folder).await;
     }
 
-    /// A turn failed: retry later, or give up and tell the senders.
     /// A messages turn failed: retried after a backoff (`interrupted`: the
     /// agent ran, so the next prompt tells it to continue, not redo); after
     /// the last retry the senders are told.

@@ -36,6 +36,9 @@ pub struct Batch {
     pub upto: i64,
     /// Who sent them (for a failure notice).
     pub senders: Vec<String>,
+    /// Some of them were handed to an agent that never answered (the
+    /// in-flight mark is past `after`): a host stopped mid-turn.
+    pub resumes: bool,
 }
 
 fn cursor_key(folder: &str) -> String {
@@ -136,6 +139,7 @@ pub fn next_batch(conn: &Connection, group: &Group, after: i64) -> Result<Option
         prompt: format_prompt(&pending),
         upto: pending.last().map_or(after, |m| m.seq),
         senders,
+        resumes: inflight(conn, &group.folder)?.is_some_and(|i| i > after),
     }))
 }
 

@@ -455,10 +455,8 @@ impl SessionManager {
         match &outcome {
             Ok(v) => self.remember(pointer(v)),
             Err(e) => {
-                if let Some((g, name)) = archive_file
-                    && let Ok(dir) = self.home.conversations_tree(&g)
-                {
-                    let _ = dir.remove(&name);
+                if let Some((g, name)) = archive_file {
+                    archives::discard(&self.home, &g, &name);
                 }
                 if matches!(e, Error::StaleGeneration { .. }) {
                     self.cache
