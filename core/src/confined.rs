@@ -56,6 +56,7 @@ pub enum Kind {
     File,
     Dir,
     Link,
+    Socket,
     Other,
 }
 
@@ -511,6 +512,7 @@ fn kind_of(t: FileType) -> Kind {
         FileType::RegularFile => Kind::File,
         FileType::Directory => Kind::Dir,
         FileType::Symlink => Kind::Link,
+        FileType::Socket => Kind::Socket,
         _ => Kind::Other,
     }
 }

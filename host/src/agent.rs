@@ -171,8 +171,13 @@ impl Agents {
         let path = self.home.ipc_dir(folder)?.join(ipc::MODEL_SOCKET);
         let mut sockets = self.sockets.lock().await;
         // Ours and still a socket (the agent may have put a link in its place).
-        let intact = std::fs::symlink_metadata(&path)
-            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()));
+        let found = self
+            .home
+            .ipc_tree(folder)?
+            .kind(ipc::MODEL_SOCKET)
+            .ok()
+            .flatten();
+        let intact = found == Some(g2_core::confined::Kind::Socket);
         if let Some(i) = sockets.iter().position(|l| Path::new(&l.address) == path) {
             if intact {
                 return Ok(());
@@ -184,7 +189,7 @@ impl Agents {
         if intact && tokio::net::UnixStream::connect(&path).await.is_ok() {
             return Ok(());
         }
-        if !intact && std::fs::symlink_metadata(&path).is_ok() {
+        if !intact && found.is_some() {
             self.home
                 .planted(folder, "model.sock: not a socket; replaced");
         }
@@ -300,11 +305,7 @@ impl Agents {
         self.write_snapshots(group, &ipc_tree)?;
         let (uid, gid) = crate::image::agent_ids();
         if crate::image::host_ids().0 == 0 {
-            for tree in [
-                self.home.group_tree(folder)?,
-                self.home.claude_tree(folder)?,
-                ipc_tree,
-            ] {
+            for tree in [self.home.group_tree(folder)?, claude, ipc_tree] {
                 tree.chown_tree(uid, gid);
             }
         }

@@ -26,7 +26,7 @@ pub mod provider;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -138,7 +138,8 @@ pub struct Listening {
     pub address: String,
     pub local_addr: Option<SocketAddr>,
     server: Option<Background>,
-    socket: Option<PathBuf>,
+    /// A group socket: its home and folder, to remove it at the end.
+    socket: Option<(Home, String)>,
 }
 
 impl Listening {
@@ -151,9 +152,14 @@ impl Listening {
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        // Dropping the server handle asks it to stop.
-        if let Some(p) = &self.socket {
-            let _ = std::fs::remove_file(p);
+        // Dropping the server handle asks it to stop. The socket goes too,
+        // if a socket is still what is there (removed beneath the group's
+        // IPC handle, like everything the host does in it).
+        if let Some((home, folder)) = &self.socket
+            && let Ok(tree) = home.ipc_tree(folder)
+            && let Ok(Some(g2_core::confined::Kind::Socket)) = tree.kind(g2_core::ipc::MODEL_SOCKET)
+        {
+            let _ = tree.remove(g2_core::ipc::MODEL_SOCKET);
         }
     }
 }
@@ -278,7 +284,7 @@ impl Gateway {
                 .ctx(|| format!("permissions of {}", tmp.display()))?;
             let name = g2_core::ipc::MODEL_SOCKET;
             if let Some(kind) = tree.kind(name).ok().flatten()
-                && kind != g2_core::confined::Kind::Other
+                && kind != g2_core::confined::Kind::Socket
             {
                 home.planted(
                     folder,
@@ -300,7 +306,7 @@ impl Gateway {
             address: path.display().to_string(),
             local_addr: None,
             server: Some(self.spawn_server(listener, self.router(folder))),
-            socket: Some(path),
+            socket: Some((home.clone(), folder.to_string())),
         })
     }
 
