@@ -125,14 +125,8 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 }
 
 fn main() {
-    let cold_runs: usize = std::env::var("G2_BENCH_COLD_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
-    let follow_ups: usize = std::env::var("G2_BENCH_FOLLOW_UPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let cold_runs: usize = common::env_or("G2_BENCH_COLD_RUNS", 10);
+    let follow_ups: usize = common::env_or("G2_BENCH_FOLLOW_UPS", 200);
     let home_dir = tempfile::tempdir().unwrap();
     let home = home_dir.path();
     ok(g2(home).arg("init"));

@@ -147,10 +147,7 @@ fn pct(v: &mut [Duration], p: f64) -> f64 {
 }
 
 fn main() {
-    let n: usize = std::env::var("G2_BENCH_REQUESTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = common::env_or("G2_BENCH_REQUESTS", 1000);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -28,10 +28,7 @@ fn measure(home: &std::path::Path) -> u64 {
 }
 
 fn main() {
-    let n: usize = std::env::var("G2_BENCH_GROUPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = common::env_or("G2_BENCH_GROUPS", 1000);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
     let one = measure(home.path());

@@ -8,31 +8,15 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Instant;
 
-use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
+use common::{Samples, Serve, fmt_dur};
 
 const CLIENTS: usize = 100;
 
 fn main() {
-    let total: usize = std::env::var("G2_BENCH_MESSAGES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
-    let home = tempfile::tempdir().unwrap();
-    init_home(home.path());
-    // A group that needs a trigger: every message is stored and checked by
-    // the router, none starts an agent.
-    let ok = command(g2_binary())
-        .arg("--home")
-        .arg(home.path())
-        .args(["groups", "add", "bench", "--name", "Bench"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    let total: usize = common::env_or("G2_BENCH_MESSAGES", 20_000);
+    let home = common::home_with_bench_group();
     let serve = Serve::start(home.path(), &[]);
     let url = format!("{}/api/groups/bench/messages", serve.url);
     let _ = rustls::crypto::ring::default_provider().install_default();

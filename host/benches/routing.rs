@@ -15,10 +15,7 @@ use common::{Samples, Serve, fmt_dur, init_home};
 use futures_util::StreamExt;
 
 fn main() {
-    let n: usize = std::env::var("G2_BENCH_MESSAGES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let n: usize = common::env_or("G2_BENCH_MESSAGES", 200);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
     let serve = Serve::start(home.path(), &[]);

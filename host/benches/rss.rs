@@ -36,14 +36,8 @@ fn request_of(size: usize) -> bytes::Bytes {
 }
 
 fn main() {
-    let n: usize = std::env::var("G2_BENCH_REQUESTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    let settle: u64 = std::env::var("G2_BENCH_SETTLE_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
+    let n: usize = common::env_or("G2_BENCH_REQUESTS", 100);
+    let settle: u64 = common::env_or("G2_BENCH_SETTLE_SECS", 60);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
     let serve = Serve::start(home.path(), &[("G2_PROVIDER", "offline")]);

@@ -10,20 +10,12 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
+use common::{Samples, Serve, fmt_dur};
 use futures_util::StreamExt;
 
 const CLIENTS: usize = 100;
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// What one listener saw.
 #[derive(Default)]
@@ -45,20 +37,9 @@ async fn open(client: &reqwest::Client, url: &str, last: Option<i64>) -> reqwest
 }
 
 fn main() {
-    let total = env_or("G2_BENCH_MESSAGES", 5_000);
-    let listeners = env_or("G2_BENCH_LISTENERS", 1_000);
-    let home = tempfile::tempdir().unwrap();
-    init_home(home.path());
-    // A group that needs a trigger: no agent starts.
-    let ok = command(g2_binary())
-        .arg("--home")
-        .arg(home.path())
-        .args(["groups", "add", "bench", "--name", "Bench"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    let total = common::env_or("G2_BENCH_MESSAGES", 5_000);
+    let listeners = common::env_or("G2_BENCH_LISTENERS", 1_000);
+    let home = common::home_with_bench_group();
     let serve = Serve::start(home.path(), &[]);
     let post_url = format!("{}/api/groups/bench/messages", serve.url);
     let stream_url = format!("{}/api/groups/bench/stream", serve.url);

@@ -599,9 +599,8 @@ mod tests {
         );
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_posts_and_replies_are_published_in_seq_order() {
-        use futures_util::StreamExt;
+    /// A store with the group `fam` registered; its chat's jid.
+    async fn store_with_fam() -> (tempfile::TempDir, Store, String) {
         let d = tempfile::tempdir().unwrap();
         let store =
             Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
@@ -614,6 +613,13 @@ mod tests {
         .unwrap();
         let jid = g.jid.clone();
         store.write(move |tx| groups::add(tx, &g)).await.unwrap();
+        (d, store, jid)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_posts_and_replies_are_published_in_seq_order() {
+        use futures_util::StreamExt;
+        let (_d, store, jid) = store_with_fam().await;
         let ch = Channels::new(store.clone());
         let mut live = ch.subscribe();
         let follow = ch.follow(jid.clone(), None);
@@ -680,18 +686,7 @@ mod tests {
     #[tokio::test]
     async fn a_listener_that_falls_behind_is_closed_and_resumes_from_the_store() {
         use futures_util::StreamExt;
-        let d = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
-        let g = groups::NewGroup {
-            folder: "fam".into(),
-            name: "Fam".into(),
-            ..Default::default()
-        }
-        .into_group("Andy")
-        .unwrap();
-        let jid = g.jid.clone();
-        store.write(move |tx| groups::add(tx, &g)).await.unwrap();
+        let (_d, store, jid) = store_with_fam().await;
         let ch = Channels::new(store.clone());
         let mut slow = std::pin::pin!(ch.follow(jid.clone(), None));
         let n = LISTENER_BUFFER + 10;

@@ -53,11 +53,9 @@ fn holds(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 }
 
 async fn bot_texts(base: &str, folder: &str) -> Vec<String> {
-    let all = get_json(&format!("{base}/api/groups/{folder}/messages?limit=1000")).await;
-    all.as_array()
-        .unwrap()
+    bot_messages(base, folder)
+        .await
         .iter()
-        .filter(|m| m["from_bot"] == true)
         .map(|m| m["text"].as_str().unwrap().to_string())
         .collect()
 }

@@ -23,16 +23,6 @@ async fn session_of(base: &str, folder: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-async fn bot_messages(base: &str, folder: &str) -> Vec<Value> {
-    let all = get_json(&format!("{base}/api/groups/{folder}/messages?limit=1000")).await;
-    all.as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["from_bot"] == true)
-        .cloned()
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_are_answered_by_one_warm_container_per_group() {
     if !image_ready() {

@@ -457,6 +457,17 @@ pub async fn post(base: &str, folder: &str, sender: &str, text: &str) -> i64 {
 }
 
 /// GET a JSON document.
+/// The assistant's messages in a group's chat, oldest first.
+pub async fn bot_messages(base: &str, folder: &str) -> Vec<serde_json::Value> {
+    let all = get_json(&format!("{base}/api/groups/{folder}/messages?limit=1000")).await;
+    all.as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from_bot"] == true)
+        .cloned()
+        .collect()
+}
+
 pub async fn get_json(url: &str) -> serde_json::Value {
     http_client()
         .get(url)

@@ -168,3 +168,29 @@ pub fn init_home(home: &Path) {
         .success();
     assert!(ok, "g2 init failed");
 }
+
+/// A home with `g2 init` done and a group `bench` that needs a trigger:
+/// every message to it is stored and checked by the router, none starts
+/// an agent.
+pub fn home_with_bench_group() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    init_home(home.path());
+    let ok = command(g2_binary())
+        .arg("--home")
+        .arg(home.path())
+        .args(["groups", "add", "bench", "--name", "Bench"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "g2 groups add failed");
+    home
+}
+
+/// A number from the environment (`G2_BENCH_*`), or `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
