@@ -184,11 +184,18 @@ fn check_folders(home: &Home) -> Result<String, String> {
             missing.push(dir.display().to_string());
         }
     }
+    // Looked at beneath the group's folder, without following a link.
     for f in ["main", "global"] {
-        if let Ok(p) = home.group_dir(f)
-            && !p.join("CLAUDE.md").is_file()
-        {
-            missing.push(p.join("CLAUDE.md").display().to_string());
+        let memory = g2_core::confined::Dir::open_beneath(&home.groups_dir(), f.as_ref(), false)
+            .and_then(|d| d.kind("CLAUDE.md"));
+        if !matches!(memory, Ok(Some(g2_core::confined::Kind::File))) {
+            missing.push(
+                home.groups_dir()
+                    .join(f)
+                    .join("CLAUDE.md")
+                    .display()
+                    .to_string(),
+            );
         }
     }
     if !missing.is_empty() {
