@@ -16,7 +16,7 @@ use g2_core::wire::{Action, AgentEvent, HookInput, MAX_HOOK_PROMPT};
 use g2_host::api::{ClearBody, NewGroupBody, ResumeBody};
 use g2_host::gateway::offline::{self, Block};
 use g2_host::groups::NewGroup;
-use g2_host::messages::{Inbound, MAX_TEXT};
+use g2_host::routing::messages::{Inbound, MAX_TEXT};
 use serde_json::Value;
 
 /// A fuzz target: its name and its body.
@@ -161,7 +161,7 @@ fn check_turns(t: &Transcript) {
 /// written again.
 pub fn ipc_request(data: &[u8]) {
     for sub in [g2_core::ipc::MESSAGES_DIR, g2_core::ipc::TASKS_DIR] {
-        let Ok((req, named)) = g2_host::ipc::parse_request(data, sub) else {
+        let Ok((req, named)) = g2_host::requests::parse_request(data, sub) else {
             continue;
         };
         if sub == g2_core::ipc::MESSAGES_DIR {
@@ -175,7 +175,7 @@ pub fn ipc_request(data: &[u8]) {
         }
         let back = serde_json::to_vec(&req).expect("requests serialize");
         let (again, _) =
-            g2_host::ipc::parse_request(&back, sub).expect("a written request reads back");
+            g2_host::requests::parse_request(&back, sub).expect("a written request reads back");
         assert_eq!(again, req);
     }
 }

@@ -144,7 +144,7 @@ fn main() {
     // The gateway serves every group's socket and the TCP listener.
     let gw = start_gateway(home);
     let db = home.join("data/g2.db");
-    let (uid, gid) = g2_host::image::agent_ids();
+    let (uid, gid) = g2_host::container::image::agent_ids();
 
     // Warm both paths once (page cache, image layers).
     ok(g2(home).args(["run", "main", "warm-up"]));
@@ -173,7 +173,7 @@ fn main() {
         .args([
             "--entrypoint",
             "/usr/local/bin/claude",
-            g2_host::image::IMAGE,
+            g2_host::container::image::IMAGE,
             "-p",
             prompt,
         ])
@@ -205,7 +205,7 @@ fn main() {
     // --- warm follow-ups -------------------------------------------------
     let agent = project_root()
         .join("target")
-        .join(g2_host::image::AGENT_TARGET)
+        .join(g2_host::container::image::AGENT_TARGET)
         .join("release/g2-agent");
     let claude = g2_host::doctor::find_claude(
         &g2_host::home::Home::new(home).unwrap(),

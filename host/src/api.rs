@@ -22,11 +22,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::gateway::usage;
 use crate::groups::{self, NewGroup};
 use crate::home::Home;
+use crate::routing::messages;
 use crate::sessions::SessionManager;
 use crate::store::Store;
-use crate::{Error, archives, messages, search, usage};
+use crate::{Error, archives, search};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -40,9 +42,9 @@ pub struct Api {
     pub provider: String,
     pub token: Option<String>,
     /// Inbound messages go in here; its live stream feeds the SSE streams.
-    pub channels: crate::channels::Channels,
+    pub channels: crate::routing::channels::Channels,
     /// The group queue (`g2 serve`); None when nothing routes messages.
-    pub queue: Option<crate::queue::QueueHandle>,
+    pub queue: Option<crate::routing::queue::QueueHandle>,
     /// Container settings (the groups' disk quotas).
     pub container: crate::container::ContainerSettings,
 }
@@ -398,8 +400,8 @@ async fn group_status(State(api): State<Api>, Path(folder): Path<String>) -> Api
         .store
         .read(move |c| {
             Ok((
-                crate::router::cursor(c, &f)?,
-                crate::router::failing(c, &f)?,
+                crate::routing::rules::cursor(c, &f)?,
+                crate::routing::rules::failing(c, &f)?,
             ))
         })
         .await?;

@@ -129,7 +129,7 @@ async fn check_image(settings: &Settings) -> Result<String, String> {
                     .unwrap_or(""),
                 i.config
                     .and_then(|c| c.labels)
-                    .and_then(|l| l.get(crate::image::INPUTS_LABEL).cloned())
+                    .and_then(|l| l.get(crate::container::image::INPUTS_LABEL).cloned())
                     .unwrap_or_default()
                     .get(..12)
                     .unwrap_or("?")

@@ -248,8 +248,8 @@ impl Home {
 /// when the host runs as root: the host acts for the agent, never as root
 /// over the agent's files.
 fn agent_owned(dir: Dir) -> Dir {
-    if crate::image::host_ids().0 == 0 {
-        let (uid, gid) = crate::image::agent_ids();
+    if crate::container::image::host_ids().0 == 0 {
+        let (uid, gid) = crate::container::image::agent_ids();
         dir.owned_by(uid, gid)
     } else {
         dir

@@ -11,13 +11,15 @@ use serde::Serialize;
 
 use g2_host::archives::{self, Trigger};
 use g2_host::config::Settings;
+use g2_host::container::image;
 use g2_host::gateway::Gateway;
+use g2_host::gateway::usage;
 use g2_host::groups::{self, NewGroup};
 use g2_host::home::Home;
 use g2_host::sessions::SessionManager;
 use g2_host::store::Store;
 use g2_host::terminal::{inert, inert_name};
-use g2_host::{doctor, image, search, usage};
+use g2_host::{doctor, search};
 
 #[derive(Parser)]
 #[command(
@@ -437,7 +439,9 @@ async fn run(cli: Cli) -> Result<i32> {
 }
 
 async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
-    use g2_host::{channels::Channels, ipc::Links, queue, scheduler};
+    use g2_host::requests::Links;
+    use g2_host::routing::{channels::Channels, queue};
+    use g2_host::tasks::scheduler;
     ctx.home.ensure_layout()?;
 
     let addr: std::net::SocketAddr = listen

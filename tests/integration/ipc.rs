@@ -4,7 +4,7 @@
 //! `TaskServer` against a real database; the source group is the folder.
 
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
-use g2_host::ipc::TaskServer;
+use g2_host::requests::TaskServer;
 
 use crate::support::*;
 

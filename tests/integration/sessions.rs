@@ -251,8 +251,12 @@ async fn agent_requests_act_on_their_own_group_only() {
     let work_id = "11111111-2222-4333-8444-555555555555";
     let p = sessions.get("work").await.unwrap();
     sessions.set("work", work_id, p.generation).await.unwrap();
-    let tasks =
-        g2_host::ipc::TaskServer::new(home.home(), home.store(), sessions.clone(), home.links());
+    let tasks = g2_host::requests::TaskServer::new(
+        home.home(),
+        home.store(),
+        sessions.clone(),
+        home.links(),
+    );
 
     // A family request naming a work session id still acts on family.
     let ask = |folder: &str, id: &str, action: Action| {

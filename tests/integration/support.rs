@@ -132,9 +132,9 @@ impl TestHome {
     }
 
     /// What agent requests reach, without a queue or scheduler.
-    pub fn links(&self) -> g2_host::ipc::Links {
-        g2_host::ipc::Links {
-            channels: g2_host::channels::Channels::new(self.store()),
+    pub fn links(&self) -> g2_host::requests::Links {
+        g2_host::requests::Links {
+            channels: g2_host::routing::channels::Channels::new(self.store()),
             assistant_name: "G2".into(),
             session_changed: None,
             tasks_changed: None,

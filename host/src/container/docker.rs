@@ -65,7 +65,7 @@ impl DockerRuntime {
             .unwrap_or((&spec.user, &spec.user));
         // The home is writable scratch space; its .claude is the mount below.
         tmpfs.insert(
-            crate::image::AGENT_HOME.to_string(),
+            crate::container::image::AGENT_HOME.to_string(),
             format!("rw,nosuid,nodev,size=64m,mode=0755,uid={uid},gid={gid}"),
         );
         for m in &spec.mounts {
@@ -96,7 +96,7 @@ impl DockerRuntime {
         // state lives in the group's mounted .claude folder.
         env.push(format!(
             "CLAUDE_CONFIG_DIR={}/.claude",
-            crate::image::AGENT_HOME
+            crate::container::image::AGENT_HOME
         ));
         ContainerCreateBody {
             image: Some(spec.image.clone()),

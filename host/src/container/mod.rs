@@ -13,6 +13,7 @@
 
 pub mod disk;
 pub mod docker;
+pub mod image;
 pub mod mounts;
 
 use std::path::PathBuf;
@@ -159,7 +160,7 @@ pub struct ContainerSettings {
 impl Default for ContainerSettings {
     fn default() -> Self {
         ContainerSettings {
-            image: crate::image::IMAGE.into(),
+            image: crate::container::image::IMAGE.into(),
             memory_mb: 2048,
             cpus: 1.0,
             pids: 512,
@@ -183,7 +184,7 @@ pub fn spec_for(
 ) -> Result<Spec> {
     let cfg = GroupContainerConfig::parse(&group.container_config)?;
     let mounts = mounts::table(home, settings, group, &cfg, project_root)?;
-    let (uid, gid) = crate::image::agent_ids();
+    let (uid, gid) = crate::container::image::agent_ids();
     let now = chrono::Utc::now().timestamp_millis();
     let memory_mb = cfg.memory_mb.unwrap_or(settings.memory_mb).max(64);
     let cpus = cfg.cpus.unwrap_or(settings.cpus).clamp(0.05, 1024.0);
@@ -195,7 +196,7 @@ pub fn spec_for(
         home_label: home_label(home.root()),
         mounts,
         user: format!("{uid}:{gid}"),
-        env: vec![("HOME".into(), crate::image::AGENT_HOME.into())],
+        env: vec![("HOME".into(), crate::container::image::AGENT_HOME.into())],
         limits: Limits {
             memory_bytes: (memory_mb * 1024 * 1024) as i64,
             nano_cpus: (cpus * 1e9) as i64,

@@ -10,7 +10,7 @@
 use memchr::{memchr, memmem};
 use serde::Deserialize;
 
-use crate::usage::Tokens;
+use crate::gateway::usage::Tokens;
 
 /// Longest SSE line or JSON body kept for reading usage.
 const MAX_LINE: usize = 1 << 20;

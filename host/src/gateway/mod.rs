@@ -23,6 +23,7 @@ pub mod credentials;
 pub mod meter;
 pub mod offline;
 pub mod provider;
+pub mod usage;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -47,8 +48,8 @@ use crate::config::{GatewaySettings, ProviderKind};
 use crate::error::IoContext;
 use crate::home::Home;
 use crate::store::Store;
-use crate::usage::{self, Outcome, Record, Tokens};
 use crate::{Error, Result};
+use usage::{Outcome, Record, Tokens};
 
 pub use credentials::Credential;
 pub use provider::{ModelRequest, Provider, Reply};

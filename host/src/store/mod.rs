@@ -20,10 +20,10 @@ use crate::error::IoContext;
 /// The schema, one entry per file in `migrations/`, in order.
 pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
     Migrations::new(vec![
-        M::up(include_str!("../../migrations/0001_foundation.sql")),
-        M::up(include_str!("../../migrations/0002_model_usage.sql")),
-        M::up(include_str!("../../migrations/0003_agent_events.sql")),
-        M::up(include_str!("../../migrations/0004_ipc_log.sql")),
+        M::up(include_str!("../../../migrations/0001_foundation.sql")),
+        M::up(include_str!("../../../migrations/0002_model_usage.sql")),
+        M::up(include_str!("../../../migrations/0003_agent_events.sql")),
+        M::up(include_str!("../../../migrations/0004_ipc_log.sql")),
     ])
 });
 

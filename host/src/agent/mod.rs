@@ -34,7 +34,7 @@ use crate::container::{self, ContainerRuntime, Output};
 use crate::gateway::{Gateway, Listening};
 use crate::groups::{self, Group};
 use crate::home::Home;
-use crate::ipc::{Links, TaskServer};
+use crate::requests::{Links, TaskServer};
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -119,7 +119,7 @@ impl Agents {
     ) -> Self {
         let sessions = SessionManager::new(store.clone(), home.clone(), settings.archive_options());
         let links = links.unwrap_or_else(|| Links {
-            channels: crate::channels::Channels::new(store.clone()),
+            channels: crate::routing::channels::Channels::new(store.clone()),
             assistant_name: settings.assistant_name.clone(),
             session_changed: None,
             tasks_changed: None,
@@ -303,8 +303,8 @@ impl Agents {
             .ensure_sub(folder, &projects, crate::home::PROJECT_DIR)?;
         write_hooks(&self.home, folder)?;
         self.write_snapshots(group, &ipc_tree)?;
-        let (uid, gid) = crate::image::agent_ids();
-        if crate::image::host_ids().0 == 0 {
+        let (uid, gid) = crate::container::image::agent_ids();
+        if crate::container::image::host_ids().0 == 0 {
             for tree in [self.home.group_tree(folder)?, claude, ipc_tree] {
                 tree.chown_tree(uid, gid);
             }

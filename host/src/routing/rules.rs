@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::groups::Group;
-use crate::messages::{self, Message};
+use crate::routing::messages::{self, Message};
 
 /// Most pending messages put into one prompt (the newest are kept).
 pub const MAX_BATCH: usize = 100;
@@ -278,7 +278,7 @@ pub fn failing(conn: &Connection, folder: &str) -> Result<Option<Failing>> {
 mod tests {
     use super::*;
     use crate::groups::NewGroup;
-    use crate::messages::Inbound;
+    use crate::routing::messages::Inbound;
 
     fn msg(text: &str) -> Message {
         Message {

@@ -33,7 +33,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::groups;
-use crate::messages::{self, Inbound, Message};
+use crate::routing::messages::{self, Inbound, Message};
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -311,7 +311,7 @@ impl Channels {
     /// Stores an assistant message for a chat (outside any cursor: a
     /// `send_message` or a task's result) and delivers it.
     pub async fn say(&self, chat_jid: &str, sender: &str, text: &str) -> Result<Option<Message>> {
-        let text = crate::router::strip_internal(text);
+        let text = crate::routing::rules::strip_internal(text);
         if text.is_empty() {
             return Ok(None);
         }

@@ -31,13 +31,14 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::Result;
 use crate::agent::{self, Agents, RunOptions, RunReport, Turn};
-use crate::channels::Channels;
 use crate::config::QueueSettings;
 use crate::groups::{self, Group};
+use crate::routing::channels::Channels;
+use crate::routing::{messages, rules as router};
 use crate::store::Store;
 use crate::tasks::{self, Task};
-use crate::{Result, messages, router};
 
 enum Cmd {
     Task(Task),

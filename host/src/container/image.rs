@@ -38,7 +38,7 @@ pub const INPUTS_LABEL: &str = "g2.inputs";
 pub const AGENT_USER: &str = "node";
 pub const AGENT_HOME: &str = "/home/node";
 
-const DOCKERFILE: &str = include_str!("../../Dockerfile");
+const DOCKERFILE: &str = include_str!("../../../Dockerfile");
 /// The Rust target the static agent is built for.
 pub const AGENT_TARGET: &str = "x86_64-unknown-linux-gnu";
 

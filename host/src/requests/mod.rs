@@ -35,9 +35,9 @@ use g2_core::ipc;
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
 
 use crate::background::Background;
-use crate::channels::Channels;
 use crate::groups::{self, Group};
 use crate::home::Home;
+use crate::routing::channels::Channels;
 use crate::search;
 use crate::sessions::SessionManager;
 use crate::store::Store;
@@ -540,7 +540,7 @@ impl TaskServer {
                 return Err(Error::NotFound(format!("chat {target:?}")));
             }
         }
-        if text.trim().is_empty() || text.len() > crate::messages::MAX_TEXT {
+        if text.trim().is_empty() || text.len() > crate::routing::messages::MAX_TEXT {
             return Err(Error::Invalid("text: 1 character to 32 KiB".into()));
         }
         match self

@@ -23,6 +23,8 @@
 //! - A caller restricted to one group sees another group's task as missing
 //!   (`NotFound`, the same error as an unknown id), never as forbidden.
 
+pub mod scheduler;
+
 use chrono::{DateTime, LocalResult, NaiveDateTime, SecondsFormat, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::background::Background;
-use crate::queue::QueueHandle;
+use crate::routing::queue::QueueHandle;
 use crate::store::Store;
 use crate::{Result, tasks};
 
