@@ -464,19 +464,22 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         session_changed: Some(std::sync::Arc::new(move |f: &str| closer.close(f))),
         tasks_changed: Some(tasks_changed.clone()),
     };
+    let sessions = ctx.sessions(&store);
     let agents = std::sync::Arc::new(g2_host::agent::Agents::new(
         ctx.home.clone(),
         ctx.settings.clone(),
         store.clone(),
+        sessions.clone(),
         std::sync::Arc::new(runtime),
         gw.clone(),
-        Some(links),
     ));
     for name in agents.reap().await? {
         tracing::warn!(container = %name, "removed a container left by an earlier host");
     }
     // Every group's requests, including what an earlier host left unanswered.
-    let requests = agents.requests().watch_all()?;
+    let requests =
+        g2_host::requests::RequestServer::new(ctx.home.clone(), store.clone(), sessions, links)
+            .watch_all()?;
     let sockets: Vec<_> = group_sockets(ctx, &gw, &store)
         .await?
         .into_iter()
@@ -617,14 +620,29 @@ async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i
     })?;
     let runtime = agent_runtime(ctx).await?;
     let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
+    let sessions = ctx.sessions(&store);
+    // Only the message log: no queue or scheduler runs here.
+    let links = g2_host::requests::Links {
+        channels: g2_host::routing::channels::Channels::new(store.clone()),
+        assistant_name: ctx.settings.assistant_name.clone(),
+        session_changed: None,
+        tasks_changed: None,
+    };
+    let requests = g2_host::requests::RequestServer::new(
+        ctx.home.clone(),
+        store.clone(),
+        sessions.clone(),
+        links,
+    );
     let agents = g2_host::agent::Agents::new(
         ctx.home.clone(),
         ctx.settings.clone(),
         store,
+        sessions,
         std::sync::Arc::new(runtime),
         gw.clone(),
-        None,
-    );
+    )
+    .with_run_watch(std::sync::Arc::new(move |folder: &str| requests.watch(folder)));
     for name in agents.reap().await? {
         eprintln!("removed container {name} left by an earlier host");
     }

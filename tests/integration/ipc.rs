@@ -1,16 +1,16 @@
 //! The IPC authorization matrix (contracts §2), row by row, for the main
 //! group and another group, plus every forbidden cross-group attempt.
 //! Requests are files in a group's IPC folder, served by the host's real
-//! `TaskServer` against a real database; the source group is the folder.
+//! `RequestServer` against a real database; the source group is the folder.
 
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
-use g2_host::requests::TaskServer;
+use g2_host::requests::RequestServer;
 
 use crate::support::*;
 
 struct Fixture {
     home: TestHome,
-    server: TaskServer,
+    server: RequestServer,
     n: std::cell::Cell<u32>,
 }
 
@@ -19,7 +19,7 @@ impl Fixture {
         let home = TestHome::new();
         home.ok(&["groups", "add", "family", "--name", "Family"]);
         home.ok(&["groups", "add", "work", "--name", "Work"]);
-        let server = TaskServer::new(home.home(), home.store(), home.sessions(), home.links());
+        let server = RequestServer::new(home.home(), home.store(), home.sessions(), home.links());
         Fixture {
             home,
             server,

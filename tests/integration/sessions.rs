@@ -251,7 +251,7 @@ async fn agent_requests_act_on_their_own_group_only() {
     let work_id = "11111111-2222-4333-8444-555555555555";
     let p = sessions.get("work").await.unwrap();
     sessions.set("work", work_id, p.generation).await.unwrap();
-    let tasks = g2_host::requests::TaskServer::new(
+    let tasks = g2_host::requests::RequestServer::new(
         home.home(),
         home.store(),
         sessions.clone(),

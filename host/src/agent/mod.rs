@@ -34,7 +34,7 @@ use crate::container::{self, ContainerRuntime, Output};
 use crate::gateway::{Gateway, Listening};
 use crate::groups::{self, Group};
 use crate::home::Home;
-use crate::requests::{Links, TaskServer};
+use crate::background::Background;
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -95,6 +95,11 @@ pub const HOOK_EVENTS: &[&str] = &[
     "SessionEnd",
 ];
 
+/// Started when a group's container starts and stopped when it exits: in
+/// `g2 run`, what serves the agent's requests meanwhile (`g2 serve` serves
+/// every group's requests all the time and sets none).
+pub type RunWatch = Arc<dyn Fn(&str) -> Result<Background> + Send + Sync>;
+
 pub struct Agents {
     home: Home,
     settings: Settings,
@@ -103,28 +108,18 @@ pub struct Agents {
     runtime: Arc<dyn ContainerRuntime>,
     gateway: Gateway,
     sockets: Mutex<Vec<Listening>>,
-    tasks: TaskServer,
+    run_watch: Option<RunWatch>,
 }
 
 impl Agents {
-    /// `links`: what the agents' requests reach (None: the message log
-    /// only, no queue or scheduler — `g2 run`).
     pub fn new(
         home: Home,
         settings: Settings,
         store: Store,
+        sessions: SessionManager,
         runtime: Arc<dyn ContainerRuntime>,
         gateway: Gateway,
-        links: Option<Links>,
     ) -> Self {
-        let sessions = SessionManager::new(store.clone(), home.clone(), settings.archive_options());
-        let links = links.unwrap_or_else(|| Links {
-            channels: crate::routing::channels::Channels::new(store.clone()),
-            assistant_name: settings.assistant_name.clone(),
-            session_changed: None,
-            tasks_changed: None,
-        });
-        let tasks = TaskServer::new(home.clone(), store.clone(), sessions.clone(), links);
         Agents {
             home,
             settings,
@@ -133,16 +128,18 @@ impl Agents {
             runtime,
             gateway,
             sockets: Mutex::new(Vec::new()),
-            tasks,
+            run_watch: None,
         }
+    }
+
+    /// Starts `watch` for the time each container runs (see [`RunWatch`]).
+    pub fn with_run_watch(mut self, watch: RunWatch) -> Self {
+        self.run_watch = Some(watch);
+        self
     }
 
     pub fn sessions(&self) -> &SessionManager {
         &self.sessions
-    }
-
-    pub fn requests(&self) -> &TaskServer {
-        &self.tasks
     }
 
     pub fn home(&self) -> &Home {
@@ -151,11 +148,6 @@ impl Agents {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
-    }
-
-    /// Stops a container now (grace, then kill).
-    pub async fn stop_container(&self, id: &str) -> Result<()> {
-        self.runtime.stop(id, self.grace()).await
     }
 
     /// Removes containers an earlier host of this home left behind.
@@ -374,7 +366,10 @@ impl Agents {
         };
         let bytes = serde_json::to_vec(&input).map_err(|e| Error::Invalid(e.to_string()))?;
         // The agent's g2 tools are answered while its container runs.
-        let watching = self.tasks.watch(&group.folder)?;
+        let watching = match &self.run_watch {
+            Some(watch) => Some(watch(&group.folder)?),
+            None => None,
+        };
         let mut running = self.runtime.run(spec, bytes).await?;
         let mut report = RunReport {
             group: group.folder.clone(),
@@ -522,7 +517,9 @@ impl Agents {
         report.crash = over_quota
             .map(|why| format!("was stopped: {why}"))
             .or_else(|| self.crash_reason(group, &report, exit, &stderr_tail, stopping));
-        watching.stop().await;
+        if let Some(w) = watching {
+            w.stop().await;
+        }
         if report.replies.is_empty() && report.errors.is_empty() {
             report.errors.push(format!(
                 "the agent exited ({}) without a reply: {}",

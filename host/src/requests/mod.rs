@@ -1,11 +1,11 @@
 //! The host side of the agents' requests (`data/ipc/{group}/tasks/` and
 //! `messages/`).
 //!
-//! In `g2 serve`, [`TaskServer::watch_all`] watches `data/ipc/` and every
+//! In `g2 serve`, [`RequestServer::watch_all`] watches `data/ipc/` and every
 //! group's `messages/` and `tasks/` (inotify), rescans everything on a
 //! timer and when the kernel reports an overflow, and drains what an
 //! earlier host left; `g2 run` watches its one group while its container
-//! runs ([`TaskServer::watch`]). [`TaskServer::drain`] claims each request
+//! runs ([`RequestServer::watch`]). [`RequestServer::drain`] claims each request
 //! by renaming it (`.claimed-…`; whoever renames owns it), carries it out,
 //! and answers in `responses/{requestId}.json`. A request that cannot be
 //! read is moved to `errors/` beside a note saying why.
@@ -46,7 +46,7 @@ use crate::{Error, Result};
 
 /// How often a running group's folders are rescanned without an event.
 const RESCAN: Duration = Duration::from_secs(2);
-/// How often every group's folders are rescanned by [`TaskServer::watch_all`].
+/// How often every group's folders are rescanned by [`RequestServer::watch_all`].
 const FULL_RESCAN: Duration = Duration::from_secs(10);
 
 /// Callback with a group's folder.
@@ -67,23 +67,23 @@ pub struct Links {
 }
 
 #[derive(Clone)]
-pub struct TaskServer {
+pub struct RequestServer {
     home: Home,
     store: Store,
     sessions: SessionManager,
     links: Links,
-    /// [`TaskServer::watch_all`] runs: per-run watches are not needed (and
+    /// [`RequestServer::watch_all`] runs: per-run watches are not needed (and
     /// two drains of one folder at once could reorder its requests).
     watching_all: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-impl TaskServer {
+impl RequestServer {
     /// Must be called inside a Tokio runtime: it also becomes the home's
     /// recorder of planted links, which go to `ipc_log` (action `link`,
     /// outcome `refused`) from a task of their own, since they are found
     /// deep in blocking file code.
     pub fn new(home: Home, store: Store, sessions: SessionManager, links: Links) -> Self {
-        let server = TaskServer {
+        let server = RequestServer {
             home,
             store,
             sessions,
@@ -106,7 +106,7 @@ impl TaskServer {
     }
 
     /// Serves a group's requests until stopped; a last drain runs at stop
-    /// (`g2 run`; a no-op while [`TaskServer::watch_all`] runs).
+    /// (`g2 run`; a no-op while [`RequestServer::watch_all`] runs).
     pub fn watch(&self, folder: &str) -> Result<Background> {
         if self.watching_all.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(Background::spawn(|stopped| async move {
