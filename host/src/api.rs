@@ -27,7 +27,7 @@ use crate::groups::{self, NewGroup};
 use crate::home::Home;
 use crate::routing::messages;
 use crate::sessions::SessionManager;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::{Error, archives, search};
 
 /// Largest request body accepted.
@@ -284,7 +284,7 @@ async fn health(State(api): State<Api>) -> Json<Value> {
 }
 
 async fn list_groups(State(api): State<Api>) -> ApiResult<Vec<groups::Group>> {
-    Ok(Json(api.store.read(groups::list).await?))
+    Ok(Json(api.store.read(store::groups::list).await?))
 }
 
 /// `POST /api/groups`. The request bodies are public so that their parsing
@@ -329,7 +329,7 @@ async fn remove_group(
     g2_core::validate::group_folder(&folder)?;
     Ok(Json(
         api.store
-            .write(move |tx| groups::remove(tx, &folder))
+            .write(move |tx| store::groups::remove(tx, &folder))
             .await?,
     ))
 }
@@ -513,7 +513,7 @@ async fn list_messages(
     let (after, limit) = (q.after.unwrap_or(0), q.limit.unwrap_or(100).clamp(1, 1000));
     Ok(Json(
         api.store
-            .read(move |c| messages::after(c, &g.jid, after, limit))
+            .read(move |c| store::messages::after(c, &g.jid, after, limit))
             .await?,
     ))
 }

@@ -75,7 +75,7 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, String> 
         )
         .map_err(|e| e.to_string())?;
         let groups = store
-            .read_blocking(crate::groups::list)
+            .read_blocking(crate::store::groups::list)
             .map_err(|e| e.to_string())?;
         let free = crate::container::disk::host_free_bytes(&home);
         let mut parts = vec![format!(

@@ -17,6 +17,7 @@ use g2_host::gateway::usage;
 use g2_host::groups::{self, NewGroup};
 use g2_host::home::Home;
 use g2_host::sessions::SessionManager;
+use g2_host::store;
 use g2_host::store::Store;
 use g2_host::terminal::{inert, inert_name};
 use g2_host::{doctor, search};
@@ -496,7 +497,7 @@ async fn serve_cmd(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
     channels.redeliver().await?;
     // Messages stored but not answered before a crash are routed again.
-    let groups = store.read(groups::list).await?;
+    let groups = store.read(store::groups::list).await?;
     for g in &groups {
         queue.wake(&g.folder);
     }
@@ -549,7 +550,7 @@ async fn group_sockets(
     store: &Store,
 ) -> Result<Vec<(String, g2_host::gateway::Listening)>> {
     let mut sockets = Vec::new();
-    for g in store.read(groups::list).await? {
+    for g in store.read(store::groups::list).await? {
         let l = gw.listen_group(&ctx.home, &g.folder).await?;
         sockets.push((g.folder, l));
     }
@@ -642,7 +643,9 @@ async fn run_cmd(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i
         std::sync::Arc::new(runtime),
         gw.clone(),
     )
-    .with_run_watch(std::sync::Arc::new(move |folder: &str| requests.watch(folder)));
+    .with_run_watch(std::sync::Arc::new(move |folder: &str| {
+        requests.watch(folder)
+    }));
     for name in agents.reap().await? {
         eprintln!("removed container {name} left by an earlier host");
     }
@@ -722,10 +725,10 @@ async fn init(ctx: &Ctx) -> Result<i32> {
     }
     .into_group(&ctx.settings.assistant_name)?;
     let created = store
-        .write(move |tx| match groups::main_group(tx)? {
+        .write(move |tx| match store::groups::main_group(tx)? {
             Some(existing) => Ok((existing, false)),
             None => {
-                groups::add(tx, &main)?;
+                store::groups::add(tx, &main)?;
                 Ok((main, true))
             }
         })
@@ -784,7 +787,7 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             );
         }
         GroupsCmd::List { out } => {
-            let all = store.read(groups::list).await?;
+            let all = store.read(store::groups::list).await?;
             if out.json {
                 print_json(&all)?;
             } else if all.is_empty() {
@@ -808,7 +811,9 @@ async fn groups_cmd(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             }
         }
         GroupsCmd::Remove { folder } => {
-            let g = store.write(move |tx| groups::remove(tx, &folder)).await?;
+            let g = store
+                .write(move |tx| store::groups::remove(tx, &folder))
+                .await?;
             println!(
                 "removed {} (groups/{}/ and its sessions are kept)",
                 inert_name(&g.name),

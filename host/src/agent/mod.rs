@@ -29,14 +29,14 @@ use g2_core::wire::{
 };
 
 use crate::archives::{self, ArchiveRecord, Prepared};
+use crate::background::Background;
 use crate::config::Settings;
 use crate::container::{self, ContainerRuntime, Output};
 use crate::gateway::{Gateway, Listening};
 use crate::groups::{self, Group};
 use crate::home::Home;
-use crate::background::Background;
 use crate::sessions::SessionManager;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::{Error, Result};
 
 /// Most stdout a container may write without completing a frame.
@@ -322,7 +322,7 @@ impl Agents {
                 })
                 .collect();
             let groups = if is_main {
-                groups::list(c)?
+                store::groups::list(c)?
             } else {
                 Vec::new()
             };

@@ -40,7 +40,7 @@ use crate::home::Home;
 use crate::routing::channels::Channels;
 use crate::search;
 use crate::sessions::SessionManager;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::tasks::{self, StatusAction};
 use crate::{Error, Result};
 
@@ -206,7 +206,11 @@ impl RequestServer {
                 }
                 watched.insert(folder.to_string());
             };
-            let registered = server.store.read(groups::list).await.unwrap_or_default();
+            let registered = server
+                .store
+                .read(store::groups::list)
+                .await
+                .unwrap_or_default();
             for g in &registered {
                 watch_group(&mut watcher, &g.folder);
             }
@@ -485,7 +489,7 @@ impl RequestServer {
                         "only the main group sees the groups".into(),
                     ));
                 }
-                let list = self.store.read(groups::list).await?;
+                let list = self.store.read(store::groups::list).await?;
                 let tree = self.home.ipc_tree(folder)?;
                 let r = tree.write_atomic(
                     "available_groups.json",

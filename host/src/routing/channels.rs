@@ -32,9 +32,8 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::groups;
-use crate::routing::messages::{self, Inbound, Message};
-use crate::store::Store;
+use crate::routing::messages::{Inbound, Message};
+use crate::store::{self, Store};
 use crate::{Error, Result};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -129,7 +128,7 @@ impl Channels {
     /// The HTTP channel only, no router (CLI commands).
     pub fn new(store: Store) -> Self {
         // One indexed lookup; the channels are made once, at start.
-        let start = store.read_blocking(messages::last_seq).unwrap_or_else(|e| {
+        let start = store.read_blocking(store::messages::last_seq).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "reading the last message seq; publishing from the start");
             0
         });
@@ -196,7 +195,7 @@ impl Channels {
                         if catching_up {
                             let j = jid.clone();
                             match store
-                                .read(move |c| messages::after(c, &j, last, PAGE))
+                                .read(move |c| store::messages::after(c, &j, last, PAGE))
                                 .await
                             {
                                 Ok(rows) => {
@@ -295,7 +294,7 @@ impl Channels {
                 Ok(()) => {
                     let id = m.id.clone();
                     if let Err(e) = store
-                        .write(move |tx| messages::mark_delivered(tx, &id))
+                        .write(move |tx| store::messages::mark_delivered(tx, &id))
                         .await
                     {
                         tracing::warn!(error = %e, "could not mark a message delivered");
@@ -322,7 +321,7 @@ impl Channels {
         );
         let m = self
             .store
-            .write(move |tx| messages::insert_outbound(tx, &jid, &sender, &text, delivered))
+            .write(move |tx| store::messages::insert_outbound(tx, &jid, &sender, &text, delivered))
             .await?;
         self.deliver(m.clone()).await;
         Ok(Some(m))
@@ -330,7 +329,10 @@ impl Channels {
 
     /// Sends what other channels have not confirmed yet (at start).
     pub async fn redeliver(&self) -> Result<usize> {
-        let pending = self.store.read(|c| messages::undelivered(c, 1000)).await?;
+        let pending = self
+            .store
+            .read(|c| store::messages::undelivered(c, 1000))
+            .await?;
         let n = pending.len();
         for m in pending {
             if !self.stored_is_delivered(&m.chat_jid) {
@@ -338,7 +340,7 @@ impl Channels {
             } else {
                 let id = m.id.clone();
                 self.store
-                    .write(move |tx| messages::mark_delivered(tx, &id))
+                    .write(move |tx| store::messages::mark_delivered(tx, &id))
                     .await?;
             }
         }
@@ -387,7 +389,7 @@ async fn sequence(
                 // Ours are consecutive; what others stored before them is
                 // committed (we hold the write lock) and not yet published.
                 let first = answers.iter().flatten().next().map_or(i64::MAX, |m| m.seq);
-                let others = messages::between(tx, after, first)?;
+                let others = store::messages::between(tx, after, first)?;
                 Ok((others, answers))
             })
             .await;
@@ -442,7 +444,7 @@ fn store_inbound(
         let chat = match chats.iter().find(|(f, _)| f == folder) {
             Some((_, c)) => c.clone(),
             None => {
-                let c = groups::get(tx, folder)?.map(|g| {
+                let c = store::groups::get(tx, folder)?.map(|g| {
                     let channel = list
                         .iter()
                         .find(|c| c.owns(&g.jid))
@@ -454,7 +456,7 @@ fn store_inbound(
             }
         };
         answers.push(match chat {
-            Some((jid, channel)) => Ok(messages::insert_inbound(tx, &jid, channel, m)?),
+            Some((jid, channel)) => Ok(store::messages::insert_inbound(tx, &jid, channel, m)?),
             None => Err(Error::NotFound(format!("group {folder:?}"))),
         });
     }
@@ -479,7 +481,10 @@ async fn publish_stored(
 ) -> i64 {
     loop {
         let after = published;
-        match store.read(move |c| messages::since(c, after, PAGE)).await {
+        match store
+            .read(move |c| store::messages::since(c, after, PAGE))
+            .await
+        {
             Ok(rows) => {
                 let full = rows.len() == PAGE;
                 for m in rows {
@@ -502,6 +507,7 @@ async fn publish_stored(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::groups;
     use std::sync::Mutex;
 
     /// A channel that records what it was asked to send.
@@ -538,7 +544,10 @@ mod tests {
         }
         .into_group("Andy")
         .unwrap();
-        store.write(move |tx| groups::add(tx, &g)).await.unwrap();
+        store
+            .write(move |tx| store::groups::add(tx, &g))
+            .await
+            .unwrap();
         let mut live = ch.subscribe();
         let m = ch
             .receive(
@@ -573,7 +582,7 @@ mod tests {
         // Sent in the background, then marked delivered.
         for _ in 0..100 {
             if store
-                .read(|c| messages::undelivered(c, 10))
+                .read(|c| store::messages::undelivered(c, 10))
                 .await
                 .unwrap()
                 .is_empty()
@@ -585,7 +594,7 @@ mod tests {
         assert_eq!(rec.0.lock().unwrap().as_slice(), ["hello"]);
         assert!(
             store
-                .read(|c| messages::undelivered(c, 10))
+                .read(|c| store::messages::undelivered(c, 10))
                 .await
                 .unwrap()
                 .is_empty(),
@@ -612,7 +621,10 @@ mod tests {
         .into_group("Andy")
         .unwrap();
         let jid = g.jid.clone();
-        store.write(move |tx| groups::add(tx, &g)).await.unwrap();
+        store
+            .write(move |tx| store::groups::add(tx, &g))
+            .await
+            .unwrap();
         (d, store, jid)
     }
 
@@ -661,7 +673,7 @@ mod tests {
         let followed: Vec<i64> = follow.take(850).map(|l| l.message.seq).collect().await;
         assert_eq!(followed, seqs);
         let stored = store
-            .read(move |c| messages::after(c, &jid, 0, 1000))
+            .read(move |c| store::messages::after(c, &jid, 0, 1000))
             .await
             .unwrap();
         assert_eq!(stored.iter().map(|m| m.seq).collect::<Vec<_>>(), seqs);
@@ -678,7 +690,7 @@ mod tests {
             .await;
         assert!(matches!(none, Err(Error::NotFound(_))), "{none:?}");
         assert_eq!(
-            store.read(messages::last_seq).await.unwrap(),
+            store.read(store::messages::last_seq).await.unwrap(),
             *seqs.last().unwrap()
         );
     }

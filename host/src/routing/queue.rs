@@ -34,10 +34,10 @@ use tokio::sync::{mpsc, oneshot};
 use crate::Result;
 use crate::agent::{self, Agents, RunOptions, RunReport, Turn};
 use crate::config::QueueSettings;
-use crate::groups::{self, Group};
+use crate::groups::Group;
 use crate::routing::channels::Channels;
-use crate::routing::{messages, rules as router};
-use crate::store::Store;
+use crate::routing::rules as router;
+use crate::store::{self, Store};
 use crate::tasks::{self, Task};
 
 enum Cmd {
@@ -479,7 +479,7 @@ impl Queue {
     async fn group(&self, folder: &str) -> Result<Option<Group>> {
         let f = folder.to_string();
         self.store
-            .read(move |c| groups::get(c, &f))
+            .read(move |c| store::groups::get(c, &f))
             .await
             .inspect_err(|e| tracing::error!(group = folder, error = %e, "reading the group"))
     }
@@ -929,7 +929,7 @@ impl Queue {
             .store
             .write(move |tx| {
                 let cursor = router::cursor(tx, &group.folder)?;
-                let pending = messages::inbound_after(tx, &group.jid, cursor, router::MAX_BATCH)?;
+                let pending = store::messages::inbound_after(tx, &group.jid, cursor, router::MAX_BATCH)?;
                 let mut who: Vec<String> = pending.iter().filter(|m| m.seq <= upto).map(|m| format!("@{}", m.sender)).collect();
                 who.dedup();
                 let who = if who.is_empty() { "Everyone:".to_string() } else { who.join(" ") };
@@ -941,7 +941,7 @@ impl Queue {
                     ),
                     GiveUp::Refused => format!("{who} sorry, I could not answer: {short}."),
                 };
-                let m = messages::insert_outbound(tx, &group.jid, &sender, &text, delivered)?;
+                let m = store::messages::insert_outbound(tx, &group.jid, &sender, &text, delivered)?;
                 router::advance(tx, &group.folder, upto)?;
                 router::mark_failing(tx, &group.folder, &why)?;
                 Ok(m)

@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::groups::Group;
-use crate::routing::messages::{self, Message};
+use crate::routing::messages::Message;
+use crate::store;
 
 /// Most pending messages put into one prompt (the newest are kept).
 pub const MAX_BATCH: usize = 100;
@@ -125,7 +126,7 @@ pub fn interrupted_note(why: &str) -> String {
 /// The pending messages after `after` as a prompt, if they should wake the
 /// agent now.
 pub fn next_batch(conn: &Connection, group: &Group, after: i64) -> Result<Option<Batch>> {
-    let pending = messages::inbound_after(conn, &group.jid, after, MAX_BATCH)?;
+    let pending = store::messages::inbound_after(conn, &group.jid, after, MAX_BATCH)?;
     if pending.is_empty() || !wakes(group, &pending) {
         return Ok(None);
     }
@@ -226,7 +227,7 @@ pub fn deliver_reply(
     let stored = if text.is_empty() {
         None
     } else {
-        Some(messages::insert_outbound(
+        Some(store::messages::insert_outbound(
             tx, &group.jid, sender, &text, delivered,
         )?)
     };
@@ -352,14 +353,14 @@ mod tests {
         let g = group(false, None);
         let g2 = g.clone();
         store
-            .write_blocking(move |tx| crate::groups::add(tx, &g2))
+            .write_blocking(move |tx| crate::store::groups::add(tx, &g2))
             .unwrap();
         let jid = g.jid.clone();
         let post = |text: &str| {
             let (j, t) = (jid.clone(), text.to_string());
             store
                 .write_blocking(move |tx| {
-                    messages::insert_inbound(
+                    store::messages::insert_inbound(
                         tx,
                         &j,
                         "http",
@@ -456,7 +457,7 @@ mod tests {
             let d = tempfile::tempdir().unwrap();
             let store = crate::store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
             let g2 = g.clone();
-            store.write_blocking(move |tx| crate::groups::add(tx, &g2)).unwrap();
+            store.write_blocking(move |tx| crate::store::groups::add(tx, &g2)).unwrap();
             // (seq, marker, has the trigger) of the people's messages.
             let mut people: Vec<(i64, String, bool)> = Vec::new();
             let mut bots: Vec<String> = Vec::new();
@@ -471,7 +472,7 @@ mod tests {
                         let text = if trigger { format!("@Andy {marker}") } else { marker.clone() };
                         let jid = g.jid.clone();
                         let m = store
-                            .write_blocking(move |tx| messages::insert_inbound(tx, &jid, "http", &Inbound { sender: "u1".into(), sender_name: None, text }))
+                            .write_blocking(move |tx| store::messages::insert_inbound(tx, &jid, "http", &Inbound { sender: "u1".into(), sender_name: None, text }))
                             .unwrap();
                         newest = m.seq;
                         people.push((m.seq, marker, trigger));
@@ -479,7 +480,7 @@ mod tests {
                     Op::Bot => {
                         let (jid, marker) = (g.jid.clone(), format!("[bot {n}]"));
                         bots.push(marker.clone());
-                        newest = store.write_blocking(move |tx| messages::insert_outbound(tx, &jid, "Andy", &marker, true)).unwrap().seq;
+                        newest = store.write_blocking(move |tx| store::messages::insert_outbound(tx, &jid, "Andy", &marker, true)).unwrap().seq;
                     }
                     Op::Answer => {
                         let g2 = g.clone();

@@ -11,11 +11,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Params, Row, Transaction, TransactionBehavior};
 use rusqlite_migration::{M, Migrations};
 
 use crate::Result;
 use crate::error::IoContext;
+
+pub mod groups;
+pub mod messages;
 
 /// The schema, one entry per file in `migrations/`, in order.
 pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
@@ -130,6 +133,19 @@ impl Store {
         }
         value
     }
+}
+
+/// Every row `sql` returns for `params`, each mapped by `f`. The statement
+/// is cached on the connection: the same queries run again and again.
+pub fn query_all<T, P: Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(params, f)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection> {

@@ -1,0 +1,165 @@
+//! The `messages` and `chats` tables: the message log.
+
+use rusqlite::{Connection, Transaction, params};
+
+use crate::routing::messages::{Inbound, Message};
+use crate::{Result, store};
+
+/// Stores an inbound message for a chat (creating the chat row on first
+/// use); returns it with its `seq`.
+pub fn insert_inbound(
+    tx: &Transaction<'_>,
+    chat_jid: &str,
+    channel: &str,
+    m: &Inbound,
+) -> Result<Message> {
+    m.check()?;
+    let now = crate::now_rfc3339();
+    // Cached: a batch runs these once per message in one transaction.
+    tx.prepare_cached(
+        "INSERT INTO chats (jid, channel, last_message_time) VALUES (?1, ?2, ?3)
+         ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
+    )?
+    .execute(params![chat_jid, channel, now])?;
+    let id = uuid::Uuid::new_v4().to_string();
+    tx.prepare_cached("INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
+        .execute(params![id, chat_jid, m.sender.trim(), m.sender_name, m.text, now])?;
+    Ok(Message {
+        seq: tx.last_insert_rowid(),
+        id,
+        chat_jid: chat_jid.to_string(),
+        sender: m.sender.trim().to_string(),
+        sender_name: m.sender_name.clone(),
+        text: m.text.clone(),
+        timestamp: now,
+        from_bot: false,
+    })
+}
+
+/// Stores a message of the assistant for a chat. `delivered` is true when
+/// storing it is its delivery (the HTTP channel: the log and its stream).
+pub fn insert_outbound(
+    tx: &Transaction<'_>,
+    chat_jid: &str,
+    sender: &str,
+    text: &str,
+    delivered: bool,
+) -> Result<Message> {
+    let now = crate::now_rfc3339();
+    tx.execute(
+        "INSERT INTO chats (jid, last_message_time) VALUES (?1, ?2)
+         ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
+        params![chat_jid, now],
+    )?;
+    let id = uuid::Uuid::new_v4().to_string();
+    tx.execute(
+        "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at)
+         VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END)",
+        params![id, chat_jid, sender, text, now, delivered],
+    )?;
+    Ok(Message {
+        seq: tx.last_insert_rowid(),
+        id,
+        chat_jid: chat_jid.to_string(),
+        sender: sender.to_string(),
+        sender_name: Some(sender.to_string()),
+        text: text.to_string(),
+        timestamp: now,
+        from_bot: true,
+    })
+}
+
+/// Records that a channel delivered an outbound message.
+pub fn mark_delivered(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE messages SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL",
+        params![id, crate::now_rfc3339()],
+    )?;
+    Ok(())
+}
+
+/// Outbound messages a channel has not confirmed yet (for redelivery).
+pub fn undelivered(conn: &Connection, limit: usize) -> Result<Vec<Message>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM messages WHERE is_bot = 1 AND delivered_at IS NULL ORDER BY seq LIMIT ?1"
+        ),
+        params![limit as i64],
+        row,
+    )
+}
+
+const COLUMNS: &str = "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        seq: r.get(0)?,
+        id: r.get(1)?,
+        chat_jid: r.get(2)?,
+        sender: r.get(3)?,
+        sender_name: r.get(4)?,
+        text: r.get(5)?,
+        timestamp: r.get(6)?,
+        from_bot: r.get(7)?,
+    })
+}
+
+/// The newest `limit` messages of people (not the assistant) in a chat
+/// after `after`, oldest first.
+pub fn inbound_after(
+    conn: &Connection,
+    chat_jid: &str,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<Message>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND is_bot = 0 ORDER BY seq DESC LIMIT ?3"
+    ))?;
+    let mut rows: Vec<Message> = stmt
+        .query_map(params![chat_jid, after, limit as i64], row)?
+        .collect::<rusqlite::Result<_>>()?;
+    rows.reverse();
+    Ok(rows)
+}
+
+/// The highest `seq` stored (0 when there is none).
+pub fn last_seq(conn: &Connection) -> Result<i64> {
+    Ok(
+        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM messages", [], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
+/// Messages of every chat after `after` (a `seq`), oldest first.
+pub fn since(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {
+    store::query_all(
+        conn,
+        &format!("SELECT {COLUMNS} FROM messages WHERE seq > ?1 ORDER BY seq LIMIT ?2"),
+        params![after, limit as i64],
+        row,
+    )
+}
+
+/// Messages of every chat with `after < seq < before`, oldest first.
+pub fn between(conn: &Connection, after: i64, before: i64) -> Result<Vec<Message>> {
+    store::query_all(
+        conn,
+        &format!("SELECT {COLUMNS} FROM messages WHERE seq > ?1 AND seq < ?2 ORDER BY seq"),
+        params![after, before],
+        row,
+    )
+}
+
+/// Messages of a chat after `after` (a `seq`), oldest first.
+pub fn after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+        ),
+        params![chat_jid, after, limit as i64],
+        row,
+    )
+}
