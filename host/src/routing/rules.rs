@@ -18,7 +18,7 @@
 //! and go along as context with the next one that has it. The assistant's
 //! own messages are never routed.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
@@ -52,13 +52,7 @@ fn failing_key(folder: &str) -> String {
 
 /// The `seq` of the last answered message of the group's chat.
 pub fn cursor(conn: &Connection, folder: &str) -> Result<i64> {
-    let v: Option<String> = conn
-        .query_row(
-            "SELECT value FROM router_state WHERE key = ?1",
-            [cursor_key(folder)],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let v = store::router_state::get(conn, &cursor_key(folder))?;
     Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
@@ -67,17 +61,10 @@ pub fn cursor(conn: &Connection, folder: &str) -> Result<i64> {
 pub fn advance(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
     let now = cursor(tx, folder)?;
     if upto > now {
-        tx.execute(
-            "INSERT INTO router_state (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            params![cursor_key(folder), upto.to_string()],
-        )?;
+        store::router_state::set(tx, &cursor_key(folder), &upto.to_string())?;
     }
     if inflight(tx, folder)?.is_some_and(|i| i <= upto) {
-        tx.execute(
-            "DELETE FROM router_state WHERE key = ?1",
-            [inflight_key(folder)],
-        )?;
+        store::router_state::delete(tx, &inflight_key(folder))?;
     }
     Ok(())
 }
@@ -91,24 +78,14 @@ fn inflight_key(folder: &str) -> String {
 /// an interrupted one (never moves back).
 pub fn mark_inflight(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
     if inflight(tx, folder)?.is_none_or(|i| i < upto) {
-        tx.execute(
-            "INSERT INTO router_state (key, value) VALUES (?1, ?2)
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            params![inflight_key(folder), upto.to_string()],
-        )?;
+        store::router_state::set(tx, &inflight_key(folder), &upto.to_string())?;
     }
     Ok(())
 }
 
 /// The highest `seq` handed to the group's agent and not answered yet.
 pub fn inflight(conn: &Connection, folder: &str) -> Result<Option<i64>> {
-    let v: Option<String> = conn
-        .query_row(
-            "SELECT value FROM router_state WHERE key = ?1",
-            [inflight_key(folder)],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let v = store::router_state::get(conn, &inflight_key(folder))?;
     Ok(v.and_then(|v| v.parse().ok()))
 }
 
@@ -249,29 +226,16 @@ pub fn mark_failing(tx: &Transaction<'_>, folder: &str, error: &str) -> Result<(
         error: error.chars().take(2000).collect(),
     })
     .unwrap_or_default();
-    tx.execute(
-        "INSERT INTO router_state (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        params![failing_key(folder), v],
-    )?;
+    store::router_state::set(tx, &failing_key(folder), &v)?;
     Ok(())
 }
 
 pub fn clear_failing(tx: &Transaction<'_>, folder: &str) -> Result<()> {
-    tx.execute(
-        "DELETE FROM router_state WHERE key = ?1",
-        [failing_key(folder)],
-    )?;
-    Ok(())
+    store::router_state::delete(tx, &failing_key(folder))
 }
 
 pub fn failing(conn: &Connection, folder: &str) -> Result<Option<Failing>> {
-    let v: Option<String> = conn
-        .query_row(
-            "SELECT value FROM router_state WHERE key = ?1",
-            [failing_key(folder)],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let v = store::router_state::get(conn, &failing_key(folder))?;
     Ok(v.and_then(|v| serde_json::from_str(&v).ok()))
 }
 

@@ -19,6 +19,7 @@ use crate::error::IoContext;
 
 pub mod groups;
 pub mod messages;
+pub mod router_state;
 
 /// The schema, one entry per file in `migrations/`, in order.
 pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
