@@ -4,7 +4,7 @@
 //! about 20 KB each (200 MB) in the archive format (`# Title`, `Archived:`,
 //! `---`, `**User**: …`, `**G2**: …`), written to
 //! `groups/main/conversations/` and indexed in the database with the same
-//! rows as `archives::insert` (`conversation_archives` + `archives_fts`),
+//! rows as `store::archives::insert` (`conversation_archives` + `archives_fts`),
 //! in a few large transactions. The text is deterministic: a seeded
 //! xorshift PRNG draws words from a Zipf-distributed vocabulary (common
 //! English words first, then generated ones), and a few marker terms are

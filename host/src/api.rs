@@ -587,14 +587,16 @@ async fn list_archives(
 ) -> ApiResult<Vec<archives::ArchiveRecord>> {
     g2_core::validate::any_folder(&folder)?;
     Ok(Json(
-        api.store.read(move |c| archives::list(c, &folder)).await?,
+        api.store
+            .read(move |c| store::archives::list(c, &folder))
+            .await?,
     ))
 }
 
 async fn read_archive(State(api): State<Api>, Path(id): Path<i64>) -> ApiResult<Value> {
     let rec = api
         .store
-        .read(move |c| archives::get(c, id))
+        .read(move |c| store::archives::get(c, id))
         .await?
         .ok_or_else(|| Error::NotFound(format!("archive {id}")))?;
     // Read beneath the group's folder: a link planted there is not followed.

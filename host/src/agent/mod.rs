@@ -28,7 +28,7 @@ use g2_core::wire::{
     OutputStatus, STALE_SESSION,
 };
 
-use crate::archives::{self, ArchiveRecord, Prepared};
+use crate::archives::{ArchiveRecord, Prepared};
 use crate::background::Background;
 use crate::config::Settings;
 use crate::container::{self, ContainerRuntime, Output};
@@ -707,14 +707,14 @@ impl Agents {
         let path = prepared.rel_path.clone();
         let known = self
             .store
-            .read(move |c| archives::is_recorded(c, &path))
+            .read(move |c| store::archives::is_recorded(c, &path))
             .await?;
         if known {
             return Ok(None);
         }
         let rec = self
             .store
-            .write(move |tx| archives::insert(tx, &prepared))
+            .write(move |tx| store::archives::insert(tx, &prepared))
             .await?;
         Ok(Some(rec))
     }

@@ -12,14 +12,13 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Local};
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::{Deserialize, Serialize};
 
 use g2_core::{archive, transcript, validate};
 
 use crate::error::IoContext;
 use crate::home::Home;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::{Error, Result};
 
 /// What started an archive.
@@ -169,7 +168,7 @@ pub fn prepare(
     // reuse it (the path column is unique and the old row stays searchable).
     let recorded = |file: &str| {
         store
-            .read_blocking(|c| is_recorded(c, &rel_path(group, file)))
+            .read_blocking(|c| store::archives::is_recorded(c, &rel_path(group, file)))
             .unwrap_or(false)
     };
     let file_name = home.confined(
@@ -228,38 +227,6 @@ pub fn read_transcript(
     }
 }
 
-/// Whether an archive row holds this path (relative to the home).
-pub fn is_recorded(conn: &Connection, rel_path: &str) -> Result<bool> {
-    Ok(conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)",
-        [rel_path],
-        |r| r.get::<_, bool>(0),
-    )?)
-}
-
-/// Records and indexes a prepared archive in the caller's transaction.
-pub fn insert(tx: &Transaction<'_>, p: &Prepared) -> Result<ArchiveRecord> {
-    tx.execute(
-        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![p.group, p.session_id, p.title, p.rel_path, p.trigger.as_str(), p.created_at],
-    )?;
-    let id = tx.last_insert_rowid();
-    tx.execute(
-        "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
-        params![id, p.title, p.body],
-    )?;
-    Ok(ArchiveRecord {
-        id,
-        group: p.group.clone(),
-        session_id: p.session_id.clone(),
-        name: p.title.clone(),
-        path: p.rel_path.clone(),
-        trigger: p.trigger,
-        created_at: p.created_at.clone(),
-    })
-}
-
 /// Archives a transcript on its own (`g2 archive`): prepare, then record in
 /// one transaction; the file is removed again if recording fails.
 pub async fn archive_transcript(
@@ -300,7 +267,7 @@ pub async fn record(
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
     let stats = prepared.stats.clone();
     let (group, file_name) = (prepared.group.clone(), prepared.file_name.clone());
-    match store.write(move |tx| insert(tx, &prepared)).await {
+    match store.write(move |tx| store::archives::insert(tx, &prepared)).await {
         Ok(rec) => Ok((rec, stats)),
         Err(e) => {
             discard(home, &group, &file_name);
@@ -327,45 +294,6 @@ pub fn read_markdown(home: &Home, rec: &ArchiveRecord) -> Result<Option<String>>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => home.confined(&rec.group, &rec.path, Err(e)).map(|()| None),
     }
-}
-
-const COLUMNS: &str = "id, group_folder, session_id, name, path, trigger, created_at";
-
-pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
-    let trigger: String = r.get(5)?;
-    Ok(ArchiveRecord {
-        id: r.get(0)?,
-        group: r.get(1)?,
-        session_id: r.get(2)?,
-        name: r.get(3)?,
-        path: r.get(4)?,
-        trigger: match trigger.as_str() {
-            "clear" => Trigger::Clear,
-            "precompact" => Trigger::Precompact,
-            _ => Trigger::Manual,
-        },
-        created_at: r.get(6)?,
-    })
-}
-
-/// A group's archives, newest first.
-pub fn list(conn: &Connection, group: &str) -> Result<Vec<ArchiveRecord>> {
-    validate::any_folder(group)?;
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM conversation_archives WHERE group_folder = ?1 ORDER BY created_at DESC, id DESC"
-    ))?;
-    let rows = stmt.query_map([group], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-pub fn get(conn: &Connection, id: i64) -> Result<Option<ArchiveRecord>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM conversation_archives WHERE id = ?1"),
-            [id],
-            from_row,
-        )
-        .optional()?)
 }
 
 /// Fails with a clear error when the transcript is missing, instead of an

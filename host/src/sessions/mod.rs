@@ -26,7 +26,7 @@ use g2_core::validate;
 
 use crate::archives::{self, ArchiveRecord, Prepared, Trigger};
 use crate::home::Home;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::{Error, Result};
 
 /// A group's active session pointer.
@@ -427,7 +427,7 @@ impl SessionManager {
                     };
                     let archive = prepared
                         .as_ref()
-                        .map(|p| archives::insert(tx, p))
+                        .map(|p| store::archives::insert(tx, p))
                         .transpose()?;
                     let history = insert_history(tx, &current, &id, &n)?;
                     let pointer = write(tx, &current, None, None)?;
@@ -502,7 +502,7 @@ impl SessionManager {
                         })?;
                     let saved_archive = prepared
                         .as_ref()
-                        .map(|p| archives::insert(tx, p))
+                        .map(|p| store::archives::insert(tx, p))
                         .transpose()?;
                     let saved = match &current.session_id {
                         Some(id) if *id != target.session_id => {

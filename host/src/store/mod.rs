@@ -17,6 +17,7 @@ use rusqlite_migration::{M, Migrations};
 use crate::Result;
 use crate::error::IoContext;
 
+pub mod archives;
 pub mod groups;
 pub mod messages;
 pub mod router_state;

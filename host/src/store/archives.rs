@@ -1,0 +1,81 @@
+//! The `conversation_archives` table and its full-text index `archives_fts`.
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+
+use crate::archives::{ArchiveRecord, Prepared, Trigger};
+use crate::{Result, store};
+use g2_core::validate;
+
+/// Whether an archive row holds this path (relative to the home).
+pub fn is_recorded(conn: &Connection, rel_path: &str) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)",
+        [rel_path],
+        |r| r.get::<_, bool>(0),
+    )?)
+}
+
+/// Records and indexes a prepared archive in the caller's transaction.
+pub fn insert(tx: &Transaction<'_>, p: &Prepared) -> Result<ArchiveRecord> {
+    tx.execute(
+        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![p.group, p.session_id, p.title, p.rel_path, p.trigger.as_str(), p.created_at],
+    )?;
+    let id = tx.last_insert_rowid();
+    tx.execute(
+        "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
+        params![id, p.title, p.body],
+    )?;
+    Ok(ArchiveRecord {
+        id,
+        group: p.group.clone(),
+        session_id: p.session_id.clone(),
+        name: p.title.clone(),
+        path: p.rel_path.clone(),
+        trigger: p.trigger,
+        created_at: p.created_at.clone(),
+    })
+}
+
+const COLUMNS: &str = "id, group_folder, session_id, name, path, trigger, created_at";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
+    let trigger: String = r.get(5)?;
+    Ok(ArchiveRecord {
+        id: r.get(0)?,
+        group: r.get(1)?,
+        session_id: r.get(2)?,
+        name: r.get(3)?,
+        path: r.get(4)?,
+        trigger: match trigger.as_str() {
+            "clear" => Trigger::Clear,
+            "precompact" => Trigger::Precompact,
+            _ => Trigger::Manual,
+        },
+        created_at: r.get(6)?,
+    })
+}
+
+/// A group's archives, newest first.
+pub fn list(conn: &Connection, group: &str) -> Result<Vec<ArchiveRecord>> {
+    validate::any_folder(group)?;
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM conversation_archives WHERE group_folder = ?1 ORDER BY created_at DESC, id DESC"
+        ),
+        [group],
+        from_row,
+    )
+}
+
+pub fn get(conn: &Connection, id: i64) -> Result<Option<ArchiveRecord>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM conversation_archives WHERE id = ?1"),
+            [id],
+            from_row,
+        )
+        .optional()?)
+}
