@@ -273,11 +273,7 @@ async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Resp
 }
 
 async fn health(State(api): State<Api>) -> Json<Value> {
-    let db = api
-        .store
-        .read(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?))
-        .await
-        .is_ok();
+    let db = api.store.read(crate::store::answers).await.is_ok();
     Json(
         json!({ "status": if db { "ok" } else { "degraded" }, "database": db, "provider": api.provider, "version": env!("CARGO_PKG_VERSION") }),
     )
@@ -642,7 +638,7 @@ async fn usage_report(
         .to_string();
     Ok(Json(
         api.store
-            .read(move |c| usage::report(c, q.group.as_deref(), Some(&since)))
+            .read(move |c| store::usage::report(c, q.group.as_deref(), Some(&since)))
             .await?,
     ))
 }

@@ -164,12 +164,7 @@ fn check_database(home: &Home, timeout: Duration) -> Result<String, String> {
     }
     let store = crate::store::Store::open(&path, timeout).map_err(|e| e.to_string())?;
     let (check, version): (String, i64) = store
-        .read_blocking(|c| {
-            Ok((
-                c.query_row("PRAGMA quick_check", [], |r| r.get(0))?,
-                c.query_row("PRAGMA user_version", [], |r| r.get(0))?,
-            ))
-        })
+        .read_blocking(crate::store::quick_check)
         .map_err(|e| e.to_string())?;
     if check != "ok" {
         return Err(format!("{}: integrity check says {check}", path.display()));

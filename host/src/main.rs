@@ -381,7 +381,7 @@ async fn run(cli: Cli) -> Result<i32> {
                 .format("%Y-%m-%d")
                 .to_string();
             let lines = store
-                .read(move |c| usage::report(c, group.as_deref(), Some(&since)))
+                .read(move |c| store::usage::report(c, group.as_deref(), Some(&since)))
                 .await?;
             if out.json {
                 print_json(&lines)?;

@@ -267,7 +267,10 @@ pub async fn record(
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
     let stats = prepared.stats.clone();
     let (group, file_name) = (prepared.group.clone(), prepared.file_name.clone());
-    match store.write(move |tx| store::archives::insert(tx, &prepared)).await {
+    match store
+        .write(move |tx| store::archives::insert(tx, &prepared))
+        .await
+    {
         Ok(rec) => Ok((rec, stats)),
         Err(e) => {
             discard(home, &group, &file_name);

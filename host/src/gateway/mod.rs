@@ -47,7 +47,7 @@ use crate::background::Background;
 use crate::config::{GatewaySettings, ProviderKind};
 use crate::error::IoContext;
 use crate::home::Home;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::{Error, Result};
 use usage::{Outcome, Record, Tokens};
 
@@ -365,7 +365,7 @@ impl Gateway {
         let n = self
             .inner
             .store
-            .read(move |conn| usage::tokens_on(conn, &c, &d))
+            .read(move |conn| store::usage::tokens_on(conn, &c, &d))
             .await?;
         let mut spent = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner());
         let entry = spent
@@ -403,7 +403,7 @@ async fn record_loop(store: Store, mut rx: mpsc::UnboundedReceiver<ToRecorder>) 
     while let Some(msg) = rx.recv().await {
         match msg {
             ToRecorder::Row(r) => {
-                if let Err(e) = store.write(move |tx| usage::insert(tx, &r)).await {
+                if let Err(e) = store.write(move |tx| store::usage::insert(tx, &r)).await {
                     tracing::error!(error = %e, "recording model usage failed");
                 }
             }

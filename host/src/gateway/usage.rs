@@ -5,10 +5,7 @@
 //! on (a group's socket, or [`LOCAL_CALLER`] for loopback TCP), never from
 //! anything in the request.
 
-use rusqlite::{Connection, Transaction, params};
 use serde::{Deserialize, Serialize};
-
-use crate::Result;
 
 /// Caller recorded for requests on the loopback TCP listener. `@` is not
 /// allowed in folder names, so this never collides with a group.
@@ -71,42 +68,6 @@ pub struct Record {
     pub day: String,
 }
 
-pub fn insert(tx: &Transaction<'_>, r: &Record) -> Result<()> {
-    tx.execute(
-        "INSERT INTO model_usage (caller, provider, model, input_tokens, output_tokens,
-             cache_read_tokens, cache_creation_tokens, duration_ms, status, outcome, streamed,
-             started_at, day)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        params![
-            r.caller,
-            r.provider,
-            r.model,
-            r.tokens.input as i64,
-            r.tokens.output as i64,
-            r.tokens.cache_read as i64,
-            r.tokens.cache_creation as i64,
-            r.duration_ms as i64,
-            r.status as i64,
-            r.outcome.as_str(),
-            r.streamed,
-            r.started_at,
-            r.day,
-        ],
-    )?;
-    Ok(())
-}
-
-/// Tokens a caller used on one UTC day.
-pub fn tokens_on(conn: &Connection, caller: &str, day: &str) -> Result<u64> {
-    let n: i64 = conn.query_row(
-        "SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_creation_tokens), 0)
-         FROM model_usage WHERE caller = ?1 AND day = ?2",
-        params![caller, day],
-        |r| r.get(0),
-    )?;
-    Ok(n.max(0) as u64)
-}
-
 /// One line of `g2 usage`: a caller's use of one model on one day. This is
 /// also the stable `--json` shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,38 +87,6 @@ pub struct Line {
     /// Requests refused by a budget or concurrency limit.
     pub refused: u64,
     pub total_duration_ms: u64,
-}
-
-/// Usage per day, caller, provider and model, newest day first; `group`
-/// limits to one caller, `since` to days on or after `YYYY-MM-DD`.
-pub fn report(conn: &Connection, group: Option<&str>, since: Option<&str>) -> Result<Vec<Line>> {
-    let mut stmt = conn.prepare(
-        "SELECT day, caller, provider, model, count(*), sum(input_tokens), sum(output_tokens),
-                sum(cache_read_tokens), sum(cache_creation_tokens),
-                sum(outcome = 'error'), sum(outcome = 'refused'), sum(duration_ms)
-         FROM model_usage
-         WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR day >= ?2)
-         GROUP BY day, caller, provider, model
-         ORDER BY day DESC, caller, provider, model",
-    )?;
-    let rows = stmt.query_map(params![group, since], |r| {
-        let n = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0) as u64) };
-        Ok(Line {
-            day: r.get(0)?,
-            group: r.get(1)?,
-            provider: r.get(2)?,
-            model: r.get(3)?,
-            requests: n(4)?,
-            input_tokens: n(5)?,
-            output_tokens: n(6)?,
-            cache_read_tokens: n(7)?,
-            cache_creation_tokens: n(8)?,
-            errors: n(9)?,
-            refused: n(10)?,
-            total_duration_ms: n(11)?,
-        })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// Today's UTC day as stored in `day`.

@@ -21,6 +21,7 @@ pub mod archives;
 pub mod groups;
 pub mod messages;
 pub mod router_state;
+pub mod usage;
 
 /// The schema, one entry per file in `migrations/`, in order.
 pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
@@ -135,6 +136,21 @@ impl Store {
         }
         value
     }
+}
+
+/// Whether the database answers a query at all (the API's health check).
+pub fn answers(conn: &Connection) -> Result<()> {
+    conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?;
+    Ok(())
+}
+
+/// SQLite's quick integrity check (`"ok"` when sound) and the schema
+/// version (`g2 doctor`).
+pub fn quick_check(conn: &Connection) -> Result<(String, i64)> {
+    Ok((
+        conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?,
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0))?,
+    ))
 }
 
 /// Every row `sql` returns for `params`, each mapped by `f`. The statement
