@@ -430,7 +430,7 @@ async fn list_tasks(
     require_group(&api, &folder).await?;
     Ok(Json(
         api.store
-            .read(move |c| crate::tasks::list(c, Some(&folder)))
+            .read(move |c| crate::store::tasks::list(c, Some(&folder)))
             .await?,
     ))
 }
@@ -440,9 +440,9 @@ async fn task_detail(State(api): State<Api>, Path(id): Path<String>) -> ApiResul
         .store
         .read(move |c| {
             Ok((
-                crate::tasks::get(c, &id)?
+                crate::store::tasks::get(c, &id)?
                     .ok_or_else(|| Error::NotFound(format!("task {id:?}")))?,
-                crate::tasks::runs(c, &id, 50)?,
+                crate::store::tasks::runs(c, &id, 50)?,
             ))
         })
         .await?;

@@ -425,7 +425,7 @@ impl RequestServer {
                 let scope = (!me.is_main).then(|| folder.to_string());
                 let list = self
                     .store
-                    .read(move |c| tasks::list(c, scope.as_deref()))
+                    .read(move |c| store::tasks::list(c, scope.as_deref()))
                     .await?;
                 if list.is_empty() {
                     return Ok("No scheduled tasks.".into());
@@ -563,7 +563,7 @@ impl RequestServer {
         let i = id.to_string();
         let task = self
             .store
-            .read(move |c| tasks::get(c, &i))
+            .read(move |c| store::tasks::get(c, &i))
             .await?
             .ok_or_else(|| Error::NotFound(format!("task {id:?}")))?;
         if let Some(own) = &scope

@@ -21,6 +21,7 @@ pub mod archives;
 pub mod groups;
 pub mod messages;
 pub mod router_state;
+pub mod tasks;
 pub mod usage;
 
 /// The schema, one entry per file in `migrations/`, in order.

@@ -28,10 +28,10 @@ pub mod scheduler;
 use chrono::{DateTime, LocalResult, NaiveDateTime, SecondsFormat, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::{Error, Result, store};
 use g2_core::validate;
 
 /// Longest prompt accepted, in bytes.
@@ -310,74 +310,14 @@ pub fn create(tx: &Transaction<'_>, new: NewTask, now: DateTime<Utc>) -> Result<
         status: "active".into(),
         created_at: ts(now),
     };
-    tx.execute(
-        "INSERT INTO scheduled_tasks
-           (id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone,
-            context_mode, next_run, status, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        params![
-            task.id,
-            task.group_folder,
-            task.chat_jid,
-            task.prompt,
-            task.schedule_type,
-            task.schedule_value,
-            task.timezone,
-            task.context_mode,
-            task.next_run,
-            task.status,
-            task.created_at,
-        ],
-    )?;
+    store::tasks::insert(tx, &task)?;
     Ok(task)
-}
-
-const COLUMNS: &str = "id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone, \
-     context_mode, next_run, last_run, last_result, status, created_at";
-
-fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
-    Ok(Task {
-        id: r.get(0)?,
-        group_folder: r.get(1)?,
-        chat_jid: r.get(2)?,
-        prompt: r.get(3)?,
-        schedule_type: r.get(4)?,
-        schedule_value: r.get(5)?,
-        timezone: r.get(6)?,
-        context_mode: r.get(7)?,
-        next_run: r.get(8)?,
-        last_run: r.get(9)?,
-        last_result: r.get(10)?,
-        status: r.get(11)?,
-        created_at: r.get(12)?,
-    })
-}
-
-/// Tasks of one group, or of every group (`None`), oldest first.
-pub fn list(conn: &Connection, group: Option<&str>) -> Result<Vec<Task>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM scheduled_tasks
-         WHERE ?1 IS NULL OR group_folder = ?1
-         ORDER BY created_at, id"
-    ))?;
-    let rows = stmt.query_map([group], from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-pub fn get(conn: &Connection, id: &str) -> Result<Option<Task>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM scheduled_tasks WHERE id = ?1"),
-            [id],
-            from_row,
-        )
-        .optional()?)
 }
 
 /// The task, if it exists and (when `allowed_group` is given) belongs to
 /// that group; `NotFound` otherwise, the same for both cases.
 fn get_visible(conn: &Connection, id: &str, allowed_group: Option<&str>) -> Result<Task> {
-    get(conn, id)?
+    store::tasks::get(conn, id)?
         .filter(|t| allowed_group.is_none_or(|g| t.group_folder == g))
         .ok_or_else(|| Error::NotFound(format!("task {id:?}")))
 }
@@ -395,10 +335,7 @@ pub fn set_status(
     let status = task.status.as_str();
     match (action, status) {
         (StatusAction::Pause, "active") => {
-            tx.execute(
-                "UPDATE scheduled_tasks SET status = 'paused' WHERE id = ?1",
-                [id],
-            )?;
+            store::tasks::set_status(tx, id, "paused")?;
         }
         (StatusAction::Pause, "paused") => {
             return Err(Error::Conflict(format!("task {id} is paused already")));
@@ -420,10 +357,7 @@ pub fn set_status(
                 )?
                 .map(ts)
             };
-            tx.execute(
-                "UPDATE scheduled_tasks SET status = 'active', next_run = ?2 WHERE id = ?1",
-                params![id, next],
-            )?;
+            store::tasks::reactivate(tx, id, next.as_deref())?;
         }
         (StatusAction::Resume, "active") => {
             return Err(Error::Conflict(format!(
@@ -439,10 +373,7 @@ pub fn set_status(
             return Err(Error::Conflict(format!("task {id} is cancelled already")));
         }
         (StatusAction::Cancel, _) => {
-            tx.execute(
-                "UPDATE scheduled_tasks SET status = 'cancelled' WHERE id = ?1",
-                [id],
-            )?;
+            store::tasks::set_status(tx, id, "cancelled")?;
         }
     }
     get_visible(tx, id, allowed_group)
@@ -463,18 +394,7 @@ pub fn claim_due(
         return Err(Error::Invalid("claimer must not be empty".into()));
     }
     let now_s = ts(now);
-    let due = {
-        let mut stmt = tx.prepare(&format!(
-            "SELECT {COLUMNS} FROM scheduled_tasks
-             WHERE status = 'active' AND claimed_by IS NULL
-               AND next_run IS NOT NULL AND next_run <= ?1
-             ORDER BY next_run, id
-             LIMIT ?2"
-        ))?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![now_s, limit], from_row)?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()?
-    };
+    let due = store::tasks::due(tx, &now_s, limit)?;
     let mut claimed = Vec::with_capacity(due.len());
     for task in due {
         let following = match following_run(
@@ -486,20 +406,11 @@ pub fn claim_due(
             Ok(next) => next.map(ts),
             Err(e) => {
                 tracing::warn!(task = %task.id, "pausing task: cannot compute its next run: {e}");
-                tx.execute(
-                    "UPDATE scheduled_tasks SET status = 'paused'
-                         WHERE id = ?1 AND status = 'active' AND claimed_by IS NULL",
-                    [&task.id],
-                )?;
+                store::tasks::pause_unclaimed(tx, &task.id)?;
                 continue;
             }
         };
-        let changed = tx.execute(
-            "UPDATE scheduled_tasks SET claimed_by = ?2, claimed_at = ?3, next_run = ?4
-             WHERE id = ?1 AND claimed_by IS NULL AND status = 'active'",
-            params![task.id, claimer, now_s, following],
-        )?;
-        if changed == 1 {
+        if store::tasks::claim(tx, &task.id, claimer, &now_s, following.as_deref())? {
             claimed.push(task);
         }
     }
@@ -517,7 +428,7 @@ pub fn finish(
     duration_ms: u64,
     outcome: std::result::Result<&str, &str>,
 ) -> Result<Task> {
-    if get(tx, id)?.is_none() {
+    if store::tasks::get(tx, id)?.is_none() {
         return Err(Error::NotFound(format!("task {id:?}")));
     }
     let (status, result, error, last) = match outcome {
@@ -536,20 +447,8 @@ pub fn finish(
     };
     let run_at = ts(run_at);
     let duration_ms = i64::try_from(duration_ms).unwrap_or(i64::MAX);
-    tx.execute(
-        "INSERT INTO task_run_logs (task_id, run_at, duration_ms, status, result, error)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![id, run_at, duration_ms, status, result, error],
-    )?;
-    tx.execute(
-        "UPDATE scheduled_tasks SET
-           last_run = ?2, last_result = ?3, claimed_by = NULL, claimed_at = NULL,
-           status = CASE WHEN schedule_type = 'once' AND status IN ('active', 'paused')
-                         THEN 'completed' ELSE status END,
-           next_run = CASE WHEN schedule_type = 'once' THEN NULL ELSE next_run END
-         WHERE id = ?1",
-        params![id, run_at, last],
-    )?;
+    store::tasks::log_run(tx, id, &run_at, duration_ms, status, result, error)?;
+    store::tasks::end_run(tx, id, &run_at, &last)?;
     get_visible(tx, id, None)
 }
 
@@ -559,17 +458,7 @@ pub fn finish(
 /// time back, a cron or interval task its claim time (unless its next run
 /// is earlier). Returns how many claims were cleared.
 pub fn release_claims(tx: &Transaction<'_>, claimer_prefix: Option<&str>) -> Result<usize> {
-    let claimed = {
-        let mut stmt = tx.prepare(&format!(
-            "SELECT {COLUMNS}, claimed_at FROM scheduled_tasks
-             WHERE claimed_by IS NOT NULL
-               AND (?1 IS NULL OR substr(claimed_by, 1, length(?1)) = ?1)"
-        ))?;
-        let rows = stmt.query_map([claimer_prefix], |r| {
-            Ok((from_row(r)?, r.get::<_, Option<String>>(13)?))
-        })?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()?
-    };
+    let claimed = store::tasks::claimed(tx, claimer_prefix)?;
     for (task, claimed_at) in &claimed {
         let next = if matches!(task.status.as_str(), "active" | "paused") {
             if task.schedule_type == "once" {
@@ -592,11 +481,7 @@ pub fn release_claims(tx: &Transaction<'_>, claimer_prefix: Option<&str>) -> Res
         } else {
             task.next_run.clone()
         };
-        tx.execute(
-            "UPDATE scheduled_tasks SET claimed_by = NULL, claimed_at = NULL, next_run = ?2
-             WHERE id = ?1",
-            params![task.id, next],
-        )?;
+        store::tasks::release(tx, &task.id, next.as_deref())?;
     }
     Ok(claimed.len())
 }
@@ -604,40 +489,17 @@ pub fn release_claims(tx: &Transaction<'_>, claimer_prefix: Option<&str>) -> Res
 /// The earliest `next_run` among active, unclaimed tasks: when the
 /// scheduler should wake next.
 pub fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
-    let next: Option<String> = conn.query_row(
-        "SELECT min(next_run) FROM scheduled_tasks
-         WHERE status = 'active' AND claimed_by IS NULL AND next_run IS NOT NULL",
-        [],
-        |r| r.get(0),
-    )?;
-    next.as_deref().map(parse_ts).transpose()
-}
-
-/// A task's run log, newest first.
-pub fn runs(conn: &Connection, task_id: &str, limit: usize) -> Result<Vec<TaskRun>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, task_id, run_at, duration_ms, status, result, error FROM task_run_logs
-         WHERE task_id = ?1 ORDER BY run_at DESC, id DESC LIMIT ?2",
-    )?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = stmt.query_map(params![task_id, limit], |r| {
-        Ok(TaskRun {
-            id: r.get(0)?,
-            task_id: r.get(1)?,
-            run_at: r.get(2)?,
-            duration_ms: r.get(3)?,
-            status: r.get(4)?,
-            result: r.get(5)?,
-            error: r.get(6)?,
-        })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    store::tasks::earliest_next_run(conn)?
+        .as_deref()
+        .map(parse_ts)
+        .transpose()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::Store;
+    use crate::store::tasks::{get, list, runs};
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();

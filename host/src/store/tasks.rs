@@ -1,0 +1,232 @@
+//! The `scheduled_tasks` and `task_run_logs` tables. The schedule logic
+//! (what is due, what runs next, which status changes are allowed) is in
+//! [`crate::tasks`]; these are its statements.
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+
+use crate::tasks::{Task, TaskRun};
+use crate::{Result, store};
+
+/// Stores a new task.
+pub fn insert(tx: &Transaction<'_>, task: &Task) -> Result<()> {
+    tx.execute(
+        "INSERT INTO scheduled_tasks
+           (id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone,
+            context_mode, next_run, status, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            task.id,
+            task.group_folder,
+            task.chat_jid,
+            task.prompt,
+            task.schedule_type,
+            task.schedule_value,
+            task.timezone,
+            task.context_mode,
+            task.next_run,
+            task.status,
+            task.created_at,
+        ],
+    )?;
+    Ok(())
+}
+
+const COLUMNS: &str = "id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone, \
+     context_mode, next_run, last_run, last_result, status, created_at";
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
+    Ok(Task {
+        id: r.get(0)?,
+        group_folder: r.get(1)?,
+        chat_jid: r.get(2)?,
+        prompt: r.get(3)?,
+        schedule_type: r.get(4)?,
+        schedule_value: r.get(5)?,
+        timezone: r.get(6)?,
+        context_mode: r.get(7)?,
+        next_run: r.get(8)?,
+        last_run: r.get(9)?,
+        last_result: r.get(10)?,
+        status: r.get(11)?,
+        created_at: r.get(12)?,
+    })
+}
+
+/// Tasks of one group, or of every group (`None`), oldest first.
+pub fn list(conn: &Connection, group: Option<&str>) -> Result<Vec<Task>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM scheduled_tasks
+             WHERE ?1 IS NULL OR group_folder = ?1
+             ORDER BY created_at, id"
+        ),
+        [group],
+        from_row,
+    )
+}
+
+pub fn get(conn: &Connection, id: &str) -> Result<Option<Task>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM scheduled_tasks WHERE id = ?1"),
+            [id],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// A task's run log, newest first.
+pub fn runs(conn: &Connection, task_id: &str, limit: usize) -> Result<Vec<TaskRun>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    store::query_all(
+        conn,
+        "SELECT id, task_id, run_at, duration_ms, status, result, error FROM task_run_logs
+         WHERE task_id = ?1 ORDER BY run_at DESC, id DESC LIMIT ?2",
+        params![task_id, limit],
+        |r| {
+            Ok(TaskRun {
+                id: r.get(0)?,
+                task_id: r.get(1)?,
+                run_at: r.get(2)?,
+                duration_ms: r.get(3)?,
+                status: r.get(4)?,
+                result: r.get(5)?,
+                error: r.get(6)?,
+            })
+        },
+    )
+}
+
+/// Sets a task's status (`paused`, `cancelled`).
+pub fn set_status(tx: &Transaction<'_>, id: &str, status: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE scheduled_tasks SET status = ?2 WHERE id = ?1",
+        params![id, status],
+    )?;
+    Ok(())
+}
+
+/// Makes a task active again with its next run.
+pub fn reactivate(tx: &Transaction<'_>, id: &str, next_run: Option<&str>) -> Result<()> {
+    tx.execute(
+        "UPDATE scheduled_tasks SET status = 'active', next_run = ?2 WHERE id = ?1",
+        params![id, next_run],
+    )?;
+    Ok(())
+}
+
+/// Up to `limit` active, unclaimed tasks due at `now`, earliest first.
+pub fn due(tx: &Transaction<'_>, now: &str, limit: usize) -> Result<Vec<Task>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    store::query_all(
+        tx,
+        &format!(
+            "SELECT {COLUMNS} FROM scheduled_tasks
+             WHERE status = 'active' AND claimed_by IS NULL
+               AND next_run IS NOT NULL AND next_run <= ?1
+             ORDER BY next_run, id
+             LIMIT ?2"
+        ),
+        params![now, limit],
+        from_row,
+    )
+}
+
+/// Pauses a task unless it was claimed or changed meanwhile.
+pub fn pause_unclaimed(tx: &Transaction<'_>, id: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE scheduled_tasks SET status = 'paused'
+             WHERE id = ?1 AND status = 'active' AND claimed_by IS NULL",
+        [id],
+    )?;
+    Ok(())
+}
+
+/// Claims an active, unclaimed task for `claimer` and moves its next run
+/// to `following`; false when someone else had it.
+pub fn claim(
+    tx: &Transaction<'_>,
+    id: &str,
+    claimer: &str,
+    now: &str,
+    following: Option<&str>,
+) -> Result<bool> {
+    let changed = tx.execute(
+        "UPDATE scheduled_tasks SET claimed_by = ?2, claimed_at = ?3, next_run = ?4
+             WHERE id = ?1 AND claimed_by IS NULL AND status = 'active'",
+        params![id, claimer, now, following],
+    )?;
+    Ok(changed == 1)
+}
+
+/// Adds a row to a task's run log.
+pub fn log_run(
+    tx: &Transaction<'_>,
+    id: &str,
+    run_at: &str,
+    duration_ms: i64,
+    status: &str,
+    result: Option<&str>,
+    error: Option<&str>,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO task_run_logs (task_id, run_at, duration_ms, status, result, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![id, run_at, duration_ms, status, result, error],
+    )?;
+    Ok(())
+}
+
+/// Records the end of a run on the task: `last_run`, `last_result`, the
+/// claim cleared; a `once` task completed unless it was cancelled.
+pub fn end_run(tx: &Transaction<'_>, id: &str, run_at: &str, last_result: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE scheduled_tasks SET
+           last_run = ?2, last_result = ?3, claimed_by = NULL, claimed_at = NULL,
+           status = CASE WHEN schedule_type = 'once' AND status IN ('active', 'paused')
+                         THEN 'completed' ELSE status END,
+           next_run = CASE WHEN schedule_type = 'once' THEN NULL ELSE next_run END
+         WHERE id = ?1",
+        params![id, run_at, last_result],
+    )?;
+    Ok(())
+}
+
+/// Claimed tasks (of claimers whose name starts with `claimer_prefix`, or
+/// all) with the time each was claimed.
+pub fn claimed(
+    tx: &Transaction<'_>,
+    claimer_prefix: Option<&str>,
+) -> Result<Vec<(Task, Option<String>)>> {
+    store::query_all(
+        tx,
+        &format!(
+            "SELECT {COLUMNS}, claimed_at FROM scheduled_tasks
+             WHERE claimed_by IS NOT NULL
+               AND (?1 IS NULL OR substr(claimed_by, 1, length(?1)) = ?1)"
+        ),
+        [claimer_prefix],
+        |r| Ok((from_row(r)?, r.get::<_, Option<String>>(13)?)),
+    )
+}
+
+/// Clears a task's claim and sets its next run.
+pub fn release(tx: &Transaction<'_>, id: &str, next_run: Option<&str>) -> Result<()> {
+    tx.execute(
+        "UPDATE scheduled_tasks SET claimed_by = NULL, claimed_at = NULL, next_run = ?2
+             WHERE id = ?1",
+        params![id, next_run],
+    )?;
+    Ok(())
+}
+
+/// The earliest `next_run` among active, unclaimed tasks.
+pub fn earliest_next_run(conn: &Connection) -> Result<Option<String>> {
+    Ok(conn.query_row(
+        "SELECT min(next_run) FROM scheduled_tasks
+         WHERE status = 'active' AND claimed_by IS NULL AND next_run IS NOT NULL",
+        [],
+        |r| r.get(0),
+    )?)
+}
