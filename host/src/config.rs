@@ -24,9 +24,81 @@ pub struct Settings {
     pub archive: ArchiveSettings,
     pub claude_code: ClaudeCodeSettings,
     pub gateway: GatewaySettings,
-    pub container: crate::container::ContainerSettings,
+    pub container: ContainerSettings,
     pub api: ApiSettings,
     pub queue: QueueSettings,
+}
+
+/// Container settings shared by all groups (`[container]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ContainerSettings {
+    pub image: String,
+    pub memory_mb: u64,
+    pub cpus: f64,
+    pub pids: i64,
+    /// Hard limit of one container's life.
+    pub timeout_secs: u64,
+    /// A container with nothing to do for this long is asked to finish.
+    pub idle_timeout_secs: u64,
+    /// Between SIGTERM and SIGKILL when a container is stopped.
+    pub stop_grace_secs: u64,
+    /// Disk quota of each group: its folder, IPC folder and `.claude` state.
+    pub disk_mb: u64,
+    /// Free space the host keeps for itself (its database) on the disk
+    /// that holds `data/`: no agent runs, or keeps writing, below it.
+    pub disk_reserve_mb: u64,
+    /// How often a running agent's disk use is checked.
+    pub disk_check_ms: u64,
+    /// The mount allowlist; deliberately outside the project and never
+    /// mounted into a container.
+    pub allowlist: Option<PathBuf>,
+}
+
+impl Default for ContainerSettings {
+    fn default() -> Self {
+        ContainerSettings {
+            image: crate::container::image::IMAGE.into(),
+            memory_mb: 2048,
+            cpus: 1.0,
+            pids: 512,
+            timeout_secs: 30 * 60,
+            idle_timeout_secs: 30 * 60,
+            stop_grace_secs: 10,
+            disk_mb: 2048,
+            disk_reserve_mb: 1024,
+            disk_check_ms: 1000,
+            allowlist: None,
+        }
+    }
+}
+
+/// Per-group container settings (`registered_groups.container_config`),
+/// each falling back to `[container]` in the settings. Parsed once, when
+/// the group's row is read ([`crate::store::groups`]); a stored config that
+/// does not parse is an error naming the group, never a silent default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GroupContainerConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pids: Option<i64>,
+    /// Give the container a network (default: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_secs: Option<u64>,
+    /// Disk quota of the group's folder, IPC folder and `.claude` state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_mb: Option<u64>,
+    /// Extra host folders, checked against the mount allowlist.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<crate::container::mounts::ExtraMount>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -200,7 +272,7 @@ impl Default for Settings {
             archive: ArchiveSettings::default(),
             claude_code: ClaudeCodeSettings::default(),
             gateway: GatewaySettings::default(),
-            container: crate::container::ContainerSettings::default(),
+            container: ContainerSettings::default(),
             api: ApiSettings::default(),
             queue: QueueSettings::default(),
         }

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::GroupContainerConfig;
 use crate::store;
 use crate::{Error, Result};
 use g2_core::validate;
@@ -32,7 +33,7 @@ pub struct Group {
     pub requires_trigger: bool,
     pub is_main: bool,
     /// Per-group container settings (limits, network, extra mounts).
-    pub container_config: serde_json::Value,
+    pub container_config: GroupContainerConfig,
     pub added_at: String,
 }
 
@@ -95,7 +96,7 @@ impl NewGroup {
             trigger_pattern: Some(pattern),
             requires_trigger: self.requires_trigger.unwrap_or(!self.is_main),
             is_main: self.is_main,
-            container_config: serde_json::json!({}),
+            container_config: GroupContainerConfig::default(),
             added_at: crate::now_rfc3339(),
         })
     }

@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use super::{ContainerSettings, GroupContainerConfig};
+use super::ContainerSettings;
 use crate::Result;
 use crate::groups::Group;
 use crate::home::Home;
@@ -53,7 +53,7 @@ impl Usage {
 
 /// The group's quota in bytes.
 pub fn quota_bytes(settings: &ContainerSettings, group: &Group) -> u64 {
-    let cfg = GroupContainerConfig::parse(&group.container_config).unwrap_or_default();
+    let cfg = &group.container_config;
     cfg.disk_mb.unwrap_or(settings.disk_mb).saturating_mul(MB)
 }
 

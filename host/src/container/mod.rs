@@ -16,14 +16,13 @@ pub mod docker;
 pub mod image;
 pub mod mounts;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::Result;
+pub use crate::config::{ContainerSettings, GroupContainerConfig};
 use crate::gateway::provider::BoxFuture;
 
 pub use mounts::Mount;
@@ -32,31 +31,6 @@ pub const LABEL_GROUP: &str = "g2.group";
 pub const LABEL_RUN: &str = "g2.run";
 /// Which home (host instance) a container belongs to.
 pub const LABEL_HOME: &str = "g2.home";
-
-/// Per-group container settings (`registered_groups.container_config`),
-/// each falling back to `[container]` in the settings.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GroupContainerConfig {
-    pub memory_mb: Option<u64>,
-    pub cpus: Option<f64>,
-    pub pids: Option<i64>,
-    /// Give the container a network (default: none).
-    pub network: Option<bool>,
-    pub timeout_secs: Option<u64>,
-    pub idle_timeout_secs: Option<u64>,
-    /// Disk quota of the group's folder, IPC folder and `.claude` state.
-    pub disk_mb: Option<u64>,
-    /// Extra host folders, checked against the mount allowlist.
-    pub mounts: Vec<mounts::ExtraMount>,
-}
-
-impl GroupContainerConfig {
-    pub fn parse(v: &serde_json::Value) -> Result<Self> {
-        serde_json::from_value(v.clone())
-            .map_err(|e| crate::Error::Invalid(format!("container_config: {e}")))
-    }
-}
 
 /// Resource limits of one container.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,50 +105,6 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     fn reap(&self, home_label: &str) -> BoxFuture<'_, Result<Vec<String>>>;
 }
 
-/// Container settings shared by all groups (`[container]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ContainerSettings {
-    pub image: String,
-    pub memory_mb: u64,
-    pub cpus: f64,
-    pub pids: i64,
-    /// Hard limit of one container's life.
-    pub timeout_secs: u64,
-    /// A container with nothing to do for this long is asked to finish.
-    pub idle_timeout_secs: u64,
-    /// Between SIGTERM and SIGKILL when a container is stopped.
-    pub stop_grace_secs: u64,
-    /// Disk quota of each group: its folder, IPC folder and `.claude` state.
-    pub disk_mb: u64,
-    /// Free space the host keeps for itself (its database) on the disk
-    /// that holds `data/`: no agent runs, or keeps writing, below it.
-    pub disk_reserve_mb: u64,
-    /// How often a running agent's disk use is checked.
-    pub disk_check_ms: u64,
-    /// The mount allowlist; deliberately outside the project and never
-    /// mounted into a container.
-    pub allowlist: Option<PathBuf>,
-}
-
-impl Default for ContainerSettings {
-    fn default() -> Self {
-        ContainerSettings {
-            image: crate::container::image::IMAGE.into(),
-            memory_mb: 2048,
-            cpus: 1.0,
-            pids: 512,
-            timeout_secs: 30 * 60,
-            idle_timeout_secs: 30 * 60,
-            stop_grace_secs: 10,
-            disk_mb: 2048,
-            disk_reserve_mb: 1024,
-            disk_check_ms: 1000,
-            allowlist: None,
-        }
-    }
-}
-
 /// The spec of a group's next container.
 pub fn spec_for(
     home: &crate::home::Home,
@@ -182,8 +112,8 @@ pub fn spec_for(
     group: &crate::groups::Group,
     project_root: Option<&std::path::Path>,
 ) -> Result<Spec> {
-    let cfg = GroupContainerConfig::parse(&group.container_config)?;
-    let mounts = mounts::table(home, settings, group, &cfg, project_root)?;
+    let cfg = &group.container_config;
+    let mounts = mounts::table(home, settings, group, cfg, project_root)?;
     let (uid, gid) = crate::container::image::agent_ids();
     let now = chrono::Utc::now().timestamp_millis();
     let memory_mb = cfg.memory_mb.unwrap_or(settings.memory_mb).max(64);
@@ -212,7 +142,7 @@ pub fn timeouts(
     settings: &ContainerSettings,
     group: &crate::groups::Group,
 ) -> (Duration, Duration) {
-    let cfg = GroupContainerConfig::parse(&group.container_config).unwrap_or_default();
+    let cfg = &group.container_config;
     (
         Duration::from_secs(cfg.timeout_secs.unwrap_or(settings.timeout_secs).max(1)),
         Duration::from_secs(

@@ -45,7 +45,7 @@ pub fn add(tx: &Transaction<'_>, group: &Group) -> Result<()> {
             group.trigger_pattern,
             group.requires_trigger,
             group.is_main,
-            group.container_config.to_string(),
+            serde_json::to_string(&group.container_config).unwrap_or_else(|_| "{}".into()),
             group.added_at,
         ],
     )?;
@@ -56,15 +56,25 @@ const COLUMNS: &str =
     "folder, name, jid, trigger_pattern, requires_trigger, is_main, container_config, added_at";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Group> {
+    let folder: String = r.get(0)?;
     let config: String = r.get(6)?;
+    let container_config = serde_json::from_str(&config).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(
+            6,
+            rusqlite::types::Type::Text,
+            Box::new(Error::Invalid(format!(
+                "the stored container_config of group {folder:?} is invalid: {e}"
+            ))),
+        )
+    })?;
     Ok(Group {
-        folder: r.get(0)?,
+        folder,
         name: r.get(1)?,
         jid: r.get(2)?,
         trigger_pattern: r.get(3)?,
         requires_trigger: r.get(4)?,
         is_main: r.get(5)?,
-        container_config: serde_json::from_str(&config).unwrap_or_default(),
+        container_config,
         added_at: r.get(7)?,
     })
 }
@@ -105,4 +115,81 @@ pub fn remove(tx: &Transaction<'_>, folder: &str) -> Result<Group> {
     let group = get(tx, folder)?.ok_or_else(|| Error::NotFound(format!("group {folder:?}")))?;
     tx.execute("DELETE FROM registered_groups WHERE folder = ?1", [folder])?;
     Ok(group)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::NewGroup;
+
+    fn store_with(folder: &str) -> (tempfile::TempDir, crate::store::Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s =
+            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
+                .unwrap();
+        let g = NewGroup {
+            folder: folder.into(),
+            name: "Fam".into(),
+            ..Default::default()
+        }
+        .into_group("G2")
+        .unwrap();
+        s.write_blocking(|tx| add(tx, &g)).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn container_config_is_parsed_when_the_row_is_read() {
+        let (_d, s) = store_with("fam");
+        s.write_blocking(|tx| {
+            tx.execute(
+                "UPDATE registered_groups SET container_config = '{\"memory_mb\":512,\"network\":true}'",
+                [],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+        let g = s.read_blocking(|c| get(c, "fam")).unwrap().unwrap();
+        assert_eq!(g.container_config.memory_mb, Some(512));
+        assert_eq!(g.container_config.network, Some(true));
+        assert_eq!(g.container_config.pids, None);
+    }
+
+    #[test]
+    fn an_invalid_stored_config_is_an_error_naming_the_group() {
+        let (_d, s) = store_with("fam");
+        s.write_blocking(|tx| {
+            tx.execute(
+                "UPDATE registered_groups SET container_config = '{\"memory_mb\":\"lots\"}'",
+                [],
+            )?;
+            Ok(())
+        })
+        .unwrap();
+        let err = s.read_blocking(|c| get(c, "fam")).unwrap_err().to_string();
+        assert!(err.contains("\"fam\""), "{err}");
+        assert!(err.contains("container_config"), "{err}");
+        let err = s.read_blocking(list).unwrap_err().to_string();
+        assert!(err.contains("\"fam\""), "{err}");
+    }
+
+    #[test]
+    fn a_default_config_is_stored_and_shown_as_an_empty_object() {
+        let (_d, s) = store_with("fam");
+        let stored: String = s
+            .read_blocking(|c| {
+                Ok(c.query_row(
+                    "SELECT container_config FROM registered_groups WHERE folder = 'fam'",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(stored, "{}");
+        let g = s.read_blocking(|c| get(c, "fam")).unwrap().unwrap();
+        assert_eq!(
+            serde_json::to_value(&g).unwrap()["container_config"],
+            serde_json::json!({})
+        );
+    }
 }
