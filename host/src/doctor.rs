@@ -8,6 +8,17 @@ use serde::Serialize;
 use crate::config::Settings;
 use crate::home::Home;
 
+/// Why a check failed, in words for the person running `g2 doctor`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct Problem(pub String);
+
+impl Problem {
+    fn from_error(e: impl std::fmt::Display) -> Self {
+        Problem(e.to_string())
+    }
+}
+
 /// One check's outcome. Also the stable `--json` shape.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
@@ -18,14 +29,14 @@ pub struct Check {
 }
 
 impl Check {
-    fn new(name: &'static str, r: Result<String, String>) -> Self {
+    fn new(name: &'static str, r: Result<String, Problem>) -> Self {
         match r {
             Ok(detail) => Check {
                 name,
                 ok: true,
                 detail,
             },
-            Err(detail) => Check {
+            Err(Problem(detail)) => Check {
                 name,
                 ok: false,
                 detail,
@@ -40,13 +51,13 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         let timeout = Duration::from_millis(settings.store.busy_timeout_ms);
         tokio::task::spawn_blocking(move || check_database(&home, timeout))
             .await
-            .unwrap_or_else(|e| Err(e.to_string()))
+            .unwrap_or_else(|e| Err(Problem::from_error(e)))
     };
     let claude = {
         let (home, settings) = (home.clone(), settings.clone());
         tokio::task::spawn_blocking(move || check_claude(&home, &settings))
             .await
-            .unwrap_or_else(|e| Err(e.to_string()))
+            .unwrap_or_else(|e| Err(Problem::from_error(e)))
     };
     vec![
         Check::new("database", db),
@@ -62,7 +73,7 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
 /// Each group's disk use against its quota, and the host's free space
 /// against its reserve; a group over its quota (or a host below its
 /// reserve) fails the check.
-async fn check_disk(home: &Home, settings: &Settings) -> Result<String, String> {
+async fn check_disk(home: &Home, settings: &Settings) -> Result<String, Problem> {
     let (home, settings) = (home.clone(), settings.clone());
     tokio::task::spawn_blocking(move || {
         const MB: u64 = 1024 * 1024;
@@ -73,10 +84,10 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, String> 
             &home.db_path(),
             Duration::from_millis(settings.store.busy_timeout_ms),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(Problem::from_error)?;
         let groups = store
             .read_blocking(crate::store::groups::list)
-            .map_err(|e| e.to_string())?;
+            .map_err(Problem::from_error)?;
         let free = crate::container::disk::host_free_bytes(&home);
         let mut parts = vec![format!(
             "{} MB free (reserve {} MB)",
@@ -86,7 +97,7 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, String> 
         let mut over = Vec::new();
         for g in &groups {
             let u = crate::container::disk::measure(&home, &settings.container, g)
-                .map_err(|e| e.to_string())?;
+                .map_err(Problem::from_error)?;
             parts.push(format!(
                 "{} {}/{} MB",
                 g.folder,
@@ -100,16 +111,16 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, String> 
         if over.is_empty() {
             Ok(parts.join(", "))
         } else {
-            Err(over.join("; "))
+            Err(Problem(over.join("; ")))
         }
     })
     .await
-    .unwrap_or_else(|e| Err(e.to_string()))
+    .unwrap_or_else(|e| Err(Problem::from_error(e)))
 }
 
 /// The agent image. Missing is not a failure: `g2 run` builds it on first
 /// use.
-async fn check_image(settings: &Settings) -> Result<String, String> {
+async fn check_image(settings: &Settings) -> Result<String, Problem> {
     let attempt = async {
         let docker = bollard::Docker::connect_with_defaults()
             .ok()?
@@ -148,31 +159,37 @@ async fn check_image(settings: &Settings) -> Result<String, String> {
 
 /// Which provider the gateway would use, and from where the credential
 /// comes (never its value).
-fn check_model(home: &Home, settings: &Settings) -> Result<String, String> {
+fn check_model(home: &Home, settings: &Settings) -> Result<String, Problem> {
     let choice =
-        crate::gateway::choose(&settings.gateway, home.root()).map_err(|e| e.to_string())?;
+        crate::gateway::choose(&settings.gateway, home.root()).map_err(Problem::from_error)?;
     Ok(match &settings.gateway.model {
         Some(m) => format!("{}; model pinned to {m}", choice.reason),
         None => choice.reason,
     })
 }
 
-fn check_database(home: &Home, timeout: Duration) -> Result<String, String> {
+fn check_database(home: &Home, timeout: Duration) -> Result<String, Problem> {
     let path = home.db_path();
     if !path.exists() {
-        return Err(format!("{} does not exist; run `g2 init`", path.display()));
+        return Err(Problem(format!(
+            "{} does not exist; run `g2 init`",
+            path.display()
+        )));
     }
-    let store = crate::store::Store::open(&path, timeout).map_err(|e| e.to_string())?;
+    let store = crate::store::Store::open(&path, timeout).map_err(Problem::from_error)?;
     let (check, version): (String, i64) = store
         .read_blocking(crate::store::quick_check)
-        .map_err(|e| e.to_string())?;
+        .map_err(Problem::from_error)?;
     if check != "ok" {
-        return Err(format!("{}: integrity check says {check}", path.display()));
+        return Err(Problem(format!(
+            "{}: integrity check says {check}",
+            path.display()
+        )));
     }
     Ok(format!("{} (schema version {version})", path.display()))
 }
 
-fn check_folders(home: &Home) -> Result<String, String> {
+fn check_folders(home: &Home) -> Result<String, Problem> {
     let mut missing = Vec::new();
     for dir in [home.groups_dir(), home.data_dir()] {
         if !dir.is_dir() {
@@ -194,13 +211,20 @@ fn check_folders(home: &Home) -> Result<String, String> {
         }
     }
     if !missing.is_empty() {
-        return Err(format!("missing {}; run `g2 init`", missing.join(", ")));
+        return Err(Problem(format!(
+            "missing {}; run `g2 init`",
+            missing.join(", ")
+        )));
     }
     let probe = home
         .data_dir()
         .join(format!(".doctor-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .map_err(|e| format!("{} is not writable: {e}", home.data_dir().display()))?;
+    std::fs::write(&probe, b"").map_err(|e| {
+        Problem(format!(
+            "{} is not writable: {e}",
+            home.data_dir().display()
+        ))
+    })?;
     let _ = std::fs::remove_file(probe);
     Ok(format!(
         "{} (groups/, data/ writable)",
@@ -208,15 +232,15 @@ fn check_folders(home: &Home) -> Result<String, String> {
     ))
 }
 
-async fn check_docker() -> Result<String, String> {
+async fn check_docker() -> Result<String, Problem> {
     let attempt = async {
-        let docker = bollard::Docker::connect_with_defaults().map_err(|e| e.to_string())?;
+        let docker = bollard::Docker::connect_with_defaults().map_err(Problem::from_error)?;
         let docker = docker
             .negotiate_version()
             .await
-            .map_err(|e| e.to_string())?;
-        let v = docker.version().await.map_err(|e| e.to_string())?;
-        Ok::<_, String>(format!(
+            .map_err(Problem::from_error)?;
+        let v = docker.version().await.map_err(Problem::from_error)?;
+        Ok::<_, Problem>(format!(
             "Docker Engine {} (API {})",
             v.version.unwrap_or_default(),
             v.api_version.unwrap_or_default()
@@ -224,10 +248,12 @@ async fn check_docker() -> Result<String, String> {
     };
     match tokio::time::timeout(Duration::from_secs(10), attempt).await {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(format!(
+        Ok(Err(e)) => Err(Problem(format!(
             "no Docker engine answers ({e}); run scripts/setup.sh"
+        ))),
+        Err(_) => Err(Problem(
+            "the Docker engine did not answer within 10 s".into(),
         )),
-        Err(_) => Err("the Docker engine did not answer within 10 s".into()),
     }
 }
 
@@ -256,29 +282,32 @@ pub fn find_claude(home: &Home, settings: &Settings) -> Option<PathBuf> {
         })
 }
 
-fn check_claude(home: &Home, settings: &Settings) -> Result<String, String> {
+fn check_claude(home: &Home, settings: &Settings) -> Result<String, Problem> {
     let want = crate::CLAUDE_CODE_VERSION.trim();
-    let path = find_claude(home, settings)
-        .ok_or_else(|| format!("Claude Code {want} not found; run scripts/setup.sh"))?;
+    let path = find_claude(home, settings).ok_or_else(|| {
+        Problem(format!(
+            "Claude Code {want} not found; run scripts/setup.sh"
+        ))
+    })?;
     let out = std::process::Command::new(&path)
         .arg("--version")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .output()
-        .map_err(|e| format!("{} does not run: {e}", path.display()))?;
+        .map_err(|e| Problem(format!("{} does not run: {e}", path.display())))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let have = text.split_whitespace().next().unwrap_or("");
     if !out.status.success() || have.is_empty() {
-        return Err(format!(
+        return Err(Problem(format!(
             "{} --version failed: {}",
             path.display(),
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        )));
     }
     if have != want {
-        return Err(format!(
+        return Err(Problem(format!(
             "{} is Claude Code {have}; g2 is pinned to {want} (run scripts/setup.sh)",
             path.display()
-        ));
+        )));
     }
     Ok(format!("Claude Code {have} at {}", path.display()))
 }

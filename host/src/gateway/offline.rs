@@ -213,14 +213,14 @@ fn parse_command(line: &str, rest: &str) -> Command {
             }
         }
         "schedule" => {
-            parse_schedule(args, "g2:schedule", None, false).unwrap_or_else(|why| invalid(&why))
+            parse_schedule(args, "g2:schedule", None, false).unwrap_or_else(|why| invalid(&why.0))
         }
         "schedule-group" => parse_schedule(args, "g2:schedule-group", None, true)
-            .unwrap_or_else(|why| invalid(&why)),
+            .unwrap_or_else(|why| invalid(&why.0)),
         "schedule-for" => match split_word(args) {
             Some((folder, rest)) => {
                 parse_schedule(&rest, "g2:schedule-for <folder>", Some(folder), false)
-                    .unwrap_or_else(|why| invalid(&why))
+                    .unwrap_or_else(|why| invalid(&why.0))
             }
             None => {
                 invalid("usage: g2:schedule-for <folder> <cron|interval|once> <value> <prompt>")
@@ -250,13 +250,13 @@ fn parse_schedule(
     command: &str,
     group_folder: Option<String>,
     group_context: bool,
-) -> Result<Command, String> {
+) -> Result<Command, Refusal> {
     let usage = format!("usage: {command} <cron|interval|once> <value> <prompt>");
     let usage = usage.as_str();
     let (kind, rest) = args.split_once(char::is_whitespace).ok_or(usage)?;
     let kind = kind.to_ascii_lowercase();
     if !matches!(kind.as_str(), "cron" | "interval" | "once") {
-        return Err(format!("schedule type {kind:?}: {usage}"));
+        return Err(Refusal(format!("schedule type {kind:?}: {usage}")));
     }
     let rest = rest.trim_start();
     let (value, prompt) = if let Some(q) = rest.strip_prefix('"') {
@@ -269,7 +269,7 @@ fn parse_schedule(
         (value.join(" "), words.next().unwrap_or("").trim())
     };
     if value.is_empty() || prompt.is_empty() {
-        return Err(usage.to_string());
+        return Err(usage.into());
     }
     Ok(Command::Schedule {
         kind,
@@ -565,8 +565,20 @@ fn unescape_xml(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-/// Answers one Messages API request. `Err` is a message for a 400 answer.
-pub fn answer(req: &Value) -> Result<Answer, String> {
+/// Why the offline model cannot take a request (a 400 answer) or a command
+/// (answered in words); the text says so.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Self {
+        Refusal(why.to_string())
+    }
+}
+
+/// Answers one Messages API request.
+pub fn answer(req: &Value) -> Result<Answer, Refusal> {
     let messages = req["messages"]
         .as_array()
         .ok_or("messages: an array is required")?;
@@ -870,7 +882,9 @@ impl Offline {
         }
         let answer = match answer(&value) {
             Ok(a) => a,
-            Err(msg) => return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", msg),
+            Err(Refusal(msg)) => {
+                return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
+            }
         };
         let model = self.model.clone().unwrap_or_else(|| req.model.clone());
         let id = format!("msg_g2{}", uuid::Uuid::new_v4().simple());
