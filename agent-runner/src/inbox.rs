@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
-use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use g2_core::ipc::{self, CLOSE};
+use g2_core::watch::{Wake, Watch};
 use g2_core::wire::InputMessage;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,11 +21,8 @@ pub enum Item {
 
 /// Watches `dir`; the receiver yields items in order. The watcher lives as
 /// long as the returned guard.
-pub fn watch(
-    dir: &Path,
-    errors: &Path,
-) -> notify::Result<(mpsc::UnboundedReceiver<Item>, notify::RecommendedWatcher)> {
-    std::fs::create_dir_all(dir).map_err(notify::Error::io)?;
+pub fn watch(dir: &Path, errors: &Path) -> anyhow::Result<(mpsc::UnboundedReceiver<Item>, Watch)> {
+    std::fs::create_dir_all(dir)?;
     let (tx, rx) = mpsc::unbounded_channel();
     let (d, e) = (dir.to_path_buf(), errors.to_path_buf());
     let wake_tx = tx.clone();
@@ -33,18 +30,11 @@ pub fn watch(
     // send the later one first.
     let lock = std::sync::Arc::new(std::sync::Mutex::new(()));
     let wake_lock = lock.clone();
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        // Reading the folder is itself an access event: reacting to those
-        // would loop forever.
-        if let Ok(ev) = &res
-            && matches!(ev.kind, notify::EventKind::Access(_))
-        {
-            return;
-        }
+    // Every wake (paths or rescan) drains the whole folder.
+    let watcher = Watch::on(dir, move |_: Wake| {
         let _one = wake_lock.lock().unwrap_or_else(|e| e.into_inner());
         drain(&d, &e, &wake_tx);
     })?;
-    watcher.watch(dir, RecursiveMode::NonRecursive)?;
     // Files that were there before the watch began.
     let _one = lock.lock().unwrap_or_else(|e| e.into_inner());
     drain(dir, errors, &tx);

@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
@@ -16,6 +15,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use g2_core::ipc;
+use g2_core::watch::Watch;
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
 
 use crate::paths::Paths;
@@ -252,13 +252,10 @@ fn exchange(
     let answer = responses.join(format!("{}.json", request.request_id));
     // Watch before asking, so the answer cannot slip past.
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut watcher = notify::recommended_watcher(move |_| {
+    let _watch = Watch::on(&responses, move |_| {
         let _ = tx.send(());
     })
     .map_err(std::io::Error::other)?;
-    watcher
-        .watch(&responses, RecursiveMode::NonRecursive)
-        .map_err(std::io::Error::other)?;
     let body = serde_json::to_vec(request).map_err(std::io::Error::other)?;
     let dir = paths.ipc().join(request_dir(&request.action));
     ipc::write_atomic(&dir, &format!("{}.json", request.request_id), &body)?;

@@ -15,10 +15,12 @@
 //! - [`ipc`]: the shared IPC folder's names and atomic writes.
 //! - [`confined`]: file access beneath a directory handle that never
 //!   follows a link, for the folders an agent can write.
+//! - [`watch`]: inotify on IPC folders, our own reads never waking us.
 
 pub mod archive;
 pub mod confined;
 pub mod ipc;
 pub mod transcript;
 pub mod validate;
+pub mod watch;
 pub mod wire;
