@@ -15,7 +15,7 @@ use std::path::Path;
 use g2_core::archive::{self, ArchiveOptions};
 use g2_core::confined::Dir;
 use g2_core::transcript;
-use g2_core::wire::{AgentEvent, HookInput};
+use g2_core::wire::{self, AgentEvent, HookInput};
 
 use crate::paths::{Paths, event_name, write_atomic};
 
@@ -64,12 +64,13 @@ fn archive_transcript(
     let parsed = transcript::parse_file(transcript_path)?;
     let now = chrono::Local::now();
     let opts = ArchiveOptions {
-        assistant_name: std::env::var("G2_ASSISTANT_NAME").unwrap_or_else(|_| "G2".into()),
+        assistant_name: std::env::var(wire::ENV_ASSISTANT_NAME)
+            .unwrap_or_else(|_| wire::DEFAULT_ASSISTANT_NAME.into()),
         ..ArchiveOptions::default()
     };
     let title = archive::title(None, &parsed, &now);
     let body = archive::render(&title, &parsed, &now, &opts);
-    let dir = paths.group().join("conversations");
+    let dir = paths.group().join(wire::CONVERSATIONS_DIR);
     let stem = archive::stem(&title, &now);
     std::fs::create_dir_all(&dir)?;
     let name = archive::write_new(
@@ -81,7 +82,7 @@ fn archive_transcript(
     )?;
     let notice = AgentEvent::Archive {
         // Relative to the group folder; the host resolves and checks it.
-        path: format!("conversations/{name}"),
+        path: format!("{}/{name}", wire::CONVERSATIONS_DIR),
         title,
         session_id: session.map(str::to_string),
         compact_trigger: trigger.map(str::to_string),

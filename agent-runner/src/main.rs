@@ -57,3 +57,16 @@ fn main() {
     };
     std::process::exit(code);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hosts_hook_command_is_a_hook() {
+        // The host registers `wire::hook_command` in settings.json.
+        let cmd = g2_core::wire::hook_command(g2_core::wire::PRE_COMPACT);
+        let cli = Cli::try_parse_from(cmd.split(' ')).unwrap();
+        assert!(matches!(cli.command, Cmd::Hook { event } if event == "PreCompact"));
+    }
+}

@@ -1,10 +1,12 @@
 //! Where things are inside the container (the mount table of
-//! `contracts.md` §2). `G2_WORKSPACE` moves the whole tree, so the runner can
-//! be exercised outside a container too.
+//! `docs/protocol.md`, "Mounts"; the paths are `g2_core::wire`'s).
+//! `G2_WORKSPACE` moves the whole tree, so the runner can be exercised
+//! outside a container too.
 
 use std::path::PathBuf;
 
 use g2_core::ipc;
+use g2_core::wire::{self, in_workspace};
 
 #[derive(Debug, Clone)]
 pub struct Paths {
@@ -22,23 +24,25 @@ impl Paths {
                 .map(PathBuf::from)
         };
         Paths {
-            workspace: var("G2_WORKSPACE").unwrap_or_else(|| "/workspace".into()),
-            claude: var("G2_CLAUDE").unwrap_or_else(|| "/usr/local/bin/claude".into()),
+            workspace: var(wire::ENV_WORKSPACE).unwrap_or_else(|| wire::WORKSPACE.into()),
+            claude: var(wire::ENV_CLAUDE).unwrap_or_else(|| wire::CLAUDE_EXE.into()),
         }
     }
 
     /// The group's folder and the agent's working directory.
     pub fn group(&self) -> PathBuf {
-        self.workspace.join("group")
+        self.workspace.join(in_workspace(wire::GROUP_DIR))
     }
 
     /// Read-only memory shared by non-main groups.
     pub fn global_memory(&self) -> PathBuf {
-        self.workspace.join("global/CLAUDE.md")
+        self.workspace
+            .join(in_workspace(wire::GLOBAL_DIR))
+            .join(wire::MEMORY_FILE)
     }
 
     pub fn ipc(&self) -> PathBuf {
-        self.workspace.join("ipc")
+        self.workspace.join(in_workspace(wire::IPC_DIR))
     }
 
     /// Host → agent messages (`*.json`) and the `_close` sentinel.

@@ -301,7 +301,7 @@ async fn send(stdin: &mut Option<ChildStdin>, text: &str) {
         return;
     }
     // For the follow-up latency benchmark: when each message reached claude.
-    if std::env::var_os("G2_AGENT_TRACE").is_some() {
+    if std::env::var_os(g2_core::wire::ENV_AGENT_TRACE).is_some() {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();

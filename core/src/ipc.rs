@@ -10,7 +10,14 @@
 //! responses/{id}.json  host → agent: the [`TaskResponse`](crate::wire::TaskResponse)
 //! errors/              files that could not be read, kept for a person
 //! model.sock           the group's model gateway
+//! session_history.json host → agent: snapshot of the group's session history
+//! current_tasks.json   host → agent: snapshot of the tasks it may see
+//! available_groups.json host → agent: snapshot of the groups (main only; else empty)
 //! ```
+//!
+//! The host rewrites the snapshots before each container start
+//! (`available_groups.json` also on `refresh_groups`); the agent only reads
+//! them. `docs/protocol.md`, "IPC folder".
 //!
 //! Every file is written to a dot-named temp file first and renamed into
 //! place, so a reader never sees half a file and skips names starting
@@ -27,6 +34,9 @@ pub const MESSAGES_DIR: &str = "messages";
 pub const RESPONSES_DIR: &str = "responses";
 pub const CLOSE: &str = "_close";
 pub const MODEL_SOCKET: &str = "model.sock";
+pub const SESSION_HISTORY: &str = "session_history.json";
+pub const CURRENT_TASKS: &str = "current_tasks.json";
+pub const AVAILABLE_GROUPS: &str = "available_groups.json";
 
 /// Writes `bytes` to `dir/name` through a fresh dot-named temp file and a
 /// rename. The folders are writable by the agent too, so nothing here

@@ -1,9 +1,18 @@
-//! The JSON that crosses the container boundary (`contracts.md` §2).
+//! What the host and the runner inside the container must agree on: the
+//! JSON that crosses the container boundary and every name, path and text
+//! both sides use (`docs/protocol.md`).
 //!
 //! The host writes [`ContainerInput`] to the agent's stdin; the agent writes
 //! [`ContainerOutput`] frames between [`OUTPUT_START`] and [`OUTPUT_END`] on
 //! stdout. Field names are the protocol's (camelCase). Nothing here may ever
 //! carry a credential.
+//!
+//! Constants live here by kind: the container's layout (paths the mount
+//! table, the image and the runner share), the environment variables set
+//! for the runner, the hooks the host registers and the runner handles,
+//! and the texts an error frame starts with. Names inside the IPC folder
+//! (sub-folders, `_close`, the socket, the snapshot files) live in
+//! [`crate::ipc`] instead, beside the code that reads and writes them.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,8 +25,88 @@ pub const STALE_SESSION: &str = "stale session";
 /// run it again.
 pub const AGENT_DIED: &str = "claude exited";
 
+/// The line before each output frame's JSON.
 pub const OUTPUT_START: &str = "---G2_OUTPUT_START---";
+/// The line after each output frame's JSON.
 pub const OUTPUT_END: &str = "---G2_OUTPUT_END---";
+
+// The container's layout: the host mounts (and the image creates) these,
+// the runner finds its files there. `docs/protocol.md`, "Mounts".
+
+/// Root of everything the host mounts for the agent.
+pub const WORKSPACE: &str = "/workspace";
+/// The group's folder (read-write), the agent's working directory.
+pub const GROUP_DIR: &str = "/workspace/group";
+/// The shared global memory folder (read-only, non-main groups only).
+pub const GLOBAL_DIR: &str = "/workspace/global";
+/// The group's IPC folder (read-write; [`crate::ipc`] names its contents).
+pub const IPC_DIR: &str = "/workspace/ipc";
+/// The project (the host's home), read-only, main group only.
+pub const PROJECT_DIR: &str = "/workspace/project";
+/// Parent of the allowlisted extra mounts: `/workspace/extra/{name}`.
+pub const EXTRA_DIR: &str = "/workspace/extra";
+/// The agent user's home; `HOME` in the container.
+pub const AGENT_HOME: &str = "/home/node";
+/// The group's Claude Code state (read-write); `CLAUDE_CONFIG_DIR`.
+pub const CLAUDE_DIR: &str = "/home/node/.claude";
+/// The runner in the image: the entrypoint and every hook's command.
+pub const AGENT_EXE: &str = "/usr/local/bin/g2-agent";
+/// Claude Code in the image (the runner's default, [`ENV_CLAUDE`] moves it).
+pub const CLAUDE_EXE: &str = "/usr/local/bin/claude";
+/// The memory file, in the group's folder and in the global folder.
+pub const MEMORY_FILE: &str = "CLAUDE.md";
+/// The archive folder inside the group's folder; [`AgentEvent::Archive`]
+/// paths start with it.
+pub const CONVERSATIONS_DIR: &str = "conversations";
+
+/// `path` (one of the constants above) relative to [`WORKSPACE`], for the
+/// runner, whose workspace [`ENV_WORKSPACE`] can move.
+pub fn in_workspace(path: &str) -> &str {
+    path.strip_prefix(WORKSPACE)
+        .map(|p| p.trim_start_matches('/'))
+        .unwrap_or(path)
+}
+
+// Environment variables of the runner and the processes it starts.
+
+/// Moves the whole [`WORKSPACE`] tree (the runner outside a container:
+/// benches and tests).
+pub const ENV_WORKSPACE: &str = "G2_WORKSPACE";
+/// The Claude Code executable, instead of [`CLAUDE_EXE`].
+pub const ENV_CLAUDE: &str = "G2_CLAUDE";
+/// The assistant's name in archives the PreCompact hook writes.
+pub const ENV_ASSISTANT_NAME: &str = "G2_ASSISTANT_NAME";
+/// When set, the runner logs when each message reached claude's stdin (the
+/// follow-up latency bench).
+pub const ENV_AGENT_TRACE: &str = "G2_AGENT_TRACE";
+/// Claude Code's own: where it keeps all of its state; the host points it
+/// at [`CLAUDE_DIR`].
+pub const ENV_CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
+/// The assistant's name when none is configured.
+pub const DEFAULT_ASSISTANT_NAME: &str = "G2";
+
+// Claude Code hooks: the host registers these in the group's
+// `.claude/settings.json`, each running [`hook_command`]; the runner's
+// `hook` subcommand handles them. `docs/claude-code.md`, "Hooks".
+
+/// The hook that archives the transcript before a compaction.
+pub const PRE_COMPACT: &str = "PreCompact";
+/// Hooks registered in every group's `.claude/settings.json`.
+pub const HOOK_EVENTS: &[&str] = &[
+    PRE_COMPACT,
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "Stop",
+    "SessionEnd",
+];
+/// How long Claude Code lets a hook run, in seconds.
+pub const HOOK_TIMEOUT_SECS: u64 = 30;
+
+/// The command a hook runs: `g2-agent hook <event>`.
+pub fn hook_command(event: &str) -> String {
+    format!("{AGENT_EXE} hook {event}")
+}
 
 /// What a container is started with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,7 +217,7 @@ impl HookInput {
         let input: Value = serde_json::from_slice(raw).unwrap_or(Value::Null);
         let text = |k: &str| input[k].as_str().map(str::to_string);
         let data = match event {
-            "PreCompact" => json!({ "trigger": input["trigger"] }),
+            PRE_COMPACT => json!({ "trigger": input["trigger"] }),
             "SessionStart" => json!({ "source": input["source"] }),
             "SessionEnd" => json!({ "reason": input["reason"] }),
             "UserPromptSubmit" => {
@@ -137,7 +226,7 @@ impl HookInput {
             "PostToolUse" => json!({ "tool": input["tool_name"] }),
             _ => json!({}),
         };
-        let pre_compact = event == "PreCompact";
+        let pre_compact = event == PRE_COMPACT;
         HookInput {
             session_id: text("session_id"),
             transcript_path: text("transcript_path").filter(|_| pre_compact),
@@ -364,6 +453,20 @@ mod tests {
             h.data["prompt"].as_str().unwrap().chars().count(),
             MAX_HOOK_PROMPT + 1,
             "cut, with the ellipsis"
+        );
+    }
+
+    #[test]
+    fn layout_is_under_the_workspace() {
+        for p in [GROUP_DIR, GLOBAL_DIR, IPC_DIR, PROJECT_DIR, EXTRA_DIR] {
+            assert!(p.starts_with(WORKSPACE), "{p}");
+            assert!(!in_workspace(p).starts_with('/') && !in_workspace(p).is_empty());
+        }
+        assert_eq!(in_workspace(GROUP_DIR), "group");
+        assert!(CLAUDE_DIR.starts_with(AGENT_HOME));
+        assert_eq!(
+            hook_command(PRE_COMPACT),
+            "/usr/local/bin/g2-agent hook PreCompact"
         );
     }
 
