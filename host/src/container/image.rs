@@ -1,22 +1,16 @@
 //! The agent image, built with no registry: a `FROM scratch` image (the
-//! project's top-level `Dockerfile`) over a root filesystem assembled here
-//! from files on this machine:
-//!
-//! ```text
-//! /usr/local/bin/g2-agent     the runner, linked statically
-//! /usr/local/bin/claude       the pinned Claude Code native binary
-//! /lib…, /lib64/ld-linux…     the shared libraries claude links (from ldd)
-//! /bin/busybox + applets      the userland the Bash tool runs in
-//! /bin/bash                   bash-static (Claude Code's Bash tool needs bash)
-//! /etc/passwd, /etc/group     the agent user (the host's uid, 1000 for root)
-//! /etc/ssl/certs/…            CA certificates
-//! /home/node, /tmp, /workspace/{group,global,ipc,project,extra}
-//! ```
+//! project's top-level `Dockerfile`) over a root filesystem assembled here.
+//! What the image holds, and where each piece comes from, is listed in
+//! `container/README.md`: the image's own files are `container/rootfs/`
+//! (embedded in `g2` at build time; `{uid}` and `{gid}` in them become the
+//! agent's ids), the binaries and libraries come from this machine, and
+//! the empty folders the mounts land on are made here.
 //!
 //! The build context is streamed to the engine as a tar while it is
 //! written; nothing is staged on disk. The image is tagged [`IMAGE`] and
-//! labelled with a digest of its inputs, so an unchanged image is not
-//! rebuilt.
+//! labelled with a digest of its inputs (the Dockerfile, the files of
+//! `container/rootfs/`, the ids and the binaries), so an unchanged image
+//! is not rebuilt.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -28,17 +22,43 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
+use g2_core::wire::{
+    AGENT_EXE, CLAUDE_EXE, EXTRA_DIR, GLOBAL_DIR, GROUP_DIR, IPC_DIR, PROJECT_DIR, WORKSPACE,
+};
+
 use crate::{Error, Result};
 
 /// The image's name.
 pub const IMAGE: &str = "g2-agent:latest";
 /// Label holding the digest of the image's inputs.
 pub const INPUTS_LABEL: &str = "g2.inputs";
-/// The agent user's name and home inside the container.
+/// The agent user's name inside the container (as `container/rootfs/etc/passwd` has it).
 pub const AGENT_USER: &str = "node";
-pub const AGENT_HOME: &str = "/home/node";
+/// The agent user's home (as `container/rootfs/etc/passwd` has it).
+pub use g2_core::wire::AGENT_HOME;
 
 const DOCKERFILE: &str = include_str!("../../../Dockerfile");
+
+/// The files of `container/rootfs/`, by path in the image; `{uid}` and
+/// `{gid}` in them are replaced by the agent's ids. Every file of that
+/// folder must be listed here (a unit test checks).
+const ROOTFS_FILES: &[(&str, &str)] = &[
+    (
+        "etc/passwd",
+        include_str!("../../../container/rootfs/etc/passwd"),
+    ),
+    (
+        "etc/group",
+        include_str!("../../../container/rootfs/etc/group"),
+    ),
+];
+
+/// A `container/rootfs/` file as it goes into the image.
+fn render(template: &str, uid: u32, gid: u32) -> String {
+    template
+        .replace("{uid}", &uid.to_string())
+        .replace("{gid}", &gid.to_string())
+}
 /// The Rust target the static agent is built for.
 pub const AGENT_TARGET: &str = "x86_64-unknown-linux-gnu";
 
@@ -238,6 +258,10 @@ impl Inputs {
     pub fn digest(&self) -> Result<String> {
         let mut h = Sha256::new();
         h.update(DOCKERFILE.as_bytes());
+        for (path, body) in ROOTFS_FILES {
+            h.update(format!("{path}:{}:", body.len()));
+            h.update(body.as_bytes());
+        }
         h.update(format!("{}:{}", self.uid, self.gid));
         h.update(std::fs::read(&self.agent).map_err(|e| Error::io("reading g2-agent", e))?);
         // Large files: identity by path, size and modification time.
@@ -321,30 +345,35 @@ impl Inputs {
             "rootfs/usr/local",
             "rootfs/usr/local/bin",
             "rootfs/home",
-            "rootfs/workspace",
-            "rootfs/workspace/global",
-            "rootfs/workspace/ipc",
-            "rootfs/workspace/project",
-            "rootfs/workspace/extra",
         ] {
             dir(&mut tar, d, 0o755, 0, 0)?;
         }
+        // The mount points (docs/protocol.md, "Mounts").
+        for d in [WORKSPACE, GLOBAL_DIR, IPC_DIR, PROJECT_DIR, EXTRA_DIR] {
+            dir(&mut tar, &format!("rootfs{d}"), 0o755, 0, 0)?;
+        }
         dir(&mut tar, "rootfs/tmp", 0o1777, 0, 0)?;
-        dir(&mut tar, "rootfs/home/node", 0o755, self.uid, self.gid)?;
         dir(
             &mut tar,
-            "rootfs/workspace/group",
+            &format!("rootfs{AGENT_HOME}"),
             0o755,
             self.uid,
             self.gid,
         )?;
+        dir(
+            &mut tar,
+            &format!("rootfs{GROUP_DIR}"),
+            0o755,
+            self.uid,
+            self.gid,
+        )?;
+        file(&mut tar, &self.agent, &format!("rootfs{AGENT_EXE}"), 0o755)?;
         file(
             &mut tar,
-            &self.agent,
-            "rootfs/usr/local/bin/g2-agent",
+            &self.claude,
+            &format!("rootfs{CLAUDE_EXE}"),
             0o755,
         )?;
-        file(&mut tar, &self.claude, "rootfs/usr/local/bin/claude", 0o755)?;
         file(&mut tar, &self.busybox, "rootfs/bin/busybox", 0o755)?;
         file(&mut tar, &self.bash, "rootfs/bin/bash", 0o755)?;
         for applet in busybox_applets(&self.busybox) {
@@ -378,21 +407,14 @@ impl Inputs {
                 0o644,
             )?;
         }
-        let (uid, gid) = (self.uid, self.gid);
-        text(
-            &mut tar,
-            "rootfs/etc/passwd",
-            &format!(
-                "root:x:0:0:root:/root:/bin/sh\n{AGENT_USER}:x:{uid}:{gid}:g2 agent:{AGENT_HOME}:/bin/sh\n"
-            ),
-            0o644,
-        )?;
-        text(
-            &mut tar,
-            "rootfs/etc/group",
-            &format!("root:x:0:\n{AGENT_USER}:x:{gid}:\n"),
-            0o644,
-        )?;
+        for (path, body) in ROOTFS_FILES {
+            text(
+                &mut tar,
+                &format!("rootfs/{path}"),
+                &render(body, self.uid, self.gid),
+                0o644,
+            )?;
+        }
         tar.finish()
     }
 }
@@ -550,5 +572,84 @@ mod tests {
         let libs = libraries_of(Path::new("/bin/sh")).unwrap();
         assert!(libs.iter().all(|l| l.is_absolute()));
         assert!(libs.iter().any(|l| l.to_string_lossy().contains("libc.so")));
+    }
+
+    #[test]
+    fn every_file_of_container_rootfs_goes_into_the_image() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../container/rootfs");
+        let mut on_disk = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(e.path());
+                } else {
+                    let rel = e.path().strip_prefix(&root).unwrap().to_owned();
+                    on_disk.push(rel.to_string_lossy().into_owned());
+                }
+            }
+        }
+        on_disk.sort();
+        let mut listed: Vec<String> = ROOTFS_FILES.iter().map(|(p, _)| p.to_string()).collect();
+        listed.sort();
+        assert_eq!(on_disk, listed, "container/rootfs/ and ROOTFS_FILES differ");
+    }
+
+    #[test]
+    fn the_context_holds_the_rootfs_files_with_the_agents_ids() {
+        let d = tempfile::tempdir().unwrap();
+        let make = |name: &str| {
+            let p = d.path().join(name);
+            std::fs::write(&p, name.as_bytes()).unwrap();
+            p
+        };
+        let inputs = Inputs {
+            agent: make("g2-agent"),
+            claude: make("claude"),
+            busybox: make("busybox"),
+            bash: make("bash"),
+            libraries: vec![make("libx.so")],
+            ca_certificates: None,
+            uid: 1234,
+            gid: 5678,
+        };
+        let digest = inputs.digest().unwrap();
+        let mut tar_bytes = Vec::new();
+        inputs.write_context(&mut tar_bytes, &digest).unwrap();
+        let mut entries = BTreeMap::new();
+        let mut archive = tar::Archive::new(tar_bytes.as_slice());
+        for e in archive.entries().unwrap() {
+            let mut e = e.unwrap();
+            let path = e.path().unwrap().to_string_lossy().into_owned();
+            let mut body = String::new();
+            if e.header().entry_type().is_file() {
+                std::io::Read::read_to_string(&mut e, &mut body).unwrap();
+            }
+            entries.insert(path, (body, e.header().uid().ok()));
+        }
+        let passwd = &entries["rootfs/etc/passwd"].0;
+        assert!(
+            passwd.contains(&format!("{AGENT_USER}:x:1234:5678:g2 agent:{AGENT_HOME}:")),
+            "{passwd}"
+        );
+        assert_eq!(entries["rootfs/etc/group"].0, "root:x:0:\nnode:x:5678:\n");
+        assert_eq!(entries["rootfs/usr/local/bin/g2-agent"].0, "g2-agent");
+        assert_eq!(
+            entries["rootfs/workspace/group"].1,
+            Some(1234),
+            "the agent's own"
+        );
+        assert!(entries.contains_key("rootfs/workspace/ipc"));
+        assert!(
+            entries["Dockerfile"]
+                .0
+                .ends_with(&format!("LABEL {INPUTS_LABEL}=\"{digest}\"\n"))
+        );
+        // The ids are inputs: other ids, another image.
+        let other = Inputs {
+            uid: 1000,
+            ..inputs
+        };
+        assert_ne!(other.digest().unwrap(), digest);
     }
 }
