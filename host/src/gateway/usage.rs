@@ -93,3 +93,36 @@ pub struct Line {
 pub fn today() -> String {
     chrono::Utc::now().format("%Y-%m-%d").to_string()
 }
+
+/// The first UTC day of a report over the last `days` days, today
+/// included (`days` below 1 counts as 1): the `since` of [`report`], for
+/// `g2 usage --days` and the API's `?days=`.
+pub fn since(days: u32) -> String {
+    since_on(chrono::Utc::now().date_naive(), days)
+}
+
+fn since_on(today: chrono::NaiveDate, days: u32) -> String {
+    let back = chrono::Days::new(u64::from(days.max(1)) - 1);
+    // Further back than chrono's calendar reaches: every day is included.
+    today
+        .checked_sub_days(back)
+        .unwrap_or(chrono::NaiveDate::MIN)
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_counts_today_as_the_first_day() {
+        let today = chrono::NaiveDate::from_ymd_opt(2026, 3, 1).unwrap();
+        assert_eq!(since_on(today, 1), "2026-03-01");
+        assert_eq!(since_on(today, 0), "2026-03-01", "at least today");
+        assert_eq!(since_on(today, 2), "2026-02-28");
+        assert_eq!(since_on(today, 30), "2026-01-31");
+        // Every stored day sorts after the earliest date there is.
+        assert!(since_on(today, u32::MAX).as_str() < "0000-01-01");
+    }
+}
