@@ -1,11 +1,11 @@
 //! Streaming parser for Claude Code's JSONL session transcripts.
 //!
-//! A transcript is one JSON object a line (see `contracts.md` §1). Claude
-//! Code adds line types with every release, so the parser is lenient by
-//! construction: it reads each line into a small borrowed view that names
-//! only the fields it needs (serde skips the rest without building values),
-//! skips line types it does not know, counts lines that are not JSON or too
-//! long, and never fails on content. Only I/O errors are errors.
+//! A transcript is one JSON object a line (see `docs/claude-code.md`,
+//! "Transcripts"). Claude Code adds line types with every release, so the
+//! parser is lenient by construction: it reads each line into a small
+//! borrowed view that names only the fields it needs (serde skips the rest
+//! without building values), skips line types it does not know, counts
+//! lines that are not JSON or too long, and never fails on content. Only I/O errors are errors.
 //!
 //! What comes out is the conversation a person had: the user's and the
 //! assistant's text turns in order. Tool calls, tool results, thinking, meta
