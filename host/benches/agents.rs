@@ -172,7 +172,7 @@ fn main() {
         ])
         .args([
             "--entrypoint",
-            "/usr/local/bin/claude",
+            g2_core::wire::CLAUDE_EXE,
             g2_host::container::image::IMAGE,
             "-p",
             prompt,
@@ -224,9 +224,9 @@ fn main() {
     .unwrap();
     let mut child = Command::new(&agent)
         .arg("run")
-        .env("G2_WORKSPACE", ws)
-        .env("G2_CLAUDE", &claude)
-        .env("G2_AGENT_TRACE", "1")
+        .env(g2_core::wire::ENV_WORKSPACE, ws)
+        .env(g2_core::wire::ENV_CLAUDE, &claude)
+        .env(g2_core::wire::ENV_AGENT_TRACE, "1")
         .env("HOME", ws.join("home"))
         // Outside a container and as root, Claude Code wants to be told it is sandboxed.
         .env("IS_SANDBOX", "1")

@@ -632,10 +632,7 @@ async fn usage_report(
     State(api): State<Api>,
     Query(q): Query<UsageQuery>,
 ) -> ApiResult<Vec<usage::Line>> {
-    let days = i64::from(q.days.unwrap_or(30).clamp(1, 3660));
-    let since = (chrono::Utc::now() - chrono::Duration::days(days - 1))
-        .format("%Y-%m-%d")
-        .to_string();
+    let since = usage::since(q.days.unwrap_or(30).clamp(1, 3660));
     Ok(Json(
         api.store
             .read(move |c| store::usage::report(c, q.group.as_deref(), Some(&since)))

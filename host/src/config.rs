@@ -267,7 +267,7 @@ impl GatewaySettings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            assistant_name: "G2".into(),
+            assistant_name: g2_core::wire::DEFAULT_ASSISTANT_NAME.into(),
             store: StoreSettings::default(),
             archive: ArchiveSettings::default(),
             claude_code: ClaudeCodeSettings::default(),

@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 
 use g2_core::confined::{self, Dir};
 use g2_core::validate;
+use g2_core::wire;
 
 use crate::Result;
 use crate::error::IoContext;
@@ -134,7 +135,7 @@ impl Home {
 
     /// `groups/{folder}/conversations/` as a confined handle.
     pub fn conversations_tree(&self, folder: &str) -> Result<Dir> {
-        self.ensure_sub(folder, &self.group_tree(folder)?, "conversations")
+        self.ensure_sub(folder, &self.group_tree(folder)?, wire::CONVERSATIONS_DIR)
     }
 
     /// A subfolder of the group's IPC folder (`input`, `tasks`, …).
@@ -165,7 +166,7 @@ impl Home {
     }
 
     pub fn conversations_dir(&self, folder: &str) -> Result<PathBuf> {
-        Ok(self.group_dir(folder)?.join("conversations"))
+        Ok(self.group_dir(folder)?.join(wire::CONVERSATIONS_DIR))
     }
 
     /// `data/sessions/{folder}/.claude/`, mounted at `/home/node/.claude`.
@@ -212,7 +213,7 @@ impl Home {
             std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         }
         write_if_missing(
-            &self.group_dir("global")?.join("CLAUDE.md"),
+            &self.group_dir("global")?.join(wire::MEMORY_FILE),
             GLOBAL_TEMPLATE,
         )
     }
@@ -222,7 +223,7 @@ impl Home {
     pub fn ensure_group(&self, folder: &str, name: &str, is_main: bool) -> Result<()> {
         validate::group_folder(folder)?;
         let group = self.group_tree(folder)?;
-        self.ensure_sub(folder, &group, "conversations")?;
+        self.ensure_sub(folder, &group, wire::CONVERSATIONS_DIR)?;
         self.claude_tree(folder)?;
         self.ipc_tree(folder)?;
         let memory = if is_main {
@@ -237,8 +238,8 @@ impl Home {
         // Never replaces the group's memory, nor writes through a link.
         self.confined(
             folder,
-            "CLAUDE.md",
-            group.create_new("CLAUDE.md", memory.as_bytes()),
+            wire::MEMORY_FILE,
+            group.create_new(wire::MEMORY_FILE, memory.as_bytes()),
         )?;
         Ok(())
     }

@@ -85,11 +85,14 @@ impl Prepared {
         title: &str,
         session_id: Option<&str>,
     ) -> Result<Prepared> {
-        let name = rel.strip_prefix("conversations/").ok_or_else(|| {
-            Error::Invalid(format!(
-                "archive notice path {rel:?} is not in conversations/"
-            ))
-        })?;
+        let name = rel
+            .strip_prefix(g2_core::wire::CONVERSATIONS_DIR)
+            .and_then(|r| r.strip_prefix('/'))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "archive notice path {rel:?} is not in conversations/"
+                ))
+            })?;
         if name.contains('/') || name.starts_with('.') || !name.ends_with(".md") {
             return Err(Error::Invalid(format!(
                 "archive notice path {rel:?} is not a markdown file in conversations/"

@@ -95,8 +95,9 @@ impl DockerRuntime {
         // Claude Code keeps its global config in here too, so all of its
         // state lives in the group's mounted .claude folder.
         env.push(format!(
-            "CLAUDE_CONFIG_DIR={}/.claude",
-            crate::container::image::AGENT_HOME
+            "{}={}",
+            g2_core::wire::ENV_CLAUDE_CONFIG_DIR,
+            g2_core::wire::CLAUDE_DIR
         ));
         ContainerCreateBody {
             image: Some(spec.image.clone()),

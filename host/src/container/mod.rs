@@ -133,7 +133,7 @@ pub fn spec_for(
             pids: cfg.pids.unwrap_or(settings.pids).max(16),
         },
         network: cfg.network.unwrap_or(false),
-        workdir: "/workspace/group".into(),
+        workdir: g2_core::wire::GROUP_DIR.into(),
     })
 }
 

@@ -1,4 +1,4 @@
-//! The mount table of an agent container (`contracts.md` §2) and the
+//! The mount table of an agent container (`docs/protocol.md`, "Mounts") and the
 //! allowlist that extra mounts must pass.
 //!
 //! | host | container | mode |
@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::groups::Group;
 use crate::home::Home;
 use crate::{Error, Result};
+use g2_core::wire::{CLAUDE_DIR, EXTRA_DIR, GLOBAL_DIR, GROUP_DIR, IPC_DIR, PROJECT_DIR};
 
 use super::{ContainerSettings, GroupContainerConfig};
 
@@ -175,7 +176,7 @@ impl Allowlist {
         }
         Ok(Mount::Bind {
             host: real,
-            container: format!("/workspace/extra/{name}"),
+            container: format!("{EXTRA_DIR}/{name}"),
             read_only: !read_write,
         })
     }
@@ -200,24 +201,28 @@ pub fn table(
         let root = project_root
             .map(Path::to_path_buf)
             .unwrap_or_else(|| home.root().to_path_buf());
-        out.push(bind(root.clone(), "/workspace/project", true));
+        out.push(bind(root.clone(), PROJECT_DIR, true));
         // The database, other groups' sockets and the host's secrets stay out.
         if root.join("data").exists() {
             out.push(Mount::Tmpfs {
-                container: "/workspace/project/data".into(),
+                container: format!("{PROJECT_DIR}/data"),
                 options: "ro,size=1k".into(),
             });
         }
         if root.join(".env").exists() {
-            out.push(bind("/dev/null".into(), "/workspace/project/.env", true));
+            out.push(bind(
+                "/dev/null".into(),
+                &format!("{PROJECT_DIR}/.env"),
+                true,
+            ));
         }
     }
-    out.push(bind(home.group_dir(folder)?, "/workspace/group", false));
+    out.push(bind(home.group_dir(folder)?, GROUP_DIR, false));
     if !group.is_main {
-        out.push(bind(home.group_dir("global")?, "/workspace/global", true));
+        out.push(bind(home.group_dir("global")?, GLOBAL_DIR, true));
     }
-    out.push(bind(home.claude_dir(folder)?, "/home/node/.claude", false));
-    out.push(bind(home.ipc_dir(folder)?, "/workspace/ipc", false));
+    out.push(bind(home.claude_dir(folder)?, CLAUDE_DIR, false));
+    out.push(bind(home.ipc_dir(folder)?, IPC_DIR, false));
     if !cfg.mounts.is_empty() {
         let path = allowlist_path(settings);
         let list = Allowlist::load(&path)?.ok_or_else(|| {

@@ -528,7 +528,7 @@ fn working_directory(req: &Value) -> String {
             }
         }
     }
-    "/workspace/group".into()
+    g2_core::wire::GROUP_DIR.into()
 }
 
 /// The texts of the chat messages in a routed prompt

@@ -12,7 +12,7 @@
 //! - a reply that was stored has moved the cursor: it is never produced or
 //!   sent a second time.
 //!
-//! Trigger rules (contracts §2): the main group and groups that do not
+//! Trigger rules: the main group and groups that do not
 //! require a trigger are woken by every message; others only by a message
 //! matching their trigger pattern. Messages without a trigger stay pending
 //! and go along as context with the next one that has it. The assistant's
