@@ -469,20 +469,14 @@ async fn task_action(
 }
 
 /// The agent requests of a group and what the host decided.
-async fn ipc_log(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Vec<Value>> {
+async fn ipc_log(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+) -> ApiResult<Vec<crate::store::requests::LogEntry>> {
     g2_core::validate::any_folder(&folder)?;
     Ok(Json(
         api.store
-            .read(move |c| {
-                let mut st = c.prepare(
-                    "SELECT id, request_id, action, outcome, detail, at FROM ipc_log WHERE group_folder = ?1 ORDER BY id DESC LIMIT 200",
-                )?;
-                let rows = st.query_map([&folder], |r| {
-                    Ok(json!({ "id": r.get::<_, i64>(0)?, "request_id": r.get::<_, Option<String>>(1)?, "action": r.get::<_, String>(2)?,
-                               "outcome": r.get::<_, String>(3)?, "detail": r.get::<_, Option<String>>(4)?, "at": r.get::<_, String>(5)? }))
-                })?;
-                Ok(rows.collect::<rusqlite::Result<_>>()?)
-            })
+            .read(move |c| crate::store::requests::list(c, &folder, 200))
             .await?,
     ))
 }
@@ -542,9 +536,7 @@ async fn clear_session(
     Path(folder): Path<String>,
     Json(b): Json<ClearBody>,
 ) -> ApiResult<crate::sessions::Cleared> {
-    require_group(&api, &folder).await?;
-    let p = api.sessions.get(&folder).await?;
-    let cleared = api.sessions.clear(&folder, &b.name, p.generation).await?;
+    let cleared = api.sessions.clear_active(&folder, &b.name).await?;
     // The next message starts fresh.
     if let Some(q) = &api.queue {
         q.close(&folder);
@@ -565,11 +557,9 @@ async fn resume_session(
     Path(folder): Path<String>,
     Json(b): Json<ResumeBody>,
 ) -> ApiResult<crate::sessions::Resumed> {
-    require_group(&api, &folder).await?;
-    let p = api.sessions.get(&folder).await?;
     let resumed = api
         .sessions
-        .resume(&folder, b.history_id, p.generation, b.save_as.as_deref())
+        .resume_active(&folder, b.history_id, b.save_as.as_deref())
         .await?;
     if let Some(q) = &api.queue {
         q.close(&folder);

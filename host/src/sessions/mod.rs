@@ -11,46 +11,34 @@
 //! inside the write transaction, so it holds across processes too; the
 //! in-memory cache only serves reads and is refreshed from every write.
 //!
-//! [`SessionManager::clear`] and [`SessionManager::resume`] are the
-//! operations behind the agents' tools and the CLI: archive (transcript to
-//! markdown, pointer to history) and restore, each in one transaction.
+//! **One path each.** [`SessionManager::clear_active`] and
+//! [`SessionManager::resume_active`] are how the CLI, the HTTP API and the
+//! agents' tools clear and resume: the group must be registered, the pointer
+//! and its generation are read, then [`SessionManager::clear`] /
+//! [`SessionManager::resume`] (the generation-taking core) archive
+//! (transcript to markdown, pointer to history) or restore, each in one
+//! transaction. Closing the group's container afterwards is the caller's.
+//!
+//! The rows and their SQL are `crate::store::sessions`'s; [`Pointer`] and
+//! [`HistoryEntry`] are re-exported here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
-use serde::{Deserialize, Serialize};
+use rusqlite::Transaction;
+use serde::Serialize;
 
 use g2_core::archive::ArchiveOptions;
 use g2_core::validate;
 
 use crate::archives::{self, ArchiveRecord, Prepared, Trigger};
+use crate::groups;
 use crate::home::Home;
-use crate::store::{self, Store};
+use crate::store::Store;
+use crate::store::sessions::{delete_history, history_entry, insert_history, pointer, write};
 use crate::{Error, Result};
 
-/// A group's active session pointer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pointer {
-    pub group: String,
-    /// `None`: no active session; the next message starts a new one.
-    pub session_id: Option<String>,
-    /// Grows by one with every change of the pointer.
-    pub generation: i64,
-    /// When this session became the active one.
-    pub created_at: Option<String>,
-}
-
-/// A bookmark of an earlier session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    pub id: i64,
-    pub group: String,
-    pub session_id: String,
-    pub name: String,
-    pub created_at: String,
-    pub archived_at: String,
-}
+pub use crate::store::sessions::{HistoryEntry, Pointer, history};
 
 /// What [`SessionManager::clear`] did.
 #[derive(Debug, Clone, Serialize)]
@@ -70,30 +58,7 @@ pub struct Resumed {
     pub saved_archive: Option<ArchiveRecord>,
 }
 
-// --- transaction-level operations -------------------------------------------
-
-pub fn pointer(conn: &Connection, group: &str) -> Result<Pointer> {
-    Ok(conn
-        .query_row(
-            "SELECT session_id, generation, created_at FROM sessions WHERE group_folder = ?1",
-            [group],
-            |r| {
-                Ok(Pointer {
-                    group: group.to_string(),
-                    session_id: r.get(0)?,
-                    generation: r.get(1)?,
-                    created_at: r.get(2)?,
-                })
-            },
-        )
-        .optional()?
-        .unwrap_or_else(|| Pointer {
-            group: group.to_string(),
-            session_id: None,
-            generation: 0,
-            created_at: None,
-        }))
-}
+// --- the generation guard ----------------------------------------------------
 
 /// Reads the pointer and refuses if it is not at `read_generation`.
 fn check(tx: &Transaction<'_>, group: &str, read_generation: i64) -> Result<Pointer> {
@@ -106,78 +71,6 @@ fn check(tx: &Transaction<'_>, group: &str, read_generation: i64) -> Result<Poin
         });
     }
     Ok(current)
-}
-
-/// Writes the pointer and bumps its generation.
-fn write(
-    tx: &Transaction<'_>,
-    current: &Pointer,
-    session_id: Option<&str>,
-    created_at: Option<&str>,
-) -> Result<Pointer> {
-    let now = crate::now_rfc3339();
-    let generation = current.generation + 1;
-    tx.execute(
-        "INSERT INTO sessions (group_folder, session_id, generation, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (group_folder) DO UPDATE SET
-           session_id = excluded.session_id, generation = excluded.generation,
-           created_at = excluded.created_at, updated_at = excluded.updated_at",
-        params![current.group, session_id, generation, created_at, now],
-    )?;
-    Ok(Pointer {
-        group: current.group.clone(),
-        session_id: session_id.map(str::to_string),
-        generation,
-        created_at: created_at.map(str::to_string),
-    })
-}
-
-fn insert_history(
-    tx: &Transaction<'_>,
-    current: &Pointer,
-    session_id: &str,
-    name: &str,
-) -> Result<HistoryEntry> {
-    let name = clean_name(name)?;
-    let archived_at = crate::now_rfc3339();
-    let created_at = current
-        .created_at
-        .clone()
-        .unwrap_or_else(|| archived_at.clone());
-    tx.execute(
-        "INSERT INTO session_history (group_folder, session_id, name, created_at, archived_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![current.group, session_id, name, created_at, archived_at],
-    )?;
-    Ok(HistoryEntry {
-        id: tx.last_insert_rowid(),
-        group: current.group.clone(),
-        session_id: session_id.to_string(),
-        name,
-        created_at,
-        archived_at,
-    })
-}
-
-fn history_from_row(r: &Row<'_>) -> rusqlite::Result<HistoryEntry> {
-    Ok(HistoryEntry {
-        id: r.get(0)?,
-        group: r.get(1)?,
-        session_id: r.get(2)?,
-        name: r.get(3)?,
-        created_at: r.get(4)?,
-        archived_at: r.get(5)?,
-    })
-}
-
-pub fn history(conn: &Connection, group: &str) -> Result<Vec<HistoryEntry>> {
-    let mut stmt = conn.prepare(
-        "SELECT id, group_folder, session_id, name, created_at, archived_at
-         FROM session_history WHERE group_folder = ?1 ORDER BY id DESC",
-    )?;
-    let rows = stmt.query_map([group], history_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// A history name: one line, 1-200 characters.
@@ -282,44 +175,35 @@ impl SessionManager {
         .await
     }
 
-    /// Moves the active pointer into the history under `name`.
-    pub async fn archive(
-        &self,
-        group: &str,
-        name: &str,
-        read_generation: i64,
-    ) -> Result<HistoryEntry> {
-        Ok(self
-            .clear_with(group, name, read_generation, None)
-            .await?
-            .history)
-    }
-
-    /// Moves a history entry back to the active pointer and removes it from
-    /// the history. The session active before, if any, is bookmarked first
-    /// (under `save_current_as`, else a generated name), so nothing is lost.
-    pub async fn restore(
-        &self,
-        group: &str,
-        history_id: i64,
-        read_generation: i64,
-        save_current_as: Option<&str>,
-    ) -> Result<Resumed> {
-        self.restore_with(
-            group,
-            history_id,
-            read_generation,
-            save_current_as.map(str::to_string),
-            None,
-        )
-        .await
-    }
-
     /// A group's bookmarks, newest first.
     pub async fn history(&self, group: &str) -> Result<Vec<HistoryEntry>> {
         validate::group_folder(group)?;
         let g = group.to_string();
         self.store.read(move |c| history(c, &g)).await
+    }
+
+    /// Clears the active session of a registered group: the one clear path
+    /// (CLI, API, the agents' `clear_session`). Reads the pointer's
+    /// generation and runs [`SessionManager::clear`] with it.
+    pub async fn clear_active(&self, group: &str, name: &str) -> Result<Cleared> {
+        groups::require(&self.store, group).await?;
+        let p = self.get(group).await?;
+        self.clear(group, name, p.generation).await
+    }
+
+    /// Resumes a bookmark of a registered group: the one resume path (CLI,
+    /// API, the agents' `resume_session`). Reads the pointer's generation
+    /// and runs [`SessionManager::resume`] with it.
+    pub async fn resume_active(
+        &self,
+        group: &str,
+        history_id: i64,
+        save_current_as: Option<&str>,
+    ) -> Result<Resumed> {
+        groups::require(&self.store, group).await?;
+        let p = self.get(group).await?;
+        self.resume(group, history_id, p.generation, save_current_as)
+            .await
     }
 
     /// `clear_session`: archives the active session's transcript to markdown
@@ -427,9 +311,9 @@ impl SessionManager {
                     };
                     let archive = prepared
                         .as_ref()
-                        .map(|p| store::archives::insert(tx, p))
+                        .map(|p| crate::store::archives::insert(tx, p))
                         .transpose()?;
-                    let history = insert_history(tx, &current, &id, &n)?;
+                    let history = insert_history(tx, &current, &id, &clean_name(&n)?)?;
                     let pointer = write(tx, &current, None, None)?;
                     Ok(Cleared {
                         history,
@@ -489,31 +373,23 @@ impl SessionManager {
                     let current = check(tx, &g, read_generation)?;
                     // Scoped to the group: another group's history id is
                     // simply not found.
-                    let target = tx
-                        .query_row(
-                            "SELECT id, group_folder, session_id, name, created_at, archived_at
-                             FROM session_history WHERE id = ?1 AND group_folder = ?2",
-                            params![history_id, g],
-                            history_from_row,
-                        )
-                        .optional()?
-                        .ok_or_else(|| {
-                            Error::NotFound(format!("history entry {history_id} in group {g:?}"))
-                        })?;
+                    let target = history_entry(tx, &g, history_id)?.ok_or_else(|| {
+                        Error::NotFound(format!("history entry {history_id} in group {g:?}"))
+                    })?;
                     let saved_archive = prepared
                         .as_ref()
-                        .map(|p| store::archives::insert(tx, p))
+                        .map(|p| crate::store::archives::insert(tx, p))
                         .transpose()?;
                     let saved = match &current.session_id {
                         Some(id) if *id != target.session_id => {
                             let name = save_current_as
                                 .clone()
                                 .unwrap_or_else(|| format!("before resuming {}", target.name));
-                            Some(insert_history(tx, &current, id, &name)?)
+                            Some(insert_history(tx, &current, id, &clean_name(&name)?)?)
                         }
                         _ => None,
                     };
-                    tx.execute("DELETE FROM session_history WHERE id = ?1", [target.id])?;
+                    delete_history(tx, target.id)?;
                     let pointer = write(
                         tx,
                         &current,

@@ -20,7 +20,9 @@ use crate::error::IoContext;
 pub mod archives;
 pub mod groups;
 pub mod messages;
+pub mod requests;
 pub mod router_state;
+pub mod sessions;
 pub mod tasks;
 pub mod usage;
 

@@ -1,0 +1,365 @@
+//! Watching the groups' request folders and moving each request through
+//! them: claim (rename to `.claimed-…`; whoever renames owns it), read and
+//! parse, hand to [`RequestServer::handle`], answer in
+//! `responses/{requestId}.json`, or keep it in `errors/` beside a note
+//! saying why.
+//!
+//! In `g2 serve`, [`RequestServer::watch_all`] watches `data/ipc/` and every
+//! group's `messages/` and `tasks/` (inotify), rescans everything on a
+//! timer and when the kernel reports an overflow, and drains what an
+//! earlier host left; `g2 run` watches its one group while its container
+//! runs ([`RequestServer::watch`]). Every file operation in a group's
+//! tree goes through its confined handles (`crate::home`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use g2_core::confined::Dir;
+use g2_core::ipc;
+use g2_core::wire::{Action, TaskRequest, TaskResponse};
+
+use super::RequestServer;
+use crate::background::Background;
+use crate::home::Home;
+use crate::{Error, Result};
+
+/// How often a running group's folders are rescanned without an event.
+const RESCAN: Duration = Duration::from_secs(2);
+/// How often every group's folders are rescanned by [`RequestServer::watch_all`].
+const FULL_RESCAN: Duration = Duration::from_secs(10);
+
+impl RequestServer {
+    /// Serves a group's requests until stopped; a last drain runs at stop
+    /// (`g2 run`; a no-op while [`RequestServer::watch_all`] runs).
+    pub fn watch(&self, folder: &str) -> Result<Background> {
+        if self.watching_all.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(Background::spawn(|stopped| async move {
+                let _ = stopped.await;
+            }));
+        }
+        let ipc_dir = self.home.ipc_dir(folder)?;
+        let dirs = [
+            ipc_dir.join(ipc::TASKS_DIR),
+            ipc_dir.join(ipc::MESSAGES_DIR),
+        ];
+        for sub in [ipc::TASKS_DIR, ipc::MESSAGES_DIR] {
+            self.home.ipc_sub(folder, sub)?;
+        }
+        let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            // Our own reads are access events; reacting to them would loop.
+            if let Ok(ev) = &res
+                && matches!(ev.kind, notify::EventKind::Access(_))
+            {
+                return;
+            }
+            let _ = wake_tx.send(());
+        })
+        .map_err(|e| Error::Invalid(format!("watching {}: {e}", ipc_dir.display())))?;
+        for dir in &dirs {
+            watcher
+                .watch(dir, RecursiveMode::NonRecursive)
+                .map_err(|e| Error::Invalid(format!("watching {}: {e}", dir.display())))?;
+        }
+        let (server, folder) = (self.clone(), folder.to_string());
+        Ok(Background::spawn(|mut stopped| async move {
+            let _watcher = watcher;
+            loop {
+                server.drain(&folder).await;
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = wake.recv() => {}
+                    _ = tokio::time::sleep(RESCAN) => {}
+                }
+            }
+            server.drain(&folder).await;
+        }))
+    }
+
+    /// Serves every group's requests until stopped (`g2 serve`): inotify on
+    /// `data/ipc/` (new group folders) and on each group's `messages/` and
+    /// `tasks/`, each event draining the folder it names; a full rescan
+    /// every [`FULL_RESCAN`] and whenever the kernel's queue overflowed.
+    /// Starts with a full drain (what an earlier host left).
+    pub fn watch_all(&self) -> Result<Background> {
+        let root = self.home.data_dir().join("ipc");
+        std::fs::create_dir_all(&root)
+            .map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+        // None: rescan everything.
+        let (wake_tx, mut wake) = mpsc::unbounded_channel::<Option<String>>();
+        let cb_root = root.clone();
+        let mut watcher =
+            notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                // Our own reads are access events; reacting to them would loop.
+                Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
+                Ok(ev) if ev.need_rescan() => {
+                    let _ = wake_tx.send(None);
+                }
+                Ok(ev) => {
+                    for p in &ev.paths {
+                        if let Some(folder) = folder_of(&cb_root, p) {
+                            let _ = wake_tx.send(Some(folder));
+                        }
+                    }
+                }
+                Err(_) => {
+                    let _ = wake_tx.send(None);
+                }
+            })
+            .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
+        watcher
+            .watch(&root, RecursiveMode::NonRecursive)
+            .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
+        self.watching_all
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let (server, home) = (self.clone(), self.home.clone());
+        Ok(Background::spawn(|mut stopped| async move {
+            let mut watched = std::collections::HashSet::new();
+            let mut watch_group = |watcher: &mut notify::RecommendedWatcher, folder: &str| {
+                if watched.contains(folder) || g2_core::validate::group_folder(folder).is_err() {
+                    return;
+                }
+                for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
+                    let dir = root.join(folder).join(sub);
+                    // Made a real folder first: a planted link is never watched.
+                    let ok = home.ipc_sub(folder, sub).is_ok()
+                        && watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok();
+                    if !ok {
+                        tracing::warn!(dir = %dir.display(), "cannot watch; the timed rescan covers it");
+                    }
+                }
+                watched.insert(folder.to_string());
+            };
+            let registered = server
+                .store
+                .read(crate::store::groups::list)
+                .await
+                .unwrap_or_default();
+            for g in &registered {
+                watch_group(&mut watcher, &g.folder);
+            }
+            for f in list_folders(&root) {
+                watch_group(&mut watcher, &f);
+            }
+            server.drain_all().await;
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    w = wake.recv() => match w {
+                        Some(Some(folder)) => {
+                            watch_group(&mut watcher, &folder);
+                            server.drain(&folder).await;
+                        }
+                        _ => server.drain_all().await,
+                    },
+                    _ = tokio::time::sleep(FULL_RESCAN) => {
+                        for f in list_folders(&root) {
+                            watch_group(&mut watcher, &f);
+                        }
+                        server.drain_all().await;
+                    }
+                }
+            }
+        }))
+    }
+
+    /// Handles every request of every group (leftovers of an earlier host).
+    pub async fn drain_all(&self) {
+        for folder in list_folders(&self.home.data_dir().join("ipc")) {
+            self.drain(&folder).await;
+        }
+    }
+
+    /// Handles every request waiting in the group's `messages/` and
+    /// `tasks/` (messages first: they are what the agent said before).
+    pub async fn drain(&self, folder: &str) {
+        // Beneath directory handles: a link planted in place of a folder or
+        // a request is refused (and recorded), never followed.
+        let Ok(tree) = self.home.ipc_tree(folder) else {
+            return;
+        };
+        for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
+            let Ok(dir) = self.home.ensure_sub(folder, &tree, sub) else {
+                continue;
+            };
+            for name in dir.pending() {
+                let claimed = format!(".claimed-{name}");
+                if dir.rename_to(&name, &dir, &claimed).is_err() {
+                    continue; // someone else took it
+                }
+                let outcome = match read_request(&self.home, folder, &dir, &claimed, sub) {
+                    Ok((req, named)) => {
+                        let response = self.handle(folder, req, named.as_deref()).await;
+                        respond(&self.home, folder, &tree, &response).map_err(|e| e.to_string())
+                    }
+                    Err(why) => {
+                        self.log(folder, None, "unreadable", "failed", &why).await;
+                        Err(why)
+                    }
+                };
+                match outcome {
+                    Ok(()) => {
+                        let _ = dir.remove(&claimed);
+                    }
+                    Err(why) => {
+                        tracing::warn!(group = folder, file = %name, reason = %why, "agent request kept in errors/");
+                        keep_failed(&self.home, folder, &tree, &dir, &claimed, &name, &why);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Largest request file read.
+const MAX_REQUEST: u64 = 1 << 20;
+
+/// Fields a forged request might use to name another group.
+const GROUP_FIELDS: &[&str] = &[
+    "groupFolder",
+    "group_folder",
+    "targetGroup",
+    "target_group",
+    "group",
+    "targetJid",
+    "target_jid",
+];
+
+/// The group folder an event path belongs to: `ipc/{folder}` itself or a
+/// file in its `messages/` or `tasks/`.
+fn folder_of(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut parts = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned());
+    let folder = parts.next()?;
+    match parts.next().as_deref() {
+        None | Some(ipc::MESSAGES_DIR) | Some(ipc::TASKS_DIR) => Some(folder),
+        _ => None,
+    }
+}
+
+/// The group folders under `data/ipc/`.
+fn list_folders(root: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| g2_core::validate::group_folder(n).is_ok())
+        .collect()
+}
+
+/// Reads a claimed request; `messages/` takes `send_message` only. Also
+/// returns a group the payload names outside the action's own fields.
+fn read_request(
+    home: &Home,
+    folder: &str,
+    dir: &Dir,
+    name: &str,
+    sub: &str,
+) -> std::result::Result<(TaskRequest, Option<String>), String> {
+    let bytes = home
+        .confined(folder, sub, dir.read(name, MAX_REQUEST))
+        .map_err(|e| format!("unreadable request: {e}"))?;
+    parse_request(&bytes, sub)
+}
+
+/// Parses a request file's bytes found in `sub` (`messages/` or `tasks/`);
+/// see [`read_request`].
+pub fn parse_request(
+    bytes: &[u8],
+    sub: &str,
+) -> std::result::Result<(TaskRequest, Option<String>), String> {
+    let raw: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a valid request: {e}"))?;
+    let req: TaskRequest =
+        serde_json::from_value(raw.clone()).map_err(|e| format!("not a valid request: {e}"))?;
+    if sub == ipc::MESSAGES_DIR && !matches!(req.action, Action::SendMessage { .. }) {
+        return Err(format!(
+            "{} does not belong in messages/",
+            req.action.name()
+        ));
+    }
+    // schedule_task's `groupFolder` is its own field, authorized as such.
+    let named = if matches!(req.action, Action::ScheduleTask { .. }) {
+        None
+    } else {
+        GROUP_FIELDS
+            .iter()
+            .find_map(|k| raw.get(*k).and_then(|v| v.as_str()).map(str::to_string))
+    };
+    Ok((req, named))
+}
+
+fn respond(home: &Home, folder: &str, tree: &Dir, r: &TaskResponse) -> Result<()> {
+    let body = serde_json::to_vec(r).map_err(|e| Error::Invalid(e.to_string()))?;
+    let dir = home.ensure_sub(folder, tree, ipc::RESPONSES_DIR)?;
+    let w = dir.write_atomic(&format!("{}.json", safe_name(&r.request_id)), &body);
+    home.confined(folder, "responses/", w)
+}
+
+/// Request ids become file names: keep them harmless.
+fn safe_name(id: &str) -> String {
+    let s: String = id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
+    if s.is_empty() { "invalid".into() } else { s }
+}
+
+fn keep_failed(
+    home: &Home,
+    folder: &str,
+    tree: &Dir,
+    dir: &Dir,
+    claimed: &str,
+    name: &str,
+    why: &str,
+) {
+    let Ok(errors) = home.ensure_sub(folder, tree, ipc::ERRORS_DIR) else {
+        return;
+    };
+    let _ = dir.rename_to(claimed, &errors, name);
+    let _ = errors.write_atomic(&format!("{name}.reason.txt"), why.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_paths_name_their_group() {
+        let root = Path::new("/h/data/ipc");
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/fam/tasks/x.json")).as_deref(),
+            Some("fam")
+        );
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/fam/messages/.x.tmp")).as_deref(),
+            Some("fam")
+        );
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/new")).as_deref(),
+            Some("new")
+        );
+        assert_eq!(
+            folder_of(root, Path::new("/h/data/ipc/fam/responses/x.json")),
+            None,
+            "our own answers"
+        );
+        assert_eq!(folder_of(root, Path::new("/elsewhere/x")), None);
+    }
+
+    #[test]
+    fn request_ids_cannot_escape() {
+        assert_eq!(safe_name("../../etc/passwd"), "etcpasswd");
+        assert_eq!(safe_name(""), "invalid");
+        assert_eq!(safe_name("0b9c3f6e-1c1d"), "0b9c3f6e-1c1d");
+    }
+}

@@ -1,0 +1,63 @@
+//! SQL of the agents' requests: the `ipc_log` table (every request and what
+//! the host decided) and the "is this a known chat" question
+//! `send_message` asks. The decisions themselves are `crate::requests`'s.
+
+use rusqlite::{Connection, Transaction, params};
+use serde::Serialize;
+
+use crate::Result;
+
+/// One recorded request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogEntry {
+    pub id: i64,
+    pub request_id: Option<String>,
+    pub action: String,
+    pub outcome: String,
+    pub detail: Option<String>,
+    pub at: String,
+}
+
+/// Records a request of `folder` with its outcome (`ok`, `refused`,
+/// `failed`); an empty `detail` is stored as NULL.
+pub fn log(
+    tx: &Transaction<'_>,
+    folder: &str,
+    request_id: Option<&str>,
+    action: &str,
+    outcome: &str,
+    detail: &str,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO ipc_log (group_folder, request_id, action, outcome, detail, at) VALUES (?1, ?2, ?3, ?4, NULLIF(?5, ''), ?6)",
+        params![folder, request_id, action, outcome, detail, crate::now_rfc3339()],
+    )?;
+    Ok(())
+}
+
+/// The newest `limit` entries of `folder`, newest first.
+pub fn list(conn: &Connection, folder: &str, limit: usize) -> Result<Vec<LogEntry>> {
+    let mut st = conn.prepare(
+        "SELECT id, request_id, action, outcome, detail, at FROM ipc_log WHERE group_folder = ?1 ORDER BY id DESC LIMIT ?2",
+    )?;
+    let rows = st.query_map(params![folder, limit as i64], |r| {
+        Ok(LogEntry {
+            id: r.get(0)?,
+            request_id: r.get(1)?,
+            action: r.get(2)?,
+            outcome: r.get(3)?,
+            detail: r.get(4)?,
+            at: r.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Whether `jid` is a registered group's chat or a chat seen before.
+pub fn known_chat(conn: &Connection, jid: &str) -> Result<bool> {
+    Ok(conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM registered_groups WHERE jid = ?1) OR EXISTS (SELECT 1 FROM chats WHERE jid = ?1)",
+        [jid],
+        |r| r.get::<_, bool>(0),
+    )?)
+}
