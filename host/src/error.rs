@@ -45,6 +45,17 @@ pub enum Error {
     OverQuota(String),
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    /// A folder could not be watched (inotify): the host's fault, not the
+    /// caller's.
+    #[error(transparent)]
+    Watch(#[from] g2_core::watch::Error),
+    /// The Docker engine failed or refused (the host's side, not the
+    /// caller's).
+    #[error("docker: {0}")]
+    Docker(String),
+    /// A value of ours could not be written as JSON.
+    #[error("encoding JSON: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 impl Error {

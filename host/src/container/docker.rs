@@ -30,7 +30,7 @@ pub struct DockerRuntime {
 }
 
 fn engine(e: bollard::errors::Error) -> Error {
-    Error::Invalid(format!("docker: {e}"))
+    Error::Docker(e.to_string())
 }
 
 impl DockerRuntime {

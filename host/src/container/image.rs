@@ -501,7 +501,7 @@ pub async fn build(
         .await?
         .map_err(|e| Error::io("writing the image build context", e))?;
     if let Some(e) = failure {
-        return Err(Error::Invalid(format!("image build failed: {e}")));
+        return Err(Error::Docker(format!("image build failed: {e}")));
     }
     Ok(Built::Built(digest))
 }

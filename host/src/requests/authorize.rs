@@ -159,7 +159,7 @@ mod tests {
             trigger_pattern: None,
             requires_trigger: !is_main,
             is_main,
-            container_config: serde_json::Value::Null,
+            container_config: Default::default(),
             added_at: "2025-01-01T00:00:00Z".into(),
         }
     }

@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use g2_core::watch::{Wake, Watch};
 use tokio::sync::mpsc;
 
 use g2_core::confined::Dir;
@@ -49,20 +49,11 @@ impl RequestServer {
             self.home.ipc_sub(folder, sub)?;
         }
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            // Our own reads are access events; reacting to them would loop.
-            if let Ok(ev) = &res
-                && matches!(ev.kind, notify::EventKind::Access(_))
-            {
-                return;
-            }
+        let mut watcher = Watch::new(move |_| {
             let _ = wake_tx.send(());
-        })
-        .map_err(|e| Error::Invalid(format!("watching {}: {e}", ipc_dir.display())))?;
+        })?;
         for dir in &dirs {
-            watcher
-                .watch(dir, RecursiveMode::NonRecursive)
-                .map_err(|e| Error::Invalid(format!("watching {}: {e}", dir.display())))?;
+            watcher.add(dir)?;
         }
         let (server, folder) = (self.clone(), folder.to_string());
         Ok(Background::spawn(|mut stopped| async move {
@@ -91,42 +82,32 @@ impl RequestServer {
         // None: rescan everything.
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<Option<String>>();
         let cb_root = root.clone();
-        let mut watcher =
-            notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-                // Our own reads are access events; reacting to them would loop.
-                Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) => {}
-                Ok(ev) if ev.need_rescan() => {
-                    let _ = wake_tx.send(None);
-                }
-                Ok(ev) => {
-                    for p in &ev.paths {
-                        if let Some(folder) = folder_of(&cb_root, p) {
-                            let _ = wake_tx.send(Some(folder));
-                        }
+        let mut watcher = Watch::new(move |wake| match wake {
+            Wake::Rescan => {
+                let _ = wake_tx.send(None);
+            }
+            Wake::Paths(paths) => {
+                for p in &paths {
+                    if let Some(folder) = folder_of(&cb_root, p) {
+                        let _ = wake_tx.send(Some(folder));
                     }
                 }
-                Err(_) => {
-                    let _ = wake_tx.send(None);
-                }
-            })
-            .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
-        watcher
-            .watch(&root, RecursiveMode::NonRecursive)
-            .map_err(|e| Error::Invalid(format!("watching {}: {e}", root.display())))?;
+            }
+        })?;
+        watcher.add(&root)?;
         self.watching_all
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let (server, home) = (self.clone(), self.home.clone());
         Ok(Background::spawn(|mut stopped| async move {
             let mut watched = std::collections::HashSet::new();
-            let mut watch_group = |watcher: &mut notify::RecommendedWatcher, folder: &str| {
+            let mut watch_group = |watcher: &mut Watch, folder: &str| {
                 if watched.contains(folder) || g2_core::validate::group_folder(folder).is_err() {
                     return;
                 }
                 for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
                     let dir = root.join(folder).join(sub);
                     // Made a real folder first: a planted link is never watched.
-                    let ok = home.ipc_sub(folder, sub).is_ok()
-                        && watcher.watch(&dir, RecursiveMode::NonRecursive).is_ok();
+                    let ok = home.ipc_sub(folder, sub).is_ok() && watcher.add(&dir).is_ok();
                     if !ok {
                         tracing::warn!(dir = %dir.display(), "cannot watch; the timed rescan covers it");
                     }
@@ -297,7 +278,7 @@ pub fn parse_request(
 }
 
 fn respond(home: &Home, folder: &str, tree: &Dir, r: &TaskResponse) -> Result<()> {
-    let body = serde_json::to_vec(r).map_err(|e| Error::Invalid(e.to_string()))?;
+    let body = serde_json::to_vec(r)?;
     let dir = home.ensure_sub(folder, tree, ipc::RESPONSES_DIR)?;
     let w = dir.write_atomic(&format!("{}.json", safe_name(&r.request_id)), &body);
     home.confined(folder, "responses/", w)

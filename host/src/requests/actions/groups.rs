@@ -1,5 +1,7 @@
 //! `register_group`, `refresh_groups`: the main group's only.
 
+use g2_core::ipc;
+
 use crate::Result;
 use crate::groups::{self, Group, NewGroup};
 use crate::requests::RequestServer;
@@ -25,10 +27,10 @@ impl RequestServer {
         let list = self.store.read(crate::store::groups::list).await?;
         let tree = self.home.ipc_tree(&me.folder)?;
         let r = tree.write_atomic(
-            "available_groups.json",
+            ipc::AVAILABLE_GROUPS,
             &serde_json::to_vec_pretty(&groups::snapshot(&list)).unwrap_or_default(),
         );
-        self.home.confined(&me.folder, "available_groups.json", r)?;
+        self.home.confined(&me.folder, ipc::AVAILABLE_GROUPS, r)?;
         Ok(format!(
             "available_groups.json lists {} groups.",
             list.len()
