@@ -1,0 +1,100 @@
+//! `g2 groups`: register, list and remove chat groups.
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use super::{Ctx, Output};
+use crate::groups::{self, NewGroup};
+use crate::terminal::inert_name;
+
+#[derive(Subcommand)]
+pub(super) enum GroupsCmd {
+    /// Register a group (and create its folder).
+    Add {
+        folder: String,
+        #[arg(long)]
+        name: String,
+        /// Chat id (default: local:{folder}).
+        #[arg(long)]
+        jid: Option<String>,
+        /// Regex a message must match to wake the agent (default: ^@{assistant}).
+        #[arg(long, conflicts_with = "no_trigger")]
+        trigger: Option<String>,
+        /// Every message wakes the agent.
+        #[arg(long)]
+        no_trigger: bool,
+        /// This is the main (admin) group.
+        #[arg(long)]
+        main: bool,
+    },
+    /// List registered groups.
+    List {
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Unregister a group (its folder, sessions and archives stay).
+    Remove { folder: String },
+}
+
+pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
+    let store = ctx.store().await?;
+    match cmd {
+        GroupsCmd::Add {
+            folder,
+            name,
+            jid,
+            trigger,
+            no_trigger,
+            main,
+        } => {
+            let new = NewGroup {
+                folder,
+                name,
+                jid,
+                trigger_pattern: trigger,
+                requires_trigger: no_trigger.then_some(false),
+                is_main: main,
+            };
+            let group =
+                groups::register(&store, &ctx.home, new, &ctx.settings.assistant_name).await?;
+            println!(
+                "registered {} (groups/{}/)",
+                inert_name(&group.name),
+                group.folder
+            );
+        }
+        GroupsCmd::List { out } => {
+            let all = store.read(groups::list).await?;
+            out.print(&all, |all| {
+                if all.is_empty() {
+                    println!("no groups (run `g2 init`)");
+                }
+                for g in all {
+                    let trigger = if g.requires_trigger {
+                        g.trigger_pattern.as_deref().unwrap_or_default()
+                    } else {
+                        "(no trigger)"
+                    };
+                    println!(
+                        "{:<20} {:<24} {:<28} {}{}",
+                        g.folder,
+                        inert_name(&g.name),
+                        inert_name(&g.jid),
+                        inert_name(trigger),
+                        if g.is_main { "  [main]" } else { "" }
+                    );
+                }
+                Ok(())
+            })?;
+        }
+        GroupsCmd::Remove { folder } => {
+            let g = store.write(move |tx| groups::remove(tx, &folder)).await?;
+            println!(
+                "removed {} (groups/{}/ and its sessions are kept)",
+                inert_name(&g.name),
+                g.folder
+            );
+        }
+    }
+    Ok(0)
+}

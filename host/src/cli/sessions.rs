@@ -1,0 +1,129 @@
+//! `g2 sessions`: a group's active session and its history.
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use super::{Ctx, Output, require_group};
+use crate::terminal::inert_name;
+
+#[derive(Subcommand)]
+pub(super) enum SessionsCmd {
+    /// The group's active session.
+    Show {
+        folder: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Make a session the group's active one.
+    Set { folder: String, session_id: String },
+    /// Earlier sessions of the group, newest first.
+    History {
+        folder: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Archive the active session's transcript, bookmark it, remove the pointer.
+    Clear {
+        folder: String,
+        #[arg(long)]
+        name: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Make an earlier session active again.
+    Resume {
+        folder: String,
+        history_id: i64,
+        /// Bookmark (and archive) the active session under this name first.
+        #[arg(long)]
+        save_as: Option<String>,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
+    let store = ctx.store().await?;
+    let sessions = ctx.sessions(&store);
+    match cmd {
+        SessionsCmd::Show { folder, out } => {
+            let p = sessions.get(&folder).await?;
+            out.print(&p, |p| {
+                match &p.session_id {
+                    Some(id) => println!("{id}"),
+                    None => println!("no active session (generation {})", p.generation),
+                }
+                Ok(())
+            })?;
+        }
+        SessionsCmd::Set { folder, session_id } => {
+            require_group(&store, &folder).await?;
+            let p = sessions.get(&folder).await?;
+            let p = sessions.set(&folder, &session_id, p.generation).await?;
+            println!(
+                "{} is the active session of {folder}",
+                p.session_id.unwrap_or_default()
+            );
+        }
+        SessionsCmd::History { folder, out } => {
+            let h = sessions.history(&folder).await?;
+            out.print(&h, |h| {
+                if h.is_empty() {
+                    println!("no earlier sessions");
+                }
+                for e in h {
+                    println!(
+                        "{:>5}  {}  {}  {}",
+                        e.id,
+                        inert_name(&e.archived_at[..10.min(e.archived_at.len())]),
+                        e.session_id,
+                        inert_name(&e.name)
+                    );
+                }
+                Ok(())
+            })?;
+        }
+        SessionsCmd::Clear { folder, name, out } => {
+            require_group(&store, &folder).await?;
+            let p = sessions.get(&folder).await?;
+            let cleared = sessions.clear(&folder, &name, p.generation).await?;
+            out.print(&cleared, |cleared| {
+                println!(
+                    "cleared session {} as history #{} {:?}",
+                    cleared.history.session_id, cleared.history.id, cleared.history.name
+                );
+                match &cleared.archive {
+                    Some(a) => println!("archived to {}", ctx.home.root().join(&a.path).display()),
+                    None => println!("no transcript on disk; nothing archived"),
+                }
+                Ok(())
+            })?;
+        }
+        SessionsCmd::Resume {
+            folder,
+            history_id,
+            save_as,
+            out,
+        } => {
+            require_group(&store, &folder).await?;
+            let p = sessions.get(&folder).await?;
+            let r = sessions
+                .resume(&folder, history_id, p.generation, save_as.as_deref())
+                .await?;
+            out.print(&r, |r| {
+                if let Some(s) = &r.saved {
+                    println!(
+                        "saved session {} as history #{} {:?}",
+                        s.session_id, s.id, s.name
+                    );
+                }
+                println!(
+                    "{} is the active session of {folder}",
+                    r.pointer.session_id.as_deref().unwrap_or_default()
+                );
+                Ok(())
+            })?;
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,53 @@
+//! `g2 usage`: the model usage report.
+
+use std::io::Write;
+
+use anyhow::Result;
+
+use super::{Ctx, Output};
+use crate::gateway::usage;
+use crate::terminal::inert_name;
+
+pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Output) -> Result<i32> {
+    let store = ctx.store().await?;
+    if let Some(g) = &group
+        && g != usage::LOCAL_CALLER
+    {
+        g2_core::validate::any_folder(g)?;
+    }
+    let since = (chrono::Utc::now() - chrono::Duration::days(i64::from(days.max(1)) - 1))
+        .format("%Y-%m-%d")
+        .to_string();
+    let lines = store
+        .read(move |c| usage::report(c, group.as_deref(), Some(&since)))
+        .await?;
+    out.print(&lines, |lines| {
+        if lines.is_empty() {
+            println!("no model requests recorded");
+            return Ok(());
+        }
+        let mut w = std::io::stdout().lock();
+        writeln!(
+            w,
+            "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+            "day", "group", "provider", "model", "requests", "input", "output", "errors", "refused"
+        )?;
+        for l in lines {
+            writeln!(
+                w,
+                "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+                inert_name(&l.day),
+                inert_name(&l.group),
+                inert_name(&l.provider),
+                inert_name(&l.model),
+                l.requests,
+                l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens,
+                l.output_tokens,
+                l.errors,
+                l.refused
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok(0)
+}

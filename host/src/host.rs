@@ -1,0 +1,410 @@
+//! The host's wiring. [`Host::start`] builds what `g2 serve` runs, in one
+//! order: the store, the model gateway, the lock on the home (before any
+//! container is reaped or socket bound), the agents on the Docker engine,
+//! the group queue, the channels, the agents' request server, every group's
+//! gateway socket, the scheduler, redelivery, and the HTTP API;
+//! [`Host::stop`] takes it down in one order. `g2 run` and `g2 gateway`
+//! build their pieces with the functions here, not copies.
+//!
+//! API boundary: the CLI (host/src/cli/) calls in and prints; nothing here
+//! writes to the terminal except through a [`Report`].
+
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::agent::Agents;
+use crate::api::Api;
+use crate::background::Background;
+use crate::config::Settings;
+use crate::container::docker::DockerRuntime;
+use crate::container::image;
+use crate::gateway::{Gateway, Listening};
+use crate::groups;
+use crate::home::Home;
+use crate::lock::HostLock;
+use crate::requests::{Links, RequestServer};
+use crate::routing::channels::Channels;
+use crate::routing::queue::{self, QueueHandle};
+use crate::sessions::SessionManager;
+use crate::store::Store;
+use crate::tasks::scheduler;
+use crate::{Error, Result};
+
+/// The log target of `g2 serve`'s own lines: the binary's, as `G2_LOG`
+/// filters (`g2=info`) know it.
+const LOG: &str = "g2";
+
+/// Where the wiring says what it does on the way: notes for people (the
+/// CLI's stderr) and results (its stdout; today only an image built on
+/// the way).
+pub trait Report: Sync {
+    fn note(&self, line: &str);
+    fn result(&self, line: &str);
+}
+
+/// A running `g2 serve`: everything [`Host::start`] built, until
+/// [`Host::stop`].
+pub struct Host {
+    api: SocketAddr,
+    provider: String,
+    stop_api: Arc<Notify>,
+    server: JoinHandle<()>,
+    schedule: Background,
+    queue: QueueHandle,
+    requests: Background,
+    worker: JoinHandle<()>,
+    gateway: Gateway,
+    sockets: Vec<Listening>,
+    /// Held until the host has stopped: one host per home.
+    _lock: HostLock,
+}
+
+impl Host {
+    /// Builds and starts the host on `listen` (default: `api.listen`).
+    pub async fn start(
+        home: &Home,
+        settings: &Settings,
+        listen: Option<&str>,
+        report: &dyn Report,
+    ) -> Result<Host> {
+        home.ensure_layout()?;
+        let addr = api_address(settings, listen)?;
+        let store = open_store(home, settings).await?;
+        let (gateway, choice) = Gateway::new(&settings.gateway, home, store.clone())?;
+        // Before any container is reaped or socket bound: one host per home.
+        let mut lock = HostLock::acquire(home, "serve")?;
+        let runtime = agent_runtime(home, settings, report).await?;
+        let (queue, inbox) = queue::channel();
+        let tasks_changed = Arc::new(Notify::new());
+        let channels = Channels::new(store.clone()).with_router(queue.wake_sender());
+        let closer = queue.clone();
+        let links = Links {
+            channels: channels.clone(),
+            assistant_name: settings.assistant_name.clone(),
+            session_changed: Some(Arc::new(move |f: &str| closer.close(f))),
+            tasks_changed: Some(tasks_changed.clone()),
+        };
+        let sessions = sessions(home, settings, &store);
+        let agents = Arc::new(agents(
+            home,
+            settings,
+            &store,
+            sessions.clone(),
+            runtime,
+            &gateway,
+        ));
+        for name in agents.reap().await? {
+            tracing::warn!(target: LOG, container = %name, "removed a container left by an earlier host");
+        }
+        // Every group's requests, including what an earlier host left unanswered.
+        let requests = request_server(home, &store, sessions, links).watch_all()?;
+        let sockets: Vec<_> = group_sockets(home, &gateway, &store)
+            .await?
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        let worker = queue::Queue::spawn(
+            inbox,
+            &queue,
+            agents.clone(),
+            store.clone(),
+            channels.clone(),
+            Some(tasks_changed.clone()),
+        );
+        let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
+        let groups = catch_up(&store, &channels, &queue).await?;
+        let api = Api {
+            home: home.clone(),
+            store: store.clone(),
+            sessions: agents.sessions().clone(),
+            assistant_name: settings.assistant_name.clone(),
+            provider: choice.kind.as_str().to_string(),
+            token: settings.api.token.clone(),
+            channels,
+            queue: Some(queue.clone()),
+            container: settings.container.clone(),
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| context(format_args!("binding {addr}"), &e))?;
+        let bound = listener.local_addr().map_err(|e| message(&e))?;
+        lock.set_api(&format!("http://{bound}"))?;
+        tracing::info!(target: LOG, addr = %bound, groups, "serving");
+        let stop_api = Arc::new(Notify::new());
+        let stopped = stop_api.clone();
+        let server = tokio::spawn(crate::http::serve(
+            listener,
+            api.router(),
+            crate::http::Limits::from(&settings.api),
+            async move { stopped.notified().await },
+        ));
+        Ok(Host {
+            api: bound,
+            provider: choice.reason,
+            stop_api,
+            server,
+            schedule,
+            queue,
+            requests,
+            worker,
+            gateway,
+            sockets,
+            _lock: lock,
+        })
+    }
+
+    /// The address the HTTP API is bound to.
+    pub fn api_address(&self) -> SocketAddr {
+        self.api
+    }
+
+    /// Which model provider serves the groups, and why (one line).
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// How many group gateway sockets are served.
+    pub fn group_sockets(&self) -> usize {
+        self.sockets.len()
+    }
+
+    /// Stops the HTTP API (open streams are closed after its grace period,
+    /// `http::SHUTDOWN_GRACE`), the scheduler, the queue (each container
+    /// finishes its turn), the request server, and the gateway (its last
+    /// usage rows written); then the lock is released.
+    pub async fn stop(self) {
+        self.stop_api.notify_one();
+        let _ = self.server.await;
+        tracing::info!(target: LOG, "shutting down: closing containers");
+        self.schedule.stop().await;
+        self.queue.shutdown().await;
+        self.requests.stop().await;
+        self.worker.abort();
+        stop_gateway(self.gateway, self.sockets).await;
+    }
+}
+
+/// The API's address: `listen`, else `api.listen`; a non-loopback address
+/// needs a token.
+fn api_address(settings: &Settings, listen: Option<&str>) -> Result<SocketAddr> {
+    let addr: SocketAddr = listen
+        .unwrap_or(&settings.api.listen)
+        .parse()
+        .map_err(|e| context("api listen address: use IP:PORT", &e))?;
+    crate::api::check_bind(&addr, settings.api.token.as_deref())?;
+    Ok(addr)
+}
+
+/// Routes again what was stored but not delivered or answered before a
+/// crash; returns how many groups are registered.
+async fn catch_up(store: &Store, channels: &Channels, queue: &QueueHandle) -> Result<usize> {
+    channels.redeliver().await?;
+    let groups = store.read(groups::list).await?;
+    for g in &groups {
+        queue.wake(&g.folder);
+    }
+    Ok(groups.len())
+}
+
+/// The home's database, with the settings' busy timeout.
+pub async fn open_store(home: &Home, settings: &Settings) -> Result<Store> {
+    Store::open_async(
+        home.db_path(),
+        Duration::from_millis(settings.store.busy_timeout_ms),
+    )
+    .await
+    .map_err(|e| context(format_args!("opening {}", home.db_path().display()), &e))
+}
+
+/// The groups' session pointers and history.
+pub fn sessions(home: &Home, settings: &Settings, store: &Store) -> SessionManager {
+    SessionManager::new(store.clone(), home.clone(), settings.archive_options())
+}
+
+/// The agents, run on the Docker engine through the gateway.
+pub fn agents(
+    home: &Home,
+    settings: &Settings,
+    store: &Store,
+    sessions: SessionManager,
+    runtime: DockerRuntime,
+    gateway: &Gateway,
+) -> Agents {
+    Agents::new(
+        home.clone(),
+        settings.clone(),
+        store.clone(),
+        sessions,
+        Arc::new(runtime),
+        gateway.clone(),
+    )
+}
+
+/// The server of the agents' requests, acting through `links`.
+pub fn request_server(
+    home: &Home,
+    store: &Store,
+    sessions: SessionManager,
+    links: Links,
+) -> RequestServer {
+    RequestServer::new(home.clone(), store.clone(), sessions, links)
+}
+
+/// The agents of `g2 run`: each run's requests are watched while it runs,
+/// and reach only the message log (no queue or scheduler runs there).
+pub fn run_agents(
+    home: &Home,
+    settings: &Settings,
+    store: Store,
+    runtime: DockerRuntime,
+    gateway: &Gateway,
+) -> Agents {
+    let sessions = sessions(home, settings, &store);
+    let links = Links {
+        channels: Channels::new(store.clone()),
+        assistant_name: settings.assistant_name.clone(),
+        session_changed: None,
+        tasks_changed: None,
+    };
+    let requests = request_server(home, &store, sessions.clone(), links);
+    agents(home, settings, &store, sessions, runtime, gateway)
+        .with_run_watch(Arc::new(move |folder: &str| requests.watch(folder)))
+}
+
+/// Serves every registered group's gateway socket; (folder, listener).
+pub async fn group_sockets(
+    home: &Home,
+    gateway: &Gateway,
+    store: &Store,
+) -> Result<Vec<(String, Listening)>> {
+    let mut sockets = Vec::new();
+    for g in store.read(groups::list).await? {
+        let l = gateway.listen_group(home, &g.folder).await?;
+        sockets.push((g.folder, l));
+    }
+    Ok(sockets)
+}
+
+/// Stops the listeners, then waits for the last usage rows.
+pub async fn stop_gateway(gateway: Gateway, listeners: Vec<Listening>) {
+    for l in listeners {
+        l.stop().await;
+    }
+    gateway.flush().await;
+}
+
+/// The Docker engine, with the agent image built if there is none yet.
+pub async fn agent_runtime(
+    home: &Home,
+    settings: &Settings,
+    report: &dyn Report,
+) -> Result<DockerRuntime> {
+    let runtime = DockerRuntime::connect().await.map_err(|e| {
+        context(
+            "the Docker engine does not answer (scripts/setup.sh starts one)",
+            &e,
+        )
+    })?;
+    if image::current_digest(runtime.docker()).await.is_none() {
+        report.note("no agent image yet; building it");
+        let built = build_image(home, settings, None, false, report).await?;
+        report.result(&built.to_string());
+    }
+    Ok(runtime)
+}
+
+/// What [`build_image`] did, and in how long; displays as its one line.
+pub struct ImageBuild {
+    pub outcome: image::Built,
+    pub took: Duration,
+}
+
+impl fmt::Display for ImageBuild {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.outcome {
+            image::Built::UpToDate(d) => {
+                write!(f, "{} is up to date (inputs {})", image::IMAGE, &d[..12])
+            }
+            image::Built::Built(d) => write!(
+                f,
+                "built {} in {:.1} s (inputs {})",
+                image::IMAGE,
+                self.took.as_secs_f64(),
+                &d[..12]
+            ),
+        }
+    }
+}
+
+/// Builds the agent image from Claude Code and a static g2-agent (`agent`,
+/// else built with cargo in this checkout); skipped when an image with the
+/// same inputs exists, unless `force`. The engine's output goes to
+/// `report` as notes.
+pub async fn build_image(
+    home: &Home,
+    settings: &Settings,
+    agent: Option<PathBuf>,
+    force: bool,
+    report: &dyn Report,
+) -> Result<ImageBuild> {
+    let claude = crate::doctor::find_claude(home, settings).ok_or_else(|| {
+        Error::Invalid(
+            "Claude Code not found (run scripts/setup.sh or set claude_code.path)".into(),
+        )
+    })?;
+    let agent = match agent {
+        Some(a) => a,
+        None => {
+            let root = image::project_root().ok_or_else(|| {
+                Error::Invalid(
+                    "this g2 was not built from a checkout; pass --agent with a static g2-agent binary"
+                        .into(),
+                )
+            })?;
+            report.note(&format!(
+                "building the static g2-agent (cargo, --target {})…",
+                image::AGENT_TARGET
+            ));
+            tokio::task::spawn_blocking(move || image::build_agent(&root)).await??
+        }
+    };
+    let inputs =
+        tokio::task::spawn_blocking(move || image::Inputs::gather(agent, &claude)).await??;
+    let docker = bollard::Docker::connect_with_defaults()
+        .map_err(|e| message(&e))?
+        .negotiate_version()
+        .await
+        .map_err(|e| context("no Docker engine answers (run scripts/setup.sh)", &e))?;
+    let started = Instant::now();
+    let outcome = image::build(&docker, inputs, force, |line| {
+        report.note(&format!("  {line}"))
+    })
+    .await?;
+    Ok(ImageBuild {
+        outcome,
+        took: started.elapsed(),
+    })
+}
+
+/// An error and its causes as one line (`a: b: c`), the way the CLI prints
+/// errors.
+fn message(e: &(dyn std::error::Error + 'static)) -> Error {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let _ = write!(text, ": {c}");
+        cause = c.source();
+    }
+    Error::Invalid(text)
+}
+
+/// What was being done, before the error and its causes.
+fn context(what: impl fmt::Display, e: &(dyn std::error::Error + 'static)) -> Error {
+    Error::Invalid(format!("{what}: {}", message(e)))
+}
