@@ -8,30 +8,13 @@ use crate::groups::{self, NewGroup};
 pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
     ctx.home.ensure_layout()?;
     let store = ctx.store().await?;
-    let main = NewGroup {
-        folder: "main".into(),
-        name: "Main".into(),
-        is_main: true,
-        ..Default::default()
-    }
-    .into_group(&ctx.settings.assistant_name)?;
-    let created = store
-        .write(move |tx| match groups::main_group(tx)? {
-            Some(existing) => Ok((existing, false)),
-            None => {
-                groups::add(tx, &main)?;
-                Ok((main, true))
-            }
-        })
-        .await?;
-    ctx.home
-        .ensure_group(&created.0.folder, &created.0.name, true)?;
+    let (main, registered) = main_group(ctx, &store).await?;
     println!("home      {}", ctx.home.root().display());
     println!("database  {}", ctx.home.db_path().display());
     println!(
         "main      groups/{}/ ({})",
-        created.0.folder,
-        if created.1 {
+        main.folder,
+        if registered {
             "registered"
         } else {
             "already registered"
@@ -39,4 +22,32 @@ pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
     );
     println!("global    groups/global/CLAUDE.md");
     Ok(0)
+}
+
+/// The main group with its folder in place, and whether it was registered
+/// now: a home has one, named `main` unless another was registered first.
+async fn main_group(ctx: &Ctx, store: &crate::store::Store) -> Result<(groups::Group, bool)> {
+    let existing = || store.read(groups::main_group);
+    if let Some(main) = existing().await? {
+        ctx.home.ensure_group(&main.folder, &main.name, true)?;
+        return Ok((main, false));
+    }
+    let new = NewGroup {
+        folder: "main".into(),
+        name: "Main".into(),
+        is_main: true,
+        ..Default::default()
+    };
+    match groups::register(store, &ctx.home, new, &ctx.settings.assistant_name).await {
+        Ok(main) => Ok((main, true)),
+        // Registered by another init meanwhile.
+        Err(crate::Error::Conflict(e)) => match existing().await? {
+            Some(main) => {
+                ctx.home.ensure_group(&main.folder, &main.name, true)?;
+                Ok((main, false))
+            }
+            None => Err(crate::Error::Conflict(e).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
 }
