@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -10,6 +10,9 @@ use g2_host::config::Settings;
 use g2_host::home::Home;
 use g2_host::sessions::SessionManager;
 use g2_host::store::Store;
+
+#[path = "serve_process.rs"]
+mod serve_process;
 
 /// The project root (this file is in `tests/integration/`).
 pub fn project_root() -> PathBuf {
@@ -308,19 +311,7 @@ pub struct Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        // Gracefully first: g2 serve closes its containers. (Never signal a
-        // pid that was already reaped: it may be someone else's by now.)
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-        }
-        let deadline = Instant::now() + Duration::from_secs(40);
-        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        serve_process::stop(&mut self.child);
         // Whatever a killed host left (tests kill it on purpose).
         let ids = Command::new("docker")
             .args([
@@ -350,18 +341,12 @@ pub fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
     if !env.iter().any(|(k, _)| *k == "G2_LOG") {
         env.push(("G2_LOG", "g2_host=info,g2=info"));
     }
-    let mut child = home
-        .command(&["serve", "--listen", "127.0.0.1:0"], &env)
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let url = lines_until(&mut child, "groups")
-        .iter()
-        .find_map(|l| l.strip_prefix("api ").map(|u| u.trim().to_string()));
+    let mut g2 = home.command(&[], &env);
+    g2.stderr(log);
+    let (child, url) = serve_process::spawn(g2);
     Serve {
         child,
-        url: url.expect("g2 serve printed its address"),
+        url,
         home_label: g2_host::container::home_label(home.path()),
     }
 }

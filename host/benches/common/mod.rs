@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+// The tests' `g2 serve` process, the same code for both.
+#[path = "../../../tests/integration/serve_process.rs"]
+mod serve_process;
+
 /// The `g2` binary Cargo built along with the bench (same profile, so
 /// `target/release/g2` under `cargo bench`), or `$G2_BIN`.
 pub fn g2_binary() -> PathBuf {
@@ -107,52 +111,19 @@ impl Serve {
     /// Starts `g2 serve` for `home` with extra settings in `env`; returns
     /// once it prints its address.
     pub fn start(home: &Path, env: &[(&str, &str)]) -> Serve {
-        use std::io::{BufRead, BufReader};
-        let mut child = command(g2_binary())
-            .arg("--home")
+        let mut g2 = command(g2_binary());
+        g2.arg("--home")
             .arg(home)
-            .args(["serve", "--listen", "127.0.0.1:0"])
             .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting g2 serve");
-        let mut url = None;
-        for line in BufReader::new(child.stdout.take().unwrap())
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Some(u) = line.strip_prefix("api ") {
-                url = Some(u.trim().to_string());
-            }
-            if line.starts_with("groups") {
-                break;
-            }
-        }
-        Serve {
-            child,
-            url: url.expect("g2 serve printed its address"),
-        }
+            .stderr(Stdio::null());
+        let (child, url) = serve_process::spawn(g2);
+        Serve { child, url }
     }
 }
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        // SIGTERM first: a graceful stop closes the agents' containers.
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-        }
-        let deadline = Instant::now() + Duration::from_secs(40);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        serve_process::stop(&mut self.child);
     }
 }
 
