@@ -25,14 +25,13 @@ use crate::config::Settings;
 use crate::container::docker::DockerRuntime;
 use crate::container::image;
 use crate::gateway::{Gateway, Listening};
-use crate::groups;
 use crate::home::Home;
 use crate::lock::HostLock;
 use crate::requests::{Links, RequestServer};
 use crate::routing::channels::Channels;
 use crate::routing::queue::{self, QueueHandle};
 use crate::sessions::SessionManager;
-use crate::store::Store;
+use crate::store::{self, Store};
 use crate::tasks::scheduler;
 use crate::{Error, Result};
 
@@ -205,7 +204,7 @@ fn api_address(settings: &Settings, listen: Option<&str>) -> Result<SocketAddr> 
 /// crash; returns how many groups are registered.
 async fn catch_up(store: &Store, channels: &Channels, queue: &QueueHandle) -> Result<usize> {
     channels.redeliver().await?;
-    let groups = store.read(groups::list).await?;
+    let groups = store.read(store::groups::list).await?;
     for g in &groups {
         queue.wake(&g.folder);
     }
@@ -284,7 +283,7 @@ pub async fn group_sockets(
     store: &Store,
 ) -> Result<Vec<(String, Listening)>> {
     let mut sockets = Vec::new();
-    for g in store.read(groups::list).await? {
+    for g in store.read(store::groups::list).await? {
         let l = gateway.listen_group(home, &g.folder).await?;
         sockets.push((g.folder, l));
     }

@@ -5,6 +5,7 @@ use clap::Subcommand;
 
 use super::{Ctx, Output};
 use crate::groups::{self, NewGroup};
+use crate::store;
 use crate::terminal::inert_name;
 
 #[derive(Subcommand)]
@@ -64,7 +65,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             );
         }
         GroupsCmd::List { out } => {
-            let all = store.read(groups::list).await?;
+            let all = store.read(store::groups::list).await?;
             out.print(&all, |all| {
                 if all.is_empty() {
                     println!("no groups (run `g2 init`)");
@@ -88,7 +89,9 @@ pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             })?;
         }
         GroupsCmd::Remove { folder } => {
-            let g = store.write(move |tx| groups::remove(tx, &folder)).await?;
+            let g = store
+                .write(move |tx| store::groups::remove(tx, &folder))
+                .await?;
             println!(
                 "removed {} (groups/{}/ and its sessions are kept)",
                 inert_name(&g.name),

@@ -4,6 +4,7 @@ use anyhow::Result;
 
 use super::Ctx;
 use crate::groups::{self, NewGroup};
+use crate::store;
 
 pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
     ctx.home.ensure_layout()?;
@@ -27,7 +28,7 @@ pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
 /// The main group with its folder in place, and whether it was registered
 /// now: a home has one, named `main` unless another was registered first.
 async fn main_group(ctx: &Ctx, store: &crate::store::Store) -> Result<(groups::Group, bool)> {
-    let existing = || store.read(groups::main_group);
+    let existing = || store.read(store::groups::main_group);
     if let Some(main) = existing().await? {
         ctx.home.ensure_group(&main.folder, &main.name, true)?;
         return Ok((main, false));

@@ -84,9 +84,9 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
             })?;
         }
         SessionsCmd::Clear { folder, name, out } => {
+            // The CLI's own words for an unknown group, before the one path.
             require_group(&store, &folder).await?;
-            let p = sessions.get(&folder).await?;
-            let cleared = sessions.clear(&folder, &name, p.generation).await?;
+            let cleared = sessions.clear_active(&folder, &name).await?;
             out.print(&cleared, |cleared| {
                 println!(
                     "cleared session {} as history #{} {:?}",
@@ -106,9 +106,8 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
             out,
         } => {
             require_group(&store, &folder).await?;
-            let p = sessions.get(&folder).await?;
             let r = sessions
-                .resume(&folder, history_id, p.generation, save_as.as_deref())
+                .resume_active(&folder, history_id, save_as.as_deref())
                 .await?;
             out.print(&r, |r| {
                 if let Some(s) = &r.saved {

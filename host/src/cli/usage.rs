@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use super::{Ctx, Output};
 use crate::gateway::usage;
+use crate::store;
 use crate::terminal::inert_name;
 
 pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Output) -> Result<i32> {
@@ -15,11 +16,9 @@ pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Outp
     {
         g2_core::validate::any_folder(g)?;
     }
-    let since = (chrono::Utc::now() - chrono::Duration::days(i64::from(days.max(1)) - 1))
-        .format("%Y-%m-%d")
-        .to_string();
+    let since = usage::since(days.max(1));
     let lines = store
-        .read(move |c| usage::report(c, group.as_deref(), Some(&since)))
+        .read(move |c| store::usage::report(c, group.as_deref(), Some(&since)))
         .await?;
     out.print(&lines, |lines| {
         if lines.is_empty() {

@@ -95,7 +95,8 @@ pub fn today() -> String {
 }
 
 /// The first UTC day of a report over the last `days` days, today
-/// included (`days` below 1 counts as 1): the `since` of [`report`], for
+/// included (`days` below 1 counts as 1): the `since` of
+/// [`crate::store::usage::report`], for
 /// `g2 usage --days` and the API's `?days=`.
 pub fn since(days: u32) -> String {
     since_on(chrono::Utc::now().date_naive(), days)
