@@ -7,6 +7,8 @@
 //! is taken up front, so two writers never deadlock on a lock upgrade.
 //! Reads use a small pool of connections that WAL lets run beside the writer.
 
+pub mod events;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;

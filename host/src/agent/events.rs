@@ -1,0 +1,111 @@
+//! What the agent reported through `events/` during a run, taken in after
+//! it: `archive` notices (a PreCompact transcript written to
+//! `conversations/`) are validated and indexed, `hook` records are stored
+//! (`store::events`); a file that cannot be read or taken in is moved to
+//! `errors/`.
+//!
+//! Boundary: reads the group's `events/` beneath its confined handle; writes
+//! only through the store.
+
+use serde_json::Value;
+
+use g2_core::ipc;
+use g2_core::wire::AgentEvent;
+
+use super::Agents;
+use crate::archives::{self, ArchiveRecord, Prepared};
+use crate::{Error, Result};
+
+impl Agents {
+    /// Takes the agent's IPC events: indexes archive notices, stores hook
+    /// records; unreadable files go to `errors/`.
+    pub async fn take_events(&self, folder: &str) -> Result<Vec<ArchiveRecord>> {
+        let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
+        let mut archived = Vec::new();
+        for name in dir.pending() {
+            let outcome = match self
+                .home
+                .confined(folder, "events/", dir.read(&name, 1 << 20))
+                .and_then(|b| {
+                    serde_json::from_slice::<AgentEvent>(&b)
+                        .map_err(|e| Error::Invalid(format!("agent event: {e}")))
+                }) {
+                Ok(AgentEvent::Archive {
+                    path,
+                    title,
+                    session_id,
+                    ..
+                }) => self
+                    .adopt_archive(folder, &path, &title, session_id.as_deref())
+                    .await
+                    .map(|r| archived.extend(r)),
+                Ok(AgentEvent::Hook {
+                    event,
+                    session_id,
+                    at,
+                    data,
+                }) => self.store_hook(folder, event, session_id, at, data).await,
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(()) => {
+                    let _ = dir.remove(&name);
+                }
+                Err(e) => {
+                    tracing::warn!(group = folder, file = %name, error = %e, "agent event kept in errors/");
+                    if let Ok(errors) = self.home.ipc_sub(folder, ipc::ERRORS_DIR) {
+                        let _ = dir.rename_to(&name, &errors, &name);
+                    }
+                }
+            }
+        }
+        Ok(archived)
+    }
+
+    async fn adopt_archive(
+        &self,
+        folder: &str,
+        rel: &str,
+        title: &str,
+        session_id: Option<&str>,
+    ) -> Result<Option<ArchiveRecord>> {
+        let prepared = Prepared::adopt(&self.home, folder, rel, title, session_id)?;
+        let path = prepared.rel_path.clone();
+        let known = self
+            .store
+            .read(move |c| archives::is_recorded(c, &path))
+            .await?;
+        if known {
+            return Ok(None);
+        }
+        let rec = self
+            .store
+            .write(move |tx| archives::insert(tx, &prepared))
+            .await?;
+        Ok(Some(rec))
+    }
+
+    async fn store_hook(
+        &self,
+        folder: &str,
+        event: String,
+        session: Option<String>,
+        at: String,
+        data: Value,
+    ) -> Result<()> {
+        let event: String = event.chars().take(64).collect();
+        let g = folder.to_string();
+        self.store
+            .write(move |tx| {
+                crate::store::events::insert_hook(
+                    tx,
+                    &g,
+                    session.as_deref(),
+                    &event,
+                    &data.to_string(),
+                    &at,
+                )
+            })
+            .await
+    }
+}

@@ -1,0 +1,164 @@
+//! Before a run: the group's folders made real (beneath confined handles),
+//! g2's hooks in `.claude/settings.json`, the read-only snapshots the agent
+//! reads (`session_history.json`, `current_tasks.json`,
+//! `available_groups.json`), and ownership for the agent's uid when the host
+//! is root.
+//!
+//! Boundary: [`Agents::prepare`](super::Agents) is called by a run only;
+//! [`HOOK_EVENTS`] is the list of hooks every group gets.
+
+use serde_json::{Value, json};
+
+use g2_core::confined::Dir;
+use g2_core::ipc;
+
+use super::Agents;
+use crate::Result;
+use crate::groups::{self, Group};
+use crate::home::Home;
+
+/// Hooks registered in every group's `.claude/settings.json`.
+pub const HOOK_EVENTS: &[&str] = &[
+    "PreCompact",
+    "SessionStart",
+    "UserPromptSubmit",
+    "PostToolUse",
+    "Stop",
+    "SessionEnd",
+];
+
+impl Agents {
+    /// Folders, ownership and hooks a run needs. Everything in the group's
+    /// trees is done beneath directory handles that never follow a link
+    /// ([`g2_core::confined`]); a folder replaced by the agent is made real
+    /// again and recorded.
+    pub(super) fn prepare(&self, group: &Group) -> Result<()> {
+        let folder = group.folder.as_str();
+        self.home.ensure_layout()?;
+        self.home.ensure_group(folder, &group.name, group.is_main)?;
+        let ipc_tree = self.home.ipc_tree(folder)?;
+        for d in [
+            ipc::INPUT_DIR,
+            ipc::EVENTS_DIR,
+            ipc::ERRORS_DIR,
+            ipc::TASKS_DIR,
+            ipc::MESSAGES_DIR,
+            ipc::RESPONSES_DIR,
+        ] {
+            self.home.ensure_sub(folder, &ipc_tree, d)?;
+        }
+        // Claude Code keeps its transcripts here: a link in their place
+        // would send them elsewhere (and break the group).
+        let claude = self.home.claude_tree(folder)?;
+        let projects = self.home.ensure_sub(folder, &claude, "projects")?;
+        self.home
+            .ensure_sub(folder, &projects, crate::home::PROJECT_DIR)?;
+        write_hooks(&self.home, folder)?;
+        self.write_snapshots(group, &ipc_tree)?;
+        let (uid, gid) = crate::container::image::agent_ids();
+        if crate::container::image::host_ids().0 == 0 {
+            for tree in [self.home.group_tree(folder)?, claude, ipc_tree] {
+                tree.chown_tree(uid, gid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Read-only snapshots for the agent, written before each start:
+    /// `session_history.json`, `current_tasks.json` (the group's tasks; all
+    /// tasks for main) and `available_groups.json` (empty unless main).
+    fn write_snapshots(&self, group: &Group, ipc_tree: &Dir) -> Result<()> {
+        let (folder, is_main) = (group.folder.clone(), group.is_main);
+        let (history, tasks, groups) = self.store.read_blocking(move |c| {
+            let history = crate::sessions::history(c, &folder)?;
+            let tasks: Vec<Value> = crate::tasks::list(c, (!is_main).then_some(folder.as_str()))?
+                .into_iter()
+                .map(|t| {
+                    json!({
+                        "id": t.id, "groupFolder": t.group_folder, "prompt": t.prompt,
+                        "scheduleType": t.schedule_type, "scheduleValue": t.schedule_value,
+                        "status": t.status, "nextRun": t.next_run,
+                    })
+                })
+                .collect();
+            let groups = if is_main {
+                groups::list(c)?
+            } else {
+                Vec::new()
+            };
+            Ok((history, tasks, groups))
+        })?;
+        for (name, v) in [
+            (
+                "session_history.json",
+                serde_json::to_value(&history).unwrap_or_default(),
+            ),
+            ("current_tasks.json", Value::Array(tasks)),
+            ("available_groups.json", groups::snapshot(&groups)),
+        ] {
+            let r = ipc_tree.write_atomic(name, &serde_json::to_vec_pretty(&v).unwrap_or_default());
+            self.home.confined(&group.folder, name, r)?;
+        }
+        Ok(())
+    }
+}
+
+/// Registers g2's hooks in a group's `.claude/settings.json`, keeping any
+/// other settings in the file.
+fn write_hooks(home: &Home, folder: &str) -> Result<()> {
+    let tree = home.claude_tree(folder)?;
+    // The agent can write here: never read through a link it planted (a
+    // link is replaced by the write below).
+    let mut settings: Value = match tree.read("settings.json", 1 << 20) {
+        Ok(t) => serde_json::from_slice(&t)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({})),
+        Err(e) if g2_core::confined::is_planted(&e) => {
+            home.planted(folder, ".claude/settings.json: a link; replaced");
+            json!({})
+        }
+        Err(_) => json!({}),
+    };
+    let mut hooks = serde_json::Map::new();
+    for ev in HOOK_EVENTS {
+        hooks.insert(
+            ev.to_string(),
+            json!([{ "hooks": [{ "type": "command", "command": format!("/usr/local/bin/g2-agent hook {ev}"), "timeout": 30 }] }]),
+        );
+    }
+    settings["hooks"] = Value::Object(hooks);
+    let r = tree.write_atomic(
+        "settings.json",
+        &serde_json::to_vec_pretty(&settings).unwrap_or_default(),
+    );
+    home.confined(folder, ".claude/settings.json", r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hooks_keep_other_settings() {
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::new(d.path()).unwrap();
+        let claude = home.claude_dir("main").unwrap();
+        std::fs::create_dir_all(&claude).unwrap();
+        std::fs::write(
+            claude.join("settings.json"),
+            r#"{"model":"x","hooks":{"Old":[]}}"#,
+        )
+        .unwrap();
+        write_hooks(&home, "main").unwrap();
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(claude.join("settings.json")).unwrap())
+                .unwrap();
+        assert_eq!(v["model"], "x");
+        assert!(v["hooks"].get("Old").is_none());
+        assert_eq!(
+            v["hooks"]["PreCompact"][0]["hooks"][0]["command"],
+            "/usr/local/bin/g2-agent hook PreCompact"
+        );
+    }
+}
