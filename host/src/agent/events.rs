@@ -13,7 +13,8 @@ use g2_core::ipc;
 use g2_core::wire::AgentEvent;
 
 use super::Agents;
-use crate::archives::{self, ArchiveRecord, Prepared};
+use crate::archives::{ArchiveRecord, Prepared};
+use crate::store;
 use crate::{Error, Result};
 
 impl Agents {
@@ -73,14 +74,14 @@ impl Agents {
         let path = prepared.rel_path.clone();
         let known = self
             .store
-            .read(move |c| archives::is_recorded(c, &path))
+            .read(move |c| store::archives::is_recorded(c, &path))
             .await?;
         if known {
             return Ok(None);
         }
         let rec = self
             .store
-            .write(move |tx| archives::insert(tx, &prepared))
+            .write(move |tx| store::archives::insert(tx, &prepared))
             .await?;
         Ok(Some(rec))
     }

@@ -7,9 +7,9 @@
 //! [`Agents::ensure_socket`], [`Agents::clear_inputs`], [`Agents::take_events`]),
 //! [`RunReport`], [`RunOptions`], [`Turn`], and the free functions
 //! [`send_follow_up`], [`close`] and [`take_frames`]. The steps live in
-//! [`prepare`] (folders, hooks, snapshots), [`run`] (one attempt's loop and
-//! crash reasons), [`frames`] (the output protocol), [`mailbox`] (`input/`)
-//! and [`events`] (`events/`).
+//! `prepare` (folders, hooks, snapshots), `run` (one attempt's loop and
+//! crash reasons), `frames` (the output protocol), `mailbox` (`input/`) and
+//! `events` (`events/`).
 //!
 //! Invariants:
 //! - the pointer is written only through [`SessionManager`] with the

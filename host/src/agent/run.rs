@@ -174,8 +174,7 @@ impl Agents {
         stderr: &str,
         stopped: bool,
     ) -> Option<String> {
-        let cfg =
-            container::GroupContainerConfig::parse(&group.container_config).unwrap_or_default();
+        let cfg = &group.container_config;
         if report.timed_out {
             let (hard, _) = container::timeouts(&self.settings.container, group);
             return Some(format!(

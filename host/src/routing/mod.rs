@@ -7,5 +7,6 @@
 
 pub mod channels;
 pub mod messages;
+pub mod notices;
 pub mod queue;
 pub mod rules;

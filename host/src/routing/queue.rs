@@ -4,6 +4,12 @@
 //! [`QueueHandle`] (commands) or the wake channel (folders with new
 //! messages). It is event-driven: nothing polls.
 //!
+//! Boundary: slots only — admission, the FIFO, warm containers,
+//! follow-ups, retries. What the senders are told when their messages go
+//! unanswered (and what giving up records) is [`notices`]; a task's run
+//! is logged and posted by [`store::tasks::runs`](mod@store::tasks::runs); the store is
+//! reached through those and [`router`], never with SQL of its own.
+//!
 //! Invariants:
 //! - at most one container per group, at most `queue.max_containers` in
 //!   all; groups waiting for a slot are served first come, first served;
@@ -36,6 +42,7 @@ use crate::agent::{self, Agents, RunOptions, RunReport, Turn};
 use crate::config::QueueSettings;
 use crate::groups::Group;
 use crate::routing::channels::Channels;
+use crate::routing::notices::{self, GiveUp};
 use crate::routing::rules as router;
 use crate::store::{self, Store};
 use crate::tasks::{self, Task};
@@ -146,17 +153,6 @@ impl QueueHandle {
             let _ = rx.await;
         }
     }
-}
-
-/// How a turn ended without an answer, for the words the senders get.
-#[derive(Clone, Copy)]
-enum GiveUp {
-    /// Every retry failed (how many tries).
-    Retried(u32),
-    /// The agent died (memory, processes, killed, disk, time limit).
-    Crashed,
-    /// The group may not run now (disk quota, host disk).
-    Refused,
 }
 
 /// Records that messages up to `upto` went to the group's agent.
@@ -604,10 +600,7 @@ impl Queue {
                     .groups
                     .get_mut(folder)
                     .and_then(|g| g.interrupted.take())
-                    .or_else(|| {
-                        b.resumes
-                            .then(|| "the host stopped before it finished".into())
-                    });
+                    .or_else(|| b.resumes.then(|| notices::HOST_STOPPED.into()));
                 let prompt = match interrupted {
                     Some(why) => format!("{}{}", router::interrupted_note(&why), b.prompt),
                     None => b.prompt,
@@ -743,7 +736,7 @@ impl Queue {
                                     ..
                                 }) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut())
                                 {
-                                    *failed = Some(format!("storing a reply: {e}"));
+                                    *failed = Some(notices::reply_not_stored(&e));
                                     outstanding.clear();
                                 }
                                 self.close(folder);
@@ -824,9 +817,7 @@ impl Queue {
                         // It ran and stopped short: resume and say so.
                         (Some(e), Ok(_)) => self.failed(folder, &e, sent_upto, true).await,
                         (None, Ok(r)) => {
-                            let why = r.errors.last().cloned().unwrap_or_else(|| {
-                                format!("the agent exited ({}) before answering", r.exit_code)
-                            });
+                            let why = notices::unanswered(r);
                             self.failed(folder, &why, sent_upto, true).await
                         }
                     }
@@ -839,19 +830,7 @@ impl Queue {
                 reply,
                 error,
             } => {
-                let outcome = match (reply, error, &result) {
-                    (Some(r), _, _) => Ok(r),
-                    (None, Some(e), _) => Err(e),
-                    (None, None, Err(e)) => Err(e.to_string()),
-                    (None, None, Ok(r)) if r.crash.is_some() => {
-                        Err(format!("the agent {}", r.crash.clone().unwrap_or_default()))
-                    }
-                    (None, None, Ok(r)) => Err(r
-                        .errors
-                        .last()
-                        .cloned()
-                        .unwrap_or_else(|| "the task produced no result".into())),
-                };
+                let outcome = tasks::runs::outcome(reply, error, &result);
                 self.task_done(&task, run_at, started.elapsed(), outcome)
                     .await;
             }
@@ -905,7 +884,8 @@ impl Queue {
     }
 
     /// Tells the senders of the messages up to `upto` why they get no
-    /// answer, moves the cursor past them and marks the group failing.
+    /// answer, moves the cursor past them and marks the group failing
+    /// ([`notices::give_up`]), then delivers the notice.
     async fn give_up(&mut self, folder: &str, upto: i64, why: &str, how: GiveUp) {
         let g = self.groups.entry(folder.to_string()).or_default();
         g.retries = 0;
@@ -927,25 +907,7 @@ impl Queue {
         );
         let stored = self
             .store
-            .write(move |tx| {
-                let cursor = router::cursor(tx, &group.folder)?;
-                let pending = store::messages::inbound_after(tx, &group.jid, cursor, router::MAX_BATCH)?;
-                let mut who: Vec<String> = pending.iter().filter(|m| m.seq <= upto).map(|m| format!("@{}", m.sender)).collect();
-                who.dedup();
-                let who = if who.is_empty() { "Everyone:".to_string() } else { who.join(" ") };
-                let short: String = why.chars().take(300).collect();
-                let text = match how {
-                    GiveUp::Retried(tries) => format!("{who} sorry, I could not answer after {tries} tries ({short}). Send your message again to retry."),
-                    GiveUp::Crashed => format!(
-                        "{who} sorry, I could not answer: the agent {short}. It was not run again, so nothing it did is repeated; send your message again to retry."
-                    ),
-                    GiveUp::Refused => format!("{who} sorry, I could not answer: {short}."),
-                };
-                let m = store::messages::insert_outbound(tx, &group.jid, &sender, &text, delivered)?;
-                router::advance(tx, &group.folder, upto)?;
-                router::mark_failing(tx, &group.folder, &why)?;
-                Ok(m)
-            })
+            .write(move |tx| notices::give_up(tx, &group, &sender, upto, &why, how, delivered))
             .await;
         match stored {
             Ok(m) => self.channels.deliver(m).await,
@@ -953,6 +915,9 @@ impl Queue {
         }
     }
 
+    /// A task's run is over: logged and its result posted
+    /// ([`store::tasks::runs`](mod@store::tasks::runs)), then the scheduler is told its
+    /// tasks changed.
     async fn task_done(
         &mut self,
         task: &Task,
@@ -960,37 +925,16 @@ impl Queue {
         took: Duration,
         outcome: std::result::Result<String, String>,
     ) {
-        let (id, o) = (task.id.clone(), outcome.clone());
-        let res = self
-            .store
-            .write(move |tx| {
-                tasks::finish(
-                    tx,
-                    &id,
-                    run_at,
-                    took.as_millis() as u64,
-                    o.as_ref().map(String::as_str).map_err(String::as_str),
-                )
-            })
-            .await;
-        if let Err(e) = res {
-            tracing::error!(task = %task.id, error = %e, "recording a task run");
-        }
-        let text = match &outcome {
-            Ok(r) => r.clone(),
-            Err(e) => format!(
-                "Scheduled task {} failed: {}",
-                task.id,
-                e.chars().take(500).collect::<String>()
-            ),
-        };
-        if let Err(e) = self
-            .channels
-            .say(&task.chat_jid, &self.assistant_name, &text)
-            .await
-        {
-            tracing::error!(task = %task.id, error = %e, "delivering a task result");
-        }
+        tasks::runs::record(
+            &self.store,
+            &self.channels,
+            &self.assistant_name,
+            task,
+            run_at,
+            took,
+            outcome,
+        )
+        .await;
         if let Some(n) = &self.tasks_changed {
             n.notify_one();
         }

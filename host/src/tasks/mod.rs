@@ -23,6 +23,7 @@
 //! - A caller restricted to one group sees another group's task as missing
 //!   (`NotFound`, the same error as an unknown id), never as forbidden.
 
+pub mod runs;
 pub mod scheduler;
 
 use chrono::{DateTime, LocalResult, NaiveDateTime, SecondsFormat, TimeDelta, TimeZone, Utc};

@@ -1,0 +1,80 @@
+//! A scheduled task's run, once it is over: its outcome read from what the
+//! run produced, the task row finished and the run logged
+//! ([`tasks::finish`](super::finish)), and the result (or the failure)
+//! posted to the task's chat.
+//!
+//! Boundary: the queue runs the task and calls [`outcome`] and [`record`]
+//! when its container has exited; nothing here starts or stops a run.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::Task;
+use crate::agent::RunReport;
+use crate::routing::channels::Channels;
+use crate::store::Store;
+
+/// What the run of a task came to: the reply it gave, else the error it
+/// reported, else why the run failed (could not start, the agent died, the
+/// agent's last error, or no result at all).
+pub fn outcome(
+    reply: Option<String>,
+    error: Option<String>,
+    result: &crate::Result<RunReport>,
+) -> Result<String, String> {
+    match (reply, error, result) {
+        (Some(r), _, _) => Ok(r),
+        (None, Some(e), _) => Err(e),
+        (None, None, Err(e)) => Err(e.to_string()),
+        (None, None, Ok(r)) if r.crash.is_some() => {
+            Err(format!("the agent {}", r.crash.clone().unwrap_or_default()))
+        }
+        (None, None, Ok(r)) => Err(r
+            .errors
+            .last()
+            .cloned()
+            .unwrap_or_else(|| "the task produced no result".into())),
+    }
+}
+
+/// Logs the run (started at `run_at`, `took` long) on the task's row and
+/// posts its result to the task's chat as `sender`; a failure is posted as
+/// one (at most 500 characters of why). Errors are logged, not returned:
+/// the run is over either way.
+pub async fn record(
+    store: &Store,
+    channels: &Channels,
+    sender: &str,
+    task: &Task,
+    run_at: DateTime<Utc>,
+    took: Duration,
+    outcome: Result<String, String>,
+) {
+    let (id, o) = (task.id.clone(), outcome.clone());
+    let res = store
+        .write(move |tx| {
+            super::finish(
+                tx,
+                &id,
+                run_at,
+                took.as_millis() as u64,
+                o.as_ref().map(String::as_str).map_err(String::as_str),
+            )
+        })
+        .await;
+    if let Err(e) = res {
+        tracing::error!(task = %task.id, error = %e, "recording a task run");
+    }
+    let text = match &outcome {
+        Ok(r) => r.clone(),
+        Err(e) => format!(
+            "Scheduled task {} failed: {}",
+            task.id,
+            e.chars().take(500).collect::<String>()
+        ),
+    };
+    if let Err(e) = channels.say(&task.chat_jid, sender, &text).await {
+        tracing::error!(task = %task.id, error = %e, "delivering a task result");
+    }
+}
