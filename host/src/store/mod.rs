@@ -7,8 +7,6 @@
 //! is taken up front, so two writers never deadlock on a lock upgrade.
 //! Reads use a small pool of connections that WAL lets run beside the writer.
 
-pub mod events;
-
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
@@ -20,10 +18,12 @@ use crate::Result;
 use crate::error::IoContext;
 
 pub mod archives;
+pub mod events;
 pub mod groups;
 pub mod messages;
 pub mod requests;
 pub mod router_state;
+pub mod search;
 pub mod sessions;
 pub mod tasks;
 pub mod usage;

@@ -1,0 +1,191 @@
+//! The archive search queries: `archives_fts` ranked with bm25() and
+//! joined to `conversation_archives`. `search::search` builds the FTS5 query
+//! and the snippets; this runs the statement.
+//!
+//! One statement in two phases. The inner query ranks: it scores every
+//! match with `bm25(archives_fts, 4.0, 1.0)` (title 4x body) and keeps the
+//! best `limit` as (rowid, score) pairs only, so SQLite's sorter holds no
+//! text. The outer query joins those few rows to `conversation_archives`
+//! and reads their `body` back from `archives_fts` by rowid (no second
+//! MATCH) for the snippet.
+//!
+//! With a group, the inner query joins each match to its archive row by
+//! primary key and drops other groups' matches before bm25() runs, so a
+//! small group's search costs little however large other groups are. The
+//! joins are `CROSS JOIN`s to fix that order: FTS5 outside, lookups by key
+//! inside. (Left to itself the planner may offer FTS5 the group's rowids as
+//! `rowid IN (…)` constraints and run the MATCH once per archive of the
+//! group: hundreds of times slower on the search bench.) Filtering by
+//! `+rowid IN (SELECT id … WHERE group_folder = ?)` instead costs a list of
+//! every archive of the group per query: better for a common word in a
+//! small group, worse for a rare word in a large one.
+//!
+//! Not used: FTS5's rank-ordered path (`rank MATCH 'bm25(4.0, 1.0)' ORDER BY
+//! rank`). It sorts every match in a nested statement and was 2-2.5x
+//! slower than the above on the bench (the same for "the"), and a group
+//! filter could only be applied after it has ranked every group's matches.
+//!
+//! Ranking reads every match's position list (bm25 counts every occurrence
+//! of every term), so latency grows with the number of matching archives
+//! and with how often the terms occur in them; everything after ranking is
+//! paid per returned hit. Ranking only the newest N matches of very common
+//! terms would bound that (on the bench about 3x faster for a term in 90%
+//! of the archives, 5x for "the") but would drop older and better matches,
+//! such as an old archive whose title is the word, so it is not done.
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, params};
+
+use crate::Result;
+use crate::search::Hit;
+
+// The two-phase queries (see the module doc). bm25() is "lower is
+// better"; weights: name 4, body 1.
+const SEARCH_ALL: &str =
+    "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body, s.score
+ FROM (SELECT rowid AS id, bm25(archives_fts, 4.0, 1.0) AS score
+       FROM archives_fts
+       WHERE archives_fts MATCH ?1
+       ORDER BY score
+       LIMIT ?2) AS s
+ CROSS JOIN conversation_archives a ON a.id = s.id
+ CROSS JOIN archives_fts f ON f.rowid = s.id
+ ORDER BY s.score";
+const SEARCH_GROUP: &str =
+    "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body, s.score
+ FROM (SELECT archives_fts.rowid AS id, bm25(archives_fts, 4.0, 1.0) AS score
+       FROM archives_fts
+       CROSS JOIN conversation_archives g ON g.id = archives_fts.rowid
+       WHERE archives_fts MATCH ?1 AND g.group_folder = ?3
+       ORDER BY score
+       LIMIT ?2) AS s
+ CROSS JOIN conversation_archives a ON a.id = s.id
+ CROSS JOIN archives_fts f ON f.rowid = s.id
+ ORDER BY s.score";
+
+/// The best `limit` archives matching the FTS5 query `fts`, best first;
+/// `group` limits to one group. `snippet` cuts a hit's snippet from its
+/// body, which it gets borrowed from SQLite.
+pub fn archive_hits(
+    conn: &Connection,
+    fts: &str,
+    limit: i64,
+    group: Option<&str>,
+    snippet: impl Fn(&str) -> String,
+) -> Result<Vec<Hit>> {
+    let mut stmt;
+    let mut rows = match group {
+        Some(g) => {
+            stmt = conn.prepare_cached(SEARCH_GROUP)?;
+            stmt.query(params![fts, limit, g])?
+        }
+        None => {
+            stmt = conn.prepare_cached(SEARCH_ALL)?;
+            stmt.query(params![fts, limit])?
+        }
+    };
+    let mut hits = Vec::new();
+    while let Some(r) = rows.next()? {
+        // The body is borrowed from SQLite, not copied; only the snippet is.
+        let text = match r.get_ref(6)? {
+            ValueRef::Text(b) => snippet(&String::from_utf8_lossy(b)),
+            _ => String::new(),
+        };
+        hits.push(Hit {
+            archive_id: r.get(0)?,
+            group: r.get(1)?,
+            name: r.get(2)?,
+            path: r.get(3)?,
+            session_id: r.get(4)?,
+            created_at: r.get(5)?,
+            snippet: text,
+            score: -r.get::<_, f64>(7)?,
+        });
+    }
+    Ok(hits)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A store with archives in two groups, for the query itself.
+    pub(crate) fn store_with(
+        archives: &[(&str, &str, &str)],
+    ) -> (tempfile::TempDir, crate::store::Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5))
+                .unwrap();
+        let rows: Vec<(String, String, String)> = archives
+            .iter()
+            .map(|(g, n, b)| (g.to_string(), n.to_string(), b.to_string()))
+            .collect();
+        store
+            .write_blocking(move |tx| {
+                for (i, (group, name, body)) in rows.iter().enumerate() {
+                    tx.execute(
+                        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
+                         VALUES (?1, NULL, ?2, ?3, 'manual', '2025-01-01T00:00:00.000Z')",
+                        params![group, name, format!("groups/{group}/conversations/{i}.md")],
+                    )?;
+                    tx.execute(
+                        "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
+                        params![tx.last_insert_rowid(), name, body],
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn query_plans_keep_fts5_outside() {
+        // Ranking scans FTS5 with MATCH (no per-rowid MATCH, no driving
+        // from the group index), and the body is read back by rowid.
+        let (_dir, store) = store_with(&[("main", "A", "wombat")]);
+        store
+            .read_blocking(|c| {
+                use rusqlite::types::Value;
+                for (sql, args) in [(SEARCH_ALL, 2), (SEARCH_GROUP, 3)] {
+                    let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                    let vals = [
+                        Value::Text("\"wombat\"".into()),
+                        Value::Integer(10),
+                        Value::Text("main".into()),
+                    ];
+                    let plan: Vec<String> = stmt
+                        .query_map(rusqlite::params_from_iter(&vals[..args]), |r| {
+                            r.get::<_, String>(3)
+                        })?
+                        .collect::<rusqlite::Result<_>>()?;
+                    let idx = |table: &str| {
+                        plan.iter()
+                            .find_map(|l| {
+                                l.strip_prefix(&format!("SCAN {table} VIRTUAL TABLE INDEX "))
+                            })
+                            .unwrap_or_else(|| panic!("no {table} scan: {plan:?}"))
+                    };
+                    let rank = idx("archives_fts");
+                    assert!(rank.contains('M') && !rank.contains('='), "{plan:?}");
+                    assert!(idx("f").ends_with(":="), "{plan:?}");
+                    assert!(
+                        !plan
+                            .iter()
+                            .any(|l| l.contains("conversation_archives_group")),
+                        "{plan:?}"
+                    );
+                    let scans_archives = |l: &String| {
+                        matches!(
+                            l.strip_prefix("SCAN ").and_then(|r| r.split(' ').next()),
+                            Some("a" | "g")
+                        )
+                    };
+                    assert!(!plan.iter().any(scans_archives), "{plan:?}");
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}
