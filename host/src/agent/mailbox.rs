@@ -10,8 +10,8 @@ use g2_core::ipc;
 use g2_core::wire::InputMessage;
 
 use super::Agents;
+use crate::Result;
 use crate::home::Home;
-use crate::{Error, Result};
 
 impl Agents {
     /// Removes what an earlier container of the group left in its `input/`
@@ -42,8 +42,7 @@ pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<String> {
     let dir = home.ipc_sub(folder, ipc::INPUT_DIR)?;
     let msg = serde_json::to_vec(&InputMessage::Message {
         text: text.to_string(),
-    })
-    .map_err(|e| Error::Invalid(e.to_string()))?;
+    })?;
     let name = ipc::timestamped_name();
     let r = dir.write_atomic(&name, &msg);
     home.confined(folder, "input/", r)?;

@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 
 use g2_core::confined::Dir;
-use g2_core::ipc;
+use g2_core::{ipc, wire};
 
 use super::Agents;
 use crate::Result;
@@ -18,15 +18,9 @@ use crate::groups::{self, Group};
 use crate::home::Home;
 use crate::store;
 
-/// Hooks registered in every group's `.claude/settings.json`.
-pub const HOOK_EVENTS: &[&str] = &[
-    "PreCompact",
-    "SessionStart",
-    "UserPromptSubmit",
-    "PostToolUse",
-    "Stop",
-    "SessionEnd",
-];
+/// Hooks registered in every group's `.claude/settings.json` (the runner
+/// answers the same list).
+pub use g2_core::wire::HOOK_EVENTS;
 
 impl Agents {
     /// Folders, ownership and hooks a run needs. Everything in the group's
@@ -92,11 +86,11 @@ impl Agents {
         })?;
         for (name, v) in [
             (
-                "session_history.json",
+                ipc::SESSION_HISTORY,
                 serde_json::to_value(&history).unwrap_or_default(),
             ),
-            ("current_tasks.json", Value::Array(tasks)),
-            ("available_groups.json", groups::snapshot(&groups)),
+            (ipc::CURRENT_TASKS, Value::Array(tasks)),
+            (ipc::AVAILABLE_GROUPS, groups::snapshot(&groups)),
         ] {
             let r = ipc_tree.write_atomic(name, &serde_json::to_vec_pretty(&v).unwrap_or_default());
             self.home.confined(&group.folder, name, r)?;
@@ -126,7 +120,7 @@ fn write_hooks(home: &Home, folder: &str) -> Result<()> {
     for ev in HOOK_EVENTS {
         hooks.insert(
             ev.to_string(),
-            json!([{ "hooks": [{ "type": "command", "command": format!("/usr/local/bin/g2-agent hook {ev}"), "timeout": 30 }] }]),
+            json!([{ "hooks": [{ "type": "command", "command": wire::hook_command(ev), "timeout": wire::HOOK_TIMEOUT_SECS }] }]),
         );
     }
     settings["hooks"] = Value::Object(hooks);

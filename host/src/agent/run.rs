@@ -119,7 +119,7 @@ impl Agents {
             // Past the host's own idle close, so it only ever ends orphans.
             idle_exit_secs: Some(idle.as_secs() + (idle.as_secs() / 10).clamp(5, 300)),
         };
-        let bytes = serde_json::to_vec(&input).map_err(|e| Error::Invalid(e.to_string()))?;
+        let bytes = serde_json::to_vec(&input)?;
         // The agent's g2 tools are answered while its container runs.
         let watching = match &self.run_watch {
             Some(watch) => Some(watch(&group.folder)?),
