@@ -7,6 +7,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 /// Longest slug produced by [`slug`], in bytes (the archive file name adds a
 /// date and maybe a suffix; the whole stays well under file-name limits).
 pub const MAX_SLUG_LEN: usize = 60;
@@ -48,6 +50,120 @@ pub fn group_folder(name: &str) -> Result<&str, ValidationError> {
         return Err(ValidationError::ReservedFolder(name.to_string()));
     }
     Ok(name)
+}
+
+/// A group's folder name, checked once where it comes in (a command-line
+/// argument, an HTTP path, an IPC folder, a stored row) and carried as this
+/// type from there on: a value of it always passes [`group_folder`], so
+/// nothing behind the edge checks again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct GroupFolder(String);
+
+impl GroupFolder {
+    /// Checks `name` (see [`group_folder`]).
+    pub fn new(name: impl Into<String>) -> Result<Self, ValidationError> {
+        let name = name.into();
+        group_folder(&name)?;
+        Ok(GroupFolder(name))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for GroupFolder {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for GroupFolder {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for GroupFolder {
+    fn as_ref(&self) -> &Path {
+        Path::new(&self.0)
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for GroupFolder {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_ref()
+    }
+}
+
+impl PartialEq<GroupFolder> for str {
+    fn eq(&self, other: &GroupFolder) -> bool {
+        self == other.0
+    }
+}
+
+impl PartialEq<GroupFolder> for &str {
+    fn eq(&self, other: &GroupFolder) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<GroupFolder> for String {
+    fn eq(&self, other: &GroupFolder) -> bool {
+        *self == other.0
+    }
+}
+
+impl std::borrow::Borrow<str> for GroupFolder {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for GroupFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for GroupFolder {
+    type Err = ValidationError;
+    fn from_str(s: &str) -> Result<Self, ValidationError> {
+        GroupFolder::new(s)
+    }
+}
+
+impl TryFrom<String> for GroupFolder {
+    type Error = ValidationError;
+    fn try_from(s: String) -> Result<Self, ValidationError> {
+        GroupFolder::new(s)
+    }
+}
+
+impl From<GroupFolder> for String {
+    fn from(f: GroupFolder) -> String {
+        f.0
+    }
+}
+
+impl PartialEq<str> for GroupFolder {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for GroupFolder {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for GroupFolder {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
 }
 
 /// Like [`group_folder`] but also accepts the reserved folders; for code that
@@ -204,5 +320,20 @@ mod tests {
         assert_eq!(slug("!!!"), "");
         let long = slug(&"word ".repeat(40));
         assert!(long.len() <= MAX_SLUG_LEN && !long.ends_with('-'), "{long}");
+    }
+
+    #[test]
+    fn a_group_folder_is_checked_once_and_carried() {
+        let f: GroupFolder = "fam-1".parse().unwrap();
+        assert_eq!(f, "fam-1");
+        assert_eq!(f.to_string(), "fam-1");
+        for bad in ["", "../x", "global", "a b", "-x"] {
+            assert!(GroupFolder::new(bad).is_err(), "{bad:?}");
+        }
+        // Deserializing checks too: a stored or sent name is never trusted.
+        let ok: GroupFolder = serde_json::from_str("\"fam\"").unwrap();
+        assert_eq!(ok.as_str(), "fam");
+        assert!(serde_json::from_str::<GroupFolder>("\"../etc\"").is_err());
+        assert_eq!(serde_json::to_string(&ok).unwrap(), "\"fam\"");
     }
 }

@@ -122,7 +122,8 @@ fn main() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let home = Home::new(tmp.path()).unwrap();
     home.ensure_layout().unwrap();
-    home.ensure_group("main", "Main", true).unwrap();
+    let main = g2_core::validate::GroupFolder::new("main").unwrap();
+    home.ensure_group(&main, "Main", true).unwrap();
     let store = Store::open(&home.db_path(), std::time::Duration::from_secs(5)).unwrap();
     rows.push((
         "parse + archives::prepare (+ atomic write, fsync)".into(),
@@ -132,7 +133,7 @@ fn main() {
                 &home,
                 &store,
                 &opts,
-                "main",
+                &main,
                 parsed,
                 None,
                 None,

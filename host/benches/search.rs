@@ -104,7 +104,8 @@ fn main() {
         .unwrap_or_else(|| tmp.as_ref().unwrap().path().to_path_buf());
     let home = Home::new(&root).unwrap();
     home.ensure_layout().unwrap();
-    home.ensure_group("main", "Main", true).unwrap();
+    let main = g2_core::validate::GroupFolder::new("main").unwrap();
+    home.ensure_group(&main, "Main", true).unwrap();
     let store = Store::open(&home.db_path(), Duration::from_secs(5)).unwrap();
 
     println!("search bench");
@@ -438,7 +439,9 @@ struct GenStats {
 fn generate(home: &Home, store: &Store) -> GenStats {
     let mut rng = Rng(SEED);
     let vocab = Vocabulary::new(&mut rng);
-    let dir = home.conversations_dir("main").unwrap();
+    let dir = home
+        .conversations_dir(&g2_core::validate::GroupFolder::new("main").unwrap())
+        .unwrap();
     std::fs::create_dir_all(&dir).unwrap();
     // Exactly 10 documents get the rare term, spread over the corpus.
     let rare_docs: HashSet<usize> = (0..10).map(|i| i * (DOCS / 10) + 7).collect();

@@ -29,6 +29,7 @@ use crate::routing::messages;
 use crate::sessions::SessionManager;
 use crate::store::{self, Store};
 use crate::{Error, archives, search};
+use g2_core::validate::GroupFolder;
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -320,9 +321,8 @@ async fn add_group(
 
 async fn remove_group(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
 ) -> ApiResult<groups::Group> {
-    g2_core::validate::group_folder(&folder)?;
     Ok(Json(
         api.store
             .write(move |tx| store::groups::remove(tx, &folder))
@@ -330,14 +330,17 @@ async fn remove_group(
     ))
 }
 
-async fn require_group(api: &Api, folder: &str) -> std::result::Result<groups::Group, ApiError> {
+async fn require_group(
+    api: &Api,
+    folder: &GroupFolder,
+) -> std::result::Result<groups::Group, ApiError> {
     Ok(groups::require(&api.store, folder).await?)
 }
 
 /// A message into a group's chat: stored first, then answered with 202.
 async fn post_message(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
     Json(m): Json<messages::Inbound>,
 ) -> std::result::Result<(StatusCode, Json<Value>), ApiError> {
     let stored = api.channels.receive(&folder, m).await?;
@@ -354,7 +357,7 @@ async fn post_message(
 /// that falls too far behind is closed; it reconnects with `Last-Event-ID`.
 async fn stream_messages(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
     Query(q): Query<AfterQuery>,
     headers: axum::http::HeaderMap,
 ) -> std::result::Result<
@@ -388,7 +391,7 @@ async fn stream_messages(
 
 /// The group's session pointer, its routing cursor, whether it is failing,
 /// and its container if one runs.
-async fn group_status(State(api): State<Api>, Path(folder): Path<String>) -> ApiResult<Value> {
+async fn group_status(State(api): State<Api>, Path(folder): Path<GroupFolder>) -> ApiResult<Value> {
     let g = require_group(&api, &folder).await?;
     let pointer = api.sessions.get(&folder).await?;
     let f = folder.clone();
@@ -425,7 +428,7 @@ async fn queue_status(State(api): State<Api>) -> ApiResult<Value> {
 
 async fn list_tasks(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
 ) -> ApiResult<Vec<crate::tasks::Task>> {
     require_group(&api, &folder).await?;
     Ok(Json(
@@ -496,7 +499,7 @@ struct AfterQuery {
 
 async fn list_messages(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
     Query(q): Query<AfterQuery>,
 ) -> ApiResult<Vec<messages::Message>> {
     let g = require_group(&api, &folder).await?;
@@ -510,7 +513,7 @@ async fn list_messages(
 
 async fn show_session(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
 ) -> ApiResult<crate::sessions::Pointer> {
     require_group(&api, &folder).await?;
     Ok(Json(api.sessions.get(&folder).await?))
@@ -518,7 +521,7 @@ async fn show_session(
 
 async fn session_history(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
 ) -> ApiResult<Vec<crate::sessions::HistoryEntry>> {
     require_group(&api, &folder).await?;
     Ok(Json(api.sessions.history(&folder).await?))
@@ -533,7 +536,7 @@ pub struct ClearBody {
 
 async fn clear_session(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
     Json(b): Json<ClearBody>,
 ) -> ApiResult<crate::sessions::Cleared> {
     let cleared = api.sessions.clear_active(&folder, &b.name).await?;
@@ -554,7 +557,7 @@ pub struct ResumeBody {
 
 async fn resume_session(
     State(api): State<Api>,
-    Path(folder): Path<String>,
+    Path(folder): Path<GroupFolder>,
     Json(b): Json<ResumeBody>,
 ) -> ApiResult<crate::sessions::Resumed> {
     let resumed = api

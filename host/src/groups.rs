@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::GroupContainerConfig;
 use crate::store;
 use crate::{Error, Result};
-use g2_core::validate;
+use g2_core::validate::GroupFolder;
 
 /// Longest trigger pattern accepted.
 pub const MAX_TRIGGER: usize = 1024;
@@ -25,7 +25,7 @@ pub fn trigger_regex(pattern: &str) -> std::result::Result<regex::Regex, regex::
 }
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Group {
-    pub folder: String,
+    pub folder: GroupFolder,
     pub name: String,
     pub jid: String,
     /// Regex a message must match to wake the agent (when required).
@@ -66,7 +66,7 @@ pub fn default_trigger(assistant_name: &str) -> String {
 impl NewGroup {
     /// Validates and fills in defaults.
     pub fn into_group(self, assistant_name: &str) -> Result<Group> {
-        validate::group_folder(&self.folder)?;
+        let folder = GroupFolder::new(self.folder)?;
         let name = self.name.trim();
         if name.is_empty() || name.chars().count() > 200 || name.contains('\n') {
             return Err(Error::Invalid(format!(
@@ -75,7 +75,7 @@ impl NewGroup {
             )));
         }
         crate::terminal::check_name("group name", name)?;
-        let jid = self.jid.unwrap_or_else(|| format!("local:{}", self.folder));
+        let jid = self.jid.unwrap_or_else(|| format!("local:{folder}"));
         if jid.trim().is_empty() || jid.len() > 512 {
             return Err(Error::Invalid(format!("jid {jid:?} is empty or too long")));
         }
@@ -90,7 +90,7 @@ impl NewGroup {
         trigger_regex(&pattern)
             .map_err(|e| Error::Invalid(format!("trigger pattern {pattern:?}: {e}")))?;
         Ok(Group {
-            folder: self.folder,
+            folder,
             name: name.to_string(),
             jid,
             trigger_pattern: Some(pattern),
@@ -119,10 +119,9 @@ pub async fn register(
     Ok(group)
 }
 
-/// A registered group by folder (checked first), or `NotFound`.
-pub async fn require(store: &crate::store::Store, folder: &str) -> Result<Group> {
-    g2_core::validate::group_folder(folder)?;
-    let f = folder.to_string();
+/// A registered group by folder, or `NotFound`.
+pub async fn require(store: &crate::store::Store, folder: &GroupFolder) -> Result<Group> {
+    let f = folder.clone();
     store
         .read(move |c| store::groups::get(c, &f))
         .await?
@@ -215,9 +214,10 @@ mod tests {
             all.iter().map(|g| g.folder.as_str()).collect::<Vec<_>>(),
             ["main", "dev"]
         );
-        s.write_blocking(|tx| remove(tx, "dev")).unwrap();
+        let dev = GroupFolder::new("dev").unwrap();
+        s.write_blocking(|tx| remove(tx, &dev)).unwrap();
         assert!(matches!(
-            s.write_blocking(|tx| remove(tx, "dev")),
+            s.write_blocking(|tx| remove(tx, &dev)),
             Err(Error::NotFound(_))
         ));
     }

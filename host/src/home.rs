@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use g2_core::confined::{self, Dir};
-use g2_core::validate;
+use g2_core::validate::{self, GroupFolder};
 use g2_core::wire;
 
 use crate::Result;
@@ -64,7 +64,7 @@ impl Home {
     /// A link or foreign file was found (and refused, or moved aside) in a
     /// group's tree: a warning, and a record when a recorder is set.
     pub fn planted(&self, folder: &str, what: &str) {
-        tracing::warn!(group = folder, what, "a planted link or file was refused");
+        tracing::warn!(group = %folder, what, "a planted link or file was refused");
         if let Some(r) = self.recorder.get() {
             r(folder, what);
         }
@@ -72,7 +72,12 @@ impl Home {
 
     /// Turns an I/O result in a group's tree into g2's: a planted link is
     /// recorded and refused as such.
-    pub fn confined<T>(&self, folder: &str, what: &str, r: std::io::Result<T>) -> Result<T> {
+    pub fn confined<T>(
+        &self,
+        folder: &GroupFolder,
+        what: &str,
+        r: std::io::Result<T>,
+    ) -> Result<T> {
         r.map_err(|e| {
             if confined::is_planted(&e) {
                 self.planted(folder, &format!("{what}: a link; not followed"));
@@ -86,8 +91,7 @@ impl Home {
     }
 
     /// `groups/{folder}/` as a confined handle, created when missing.
-    pub fn group_tree(&self, folder: &str) -> Result<Dir> {
-        validate::any_folder(folder)?;
+    pub fn group_tree(&self, folder: &GroupFolder) -> Result<Dir> {
         self.confined(
             folder,
             "the group folder",
@@ -97,8 +101,7 @@ impl Home {
     }
 
     /// `data/ipc/{folder}/` as a confined handle, created when missing.
-    pub fn ipc_tree(&self, folder: &str) -> Result<Dir> {
-        validate::group_folder(folder)?;
+    pub fn ipc_tree(&self, folder: &GroupFolder) -> Result<Dir> {
         self.confined(
             folder,
             "the IPC folder",
@@ -109,9 +112,8 @@ impl Home {
 
     /// `data/sessions/{folder}/.claude/` as a confined handle, created
     /// when missing.
-    pub fn claude_tree(&self, folder: &str) -> Result<Dir> {
-        validate::group_folder(folder)?;
-        let rel = Path::new(folder).join(".claude");
+    pub fn claude_tree(&self, folder: &GroupFolder) -> Result<Dir> {
+        let rel = Path::new(folder.as_str()).join(".claude");
         self.confined(
             folder,
             "the .claude folder",
@@ -122,7 +124,7 @@ impl Home {
 
     /// The folder `name` in a group's tree, made a real folder again if
     /// something else was put in its place (recorded).
-    pub fn ensure_sub(&self, folder: &str, tree: &Dir, name: &str) -> Result<Dir> {
+    pub fn ensure_sub(&self, folder: &GroupFolder, tree: &Dir, name: &str) -> Result<Dir> {
         let (dir, replaced) = self.confined(folder, name, tree.ensure_dir(name))?;
         if replaced {
             self.planted(
@@ -134,12 +136,12 @@ impl Home {
     }
 
     /// `groups/{folder}/conversations/` as a confined handle.
-    pub fn conversations_tree(&self, folder: &str) -> Result<Dir> {
+    pub fn conversations_tree(&self, folder: &GroupFolder) -> Result<Dir> {
         self.ensure_sub(folder, &self.group_tree(folder)?, wire::CONVERSATIONS_DIR)
     }
 
     /// A subfolder of the group's IPC folder (`input`, `tasks`, …).
-    pub fn ipc_sub(&self, folder: &str, name: &str) -> Result<Dir> {
+    pub fn ipc_sub(&self, folder: &GroupFolder, name: &str) -> Result<Dir> {
         self.ensure_sub(folder, &self.ipc_tree(folder)?, name)
     }
 
@@ -159,25 +161,33 @@ impl Home {
         self.data_dir().join("g2.db")
     }
 
-    /// `groups/{folder}/` (`global` allowed: it is read, never registered).
-    pub fn group_dir(&self, folder: &str) -> Result<PathBuf> {
-        validate::any_folder(folder)?;
-        Ok(validate::within(&self.groups_dir(), Path::new(folder))?)
+    /// `groups/{folder}/`; an error when it leads outside `groups/` (a
+    /// link put in its place).
+    pub fn group_dir(&self, folder: &GroupFolder) -> Result<PathBuf> {
+        Ok(validate::within(
+            &self.groups_dir(),
+            Path::new(folder.as_str()),
+        )?)
     }
 
-    pub fn conversations_dir(&self, folder: &str) -> Result<PathBuf> {
+    /// `groups/global/`: the memory every non-main group reads (never a
+    /// registered group, so not a [`GroupFolder`]).
+    pub fn global_dir(&self) -> PathBuf {
+        self.groups_dir().join("global")
+    }
+
+    pub fn conversations_dir(&self, folder: &GroupFolder) -> Result<PathBuf> {
         Ok(self.group_dir(folder)?.join(wire::CONVERSATIONS_DIR))
     }
 
     /// `data/sessions/{folder}/.claude/`, mounted at `/home/node/.claude`.
-    pub fn claude_dir(&self, folder: &str) -> Result<PathBuf> {
-        validate::group_folder(folder)?;
-        let dir = validate::within(&self.data_dir().join("sessions"), Path::new(folder))?;
-        Ok(dir.join(".claude"))
+    pub fn claude_dir(&self, folder: &GroupFolder) -> Result<PathBuf> {
+        let sessions = self.data_dir().join("sessions");
+        Ok(validate::within(&sessions, Path::new(folder.as_str()))?.join(".claude"))
     }
 
     /// Where Claude Code keeps the transcript of `session_id` for a group.
-    pub fn transcript_path(&self, folder: &str, session_id: &str) -> Result<PathBuf> {
+    pub fn transcript_path(&self, folder: &GroupFolder, session_id: &str) -> Result<PathBuf> {
         let id = validate::session_id(session_id)?;
         Ok(self
             .claude_dir(folder)?
@@ -186,11 +196,11 @@ impl Home {
             .join(format!("{id}.jsonl")))
     }
 
-    pub fn ipc_dir(&self, folder: &str) -> Result<PathBuf> {
-        validate::group_folder(folder)?;
+    /// `data/ipc/{folder}/`; an error when it leads outside `data/ipc/`.
+    pub fn ipc_dir(&self, folder: &GroupFolder) -> Result<PathBuf> {
         Ok(validate::within(
             &self.data_dir().join("ipc"),
-            Path::new(folder),
+            Path::new(folder.as_str()),
         )?)
     }
 
@@ -208,20 +218,16 @@ impl Home {
             self.groups_dir(),
             self.data_dir().join("sessions"),
             self.data_dir().join("ipc"),
-            self.group_dir("global")?,
+            self.global_dir(),
         ] {
             std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         }
-        write_if_missing(
-            &self.group_dir("global")?.join(wire::MEMORY_FILE),
-            GLOBAL_TEMPLATE,
-        )
+        write_if_missing(&self.global_dir().join(wire::MEMORY_FILE), GLOBAL_TEMPLATE)
     }
 
     /// Creates a group's folders and its CLAUDE.md (from the main template
     /// for the main group, a short one otherwise). Existing files are kept.
-    pub fn ensure_group(&self, folder: &str, name: &str, is_main: bool) -> Result<()> {
-        validate::group_folder(folder)?;
+    pub fn ensure_group(&self, folder: &GroupFolder, name: &str, is_main: bool) -> Result<()> {
         let group = self.group_tree(folder)?;
         self.ensure_sub(folder, &group, wire::CONVERSATIONS_DIR)?;
         self.claude_tree(folder)?;
@@ -280,17 +286,18 @@ mod tests {
     fn paths_refuse_traversal() {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::new(dir.path()).unwrap();
-        assert!(home.group_dir("main").unwrap().ends_with("groups/main"));
-        assert!(home.group_dir("global").is_ok());
-        assert!(home.claude_dir("global").is_err());
+        let main = GroupFolder::new("main").unwrap();
+        assert!(home.group_dir(&main).unwrap().ends_with("groups/main"));
+        assert!(home.global_dir().ends_with("groups/global"));
+        // A name that could leave its folder is not a GroupFolder at all,
+        // so no path is ever built from it.
+        assert!(GroupFolder::new("global").is_err());
         for bad in ["..", "../x", "a/b", "/etc", ""] {
-            assert!(home.group_dir(bad).is_err(), "{bad:?}");
-            assert!(home.claude_dir(bad).is_err(), "{bad:?}");
-            assert!(home.ipc_dir(bad).is_err(), "{bad:?}");
+            assert!(GroupFolder::new(bad).is_err(), "{bad:?}");
         }
-        assert!(home.transcript_path("main", "../../../etc/passwd").is_err());
+        assert!(home.transcript_path(&main, "../../../etc/passwd").is_err());
         let p = home
-            .transcript_path("main", "D58A79A7-451E-4AF5-86D1-3E839200D98D")
+            .transcript_path(&main, "D58A79A7-451E-4AF5-86D1-3E839200D98D")
             .unwrap();
         assert!(p.ends_with(
             "data/sessions/main/.claude/projects/-workspace-group/d58a79a7-451e-4af5-86d1-3e839200d98d.jsonl"
@@ -304,6 +311,6 @@ mod tests {
         let home = Home::new(dir.path()).unwrap();
         home.ensure_layout().unwrap();
         std::os::unix::fs::symlink(outside.path(), home.groups_dir().join("evil")).unwrap();
-        assert!(home.group_dir("evil").is_err());
+        assert!(home.group_dir(&GroupFolder::new("evil").unwrap()).is_err());
     }
 }

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use g2_core::validate::GroupFolder;
+
 use crate::agent::Agents;
 use crate::api::Api;
 use crate::background::Background;
@@ -86,7 +88,7 @@ impl Host {
         let links = Links {
             channels: channels.clone(),
             assistant_name: settings.assistant_name.clone(),
-            session_changed: Some(Arc::new(move |f: &str| closer.close(f))),
+            session_changed: Some(Arc::new(move |f: &GroupFolder| closer.close(f))),
             tasks_changed: Some(tasks_changed.clone()),
         };
         let sessions = sessions(home, settings, &store);
@@ -273,7 +275,7 @@ pub fn run_agents(
     };
     let requests = request_server(home, &store, sessions.clone(), links);
     agents(home, settings, &store, sessions, runtime, gateway)
-        .with_run_watch(Arc::new(move |folder: &str| requests.watch(folder)))
+        .with_run_watch(Arc::new(move |folder: &GroupFolder| requests.watch(folder)))
 }
 
 /// Serves every registered group's gateway socket; (folder, listener).
@@ -281,7 +283,7 @@ pub async fn group_sockets(
     home: &Home,
     gateway: &Gateway,
     store: &Store,
-) -> Result<Vec<(String, Listening)>> {
+) -> Result<Vec<(GroupFolder, Listening)>> {
     let mut sockets = Vec::new();
     for g in store.read(store::groups::list).await? {
         let l = gateway.listen_group(home, &g.folder).await?;

@@ -115,7 +115,7 @@ fn follow_ups_go_to_the_running_container() {
     let name = wait_for_container(&home);
     // While the first turn runs, a follow-up arrives.
     std::thread::sleep(Duration::from_millis(500));
-    g2_host::agent::send_follow_up(&home.home(), "main", "a follow-up mid-turn").unwrap();
+    g2_host::agent::send_follow_up(&home.home(), &gf("main"), "a follow-up mid-turn").unwrap();
     let out = child.wait_with_output().unwrap();
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));

@@ -48,7 +48,7 @@ impl Fixture {
             &serde_json::to_vec(&req).unwrap(),
         )
         .unwrap();
-        self.server.drain(folder).await;
+        self.server.drain(&gf(folder)).await;
         let path = self
             .home
             .path()
@@ -305,8 +305,11 @@ async fn session_tools_act_on_the_source_group_only() {
     let f = Fixture::new();
     let sessions = f.home.sessions();
     let work_id = "11111111-2222-4333-8444-555555555555";
-    let p = sessions.get("work").await.unwrap();
-    sessions.set("work", work_id, p.generation).await.unwrap();
+    let p = sessions.get(&gf("work")).await.unwrap();
+    sessions
+        .set(&gf("work"), work_id, p.generation)
+        .await
+        .unwrap();
     // Main has no more say over another group's sessions than anyone.
     for folder in ["main", "family"] {
         let r = f
@@ -336,7 +339,7 @@ async fn session_tools_act_on_the_source_group_only() {
                 format!(r#"{{"requestId":"{id}",{action},"{field}":"work"}}"#),
             )
             .unwrap();
-            f.server.drain("family").await;
+            f.server.drain(&gf("family")).await;
             let r: TaskResponse = serde_json::from_slice(
                 &std::fs::read(
                     f.home
@@ -351,7 +354,12 @@ async fn session_tools_act_on_the_source_group_only() {
     }
     assert_eq!(f.refusals("family"), before + 9);
     assert_eq!(
-        sessions.get("work").await.unwrap().session_id.as_deref(),
+        sessions
+            .get(&gf("work"))
+            .await
+            .unwrap()
+            .session_id
+            .as_deref(),
         Some(work_id)
     );
     // Naming its own group is harmless.
@@ -360,7 +368,7 @@ async fn session_tools_act_on_the_source_group_only() {
         br#"{"requestId":"own","type":"list_sessions","groupFolder":"family"}"#,
     )
     .unwrap();
-    f.server.drain("family").await;
+    f.server.drain(&gf("family")).await;
     assert!(
         f.home
             .path()
@@ -385,7 +393,7 @@ async fn unknown_folders_and_bad_files_get_nothing() {
     .unwrap();
     std::fs::write(dir.join("m2.json"), b"{ not json").unwrap();
     std::fs::write(dir.join("m3.json"), vec![b'x'; 2 << 20]).unwrap();
-    f.server.drain("family").await;
+    f.server.drain(&gf("family")).await;
     let errors = f.home.path().join("data/ipc/family/errors");
     assert!(
         std::fs::read_to_string(errors.join("m1.json.reason.txt"))
@@ -450,13 +458,13 @@ async fn links_planted_in_the_ipc_folder_are_never_followed() {
         symlink(host.path().join(d), ipc.join(d)).unwrap();
     }
     // A request file that is itself a link, in a real folder.
-    f.server.drain("family").await;
+    f.server.drain(&gf("family")).await;
     symlink(
         host.path().join("tasks/host.json"),
         ipc.join("tasks/linked.json"),
     )
     .unwrap();
-    f.server.drain("family").await;
+    f.server.drain(&gf("family")).await;
     // The group still works.
     f.ok("family", Action::ListTasks {}).await;
     for d in ["tasks", "messages", "errors", "responses"] {

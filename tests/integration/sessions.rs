@@ -1,6 +1,7 @@
 //! Session pointers, the generation guard, clear and resume.
 
 use crate::support::*;
+use g2_core::validate::GroupFolder;
 use g2_host::Error;
 
 const A: &str = "11111111-1111-4111-8111-111111111111";
@@ -11,28 +12,31 @@ const C: &str = "33333333-3333-4333-8333-333333333333";
 async fn a_cleared_session_cannot_come_back_from_a_running_turn() {
     let home = TestHome::new();
     let s = home.sessions();
-    let p0 = s.get("main").await.unwrap();
-    let p1 = s.set("main", A, p0.generation).await.unwrap();
+    let p0 = s.get(&gf("main")).await.unwrap();
+    let p1 = s.set(&gf("main"), A, p0.generation).await.unwrap();
     assert_eq!(p1.generation, p0.generation + 1);
 
     // A turn reads the pointer when it starts...
-    let turn_read = s.get("main").await.unwrap();
+    let turn_read = s.get(&gf("main")).await.unwrap();
     // ...meanwhile the agent clears the session...
-    s.clear("main", "First", turn_read.generation)
+    s.clear(&gf("main"), "First", turn_read.generation)
         .await
         .unwrap();
     // ...and when the turn ends it tries to write its session id back.
-    let err = s.set("main", A, turn_read.generation).await.unwrap_err();
+    let err = s
+        .set(&gf("main"), A, turn_read.generation)
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::StaleGeneration { .. }), "{err}");
-    let now = s.get("main").await.unwrap();
+    let now = s.get(&gf("main")).await.unwrap();
     assert_eq!(now.session_id, None);
     assert_eq!(now.generation, turn_read.generation + 1);
 
     // A fresh manager (another process) sees the same state.
     let other = home.sessions();
-    assert_eq!(other.get("main").await.unwrap(), now);
+    assert_eq!(other.get(&gf("main")).await.unwrap(), now);
     // Its stale write is refused too, by the database, not the cache.
-    let err = other.set("main", B, p0.generation).await.unwrap_err();
+    let err = other.set(&gf("main"), B, p0.generation).await.unwrap_err();
     assert!(matches!(err, Error::StaleGeneration { .. }));
 }
 
@@ -40,12 +44,14 @@ async fn a_cleared_session_cannot_come_back_from_a_running_turn() {
 async fn racing_writers_from_one_generation_only_one_wins() {
     let home = TestHome::new();
     let s = home.sessions();
-    let g = s.get("main").await.unwrap().generation;
+    let g = s.get(&gf("main")).await.unwrap().generation;
     let mut tasks = Vec::new();
     for i in 0..16 {
         let s = s.clone();
         let id = format!("{i:08x}-0000-4000-8000-000000000000");
-        tasks.push(tokio::spawn(async move { s.set("main", &id, g).await }));
+        tasks.push(tokio::spawn(
+            async move { s.set(&gf("main"), &id, g).await },
+        ));
     }
     let mut won = 0;
     for t in tasks {
@@ -56,16 +62,16 @@ async fn racing_writers_from_one_generation_only_one_wins() {
         }
     }
     assert_eq!(won, 1);
-    assert_eq!(s.get("main").await.unwrap().generation, g + 1);
+    assert_eq!(s.get(&gf("main")).await.unwrap().generation, g + 1);
 }
 
 #[tokio::test]
 async fn setting_the_active_session_again_keeps_the_generation() {
     let home = TestHome::new();
     let s = home.sessions();
-    let p = s.set("main", A, 0).await.unwrap();
+    let p = s.set(&gf("main"), A, 0).await.unwrap();
     let again = s
-        .set("main", &A.to_uppercase(), p.generation)
+        .set(&gf("main"), &A.to_uppercase(), p.generation)
         .await
         .unwrap();
     assert_eq!(again.generation, p.generation);
@@ -76,15 +82,18 @@ async fn setting_the_active_session_again_keeps_the_generation() {
 async fn clear_archives_bookmarks_and_removes_the_pointer_atomically() {
     let home = TestHome::new();
     let s = home.sessions();
-    let p = s.set("main", A, 0).await.unwrap();
-    let t = home.home().transcript_path("main", A).unwrap();
+    let p = s.set(&gf("main"), A, 0).await.unwrap();
+    let t = home.home().transcript_path(&gf("main"), A).unwrap();
     write_transcript(
         &t,
         A,
         &[("Let us do the tax research", "Sure, the quokka tax applies")],
     );
 
-    let cleared = s.clear("main", "Tax research", p.generation).await.unwrap();
+    let cleared = s
+        .clear(&gf("main"), "Tax research", p.generation)
+        .await
+        .unwrap();
     let archive = cleared.archive.expect("transcript archived");
     assert!(
         archive.path.ends_with("-tax-research.md"),
@@ -97,8 +106,8 @@ async fn clear_archives_bookmarks_and_removes_the_pointer_atomically() {
     assert!(md.contains("**User**: Let us do the tax research"));
     assert_eq!(cleared.history.name, "Tax research");
     assert_eq!(cleared.history.session_id, A);
-    assert_eq!(s.get("main").await.unwrap().session_id, None);
-    let history = s.history("main").await.unwrap();
+    assert_eq!(s.get(&gf("main")).await.unwrap().session_id, None);
+    let history = s.history(&gf("main")).await.unwrap();
     assert_eq!(history.len(), 1);
     // Indexed in the same transaction.
     let hits = home
@@ -110,8 +119,8 @@ async fn clear_archives_bookmarks_and_removes_the_pointer_atomically() {
     assert_eq!(hits[0].archive_id, archive.id);
 
     // Nothing to clear now: a clear error, nothing written.
-    let g = s.get("main").await.unwrap().generation;
-    let err = s.clear("main", "Again", g).await.unwrap_err();
+    let g = s.get(&gf("main")).await.unwrap().generation;
+    let err = s.clear(&gf("main"), "Again", g).await.unwrap_err();
     assert!(matches!(err, Error::NotFound(_)), "{err}");
     assert_eq!(home.archives("main").len(), 1);
 }
@@ -120,14 +129,14 @@ async fn clear_archives_bookmarks_and_removes_the_pointer_atomically() {
 async fn a_refused_clear_leaves_no_archive_behind() {
     let home = TestHome::new();
     let s = home.sessions();
-    let p = s.set("main", A, 0).await.unwrap();
+    let p = s.set(&gf("main"), A, 0).await.unwrap();
     write_transcript(
-        &home.home().transcript_path("main", A).unwrap(),
+        &home.home().transcript_path(&gf("main"), A).unwrap(),
         A,
         &[("hi", "hello")],
     );
     let err = s
-        .clear("main", "Stale", p.generation - 1)
+        .clear(&gf("main"), "Stale", p.generation - 1)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::StaleGeneration { .. }));
@@ -136,8 +145,11 @@ async fn a_refused_clear_leaves_no_archive_behind() {
         "{:?}",
         home.archives("main")
     );
-    assert!(s.history("main").await.unwrap().is_empty());
-    assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
+    assert!(s.history(&gf("main")).await.unwrap().is_empty());
+    assert_eq!(
+        s.get(&gf("main")).await.unwrap().session_id.as_deref(),
+        Some(A)
+    );
     let n: i64 = home
         .store()
         .read(|c| Ok(c.query_row("SELECT count(*) FROM archives_fts", [], |r| r.get(0))?))
@@ -151,22 +163,22 @@ async fn resume_restores_and_bookmarks_the_current_session() {
     let home = TestHome::new();
     home.ok(&["groups", "add", "dev", "--name", "Dev"]);
     let s = home.sessions();
-    let p = s.set("main", A, 0).await.unwrap();
+    let p = s.set(&gf("main"), A, 0).await.unwrap();
     let first = s
-        .clear("main", "First", p.generation)
+        .clear(&gf("main"), "First", p.generation)
         .await
         .unwrap()
         .history;
-    let p = s.get("main").await.unwrap();
-    let p = s.set("main", B, p.generation).await.unwrap();
+    let p = s.get(&gf("main")).await.unwrap();
+    let p = s.set(&gf("main"), B, p.generation).await.unwrap();
     write_transcript(
-        &home.home().transcript_path("main", B).unwrap(),
+        &home.home().transcript_path(&gf("main"), B).unwrap(),
         B,
         &[("second talk", "ok")],
     );
 
     let r = s
-        .resume("main", first.id, p.generation, Some("Second"))
+        .resume(&gf("main"), first.id, p.generation, Some("Second"))
         .await
         .unwrap();
     assert_eq!(r.pointer.session_id.as_deref(), Some(A));
@@ -181,7 +193,7 @@ async fn resume_restores_and_bookmarks_the_current_session() {
         (B, "Second")
     );
     assert!(r.saved_archive.unwrap().path.ends_with("-second.md"));
-    let history = s.history("main").await.unwrap();
+    let history = s.history(&gf("main")).await.unwrap();
     assert_eq!(
         history
             .iter()
@@ -191,19 +203,19 @@ async fn resume_restores_and_bookmarks_the_current_session() {
     );
 
     // Another group cannot resume main's history entry.
-    let dev = s.get("dev").await.unwrap();
+    let dev = s.get(&gf("dev")).await.unwrap();
     let err = s
-        .resume("dev", saved.id, dev.generation, None)
+        .resume(&gf("dev"), saved.id, dev.generation, None)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::NotFound(_)), "{err}");
-    assert_eq!(s.history("main").await.unwrap().len(), 1);
-    assert_eq!(s.get("dev").await.unwrap().session_id, None);
+    assert_eq!(s.history(&gf("main")).await.unwrap().len(), 1);
+    assert_eq!(s.get(&gf("dev")).await.unwrap().session_id, None);
 
     // Without a name, the current session is bookmarked anyway.
-    let p = s.get("main").await.unwrap();
+    let p = s.get(&gf("main")).await.unwrap();
     let r = s
-        .resume("main", saved.id, p.generation, None)
+        .resume(&gf("main"), saved.id, p.generation, None)
         .await
         .unwrap();
     assert_eq!(r.pointer.session_id.as_deref(), Some(B));
@@ -217,28 +229,32 @@ async fn resume_restores_and_bookmarks_the_current_session() {
 async fn invalid_names_never_touch_the_store() {
     let home = TestHome::new();
     let s = home.sessions();
+    // A bad folder name never becomes a GroupFolder, the only thing the
+    // session manager takes: it is refused before any store is reached.
     for bad in ["../main", "global", "a/b", ""] {
         assert!(
-            matches!(s.get(bad).await, Err(Error::Validation(_))),
-            "{bad:?}"
-        );
-        assert!(
-            matches!(s.set(bad, A, 0).await, Err(Error::Validation(_))),
+            matches!(
+                GroupFolder::new(bad).map_err(Error::from),
+                Err(Error::Validation(_))
+            ),
             "{bad:?}"
         );
     }
     for bad in ["../../etc/passwd", "not-a-uuid", ""] {
         assert!(
-            matches!(s.set("main", bad, 0).await, Err(Error::Validation(_))),
+            matches!(s.set(&gf("main"), bad, 0).await, Err(Error::Validation(_))),
             "{bad:?}"
         );
     }
-    let p = s.set("main", A, 0).await.unwrap();
+    let p = s.set(&gf("main"), A, 0).await.unwrap();
     assert!(matches!(
-        s.clear("main", "   ", p.generation).await,
+        s.clear(&gf("main"), "   ", p.generation).await,
         Err(Error::Invalid(_))
     ));
-    assert_eq!(s.get("main").await.unwrap().session_id.as_deref(), Some(A));
+    assert_eq!(
+        s.get(&gf("main")).await.unwrap().session_id.as_deref(),
+        Some(A)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,8 +265,11 @@ async fn agent_requests_act_on_their_own_group_only() {
     home.ok(&["groups", "add", "work", "--name", "Work"]);
     let sessions = home.sessions();
     let work_id = "11111111-2222-4333-8444-555555555555";
-    let p = sessions.get("work").await.unwrap();
-    sessions.set("work", work_id, p.generation).await.unwrap();
+    let p = sessions.get(&gf("work")).await.unwrap();
+    sessions
+        .set(&gf("work"), work_id, p.generation)
+        .await
+        .unwrap();
     let tasks = g2_host::requests::RequestServer::new(
         home.home(),
         home.store(),
@@ -288,7 +307,7 @@ async fn agent_requests_act_on_their_own_group_only() {
         b"{\"requestId\":\"r4\",\"type\":\"register_group\",\"folder\":\"evil\"}",
     )
     .unwrap();
-    tasks.drain("family").await;
+    tasks.drain(&gf("family")).await;
 
     let answer = |id: &str| -> TaskResponse {
         serde_json::from_slice(
@@ -309,7 +328,12 @@ async fn agent_requests_act_on_their_own_group_only() {
     assert!(!answer("r3").ok);
     // Work's pointer is untouched; the unknown action is kept with a reason.
     assert_eq!(
-        sessions.get("work").await.unwrap().session_id.as_deref(),
+        sessions
+            .get(&gf("work"))
+            .await
+            .unwrap()
+            .session_id
+            .as_deref(),
         Some(work_id)
     );
     let errors = home.path().join("data/ipc/family/errors");

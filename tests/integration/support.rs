@@ -1,5 +1,6 @@
 //! Shared test helpers: temporary homes, running `g2`, fixture paths.
 
+use g2_core::validate::GroupFolder;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -147,7 +148,10 @@ impl TestHome {
     /// Puts a transcript where Claude Code would have written it for a
     /// group's session.
     pub fn place_transcript(&self, folder: &str, session_id: &str, from: &Path) -> PathBuf {
-        let dest = self.home().transcript_path(folder, session_id).unwrap();
+        let dest = self
+            .home()
+            .transcript_path(&gf(folder), session_id)
+            .unwrap();
         std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
         std::fs::copy(from, &dest).unwrap();
         dest
@@ -155,7 +159,7 @@ impl TestHome {
 
     /// Files in a group's conversations folder, sorted.
     pub fn archives(&self, folder: &str) -> Vec<PathBuf> {
-        let dir = self.home().conversations_dir(folder).unwrap();
+        let dir = self.home().conversations_dir(&gf(folder)).unwrap();
         let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|rd| rd.map(|e| e.unwrap().path()).collect())
             .unwrap_or_default();
@@ -547,4 +551,9 @@ pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
+}
+
+/// A group folder the test knows to be valid.
+pub fn gf(name: &str) -> GroupFolder {
+    GroupFolder::new(name).unwrap()
 }

@@ -16,11 +16,12 @@ use super::Agents;
 use crate::archives::{ArchiveRecord, Prepared};
 use crate::store;
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 impl Agents {
     /// Takes the agent's IPC events: indexes archive notices, stores hook
     /// records; unreadable files go to `errors/`.
-    pub async fn take_events(&self, folder: &str) -> Result<Vec<ArchiveRecord>> {
+    pub async fn take_events(&self, folder: &GroupFolder) -> Result<Vec<ArchiveRecord>> {
         let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
         let mut archived = Vec::new();
         for name in dir.pending() {
@@ -53,7 +54,7 @@ impl Agents {
                     let _ = dir.remove(&name);
                 }
                 Err(e) => {
-                    tracing::warn!(group = folder, file = %name, error = %e, "agent event kept in errors/");
+                    tracing::warn!(group = %folder, file = %name, error = %e, "agent event kept in errors/");
                     if let Ok(errors) = self.home.ipc_sub(folder, ipc::ERRORS_DIR) {
                         let _ = dir.rename_to(&name, &errors, &name);
                     }
@@ -65,7 +66,7 @@ impl Agents {
 
     async fn adopt_archive(
         &self,
-        folder: &str,
+        folder: &GroupFolder,
         rel: &str,
         title: &str,
         session_id: Option<&str>,
@@ -88,7 +89,7 @@ impl Agents {
 
     async fn store_hook(
         &self,
-        folder: &str,
+        folder: &GroupFolder,
         event: String,
         session: Option<String>,
         at: String,

@@ -12,6 +12,7 @@ use g2_core::wire::InputMessage;
 use super::Agents;
 use crate::Result;
 use crate::home::Home;
+use g2_core::validate::GroupFolder;
 
 impl Agents {
     /// Removes what an earlier container of the group left in its `input/`
@@ -19,7 +20,7 @@ impl Agents {
     /// run nor be answered twice — unanswered messages are in the next
     /// prompt, since the router's cursor did not move past them. Called by
     /// whoever starts a run, before anything may write a new input.
-    pub fn clear_inputs(&self, folder: &str) -> Result<()> {
+    pub fn clear_inputs(&self, folder: &GroupFolder) -> Result<()> {
         let dir = self.home.ipc_sub(folder, ipc::INPUT_DIR)?;
         let _ = dir.remove(ipc::CLOSE);
         for name in dir.pending() {
@@ -30,7 +31,7 @@ impl Agents {
 }
 
 /// Asks the agent to finish: the `_close` sentinel.
-pub fn close(home: &Home, folder: &str) -> Result<()> {
+pub fn close(home: &Home, folder: &GroupFolder) -> Result<()> {
     let dir = home.ipc_sub(folder, ipc::INPUT_DIR)?;
     let r = dir.write_atomic(ipc::CLOSE, b"");
     home.confined(folder, "input/_close", r)
@@ -38,7 +39,7 @@ pub fn close(home: &Home, folder: &str) -> Result<()> {
 
 /// Writes a message for a running agent into its `input/` folder; returns
 /// the file's name.
-pub fn send_follow_up(home: &Home, folder: &str, text: &str) -> Result<String> {
+pub fn send_follow_up(home: &Home, folder: &GroupFolder, text: &str) -> Result<String> {
     let dir = home.ipc_sub(folder, ipc::INPUT_DIR)?;
     let msg = serde_json::to_vec(&InputMessage::Message {
         text: text.to_string(),

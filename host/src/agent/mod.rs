@@ -50,6 +50,7 @@ use crate::home::Home;
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 /// What one run produced.
 #[derive(Debug, Clone, Serialize)]
@@ -97,7 +98,7 @@ pub type TurnSink = tokio::sync::mpsc::UnboundedSender<Turn>;
 /// Started when a group's container starts and stopped when it exits: in
 /// `g2 run`, what serves the agent's requests meanwhile (`g2 serve` serves
 /// every group's requests all the time and sets none).
-pub type RunWatch = Arc<dyn Fn(&str) -> Result<Background> + Send + Sync>;
+pub type RunWatch = Arc<dyn Fn(&GroupFolder) -> Result<Background> + Send + Sync>;
 
 pub struct Agents {
     home: Home,
@@ -158,7 +159,7 @@ impl Agents {
 
     /// Serves the group's gateway socket unless a live one is there already
     /// (another g2 process serving it).
-    pub async fn ensure_socket(&self, folder: &str) -> Result<()> {
+    pub async fn ensure_socket(&self, folder: &GroupFolder) -> Result<()> {
         let path = self.home.ipc_dir(folder)?.join(ipc::MODEL_SOCKET);
         let mut sockets = self.sockets.lock().await;
         // Ours and still a socket (the agent may have put a link in its place).
@@ -190,7 +191,7 @@ impl Agents {
 
     /// Runs one prompt in the group's container and returns when the
     /// container has finished (`g2 run`).
-    pub async fn run_prompt(&self, folder: &str, prompt: &str) -> Result<RunReport> {
+    pub async fn run_prompt(&self, folder: &GroupFolder, prompt: &str) -> Result<RunReport> {
         self.clear_inputs(folder)?;
         self.run(folder, prompt, RunOptions::default(), None).await
     }
@@ -201,7 +202,7 @@ impl Agents {
     /// [`close`]); a one-shot run closes after its first turn.
     pub async fn run(
         &self,
-        folder: &str,
+        folder: &GroupFolder,
         prompt: &str,
         opts: RunOptions,
         turns: Option<TurnSink>,
@@ -234,7 +235,7 @@ impl Agents {
             .await?;
         if report.errors.iter().any(|e| e.starts_with(STALE_SESSION)) && session.is_some() {
             tracing::warn!(
-                group = folder,
+                group = %folder,
                 "stored session not found; clearing the pointer and retrying fresh"
             );
             let generation = match generation {

@@ -17,6 +17,7 @@ use crate::Result;
 use crate::groups::{self, Group};
 use crate::home::Home;
 use crate::store;
+use g2_core::validate::GroupFolder;
 
 /// Hooks registered in every group's `.claude/settings.json` (the runner
 /// answers the same list).
@@ -28,7 +29,7 @@ impl Agents {
     /// ([`g2_core::confined`]); a folder replaced by the agent is made real
     /// again and recorded.
     pub(super) fn prepare(&self, group: &Group) -> Result<()> {
-        let folder = group.folder.as_str();
+        let folder = &group.folder;
         self.home.ensure_layout()?;
         self.home.ensure_group(folder, &group.name, group.is_main)?;
         let ipc_tree = self.home.ipc_tree(folder)?;
@@ -101,7 +102,7 @@ impl Agents {
 
 /// Registers g2's hooks in a group's `.claude/settings.json`, keeping any
 /// other settings in the file.
-fn write_hooks(home: &Home, folder: &str) -> Result<()> {
+fn write_hooks(home: &Home, folder: &GroupFolder) -> Result<()> {
     let tree = home.claude_tree(folder)?;
     // The agent can write here: never read through a link it planted (a
     // link is replaced by the write below).
@@ -139,14 +140,15 @@ mod tests {
     fn hooks_keep_other_settings() {
         let d = tempfile::tempdir().unwrap();
         let home = Home::new(d.path()).unwrap();
-        let claude = home.claude_dir("main").unwrap();
+        let main = GroupFolder::new("main").unwrap();
+        let claude = home.claude_dir(&main).unwrap();
         std::fs::create_dir_all(&claude).unwrap();
         std::fs::write(
             claude.join("settings.json"),
             r#"{"model":"x","hooks":{"Old":[]}}"#,
         )
         .unwrap();
-        write_hooks(&home, "main").unwrap();
+        write_hooks(&home, &main).unwrap();
         let v: Value =
             serde_json::from_str(&std::fs::read_to_string(claude.join("settings.json")).unwrap())
                 .unwrap();

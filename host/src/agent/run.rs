@@ -24,6 +24,7 @@ use crate::background::Background;
 use crate::container::{self, Output, Running};
 use crate::groups::Group;
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 /// Most stdout a container may write without completing a frame.
 const MAX_PENDING_OUTPUT: usize = 10 << 20;
@@ -111,7 +112,7 @@ impl Agents {
         let input = ContainerInput {
             prompt: prompt.to_string(),
             session_id: session_id.clone(),
-            group_folder: group.folder.clone(),
+            group_folder: group.folder.to_string(),
             chat_jid: group.jid.clone(),
             is_main: group.is_main,
             is_scheduled_task: opts.scheduled,
@@ -127,7 +128,7 @@ impl Agents {
         };
         let running = self.runtime.run(spec, bytes).await?;
         let report = RunReport {
-            group: group.folder.clone(),
+            group: group.folder.to_string(),
             replies: Vec::new(),
             errors: Vec::new(),
             session_id,
@@ -245,7 +246,7 @@ impl Agents {
 
     /// Asks the agent to finish; when even that cannot be written, stops
     /// its container: no error may leave a container behind.
-    async fn close_or_stop(&self, folder: &str, id: &str) {
+    async fn close_or_stop(&self, folder: &GroupFolder, id: &str) {
         if let Err(e) = close(&self.home, folder) {
             tracing::error!(error = %e, "could not write _close; stopping the container");
             self.stop_quietly(id).await;
@@ -261,19 +262,24 @@ impl Agents {
     /// Points the group at the session its agent runs, unless the pointer
     /// moved since the run read it (a clear or resume meanwhile stands).
     /// Returns the generation to use for the next write (None: stop writing).
-    async fn point_at(&self, folder: &str, id: &str, generation: Option<i64>) -> Option<i64> {
+    async fn point_at(
+        &self,
+        folder: &GroupFolder,
+        id: &str,
+        generation: Option<i64>,
+    ) -> Option<i64> {
         let g = generation?;
         match self.sessions.set(folder, id, g).await {
             Ok(p) => Some(p.generation),
             Err(Error::StaleGeneration { .. }) => {
                 tracing::info!(
-                    group = folder,
+                    group = %folder,
                     "pointer changed during the run; not overwriting it"
                 );
                 None
             }
             Err(e) => {
-                tracing::warn!(group = folder, error = %e, "could not record the session");
+                tracing::warn!(group = %folder, error = %e, "could not record the session");
                 None
             }
         }

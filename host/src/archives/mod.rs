@@ -20,6 +20,7 @@ use crate::error::IoContext;
 use crate::home::Home;
 use crate::store::{self, Store};
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 /// What started an archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,7 +48,7 @@ impl Trigger {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArchiveRecord {
     pub id: i64,
-    pub group: String,
+    pub group: GroupFolder,
     pub session_id: Option<String>,
     /// The archive's title.
     pub name: String,
@@ -60,7 +61,7 @@ pub struct ArchiveRecord {
 /// An archive file written but not yet recorded.
 #[derive(Debug)]
 pub struct Prepared {
-    pub group: String,
+    pub group: GroupFolder,
     pub session_id: Option<String>,
     pub title: String,
     /// The file's name in the group's `conversations/`.
@@ -80,7 +81,7 @@ impl Prepared {
     /// the group folder and must stay inside `conversations/`.
     pub fn adopt(
         home: &Home,
-        group: &str,
+        group: &GroupFolder,
         rel: &str,
         title: &str,
         session_id: Option<&str>,
@@ -108,7 +109,7 @@ impl Prepared {
             .take(200)
             .collect();
         Ok(Prepared {
-            group: group.to_string(),
+            group: group.clone(),
             session_id: session_id.and_then(|s| validate::session_id(s).ok()),
             title: if title.trim().is_empty() {
                 name.trim_end_matches(".md").to_string()
@@ -133,14 +134,14 @@ impl Prepared {
 /// Removes an archive file again, beneath its group's folder (its record
 /// did not commit: the folder never holds an archive the database does not
 /// know).
-pub fn discard(home: &Home, group: &str, file_name: &str) {
+pub fn discard(home: &Home, group: &GroupFolder, file_name: &str) {
     if let Ok(dir) = home.conversations_tree(group) {
         let _ = dir.remove(file_name);
     }
 }
 
 /// An archive's path as stored: relative to the home.
-fn rel_path(group: &str, name: &str) -> String {
+fn rel_path(group: &GroupFolder, name: &str) -> String {
     format!("groups/{group}/conversations/{name}")
 }
 
@@ -151,13 +152,12 @@ pub fn prepare(
     home: &Home,
     store: &Store,
     opts: &archive::ArchiveOptions,
-    group: &str,
+    group: &GroupFolder,
     parsed: transcript::Transcript,
     name: Option<&str>,
     session_id: Option<&str>,
     trigger: Trigger,
 ) -> Result<Prepared> {
-    validate::group_folder(group)?;
     let session_id = match session_id.or(parsed.session_id.as_deref()) {
         Some(id) => validate::session_id(id).ok(),
         None => None,
@@ -186,7 +186,7 @@ pub fn prepare(
         ),
     )?;
     Ok(Prepared {
-        group: group.to_string(),
+        group: group.clone(),
         session_id,
         title,
         rel_path: rel_path(group, &file_name),
@@ -202,7 +202,7 @@ pub fn prepare(
 /// `.claude` folder without following a link. None when there is none.
 pub fn read_transcript(
     home: &Home,
-    group: &str,
+    group: &GroupFolder,
     session_id: &str,
 ) -> Result<Option<transcript::Transcript>> {
     let id = validate::session_id(session_id)?;
@@ -236,12 +236,12 @@ pub async fn archive_transcript(
     home: &Home,
     store: &Store,
     opts: archive::ArchiveOptions,
-    group: &str,
+    group: &GroupFolder,
     transcript_path: PathBuf,
     name: Option<String>,
     trigger: Trigger,
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
-    let (h, group_owned, st) = (home.clone(), group.to_string(), store.clone());
+    let (h, group_owned, st) = (home.clone(), group.clone(), store.clone());
     let prepared = tokio::task::spawn_blocking(move || {
         // The operator named this file: it is read as given.
         let parsed = transcript::parse_file(&transcript_path)

@@ -18,13 +18,13 @@ pub(super) async fn archive(
     out: Output,
 ) -> Result<i32> {
     let store = ctx.store().await?;
-    require_group(&store, group).await?;
+    let group = require_group(&store, group).await?;
     archives::require_transcript(&transcript)?;
     let (rec, stats) = archives::archive_transcript(
         &ctx.home,
         &store,
         ctx.settings.archive_options(),
-        group,
+        &group.folder,
         transcript,
         name,
         Trigger::Manual,

@@ -3,6 +3,8 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+use g2_core::validate::GroupFolder;
+
 use super::{Ctx, Output};
 use crate::groups::{self, NewGroup};
 use crate::store;
@@ -89,6 +91,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
             })?;
         }
         GroupsCmd::Remove { folder } => {
+            let folder = GroupFolder::new(folder)?;
             let g = store
                 .write(move |tx| store::groups::remove(tx, &folder))
                 .await?;

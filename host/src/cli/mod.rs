@@ -23,6 +23,7 @@ use crate::config::Settings;
 use crate::home::Home;
 use crate::sessions::SessionManager;
 use crate::store::Store;
+use g2_core::validate::GroupFolder;
 
 pub use output::Output;
 
@@ -226,12 +227,18 @@ impl crate::host::Report for Console {
 }
 
 /// The registered group, or an error that says how to list them.
+/// The group a command-line argument names: the folder is checked here,
+/// where it comes in, and the group must be registered.
 async fn require_group(store: &Store, folder: &str) -> Result<crate::groups::Group> {
-    crate::groups::require(store, folder)
+    let folder = GroupFolder::new(folder)?;
+    crate::groups::require(store, &folder)
         .await
         .map_err(|e| match e {
             crate::Error::NotFound(_) => {
-                anyhow!("group {folder:?} is not registered (see `g2 groups list`)")
+                anyhow!(
+                    "group {:?} is not registered (see `g2 groups list`)",
+                    folder.as_str()
+                )
             }
             e => e.into(),
         })

@@ -49,7 +49,7 @@ pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
 pub(super) async fn run(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> Result<i32> {
     ctx.home.ensure_layout()?;
     let store = ctx.store().await?;
-    require_group(&store, folder).await?;
+    let group = require_group(&store, folder).await?;
     // A live host owns this home's containers: leave them alone and say
     // where the message should go instead.
     let _lock = HostLock::acquire(&ctx.home, "run").map_err(|e| {
@@ -69,7 +69,7 @@ pub(super) async fn run(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> R
     for name in agents.reap().await? {
         eprintln!("removed container {name} left by an earlier host");
     }
-    let report = agents.run_prompt(folder, prompt).await?;
+    let report = agents.run_prompt(&group.folder, prompt).await?;
     gw.flush().await;
     out.print(&report, |report| {
         for r in &report.replies {

@@ -3,6 +3,8 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+use g2_core::validate::GroupFolder;
+
 use super::{Ctx, Output, require_group};
 use crate::terminal::inert_name;
 
@@ -42,11 +44,25 @@ pub(super) enum SessionsCmd {
     },
 }
 
+impl SessionsCmd {
+    fn folder(&self) -> &str {
+        match self {
+            SessionsCmd::Show { folder, .. }
+            | SessionsCmd::Set { folder, .. }
+            | SessionsCmd::History { folder, .. }
+            | SessionsCmd::Clear { folder, .. }
+            | SessionsCmd::Resume { folder, .. } => folder,
+        }
+    }
+}
+
 pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
+    // The argument is checked here, where it comes in, before any store.
+    let folder = GroupFolder::new(cmd.folder())?;
     let store = ctx.store().await?;
     let sessions = ctx.sessions(&store);
     match cmd {
-        SessionsCmd::Show { folder, out } => {
+        SessionsCmd::Show { folder: _, out } => {
             let p = sessions.get(&folder).await?;
             out.print(&p, |p| {
                 match &p.session_id {
@@ -56,7 +72,10 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
                 Ok(())
             })?;
         }
-        SessionsCmd::Set { folder, session_id } => {
+        SessionsCmd::Set {
+            folder: _,
+            session_id,
+        } => {
             require_group(&store, &folder).await?;
             let p = sessions.get(&folder).await?;
             let p = sessions.set(&folder, &session_id, p.generation).await?;
@@ -65,7 +84,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
                 p.session_id.unwrap_or_default()
             );
         }
-        SessionsCmd::History { folder, out } => {
+        SessionsCmd::History { folder: _, out } => {
             let h = sessions.history(&folder).await?;
             out.print(&h, |h| {
                 if h.is_empty() {
@@ -83,7 +102,11 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
                 Ok(())
             })?;
         }
-        SessionsCmd::Clear { folder, name, out } => {
+        SessionsCmd::Clear {
+            folder: _,
+            name,
+            out,
+        } => {
             // The CLI's own words for an unknown group, before the one path.
             require_group(&store, &folder).await?;
             let cleared = sessions.clear_active(&folder, &name).await?;
@@ -100,7 +123,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
             })?;
         }
         SessionsCmd::Resume {
-            folder,
+            folder: _,
             history_id,
             save_as,
             out,

@@ -17,6 +17,7 @@ use super::ContainerSettings;
 use crate::Result;
 use crate::groups::Group;
 use crate::home::Home;
+use g2_core::validate::GroupFolder;
 
 const MB: u64 = 1024 * 1024;
 
@@ -58,7 +59,7 @@ pub fn quota_bytes(settings: &ContainerSettings, group: &Group) -> u64 {
 }
 
 /// Bytes the group's three trees take. Blocking: walks the trees.
-pub fn used_bytes(home: &Home, folder: &str) -> Result<u64> {
+pub fn used_bytes(home: &Home, folder: &GroupFolder) -> Result<u64> {
     let mut total = 0;
     for tree in [
         home.group_tree(folder)?,

@@ -121,7 +121,7 @@ pub fn spec_for(
     Ok(Spec {
         name: format!("g2-{}-{now}", group.folder.to_ascii_lowercase()),
         image: settings.image.clone(),
-        group: group.folder.clone(),
+        group: group.folder.to_string(),
         run_id: uuid::Uuid::new_v4().to_string(),
         home_label: home_label(home.root()),
         mounts,

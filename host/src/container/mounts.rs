@@ -219,7 +219,7 @@ pub fn table(
     }
     out.push(bind(home.group_dir(folder)?, GROUP_DIR, false));
     if !group.is_main {
-        out.push(bind(home.group_dir("global")?, GLOBAL_DIR, true));
+        out.push(bind(home.global_dir(), GLOBAL_DIR, true));
     }
     out.push(bind(home.claude_dir(folder)?, CLAUDE_DIR, false));
     out.push(bind(home.ipc_dir(folder)?, IPC_DIR, false));

@@ -49,6 +49,7 @@ use crate::error::IoContext;
 use crate::home::Home;
 use crate::store::{self, Store};
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 use usage::{Outcome, Record, Tokens};
 
 pub use credentials::Credential;
@@ -140,7 +141,7 @@ pub struct Listening {
     pub local_addr: Option<SocketAddr>,
     server: Option<Background>,
     /// A group socket: its home and folder, to remove it at the end.
-    socket: Option<(Home, String)>,
+    socket: Option<(Home, GroupFolder)>,
 }
 
 impl Listening {
@@ -256,8 +257,7 @@ impl Gateway {
     /// Serves a group on its socket `data/ipc/{folder}/model.sock`. The
     /// socket is world-connectable (the container's user is not the host's);
     /// the folder it sits in is mounted into that group's container only.
-    pub async fn listen_group(&self, home: &Home, folder: &str) -> Result<Listening> {
-        g2_core::validate::group_folder(folder)?;
+    pub async fn listen_group(&self, home: &Home, folder: &GroupFolder) -> Result<Listening> {
         let tree = home.ipc_tree(folder)?;
         let path = home.ipc_dir(folder)?.join(g2_core::ipc::MODEL_SOCKET);
         // sun_path holds 108 bytes including the terminating NUL.
@@ -307,7 +307,7 @@ impl Gateway {
             address: path.display().to_string(),
             local_addr: None,
             server: Some(self.spawn_server(listener, self.router(folder))),
-            socket: Some((home.clone(), folder.to_string())),
+            socket: Some((home.clone(), folder.clone())),
         })
     }
 

@@ -24,6 +24,7 @@ use g2_core::wire::Action;
 use crate::groups::{self, Group};
 use crate::store::Store;
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 /// The actions that are authorized alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,13 +121,13 @@ pub fn check(me: &Group, family: Family, own: bool, why: impl FnOnce() -> String
 
 /// What `me` sees of a family: `None` for everything (it may act on any
 /// group's), else only its own folder's.
-pub fn scope(me: &Group, family: Family) -> Option<String> {
+pub fn scope(me: &Group, family: Family) -> Option<GroupFolder> {
     (!may(me, family, false)).then(|| me.folder.clone())
 }
 
 /// The group a request acts for: the folder it was found in, which must
 /// be a registered group.
-pub async fn source(store: &Store, folder: &str) -> Result<Group> {
+pub async fn source(store: &Store, folder: &GroupFolder) -> Result<Group> {
     match groups::require(store, folder).await {
         Err(Error::NotFound(_)) => Err(Error::Forbidden(format!(
             "{folder} is not a registered group"
@@ -153,7 +154,7 @@ mod tests {
 
     fn group(folder: &str, is_main: bool) -> Group {
         Group {
-            folder: folder.into(),
+            folder: GroupFolder::new(folder).unwrap(),
             name: folder.into(),
             jid: format!("local:{folder}"),
             trigger_pattern: None,

@@ -27,6 +27,7 @@ use crate::home::Home;
 use crate::routing::channels::Channels;
 use crate::sessions::SessionManager;
 use crate::store::Store;
+use g2_core::validate::GroupFolder;
 
 mod actions;
 pub mod authorize;
@@ -35,7 +36,7 @@ mod watch;
 pub use watch::parse_request;
 
 /// Callback with a group's folder.
-pub type FolderHook = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+pub type FolderHook = std::sync::Arc<dyn Fn(&GroupFolder) + Send + Sync>;
 
 /// What the requests reach beyond the store.
 #[derive(Clone)]
@@ -96,7 +97,7 @@ impl RequestServer {
     /// payload names in a field the action does not have (a forged target).
     pub async fn handle(
         &self,
-        folder: &str,
+        folder: &GroupFolder,
         req: TaskRequest,
         named: Option<&str>,
     ) -> TaskResponse {
@@ -108,11 +109,11 @@ impl RequestServer {
         let (ok, text, outcome) = match result {
             Ok(text) => (true, text, "ok"),
             Err(Error::Forbidden(why)) => {
-                tracing::warn!(group = folder, action, reason = %why, "agent request refused");
+                tracing::warn!(group = %folder, action, reason = %why, "agent request refused");
                 (false, format!("not allowed: {why}"), "refused")
             }
             Err(e) => {
-                tracing::info!(group = folder, action, error = %e, "agent request failed");
+                tracing::info!(group = %folder, action, error = %e, "agent request failed");
                 (false, e.to_string(), "failed")
             }
         };
@@ -150,7 +151,7 @@ impl RequestServer {
         }
     }
 
-    fn session_changed(&self, folder: &str) {
+    fn session_changed(&self, folder: &GroupFolder) {
         if let Some(f) = &self.links.session_changed {
             f(folder);
         }

@@ -25,6 +25,7 @@ use super::RequestServer;
 use crate::background::Background;
 use crate::home::Home;
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 /// How often a running group's folders are rescanned without an event.
 const RESCAN: Duration = Duration::from_secs(2);
@@ -34,7 +35,7 @@ const FULL_RESCAN: Duration = Duration::from_secs(10);
 impl RequestServer {
     /// Serves a group's requests until stopped; a last drain runs at stop
     /// (`g2 run`; a no-op while [`RequestServer::watch_all`] runs).
-    pub fn watch(&self, folder: &str) -> Result<Background> {
+    pub fn watch(&self, folder: &GroupFolder) -> Result<Background> {
         if self.watching_all.load(std::sync::atomic::Ordering::Relaxed) {
             return Ok(Background::spawn(|stopped| async move {
                 let _ = stopped.await;
@@ -55,7 +56,7 @@ impl RequestServer {
         for dir in &dirs {
             watcher.add(dir)?;
         }
-        let (server, folder) = (self.clone(), folder.to_string());
+        let (server, folder) = (self.clone(), folder.clone());
         Ok(Background::spawn(|mut stopped| async move {
             let _watcher = watcher;
             loop {
@@ -80,7 +81,7 @@ impl RequestServer {
         std::fs::create_dir_all(&root)
             .map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
         // None: rescan everything.
-        let (wake_tx, mut wake) = mpsc::unbounded_channel::<Option<String>>();
+        let (wake_tx, mut wake) = mpsc::unbounded_channel::<Option<GroupFolder>>();
         let cb_root = root.clone();
         let mut watcher = Watch::new(move |wake| match wake {
             Wake::Rescan => {
@@ -100,8 +101,8 @@ impl RequestServer {
         let (server, home) = (self.clone(), self.home.clone());
         Ok(Background::spawn(|mut stopped| async move {
             let mut watched = std::collections::HashSet::new();
-            let mut watch_group = |watcher: &mut Watch, folder: &str| {
-                if watched.contains(folder) || g2_core::validate::group_folder(folder).is_err() {
+            let mut watch_group = |watcher: &mut Watch, folder: &GroupFolder| {
+                if watched.contains(folder) {
                     return;
                 }
                 for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
@@ -112,7 +113,7 @@ impl RequestServer {
                         tracing::warn!(dir = %dir.display(), "cannot watch; the timed rescan covers it");
                     }
                 }
-                watched.insert(folder.to_string());
+                watched.insert(folder.clone());
             };
             let registered = server
                 .store
@@ -156,7 +157,7 @@ impl RequestServer {
 
     /// Handles every request waiting in the group's `messages/` and
     /// `tasks/` (messages first: they are what the agent said before).
-    pub async fn drain(&self, folder: &str) {
+    pub async fn drain(&self, folder: &GroupFolder) {
         // Beneath directory handles: a link planted in place of a folder or
         // a request is refused (and recorded), never followed.
         let Ok(tree) = self.home.ipc_tree(folder) else {
@@ -186,7 +187,7 @@ impl RequestServer {
                         let _ = dir.remove(&claimed);
                     }
                     Err(why) => {
-                        tracing::warn!(group = folder, file = %name, reason = %why, "agent request kept in errors/");
+                        tracing::warn!(group = %folder, file = %name, reason = %why, "agent request kept in errors/");
                         keep_failed(&self.home, folder, &tree, &dir, &claimed, &name, &why);
                     }
                 }
@@ -211,27 +212,27 @@ const GROUP_FIELDS: &[&str] = &[
 
 /// The group folder an event path belongs to: `ipc/{folder}` itself or a
 /// file in its `messages/` or `tasks/`.
-fn folder_of(root: &Path, path: &Path) -> Option<String> {
+fn folder_of(root: &Path, path: &Path) -> Option<GroupFolder> {
     let rel = path.strip_prefix(root).ok()?;
     let mut parts = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned());
     let folder = parts.next()?;
     match parts.next().as_deref() {
-        None | Some(ipc::MESSAGES_DIR) | Some(ipc::TASKS_DIR) => Some(folder),
+        // A folder name from the kernel: checked here, where it comes in.
+        None | Some(ipc::MESSAGES_DIR) | Some(ipc::TASKS_DIR) => GroupFolder::new(folder).ok(),
         _ => None,
     }
 }
 
 /// The group folders under `data/ipc/`.
-fn list_folders(root: &Path) -> Vec<String> {
+fn list_folders(root: &Path) -> Vec<GroupFolder> {
     let Ok(rd) = std::fs::read_dir(root) else {
         return Vec::new();
     };
     rd.flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| g2_core::validate::group_folder(n).is_ok())
+        .filter_map(|e| GroupFolder::new(e.file_name().to_string_lossy()).ok())
         .collect()
 }
 
@@ -239,7 +240,7 @@ fn list_folders(root: &Path) -> Vec<String> {
 /// returns a group the payload names outside the action's own fields.
 fn read_request(
     home: &Home,
-    folder: &str,
+    folder: &GroupFolder,
     dir: &Dir,
     name: &str,
     sub: &str,
@@ -277,7 +278,7 @@ pub fn parse_request(
     Ok((req, named))
 }
 
-fn respond(home: &Home, folder: &str, tree: &Dir, r: &TaskResponse) -> Result<()> {
+fn respond(home: &Home, folder: &GroupFolder, tree: &Dir, r: &TaskResponse) -> Result<()> {
     let body = serde_json::to_vec(r)?;
     let dir = home.ensure_sub(folder, tree, ipc::RESPONSES_DIR)?;
     let w = dir.write_atomic(&format!("{}.json", safe_name(&r.request_id)), &body);
@@ -296,7 +297,7 @@ fn safe_name(id: &str) -> String {
 
 fn keep_failed(
     home: &Home,
-    folder: &str,
+    folder: &GroupFolder,
     tree: &Dir,
     dir: &Dir,
     claimed: &str,

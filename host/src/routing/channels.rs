@@ -32,6 +32,8 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use g2_core::validate::GroupFolder;
+
 use crate::routing::messages::{Inbound, Message};
 use crate::store::{self, Store};
 use crate::{Error, Result};
@@ -97,7 +99,7 @@ impl Live {
 enum Job {
     /// Store a checked inbound message for a group's chat and answer.
     Inbound {
-        folder: String,
+        folder: GroupFolder,
         m: Inbound,
         done: oneshot::Sender<Result<Message>>,
     },
@@ -121,7 +123,7 @@ pub struct Channels {
     events: broadcast::Sender<Arc<Live>>,
     sequencer: Arc<Sequencer>,
     /// Folders with new inbound messages, for the router.
-    wake: Option<mpsc::UnboundedSender<String>>,
+    wake: Option<mpsc::UnboundedSender<GroupFolder>>,
 }
 
 impl Channels {
@@ -153,7 +155,7 @@ impl Channels {
     }
 
     /// Where inbound messages ring (the router).
-    pub fn with_router(mut self, wake: mpsc::UnboundedSender<String>) -> Self {
+    pub fn with_router(mut self, wake: mpsc::UnboundedSender<GroupFolder>) -> Self {
         self.wake = Some(wake);
         self
     }
@@ -259,15 +261,14 @@ impl Channels {
 
     /// Takes in a message for a group's chat: stored, published, routed
     /// (the router is rung once per group and batch).
-    pub async fn receive(&self, folder: &str, m: Inbound) -> Result<Message> {
+    pub async fn receive(&self, folder: &GroupFolder, m: Inbound) -> Result<Message> {
         // The group is looked up in the batch's transaction (no read of
         // its own per message).
-        g2_core::validate::group_folder(folder)?;
         m.check()?;
         let (done, stored) = oneshot::channel();
         self.jobs()
             .send(Job::Inbound {
-                folder: folder.to_string(),
+                folder: folder.clone(),
                 m,
                 done,
             })
@@ -365,7 +366,7 @@ async fn sequence(
     events: broadcast::Sender<Arc<Live>>,
     list: Arc<Vec<Arc<dyn Channel>>>,
     mut published: i64,
-    wake: Option<mpsc::UnboundedSender<String>>,
+    wake: Option<mpsc::UnboundedSender<GroupFolder>>,
     mut jobs: mpsc::Receiver<Job>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -417,9 +418,9 @@ async fn sequence(
             }
         };
         // Published, then the router, then the senders.
-        let mut folders: Vec<&str> = Vec::new();
+        let mut folders: Vec<&GroupFolder> = Vec::new();
         for ((folder, _), answer) in items.iter().zip(&answers) {
-            if answer.is_ok() && !folders.contains(&folder.as_str()) {
+            if answer.is_ok() && !folders.contains(&folder) {
                 folders.push(folder);
             }
         }
@@ -436,7 +437,7 @@ async fn sequence(
 fn store_inbound(
     tx: &rusqlite::Transaction<'_>,
     list: &[Arc<dyn Channel>],
-    items: &[(String, Inbound)],
+    items: &[(GroupFolder, Inbound)],
 ) -> Result<Vec<Result<Message>>> {
     let mut chats: Vec<(&str, Option<(String, &'static str)>)> = Vec::new();
     let mut answers = Vec::with_capacity(items.len());
@@ -464,10 +465,10 @@ fn store_inbound(
 }
 
 /// Tells the router which groups have new messages (once each).
-fn ring(wake: &Option<mpsc::UnboundedSender<String>>, folders: &[&str]) {
+fn ring(wake: &Option<mpsc::UnboundedSender<GroupFolder>>, folders: &[&GroupFolder]) {
     if let Some(w) = wake {
         for f in folders {
-            let _ = w.send(f.to_string());
+            let _ = w.send((*f).clone());
         }
     }
 }
@@ -551,7 +552,7 @@ mod tests {
         let mut live = ch.subscribe();
         let m = ch
             .receive(
-                "tg",
+                &GroupFolder::new("tg").unwrap(),
                 Inbound {
                     sender: "u".into(),
                     sender_name: None,
@@ -641,7 +642,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 for i in 0..100 {
                     ch.receive(
-                        "fam",
+                        &GroupFolder::new("fam").unwrap(),
                         Inbound {
                             sender: format!("u{p}"),
                             sender_name: None,
@@ -680,7 +681,7 @@ mod tests {
         // An unknown group is refused; nothing is stored for it.
         let none = ch
             .receive(
-                "nobody",
+                &GroupFolder::new("nobody").unwrap(),
                 Inbound {
                     sender: "u".into(),
                     sender_name: None,

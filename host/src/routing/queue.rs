@@ -46,26 +46,27 @@ use crate::routing::notices::{self, GiveUp};
 use crate::routing::rules as router;
 use crate::store::{self, Store};
 use crate::tasks::{self, Task};
+use g2_core::validate::GroupFolder;
 
 enum Cmd {
     Task(Task),
-    Close(String),
+    Close(GroupFolder),
     Turn {
-        folder: String,
+        folder: GroupFolder,
         run: u64,
         turn: Turn,
     },
     Exited {
-        folder: String,
+        folder: GroupFolder,
         run: u64,
         result: Result<RunReport>,
     },
     Idle {
-        folder: String,
+        folder: GroupFolder,
         run: u64,
         epoch: u64,
     },
-    Retry(String),
+    Retry(GroupFolder),
     Status(oneshot::Sender<Status>),
     Shutdown(oneshot::Sender<()>),
     ShutdownDeadline,
@@ -77,13 +78,13 @@ pub struct Status {
     /// Groups with a container, and whether it is answering right now.
     pub running: Vec<RunningStatus>,
     /// Groups waiting for a slot, first in line first.
-    pub waiting: Vec<String>,
+    pub waiting: Vec<GroupFolder>,
     pub max_containers: usize,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RunningStatus {
-    pub group: String,
+    pub group: GroupFolder,
     /// `messages` or `task`.
     pub kind: &'static str,
     /// Prompts sent and not answered yet.
@@ -95,13 +96,13 @@ pub struct RunningStatus {
 #[derive(Clone)]
 pub struct QueueHandle {
     cmd: mpsc::UnboundedSender<Cmd>,
-    wake: mpsc::UnboundedSender<String>,
+    wake: mpsc::UnboundedSender<GroupFolder>,
 }
 
 /// The receiving ends, until [`Queue::spawn`] takes them.
 pub struct QueueInbox {
     cmd: mpsc::UnboundedReceiver<Cmd>,
-    wake: mpsc::UnboundedReceiver<String>,
+    wake: mpsc::UnboundedReceiver<GroupFolder>,
 }
 
 /// A handle and its inbox: create these first, so the agents' request
@@ -120,12 +121,12 @@ pub fn channel() -> (QueueHandle, QueueInbox) {
 
 impl QueueHandle {
     /// The group has new messages (or may have).
-    pub fn wake(&self, folder: &str) {
-        let _ = self.wake.send(folder.to_string());
+    pub fn wake(&self, folder: &GroupFolder) {
+        let _ = self.wake.send(folder.clone());
     }
 
     /// Where channels ring for new messages.
-    pub fn wake_sender(&self) -> mpsc::UnboundedSender<String> {
+    pub fn wake_sender(&self) -> mpsc::UnboundedSender<GroupFolder> {
         self.wake.clone()
     }
 
@@ -135,8 +136,8 @@ impl QueueHandle {
     }
 
     /// Closes the group's container after its current turn.
-    pub fn close(&self, folder: &str) {
-        let _ = self.cmd.send(Cmd::Close(folder.to_string()));
+    pub fn close(&self, folder: &GroupFolder) {
+        let _ = self.cmd.send(Cmd::Close(folder.clone()));
     }
 
     pub async fn status(&self) -> Option<Status> {
@@ -156,13 +157,13 @@ impl QueueHandle {
 }
 
 /// Records that messages up to `upto` went to the group's agent.
-async fn mark_inflight(store: &Store, folder: &str, upto: i64) {
-    let f = folder.to_string();
+async fn mark_inflight(store: &Store, folder: &GroupFolder, upto: i64) {
+    let f = folder.clone();
     if let Err(e) = store
         .write(move |tx| router::mark_inflight(tx, &f, upto))
         .await
     {
-        tracing::warn!(group = folder, error = %e, "recording the in-flight mark");
+        tracing::warn!(group = %folder, error = %e, "recording the in-flight mark");
     }
 }
 
@@ -215,24 +216,24 @@ struct GroupState {
 /// are served first come, first served.
 #[derive(Debug, Default)]
 struct Line {
-    waiting: VecDeque<String>,
+    waiting: VecDeque<GroupFolder>,
 }
 
 impl Line {
     /// Whether `folder` may start now, with `running` of `max` slots taken;
     /// if not, it joins the line (unless it is in it already).
-    fn admit(&mut self, folder: &str, running: usize, max: usize) -> bool {
+    fn admit(&mut self, folder: &GroupFolder, running: usize, max: usize) -> bool {
         if running < max {
             return true;
         }
         if !self.waiting.iter().any(|f| f == folder) {
-            self.waiting.push_back(folder.to_string());
+            self.waiting.push_back(folder.clone());
         }
         false
     }
 
     /// The group first in line, when a slot is free.
-    fn next(&mut self, running: usize, max: usize) -> Option<String> {
+    fn next(&mut self, running: usize, max: usize) -> Option<GroupFolder> {
         if running < max {
             self.waiting.pop_front()
         } else {
@@ -244,7 +245,7 @@ impl Line {
         self.waiting.is_empty()
     }
 
-    fn iter(&self) -> impl Iterator<Item = &String> {
+    fn iter(&self) -> impl Iterator<Item = &GroupFolder> {
         self.waiting.iter()
     }
 }
@@ -257,7 +258,7 @@ pub struct Queue {
     assistant_name: String,
     tasks_changed: Option<Arc<tokio::sync::Notify>>,
     me: mpsc::UnboundedSender<Cmd>,
-    groups: HashMap<String, GroupState>,
+    groups: HashMap<GroupFolder, GroupState>,
     fifo: Line,
     next_run: u64,
     stopping: Option<Vec<oneshot::Sender<()>>>,
@@ -378,7 +379,7 @@ impl Queue {
                 let first = self.stopping.is_none();
                 self.stopping.get_or_insert_with(Vec::new).push(tx);
                 if first {
-                    let folders: Vec<String> = self
+                    let folders: Vec<GroupFolder> = self
                         .groups
                         .iter()
                         .filter(|(_, g)| g.run.is_some())
@@ -408,7 +409,7 @@ impl Queue {
     }
 
     /// New messages may be waiting for `folder`.
-    async fn wake(&mut self, folder: &str) {
+    async fn wake(&mut self, folder: &GroupFolder) {
         if self.stopping.is_some() {
             return;
         }
@@ -418,7 +419,7 @@ impl Queue {
             Err(_) => return self.retry_soon(folder),
         };
         let others_wait = self.others_wait(folder);
-        let g = self.groups.entry(folder.to_string()).or_default();
+        let g = self.groups.entry(folder.clone()).or_default();
         if let Some(run) = &mut g.run {
             // A follow-up for the running container — unless other work
             // waits for it to finish: then it finishes what it has, closes,
@@ -441,7 +442,7 @@ impl Queue {
                 {
                     Ok(b) => b,
                     Err(e) => {
-                        tracing::error!(group = folder, error = %e, "reading pending messages");
+                        tracing::error!(group = %folder, error = %e, "reading pending messages");
                         return;
                     }
                 };
@@ -452,11 +453,11 @@ impl Queue {
                             outstanding.push_back(b.upto);
                             *sent_upto = b.upto;
                             run.epoch += 1;
-                            let (store, f, upto) = (self.store.clone(), folder.to_string(), b.upto);
+                            let (store, f, upto) = (self.store.clone(), folder.clone(), b.upto);
                             tokio::spawn(async move { mark_inflight(&store, &f, upto).await });
                         }
                         Err(e) => {
-                            tracing::error!(group = folder, error = %e, "writing a follow-up")
+                            tracing::error!(group = %folder, error = %e, "writing a follow-up")
                         }
                     }
                 }
@@ -472,17 +473,17 @@ impl Queue {
     }
 
     /// The group's row: `Ok(None)` when it is not registered (any more).
-    async fn group(&self, folder: &str) -> Result<Option<Group>> {
-        let f = folder.to_string();
+    async fn group(&self, folder: &GroupFolder) -> Result<Option<Group>> {
+        let f = folder.clone();
         self.store
             .read(move |c| store::groups::get(c, &f))
             .await
-            .inspect_err(|e| tracing::error!(group = folder, error = %e, "reading the group"))
+            .inspect_err(|e| tracing::error!(group = %folder, error = %e, "reading the group"))
     }
 
     /// Tries `folder` again in a second (after a database error).
-    fn retry_soon(&self, folder: &str) {
-        self.later(Duration::from_secs(1), Cmd::Retry(folder.to_string()));
+    fn retry_soon(&self, folder: &GroupFolder) {
+        self.later(Duration::from_secs(1), Cmd::Retry(folder.clone()));
     }
 
     /// Sends `cmd` to this actor after `delay` (timers are commands too, so
@@ -497,7 +498,7 @@ impl Queue {
 
     /// Whether other work waits for `folder`'s container to go: a task of
     /// its own, or a group in line for a slot.
-    fn others_wait(&self, folder: &str) -> bool {
+    fn others_wait(&self, folder: &GroupFolder) -> bool {
         !self.fifo.is_empty() || self.groups.get(folder).is_some_and(|g| !g.tasks.is_empty())
     }
 
@@ -516,7 +517,7 @@ impl Queue {
             })
     }
 
-    async fn want_slot(&mut self, folder: &str) {
+    async fn want_slot(&mut self, folder: &GroupFolder) {
         if self
             .fifo
             .admit(folder, self.active(), self.settings.max_containers)
@@ -537,7 +538,7 @@ impl Queue {
 
     /// Starts the group's container with its next task, or else its
     /// pending messages.
-    async fn start(&mut self, folder: &str) {
+    async fn start(&mut self, folder: &GroupFolder) {
         if self.stopping.is_some() {
             return;
         }
@@ -547,7 +548,7 @@ impl Queue {
                 // Unregistered meanwhile: its tasks cannot run.
                 if let Some(g) = self.groups.get_mut(folder) {
                     for t in g.tasks.drain(..) {
-                        tracing::warn!(task = %t.id, group = folder, "the task's group is gone; not run");
+                        tracing::warn!(task = %t.id, group = %folder, "the task's group is gone; not run");
                     }
                 }
                 return;
@@ -557,11 +558,11 @@ impl Queue {
         // Before the run exists, so no follow-up or _close of this run can
         // be written yet and then be taken for a leftover.
         if let Err(e) = self.agents.clear_inputs(folder) {
-            tracing::error!(group = folder, error = %e, "clearing input/");
+            tracing::error!(group = %folder, error = %e, "clearing input/");
         }
         let task = self
             .groups
-            .entry(folder.to_string())
+            .entry(folder.clone())
             .or_default()
             .tasks
             .pop_front();
@@ -621,7 +622,7 @@ impl Queue {
         };
         self.next_run += 1;
         let id = self.next_run;
-        let g = self.groups.entry(folder.to_string()).or_default();
+        let g = self.groups.entry(folder.clone()).or_default();
         g.run = Some(Run {
             id,
             kind,
@@ -631,7 +632,7 @@ impl Queue {
         let (agents, me, f, store) = (
             self.agents.clone(),
             self.me.clone(),
-            folder.to_string(),
+            folder.clone(),
             self.store.clone(),
         );
         tokio::spawn(async move {
@@ -665,7 +666,7 @@ impl Queue {
         });
     }
 
-    fn close(&mut self, folder: &str) {
+    fn close(&mut self, folder: &GroupFolder) {
         let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else {
             return;
         };
@@ -674,11 +675,11 @@ impl Queue {
         }
         run.closing = true;
         if let Err(e) = agent::close(self.agents.home(), folder) {
-            tracing::error!(group = folder, error = %e, "could not ask the container to close");
+            tracing::error!(group = %folder, error = %e, "could not ask the container to close");
         }
     }
 
-    async fn turn(&mut self, folder: &str, run_id: u64, turn: Turn) {
+    async fn turn(&mut self, folder: &GroupFolder, run_id: u64, turn: Turn) {
         let Some(g) = self.groups.get_mut(folder) else {
             return;
         };
@@ -696,7 +697,7 @@ impl Queue {
                 ..
             } => {
                 let Some(upto) = outstanding.pop_front() else {
-                    tracing::warn!(group = folder, "a turn nobody asked for; ignored");
+                    tracing::warn!(group = %folder, "a turn nobody asked for; ignored");
                     return;
                 };
                 match turn {
@@ -725,7 +726,7 @@ impl Queue {
                             Err(e) => {
                                 // The cursor did not move: redo from it rather
                                 // than credit the next reply to these messages.
-                                tracing::error!(group = folder, error = %e, "storing a reply; the run is redone");
+                                tracing::error!(group = %folder, error = %e, "storing a reply; the run is redone");
                                 if let Some(Run {
                                     kind:
                                         Kind::Messages {
@@ -745,7 +746,7 @@ impl Queue {
                         }
                     }
                     Turn::Failed(e) => {
-                        tracing::warn!(group = folder, error = %e, "turn failed");
+                        tracing::warn!(group = %folder, error = %e, "turn failed");
                         *failed = Some(e);
                         outstanding.clear();
                         self.close(folder);
@@ -766,7 +767,7 @@ impl Queue {
                         self.later(
                             idle,
                             Cmd::Idle {
-                                folder: folder.to_string(),
+                                folder: folder.clone(),
                                 run: run_id,
                                 epoch,
                             },
@@ -777,14 +778,14 @@ impl Queue {
         }
     }
 
-    async fn idle_timeout(&self, folder: &str) -> Duration {
+    async fn idle_timeout(&self, folder: &GroupFolder) -> Duration {
         match self.group(folder).await {
             Ok(Some(g)) => crate::container::timeouts(&self.agents.settings().container, &g).1,
             _ => Duration::from_secs(self.agents.settings().container.idle_timeout_secs),
         }
     }
 
-    async fn exited(&mut self, folder: &str, run_id: u64, result: Result<RunReport>) {
+    async fn exited(&mut self, folder: &GroupFolder, run_id: u64, result: Result<RunReport>) {
         let Some(g) = self.groups.get_mut(folder) else {
             return;
         };
@@ -836,7 +837,7 @@ impl Queue {
             }
         }
         if let Ok(r) = &result {
-            tracing::info!(group = folder, container = %r.container, exit = r.exit_code, "container finished");
+            tracing::info!(group = %folder, container = %r.container, exit = r.exit_code, "container finished");
         }
         // Free slot: first in line first, then this group's own next work.
         while let Some(next) = self.fifo.next(self.active(), self.settings.max_containers) {
@@ -850,8 +851,8 @@ impl Queue {
     /// A messages turn failed: retried after a backoff (`interrupted`: the
     /// agent ran, so the next prompt tells it to continue, not redo); after
     /// the last retry the senders are told.
-    async fn failed(&mut self, folder: &str, why: &str, upto: i64, interrupted: bool) {
-        let g = self.groups.entry(folder.to_string()).or_default();
+    async fn failed(&mut self, folder: &GroupFolder, why: &str, upto: i64, interrupted: bool) {
+        let g = self.groups.entry(folder.clone()).or_default();
         g.retries += 1;
         if g.retries <= self.settings.retries {
             let delay = Duration::from_millis(
@@ -860,7 +861,7 @@ impl Queue {
                     .saturating_mul(1 << (g.retries - 1).min(20)),
             );
             tracing::warn!(
-                group = folder,
+                group = %folder,
                 attempt = g.retries,
                 retry_in_ms = delay.as_millis() as u64,
                 error = why,
@@ -869,12 +870,12 @@ impl Queue {
             );
             g.interrupted = interrupted.then(|| why.to_string());
             g.retry_at = Some(Instant::now() + delay);
-            self.later(delay, Cmd::Retry(folder.to_string()));
+            self.later(delay, Cmd::Retry(folder.clone()));
             return;
         }
         let tries = self.settings.retries + 1;
         tracing::error!(
-            group = folder,
+            group = %folder,
             tries,
             error = why,
             "giving up; the group is marked failing"
@@ -886,13 +887,13 @@ impl Queue {
     /// Tells the senders of the messages up to `upto` why they get no
     /// answer, moves the cursor past them and marks the group failing
     /// ([`notices::give_up`]), then delivers the notice.
-    async fn give_up(&mut self, folder: &str, upto: i64, why: &str, how: GiveUp) {
-        let g = self.groups.entry(folder.to_string()).or_default();
+    async fn give_up(&mut self, folder: &GroupFolder, upto: i64, why: &str, how: GiveUp) {
+        let g = self.groups.entry(folder.clone()).or_default();
         g.retries = 0;
         g.interrupted = None;
         if !matches!(how, GiveUp::Retried(_)) {
             tracing::error!(
-                group = folder,
+                group = %folder,
                 reason = why,
                 "not answered and not re-run; the senders are told"
             );
@@ -911,7 +912,7 @@ impl Queue {
             .await;
         match stored {
             Ok(m) => self.channels.deliver(m).await,
-            Err(e) => tracing::error!(group = folder, error = %e, "recording the failure"),
+            Err(e) => tracing::error!(group = %folder, error = %e, "recording the failure"),
         }
     }
 
@@ -968,12 +969,12 @@ mod tests {
         #[test]
         fn slots_are_shared_fairly(max in 1..4usize, ops in proptest::collection::vec(op(), 0..64)) {
             let mut line = Line::default();
-            let mut running: Vec<String> = Vec::new();
-            let mut joined: VecDeque<String> = VecDeque::new();
+            let mut running: Vec<GroupFolder> = Vec::new();
+            let mut joined: VecDeque<GroupFolder> = VecDeque::new();
             for op in ops {
                 match op {
                     Op::Want(g) => {
-                        let g = format!("g{g}");
+                        let g = GroupFolder::new(format!("g{g}")).unwrap();
                         // A running group gets follow-ups, not a second container.
                         if running.contains(&g) {
                             continue;

@@ -37,6 +37,7 @@ use crate::home::Home;
 use crate::store::Store;
 use crate::store::sessions::{delete_history, history_entry, insert_history, pointer, write};
 use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 pub use crate::store::sessions::{HistoryEntry, Pointer, history};
 
@@ -61,7 +62,7 @@ pub struct Resumed {
 // --- the generation guard ----------------------------------------------------
 
 /// Reads the pointer and refuses if it is not at `read_generation`.
-fn check(tx: &Transaction<'_>, group: &str, read_generation: i64) -> Result<Pointer> {
+fn check(tx: &Transaction<'_>, group: &GroupFolder, read_generation: i64) -> Result<Pointer> {
     let current = pointer(tx, group)?;
     if current.generation != read_generation {
         return Err(Error::StaleGeneration {
@@ -93,7 +94,7 @@ pub struct SessionManager {
     store: Store,
     home: Home,
     archive: ArchiveOptions,
-    cache: Arc<Mutex<HashMap<String, Pointer>>>,
+    cache: Arc<Mutex<HashMap<GroupFolder, Pointer>>>,
 }
 
 impl SessionManager {
@@ -116,7 +117,7 @@ impl SessionManager {
     /// Runs a pointer write whose closure returns the new pointer.
     async fn guarded<T: Send + 'static>(
         &self,
-        group: &str,
+        group: &GroupFolder,
         f: impl FnOnce(&Transaction<'_>) -> Result<(T, Pointer)> + Send + 'static,
     ) -> Result<T> {
         let outcome = self.store.write(f).await;
@@ -125,8 +126,7 @@ impl SessionManager {
     }
 
     /// The active pointer of a group (from the cache when it has it).
-    pub async fn get(&self, group: &str) -> Result<Pointer> {
-        validate::group_folder(group)?;
+    pub async fn get(&self, group: &GroupFolder) -> Result<Pointer> {
         if let Some(p) = self
             .cache
             .lock()
@@ -135,7 +135,7 @@ impl SessionManager {
         {
             return Ok(p.clone());
         }
-        let g = group.to_string();
+        let g = group.clone();
         let p = self.store.read(move |c| pointer(c, &g)).await?;
         self.remember(&p);
         Ok(p)
@@ -145,13 +145,12 @@ impl SessionManager {
     /// already changes nothing and keeps the generation.
     pub async fn set(
         &self,
-        group: &str,
+        group: &GroupFolder,
         session_id: &str,
         read_generation: i64,
     ) -> Result<Pointer> {
-        validate::group_folder(group)?;
         let id = validate::session_id(session_id)?;
-        let g = group.to_string();
+        let g = group.clone();
         self.guarded(group, move |tx| {
             let current = check(tx, &g, read_generation)?;
             if current.session_id.as_deref() == Some(id.as_str()) {
@@ -164,9 +163,8 @@ impl SessionManager {
     }
 
     /// Removes the active pointer (the session is not bookmarked).
-    pub async fn delete(&self, group: &str, read_generation: i64) -> Result<Pointer> {
-        validate::group_folder(group)?;
-        let g = group.to_string();
+    pub async fn delete(&self, group: &GroupFolder, read_generation: i64) -> Result<Pointer> {
+        let g = group.clone();
         self.guarded(group, move |tx| {
             let current = check(tx, &g, read_generation)?;
             let p = write(tx, &current, None, None)?;
@@ -176,16 +174,15 @@ impl SessionManager {
     }
 
     /// A group's bookmarks, newest first.
-    pub async fn history(&self, group: &str) -> Result<Vec<HistoryEntry>> {
-        validate::group_folder(group)?;
-        let g = group.to_string();
+    pub async fn history(&self, group: &GroupFolder) -> Result<Vec<HistoryEntry>> {
+        let g = group.clone();
         self.store.read(move |c| history(c, &g)).await
     }
 
     /// Clears the active session of a registered group: the one clear path
     /// (CLI, API, the agents' `clear_session`). Reads the pointer's
     /// generation and runs [`SessionManager::clear`] with it.
-    pub async fn clear_active(&self, group: &str, name: &str) -> Result<Cleared> {
+    pub async fn clear_active(&self, group: &GroupFolder, name: &str) -> Result<Cleared> {
         groups::require(&self.store, group).await?;
         let p = self.get(group).await?;
         self.clear(group, name, p.generation).await
@@ -196,7 +193,7 @@ impl SessionManager {
     /// and runs [`SessionManager::resume`] with it.
     pub async fn resume_active(
         &self,
-        group: &str,
+        group: &GroupFolder,
         history_id: i64,
         save_current_as: Option<&str>,
     ) -> Result<Resumed> {
@@ -209,8 +206,12 @@ impl SessionManager {
     /// `clear_session`: archives the active session's transcript to markdown
     /// (when it exists on disk), bookmarks the session under `name`, removes
     /// the pointer; all recorded in one transaction.
-    pub async fn clear(&self, group: &str, name: &str, read_generation: i64) -> Result<Cleared> {
-        validate::group_folder(group)?;
+    pub async fn clear(
+        &self,
+        group: &GroupFolder,
+        name: &str,
+        read_generation: i64,
+    ) -> Result<Cleared> {
         clean_name(name)?;
         let current = self.get(group).await?;
         let prepared = match &current.session_id {
@@ -227,12 +228,11 @@ impl SessionManager {
     /// restores the chosen one.
     pub async fn resume(
         &self,
-        group: &str,
+        group: &GroupFolder,
         history_id: i64,
         read_generation: i64,
         save_current_as: Option<&str>,
     ) -> Result<Resumed> {
-        validate::group_folder(group)?;
         let current = self.get(group).await?;
         let prepared = match &current.session_id {
             Some(id) => match save_current_as {
@@ -256,7 +256,7 @@ impl SessionManager {
 
     async fn prepare_archive(
         &self,
-        group: &str,
+        group: &GroupFolder,
         session_id: &str,
         name: &str,
     ) -> Result<Option<Prepared>> {
@@ -264,7 +264,7 @@ impl SessionManager {
             self.home.clone(),
             self.store.clone(),
             self.archive.clone(),
-            group.to_string(),
+            group.clone(),
             session_id.to_string(),
             name.to_string(),
         );
@@ -291,13 +291,12 @@ impl SessionManager {
 
     async fn clear_with(
         &self,
-        group: &str,
+        group: &GroupFolder,
         name: &str,
         read_generation: i64,
         prepared: Option<Prepared>,
     ) -> Result<Cleared> {
-        validate::group_folder(group)?;
-        let (g, n) = (group.to_string(), name.to_string());
+        let (g, n) = (group.clone(), name.to_string());
         let file = prepared
             .as_ref()
             .map(|p| (p.group.clone(), p.file_name.clone()));
@@ -331,9 +330,9 @@ impl SessionManager {
     /// must not hold an archive the database does not know).
     fn settle<T>(
         &self,
-        group: &str,
+        group: &GroupFolder,
         outcome: Result<T>,
-        archive_file: Option<(String, String)>,
+        archive_file: Option<(GroupFolder, String)>,
         pointer: impl Fn(&T) -> &Pointer,
     ) -> Result<T> {
         match &outcome {
@@ -355,14 +354,13 @@ impl SessionManager {
 
     async fn restore_with(
         &self,
-        group: &str,
+        group: &GroupFolder,
         history_id: i64,
         read_generation: i64,
         save_current_as: Option<String>,
         prepared: Option<Prepared>,
     ) -> Result<Resumed> {
-        validate::group_folder(group)?;
-        let g = group.to_string();
+        let g = group.clone();
         let file = prepared
             .as_ref()
             .map(|p| (p.group.clone(), p.file_name.clone()));

@@ -4,7 +4,6 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use crate::archives::{ArchiveRecord, Prepared, Trigger};
 use crate::{Result, store};
-use g2_core::validate;
 
 /// Whether an archive row holds this path (relative to the home).
 pub fn is_recorded(conn: &Connection, rel_path: &str) -> Result<bool> {
@@ -20,7 +19,7 @@ pub fn insert(tx: &Transaction<'_>, p: &Prepared) -> Result<ArchiveRecord> {
     tx.execute(
         "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![p.group, p.session_id, p.title, p.rel_path, p.trigger.as_str(), p.created_at],
+        params![p.group.as_str(), p.session_id, p.title, p.rel_path, p.trigger.as_str(), p.created_at],
     )?;
     let id = tx.last_insert_rowid();
     tx.execute(
@@ -44,7 +43,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
     let trigger: String = r.get(5)?;
     Ok(ArchiveRecord {
         id: r.get(0)?,
-        group: r.get(1)?,
+        group: store::folder_at(r, 1)?,
         session_id: r.get(2)?,
         name: r.get(3)?,
         path: r.get(4)?,
@@ -59,7 +58,6 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
 
 /// A group's archives, newest first.
 pub fn list(conn: &Connection, group: &str) -> Result<Vec<ArchiveRecord>> {
-    validate::any_folder(group)?;
     store::query_all(
         conn,
         &format!(

@@ -4,7 +4,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
 use crate::groups::Group;
 use crate::{Error, Result, store};
-use g2_core::validate;
+use g2_core::validate::GroupFolder;
 
 pub fn add(tx: &Transaction<'_>, group: &Group) -> Result<()> {
     if get(tx, &group.folder)?.is_some() {
@@ -41,7 +41,7 @@ pub fn add(tx: &Transaction<'_>, group: &Group) -> Result<()> {
         params![
             group.jid,
             group.name,
-            group.folder,
+            group.folder.as_str(),
             group.trigger_pattern,
             group.requires_trigger,
             group.is_main,
@@ -56,7 +56,7 @@ const COLUMNS: &str =
     "folder, name, jid, trigger_pattern, requires_trigger, is_main, container_config, added_at";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Group> {
-    let folder: String = r.get(0)?;
+    let folder = store::folder_at(r, 0)?;
     let config: String = r.get(6)?;
     let container_config = serde_json::from_str(&config).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(
@@ -110,10 +110,12 @@ pub fn list(conn: &Connection) -> Result<Vec<Group>> {
 
 /// Unregisters a group. Its folder, sessions and archives stay: registering
 /// the folder again picks them up.
-pub fn remove(tx: &Transaction<'_>, folder: &str) -> Result<Group> {
-    validate::group_folder(folder)?;
+pub fn remove(tx: &Transaction<'_>, folder: &GroupFolder) -> Result<Group> {
     let group = get(tx, folder)?.ok_or_else(|| Error::NotFound(format!("group {folder:?}")))?;
-    tx.execute("DELETE FROM registered_groups WHERE folder = ?1", [folder])?;
+    tx.execute(
+        "DELETE FROM registered_groups WHERE folder = ?1",
+        [folder.as_str()],
+    )?;
     Ok(group)
 }
 

@@ -14,6 +14,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, Params, Row, Transaction, TransactionBehavior};
 use rusqlite_migration::{M, Migrations};
 
+use g2_core::validate::GroupFolder;
+
 use crate::Result;
 use crate::error::IoContext;
 
@@ -156,6 +158,15 @@ pub fn quick_check(conn: &Connection) -> Result<(String, i64)> {
         conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?,
         conn.query_row("PRAGMA user_version", [], |r| r.get(0))?,
     ))
+}
+
+/// Column `i` of a row as a group folder: a stored name is checked like
+/// any other coming in, and a bad one is an error naming it.
+pub fn folder_at(r: &Row<'_>, i: usize) -> rusqlite::Result<GroupFolder> {
+    let name: String = r.get(i)?;
+    GroupFolder::new(name).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
 }
 
 /// Every row `sql` returns for `params`, each mapped by `f`. The statement

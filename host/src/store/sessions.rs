@@ -5,12 +5,14 @@
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::{Deserialize, Serialize};
 
-use crate::Result;
+use g2_core::validate::GroupFolder;
+
+use crate::{Result, store};
 
 /// A group's active session pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pointer {
-    pub group: String,
+    pub group: GroupFolder,
     /// `None`: no active session; the next message starts a new one.
     pub session_id: Option<String>,
     /// Grows by one with every change of the pointer.
@@ -23,7 +25,7 @@ pub struct Pointer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryEntry {
     pub id: i64,
-    pub group: String,
+    pub group: GroupFolder,
     pub session_id: String,
     pub name: String,
     pub created_at: String,
@@ -31,14 +33,14 @@ pub struct HistoryEntry {
 }
 
 /// The group's pointer; generation 0 and no session when it has no row.
-pub fn pointer(conn: &Connection, group: &str) -> Result<Pointer> {
+pub fn pointer(conn: &Connection, group: &GroupFolder) -> Result<Pointer> {
     Ok(conn
         .query_row(
             "SELECT session_id, generation, created_at FROM sessions WHERE group_folder = ?1",
-            [group],
+            [group.as_str()],
             |r| {
                 Ok(Pointer {
-                    group: group.to_string(),
+                    group: group.clone(),
                     session_id: r.get(0)?,
                     generation: r.get(1)?,
                     created_at: r.get(2)?,
@@ -47,7 +49,7 @@ pub fn pointer(conn: &Connection, group: &str) -> Result<Pointer> {
         )
         .optional()?
         .unwrap_or_else(|| Pointer {
-            group: group.to_string(),
+            group: group.clone(),
             session_id: None,
             generation: 0,
             created_at: None,
@@ -69,7 +71,13 @@ pub fn write(
          ON CONFLICT (group_folder) DO UPDATE SET
            session_id = excluded.session_id, generation = excluded.generation,
            created_at = excluded.created_at, updated_at = excluded.updated_at",
-        params![current.group, session_id, generation, created_at, now],
+        params![
+            current.group.as_str(),
+            session_id,
+            generation,
+            created_at,
+            now
+        ],
     )?;
     Ok(Pointer {
         group: current.group.clone(),
@@ -95,7 +103,13 @@ pub fn insert_history(
     tx.execute(
         "INSERT INTO session_history (group_folder, session_id, name, created_at, archived_at)
          VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![current.group, session_id, name, created_at, archived_at],
+        params![
+            current.group.as_str(),
+            session_id,
+            name,
+            created_at,
+            archived_at
+        ],
     )?;
     Ok(HistoryEntry {
         id: tx.last_insert_rowid(),
@@ -112,7 +126,7 @@ const HISTORY_COLUMNS: &str = "id, group_folder, session_id, name, created_at, a
 fn history_from_row(r: &Row<'_>) -> rusqlite::Result<HistoryEntry> {
     Ok(HistoryEntry {
         id: r.get(0)?,
-        group: r.get(1)?,
+        group: store::folder_at(r, 1)?,
         session_id: r.get(2)?,
         name: r.get(3)?,
         created_at: r.get(4)?,

@@ -16,7 +16,7 @@ pub fn insert(tx: &Transaction<'_>, task: &Task) -> Result<()> {
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             task.id,
-            task.group_folder,
+            task.group_folder.as_str(),
             task.chat_jid,
             task.prompt,
             task.schedule_type,
@@ -37,7 +37,7 @@ const COLUMNS: &str = "id, group_folder, chat_jid, prompt, schedule_type, schedu
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
         id: r.get(0)?,
-        group_folder: r.get(1)?,
+        group_folder: store::folder_at(r, 1)?,
         chat_jid: r.get(2)?,
         prompt: r.get(3)?,
         schedule_type: r.get(4)?,

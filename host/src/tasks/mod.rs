@@ -33,7 +33,7 @@ use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result, store};
-use g2_core::validate;
+use g2_core::validate::GroupFolder;
 
 /// Longest prompt accepted, in bytes.
 pub const MAX_PROMPT: usize = 16 * 1024;
@@ -52,7 +52,7 @@ const MAX_JID: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Task {
     pub id: String,
-    pub group_folder: String,
+    pub group_folder: GroupFolder,
     pub chat_jid: String,
     pub prompt: String,
     /// `cron`, `interval` or `once`.
@@ -265,7 +265,7 @@ fn check_prompt(prompt: &str) -> Result<()> {
 /// Validates a new task, computes its first run from `now` (a `once` time in
 /// the past is due at once) and stores it, active.
 pub fn create(tx: &Transaction<'_>, new: NewTask, now: DateTime<Utc>) -> Result<Task> {
-    validate::group_folder(&new.group_folder)?;
+    let group_folder = GroupFolder::new(new.group_folder)?;
     let chat_jid = new.chat_jid.trim();
     if chat_jid.is_empty() || chat_jid.len() > MAX_JID {
         return Err(Error::Invalid(format!(
@@ -298,7 +298,7 @@ pub fn create(tx: &Transaction<'_>, new: NewTask, now: DateTime<Utc>) -> Result<
     let id = format!("task-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let task = Task {
         id,
-        group_folder: new.group_folder,
+        group_folder,
         chat_jid: chat_jid.to_string(),
         prompt: new.prompt,
         schedule_type: schedule_type.to_string(),

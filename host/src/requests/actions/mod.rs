@@ -8,6 +8,7 @@ use g2_core::wire::Action;
 use super::RequestServer;
 use super::authorize;
 use crate::Result;
+use g2_core::validate::GroupFolder;
 
 mod groups;
 mod messages;
@@ -16,7 +17,7 @@ mod tasks;
 
 impl RequestServer {
     /// Carries out `action` for the group whose IPC folder is `folder`.
-    pub(super) async fn act(&self, folder: &str, action: Action) -> Result<String> {
+    pub(super) async fn act(&self, folder: &GroupFolder, action: Action) -> Result<String> {
         let me = authorize::source(&self.store, folder).await?;
         match action {
             Action::ClearSession { name } => self.clear_session(&me, &name).await,
@@ -42,7 +43,7 @@ impl RequestServer {
             } => {
                 let target = self.task_target(&me, group_folder.as_deref()).await?;
                 self.schedule_task(crate::tasks::NewTask {
-                    group_folder: target.folder,
+                    group_folder: target.folder.to_string(),
                     chat_jid: target.jid,
                     prompt,
                     schedule_type,

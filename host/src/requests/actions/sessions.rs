@@ -8,6 +8,7 @@ use crate::groups::Group;
 use crate::requests::RequestServer;
 use crate::requests::authorize::{self, Family};
 use crate::search;
+use g2_core::validate::GroupFolder;
 
 impl RequestServer {
     /// Session actions carry no other target: any other group is a forged
@@ -108,7 +109,7 @@ impl RequestServer {
 
 /// A stored path (relative to the home) as the agent sees it: relative to
 /// its group folder (`conversations/…`).
-fn in_group(folder: &str, rel: &str) -> String {
+fn in_group(folder: &GroupFolder, rel: &str) -> String {
     let prefix = format!("groups/{folder}/");
     rel.strip_prefix(&prefix).unwrap_or(rel).to_string()
 }

@@ -2,6 +2,8 @@
 //! `cancel_task`: a group's own tasks, any group's for main. A change wakes
 //! the scheduler (`Links::tasks_changed`).
 
+use g2_core::validate::GroupFolder;
+
 use crate::groups::{self, Group};
 use crate::requests::RequestServer;
 use crate::requests::authorize::{self, Family};
@@ -22,8 +24,8 @@ impl RequestServer {
                         me.folder
                     )
                 })?;
-                g2_core::validate::group_folder(f)?;
-                groups::require(&self.store, f).await
+                // A folder named in the request: checked where it comes in.
+                groups::require(&self.store, &GroupFolder::new(f)?).await
             }
         }
     }
