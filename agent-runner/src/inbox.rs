@@ -32,11 +32,15 @@ pub fn watch(dir: &Path, errors: &Path) -> anyhow::Result<(mpsc::UnboundedReceiv
     let wake_lock = lock.clone();
     // Every wake (paths or rescan) drains the whole folder.
     let watcher = Watch::on(dir, move |_: Wake| {
-        let _one = wake_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = wake_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         drain(&d, &e, &wake_tx);
     })?;
     // Files that were there before the watch began.
-    let _one = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = lock
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     drain(dir, errors, &tx);
     Ok((rx, watcher))
 }

@@ -151,7 +151,9 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(l)) = lines.next_line().await {
             eprintln!("claude: {l}");
-            let mut t = tail_w.lock().unwrap_or_else(|e| e.into_inner());
+            let mut t = tail_w
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             t.push_str(&l);
             t.push('\n');
             if t.len() > STDERR_TAIL {
@@ -270,7 +272,10 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     }
     // Let the stderr task catch up with the last lines.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let tail = tail.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let tail = tail
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
     if tail.contains("No conversation found with session ID") {
         emit(&error_frame(
             format!("{STALE_SESSION}: {}", tail.trim()),

@@ -315,7 +315,7 @@ impl Parser {
         let is_user = raw.kind.as_deref() == Some("user");
         let text = match content {
             Content::Text(s) => s,
-            Content::Texts(parts) if parts.len() == 1 => parts.into_iter().next().unwrap(),
+            Content::Texts(mut parts) if parts.len() == 1 => parts.swap_remove(0),
             Content::Texts(parts) => Cow::Owned(parts.join("\n\n")),
         };
         let text = text.trim();
@@ -331,7 +331,7 @@ impl Parser {
             // without a boundary (older versions) gets an entry of its own.
             match t.entries.last_mut() {
                 Some(Entry::Compaction(c)) if c.summary.is_none() => {
-                    c.summary = Some(text.to_string())
+                    c.summary = Some(text.to_string());
                 }
                 _ => t.entries.push(Entry::Compaction(Compaction {
                     summary: Some(text.to_string()),
@@ -345,7 +345,7 @@ impl Parser {
         }
         match (t.entries.last_mut(), is_user) {
             (Some(Entry::User(parts)), true) | (Some(Entry::Assistant(parts)), false) => {
-                parts.push(text.to_string())
+                parts.push(text.to_string());
             }
             (_, true) => t.entries.push(Entry::User(vec![text.to_string()])),
             (_, false) => t.entries.push(Entry::Assistant(vec![text.to_string()])),
@@ -403,14 +403,14 @@ fn is_noise(text: &str) -> bool {
 fn trim_ascii(mut s: &[u8]) -> &[u8] {
     while let [first, rest @ ..] = s {
         if first.is_ascii_whitespace() {
-            s = rest
+            s = rest;
         } else {
             break;
         }
     }
     while let [rest @ .., last] = s {
         if last.is_ascii_whitespace() {
-            s = rest
+            s = rest;
         } else {
             break;
         }

@@ -18,6 +18,9 @@
 //! `cargo bench -p g2-host --bench agents` (`G2_BENCH_COLD_RUNS`,
 //! `G2_BENCH_FOLLOW_UPS` change the counts).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
@@ -276,7 +279,7 @@ fn main() {
     let input = ws.join("ipc/input");
     let mut lat = Vec::new();
     for i in 0..follow_ups {
-        let name = format!("{:08}.json", i);
+        let name = format!("{i:08}.json");
         let tmp = input.join(format!(".{name}.tmp"));
         std::fs::write(
             &tmp,

@@ -23,6 +23,9 @@
 //! this crate, or `$G2_FIXTURES`; jq is `jq` on the PATH, or `$JQ`; the g2
 //! binary is the one Cargo built with the bench, or `$G2_BIN`.
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -62,7 +65,7 @@ fn main() {
     println!("  jq       {jq_version}");
     println!(
         "  cores    {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
     );
     println!();
 
@@ -124,11 +127,11 @@ fn main() {
     home.ensure_layout().unwrap();
     let main = g2_core::validate::GroupFolder::new("main").unwrap();
     home.ensure_group(&main, "Main", true).unwrap();
-    let store = Store::open(&home.db_path(), std::time::Duration::from_secs(5)).unwrap();
+    let store = Store::open(&home.db_path(), Duration::from_secs(5)).unwrap();
     rows.push((
         "parse + archives::prepare (+ atomic write, fsync)".into(),
         time_runs_with_cleanup(|| {
-            let parsed = g2_core::transcript::parse_file(&fixture).expect("parse");
+            let parsed = transcript::parse_file(&fixture).expect("parse");
             let p = archives::prepare(
                 &home,
                 &store,
@@ -212,7 +215,7 @@ fn main() {
     let mut goal_met = true;
     for (name, s) in rows.iter().skip(1) {
         let x = jq_med / s.at(0.5).as_secs_f64();
-        println!("  {:<44} {:>8.1}x", name, x);
+        println!("  {name:<44} {x:>8.1}x");
         if name.starts_with("parse + render") {
             goal_met = x >= 10.0;
         }
@@ -250,7 +253,7 @@ fn largest_fixture() -> PathBuf {
         std::process::exit(2);
     });
     entries
-        .filter_map(|e| e.ok())
+        .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()))

@@ -13,6 +13,9 @@
 //! `cargo bench -p g2-host --bench gateway` (`G2_BENCH_REQUESTS` changes
 //! the count).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};
@@ -162,7 +165,7 @@ fn main() {
             let listener = listener.tap_io(|tcp| {
                 let _ = tcp.set_nodelay(true);
             });
-            axum::serve(listener, Router::new().route("/v1/messages", post(upstream))).await.unwrap()
+            axum::serve(listener, Router::new().route("/v1/messages", post(upstream))).await.unwrap();
         });
         let gw = start_gateway(&up);
         let tcp = reqwest::Client::builder().tcp_nodelay(true).build().unwrap();

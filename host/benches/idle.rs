@@ -5,6 +5,9 @@
 //!
 //! `cargo bench -p g2-host --bench idle` (`G2_BENCH_GROUPS`, default 1000).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

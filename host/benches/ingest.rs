@@ -6,6 +6,9 @@
 //! `cargo bench -p g2-host --bench ingest` (`G2_BENCH_MESSAGES` sets the
 //! total, default 20,000).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Instant;

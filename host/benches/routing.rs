@@ -7,6 +7,9 @@
 //! `cargo bench -p g2-host --bench routing` (`G2_BENCH_MESSAGES`, default
 //! 200). Needs the agent image (`g2 image build`).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

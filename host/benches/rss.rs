@@ -7,6 +7,9 @@
 //! `cargo bench -p g2-host --bench rss` (`G2_BENCH_REQUESTS`, default 100;
 //! `G2_BENCH_SETTLE_SECS`, default 60).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -38,6 +38,9 @@
 //! later run with the same folder reuses it). Takes about 3-5 minutes on 2
 //! cores (less with a reused corpus).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::collections::HashSet;
@@ -121,7 +124,7 @@ fn main() {
     println!("  g2       {}", g2.display());
     println!(
         "  cores    {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
     );
     println!(
         "  locale   LANG={} LC_ALL={}",
@@ -388,8 +391,8 @@ impl Vocabulary {
         ];
         const VOWELS: &[&str] = &["a", "e", "i", "o", "u", "ai", "ea", "ou"];
         const CODAS: &[&str] = &["", "", "n", "r", "l", "s", "t", "m", "nd", "rk"];
-        let mut seen: HashSet<String> = ENGLISH.iter().map(|w| w.to_string()).collect();
-        let mut words: Vec<String> = ENGLISH.iter().map(|w| w.to_string()).collect();
+        let mut seen: HashSet<String> = ENGLISH.iter().map(ToString::to_string).collect();
+        let mut words: Vec<String> = ENGLISH.iter().map(ToString::to_string).collect();
         while words.len() < VOCAB {
             let syllables = 1 + rng.below(3);
             let mut w = String::new();

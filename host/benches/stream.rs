@@ -8,6 +8,9 @@
 //! `cargo bench -p g2-host --bench stream` (`G2_BENCH_MESSAGES` sets N,
 //! default 5,000; `G2_BENCH_LISTENERS` the listeners, default 1,000).
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

@@ -141,7 +141,7 @@ pub struct Json<T>(pub T);
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = Rejection;
 
-    async fn from_request(req: Request, state: &S) -> std::result::Result<Self, Rejection> {
+    async fn from_request(req: Request, state: &S) -> Result<Self, Rejection> {
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Json(v)),
             Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
@@ -161,10 +161,7 @@ pub struct Query<T>(pub T);
 impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = Rejection;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &S,
-    ) -> std::result::Result<Self, Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Rejection> {
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(v)) => Ok(Query(v)),
             Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
@@ -178,10 +175,7 @@ pub struct Path<T>(pub T);
 impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
     type Rejection = Rejection;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &S,
-    ) -> std::result::Result<Self, Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Rejection> {
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(v)) => Ok(Path(v)),
             Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
@@ -197,7 +191,7 @@ async fn method_not_allowed(req: Request) -> Rejection {
     }
 }
 
-type ApiResult<T> = std::result::Result<Json<T>, ApiError>;
+type ApiResult<T> = Result<Json<T>, ApiError>;
 
 /// Checks that an address may be served: loopback, or any with a token.
 pub fn check_bind(addr: &SocketAddr, token: Option<&str>) -> crate::Result<()> {
@@ -274,7 +268,7 @@ async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Resp
 }
 
 async fn health(State(api): State<Api>) -> Json<Value> {
-    let db = api.store.read(crate::store::answers).await.is_ok();
+    let db = api.store.read(store::answers).await.is_ok();
     Json(
         json!({ "status": if db { "ok" } else { "degraded" }, "database": db, "provider": api.provider, "version": env!("CARGO_PKG_VERSION") }),
     )
@@ -314,7 +308,7 @@ impl From<NewGroupBody> for NewGroup {
 async fn add_group(
     State(api): State<Api>,
     Json(b): Json<NewGroupBody>,
-) -> std::result::Result<(StatusCode, Json<groups::Group>), ApiError> {
+) -> Result<(StatusCode, Json<groups::Group>), ApiError> {
     let g = groups::register(&api.store, &api.home, b.into(), &api.assistant_name).await?;
     Ok((StatusCode::CREATED, Json(g)))
 }
@@ -330,10 +324,7 @@ async fn remove_group(
     ))
 }
 
-async fn require_group(
-    api: &Api,
-    folder: &GroupFolder,
-) -> std::result::Result<groups::Group, ApiError> {
+async fn require_group(api: &Api, folder: &GroupFolder) -> Result<groups::Group, ApiError> {
     Ok(groups::require(&api.store, folder).await?)
 }
 
@@ -342,7 +333,7 @@ async fn post_message(
     State(api): State<Api>,
     Path(folder): Path<GroupFolder>,
     Json(m): Json<messages::Inbound>,
-) -> std::result::Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     let stored = api.channels.receive(&folder, m).await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -360,11 +351,9 @@ async fn stream_messages(
     Path(folder): Path<GroupFolder>,
     Query(q): Query<AfterQuery>,
     headers: axum::http::HeaderMap,
-) -> std::result::Result<
+) -> Result<
     axum::response::sse::Sse<
-        impl futures_util::Stream<
-            Item = std::result::Result<axum::response::sse::Event, std::convert::Infallible>,
-        >,
+        impl futures_util::Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>>,
     >,
     ApiError,
 > {
@@ -433,7 +422,7 @@ async fn list_tasks(
     require_group(&api, &folder).await?;
     Ok(Json(
         api.store
-            .read(move |c| crate::store::tasks::list(c, Some(&folder)))
+            .read(move |c| store::tasks::list(c, Some(&folder)))
             .await?,
     ))
 }
@@ -443,9 +432,9 @@ async fn task_detail(State(api): State<Api>, Path(id): Path<String>) -> ApiResul
         .store
         .read(move |c| {
             Ok((
-                crate::store::tasks::get(c, &id)?
+                store::tasks::get(c, &id)?
                     .ok_or_else(|| Error::NotFound(format!("task {id:?}")))?,
-                crate::store::tasks::runs(c, &id, 50)?,
+                store::tasks::runs(c, &id, 50)?,
             ))
         })
         .await?;
@@ -475,11 +464,11 @@ async fn task_action(
 async fn ipc_log(
     State(api): State<Api>,
     Path(folder): Path<String>,
-) -> ApiResult<Vec<crate::store::requests::LogEntry>> {
+) -> ApiResult<Vec<store::requests::LogEntry>> {
     g2_core::validate::any_folder(&folder)?;
     Ok(Json(
         api.store
-            .read(move |c| crate::store::requests::list(c, &folder, 200))
+            .read(move |c| store::requests::list(c, &folder, 200))
             .await?,
     ))
 }

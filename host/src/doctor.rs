@@ -133,11 +133,7 @@ async fn check_image(settings: &Settings) -> Result<String, Problem> {
                 "{} ({} MB, built {}, inputs {})",
                 settings.container.image,
                 i.size.unwrap_or(0) / 1_000_000,
-                i.created
-                    .map(|c| c.to_string())
-                    .unwrap_or_default()
-                    .get(..19)
-                    .unwrap_or(""),
+                i.created.unwrap_or_default().get(..19).unwrap_or(""),
                 i.config
                     .and_then(|c| c.labels)
                     .and_then(|l| l.get(crate::container::image::INPUTS_LABEL).cloned())

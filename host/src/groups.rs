@@ -106,7 +106,7 @@ impl NewGroup {
 /// creates its folder (the CLI, the API and the main group's agent all
 /// register through here).
 pub async fn register(
-    store: &crate::store::Store,
+    store: &store::Store,
     home: &crate::home::Home,
     new: NewGroup,
     assistant_name: &str,
@@ -120,12 +120,12 @@ pub async fn register(
 }
 
 /// A registered group by folder, or `NotFound`.
-pub async fn require(store: &crate::store::Store, folder: &GroupFolder) -> Result<Group> {
+pub async fn require(store: &store::Store, folder: &GroupFolder) -> Result<Group> {
     let f = folder.clone();
     store
         .read(move |c| store::groups::get(c, &f))
         .await?
-        .ok_or_else(|| crate::Error::NotFound(format!("group {folder:?}")))
+        .ok_or_else(|| Error::NotFound(format!("group {folder:?}")))
 }
 
 #[cfg(test)]
@@ -133,11 +133,10 @@ mod tests {
     use super::*;
     use crate::store::groups::{add, list, remove};
 
-    fn store() -> (tempfile::TempDir, crate::store::Store) {
+    fn store() -> (tempfile::TempDir, store::Store) {
         let dir = tempfile::tempdir().unwrap();
-        let s =
-            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
-                .unwrap();
+        let s = store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
+            .unwrap();
         (dir, s)
     }
 

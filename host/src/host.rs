@@ -384,7 +384,7 @@ pub async fn build_image(
         .map_err(|e| context("no Docker engine answers (run scripts/setup.sh)", &e))?;
     let started = Instant::now();
     let outcome = image::build(&docker, inputs, force, |line| {
-        report.note(&format!("  {line}"))
+        report.note(&format!("  {line}"));
     })
     .await?;
     Ok(ImageBuild {

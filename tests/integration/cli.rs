@@ -63,7 +63,7 @@ fn groups_add_list_remove() {
         .as_object()
         .unwrap()
         .keys()
-        .map(|k| k.as_str())
+        .map(String::as_str)
         .collect();
     keys.sort();
     assert_eq!(
@@ -178,7 +178,7 @@ fn sessions_through_the_cli() {
         .as_object()
         .unwrap()
         .keys()
-        .map(|k| k.as_str())
+        .map(String::as_str)
         .collect();
     keys.sort();
     assert_eq!(

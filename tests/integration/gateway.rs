@@ -339,7 +339,7 @@ impl Upstream {
         let pq = req
             .uri()
             .path_and_query()
-            .map(|p| p.to_string())
+            .map(ToString::to_string)
             .unwrap_or_default();
         let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         self.seen.lock().unwrap().push((pq, headers, body.clone()));
@@ -715,12 +715,9 @@ async fn each_socket_is_its_groups_identity() {
             .map(|r| r["requests"].as_u64().unwrap())
             .sum::<u64>()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(10);
     while alpha_rows(&home) < 5 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "usage rows were not written"
-        );
+        assert!(Instant::now() < deadline, "usage rows were not written");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(gw);

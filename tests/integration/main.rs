@@ -4,6 +4,9 @@
 //! `scripts/setup.sh`. With `CI=true`, a missing engine or CLI fails the
 //! test instead of skipping it.
 
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 mod agents;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::support::*;
 
-fn status(base: &str, folder: &str) -> impl std::future::Future<Output = Value> {
+fn status(base: &str, folder: &str) -> impl Future<Output = Value> {
     let url = format!("{base}/api/groups/{folder}/status");
     async move { get_json(&url).await }
 }

@@ -72,7 +72,7 @@ fn ranking_group_filter_and_json_shape() {
         .as_object()
         .unwrap()
         .keys()
-        .map(|k| k.as_str())
+        .map(String::as_str)
         .collect();
     keys.sort();
     assert_eq!(

@@ -124,7 +124,7 @@ impl TestHome {
     }
 
     pub fn store(&self) -> Store {
-        Store::open(&self.home().db_path(), std::time::Duration::from_secs(5)).unwrap()
+        Store::open(&self.home().db_path(), Duration::from_secs(5)).unwrap()
     }
 
     pub fn sessions(&self) -> SessionManager {
@@ -253,7 +253,7 @@ pub fn image_ready() -> bool {
         return false;
     }
     let home = TestHome::new();
-    let claude = g2_host::doctor::find_claude(&home.home(), &g2_host::config::Settings::default());
+    let claude = g2_host::doctor::find_claude(&home.home(), &Settings::default());
     if !require("Claude Code (tools/claude-code)", claude.is_some()) {
         return false;
     }
@@ -549,7 +549,7 @@ pub async fn until_closed<S: tokio::io::AsyncRead + Unpin>(mut s: S, secs: u64) 
 /// Open file descriptors of a process (sockets included).
 pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
+        .map(Iterator::count)
         .unwrap_or(0)
 }
 

@@ -99,7 +99,7 @@ impl Agents {
         let g = folder.to_string();
         self.store
             .write(move |tx| {
-                crate::store::events::insert_hook(
+                store::events::insert_hook(
                     tx,
                     &g,
                     session.as_deref(),

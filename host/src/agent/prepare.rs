@@ -67,17 +67,16 @@ impl Agents {
         let (folder, is_main) = (group.folder.clone(), group.is_main);
         let (history, tasks, groups) = self.store.read_blocking(move |c| {
             let history = crate::sessions::history(c, &folder)?;
-            let tasks: Vec<Value> =
-                crate::store::tasks::list(c, (!is_main).then_some(folder.as_str()))?
-                    .into_iter()
-                    .map(|t| {
-                        json!({
-                            "id": t.id, "groupFolder": t.group_folder, "prompt": t.prompt,
-                            "scheduleType": t.schedule_type, "scheduleValue": t.schedule_value,
-                            "status": t.status, "nextRun": t.next_run,
-                        })
+            let tasks: Vec<Value> = store::tasks::list(c, (!is_main).then_some(folder.as_str()))?
+                .into_iter()
+                .map(|t| {
+                    json!({
+                        "id": t.id, "groupFolder": t.group_folder, "prompt": t.prompt,
+                        "scheduleType": t.schedule_type, "scheduleValue": t.schedule_value,
+                        "status": t.status, "nextRun": t.next_run,
                     })
-                    .collect();
+                })
+                .collect();
             let groups = if is_main {
                 store::groups::list(c)?
             } else {

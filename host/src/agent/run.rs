@@ -317,7 +317,7 @@ impl Attempt<'_> {
                 }
             }
             Err(e) => {
-                tracing::warn!(group = %self.group.folder, error = %e, "measuring disk use")
+                tracing::warn!(group = %self.group.folder, error = %e, "measuring disk use");
             }
         }
     }
@@ -460,7 +460,7 @@ impl Attempt<'_> {
         )
         .await
         .ok()
-        .and_then(|r| r.ok())
+        .and_then(Result::ok)
         .unwrap_or(container::Exit {
             code: -1,
             oom_killed: false,

@@ -27,7 +27,7 @@ pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
 
 /// The main group with its folder in place, and whether it was registered
 /// now: a home has one, named `main` unless another was registered first.
-async fn main_group(ctx: &Ctx, store: &crate::store::Store) -> Result<(groups::Group, bool)> {
+async fn main_group(ctx: &Ctx, store: &store::Store) -> Result<(groups::Group, bool)> {
     let existing = || store.read(store::groups::main_group);
     if let Some(main) = existing().await? {
         ctx.home.ensure_group(&main.folder, &main.name, true)?;

@@ -114,7 +114,7 @@ pub fn spec_for(
 ) -> Result<Spec> {
     let cfg = &group.container_config;
     let mounts = mounts::table(home, settings, group, cfg, project_root)?;
-    let (uid, gid) = crate::container::image::agent_ids();
+    let (uid, gid) = image::agent_ids();
     let now = chrono::Utc::now().timestamp_millis();
     let memory_mb = cfg.memory_mb.unwrap_or(settings.memory_mb).max(64);
     let cpus = cfg.cpus.unwrap_or(settings.cpus).clamp(0.05, 1024.0);
@@ -126,7 +126,7 @@ pub fn spec_for(
         home_label: home_label(home.root()),
         mounts,
         user: format!("{uid}:{gid}"),
-        env: vec![("HOME".into(), crate::container::image::AGENT_HOME.into())],
+        env: vec![("HOME".into(), image::AGENT_HOME.into())],
         limits: Limits {
             memory_bytes: (memory_mb * 1024 * 1024) as i64,
             nano_cpus: (cpus * 1e9) as i64,

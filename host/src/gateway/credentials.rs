@@ -46,7 +46,7 @@ impl Credential {
     pub fn find(home: &Path) -> Option<Credential> {
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let file: Vec<(String, String)> = dotenvy::from_path_iter(home.join(".env"))
-            .map(|it| it.filter_map(|kv| kv.ok()).collect())
+            .map(|it| it.filter_map(Result::ok).collect())
             .unwrap_or_default();
         let dotenv = |name: &str| {
             file.iter()

@@ -339,7 +339,11 @@ impl Gateway {
             .unwrap_or(1)
             .max(1);
         let sem = {
-            let mut slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slots = self
+                .inner
+                .slots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             slots
                 .entry(caller.to_string())
                 .or_insert_with(|| Arc::new(Semaphore::new(max as usize)))
@@ -355,7 +359,7 @@ impl Gateway {
             .inner
             .spent
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(caller)
             && *day == today
         {
@@ -367,7 +371,11 @@ impl Gateway {
             .store
             .read(move |conn| store::usage::tokens_on(conn, &c, &d))
             .await?;
-        let mut spent = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut spent = self
+            .inner
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let entry = spent
             .entry(caller.to_string())
             .or_insert((today.clone(), n));
@@ -378,7 +386,11 @@ impl Gateway {
     }
 
     fn add_spent(&self, caller: &str, day: &str, tokens: u64) {
-        let mut spent = self.inner.spent.lock().unwrap_or_else(|e| e.into_inner());
+        let mut spent = self
+            .inner
+            .spent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match spent.get_mut(caller) {
             Some((d, n)) if d == day => *n += tokens,
             // Not loaded yet (or a new day): the next check loads from the store.

@@ -862,7 +862,7 @@ impl Offline {
     }
 
     fn reply(&self, req: &ModelRequest, count_only: bool) -> Reply {
-        let value: serde_json::Value = match serde_json::from_slice(&req.body) {
+        let value: Value = match serde_json::from_slice(&req.body) {
             Ok(v) => v,
             Err(e) => {
                 return Reply::error(

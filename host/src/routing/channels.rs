@@ -302,7 +302,7 @@ impl Channels {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(channel = channel.name(), chat = %m.chat_jid, error = %e, "delivery failed; kept for a retry")
+                    tracing::warn!(channel = channel.name(), chat = %m.chat_jid, error = %e, "delivery failed; kept for a retry");
                 }
             }
         });

@@ -457,7 +457,7 @@ impl Queue {
                             tokio::spawn(async move { mark_inflight(&store, &f, upto).await });
                         }
                         Err(e) => {
-                            tracing::error!(group = %folder, error = %e, "writing a follow-up")
+                            tracing::error!(group = %folder, error = %e, "writing a follow-up");
                         }
                     }
                 }
@@ -807,19 +807,19 @@ impl Queue {
                     match (failed, &result) {
                         // Never reached the agent: try again from scratch.
                         (_, Err(crate::Error::OverQuota(why))) => {
-                            self.give_up(folder, sent_upto, why, GiveUp::Refused).await
+                            self.give_up(folder, sent_upto, why, GiveUp::Refused).await;
                         }
                         (_, Err(e)) => self.failed(folder, &e.to_string(), sent_upto, false).await,
                         // The agent died: running it again would repeat the harm.
                         (_, Ok(r)) if r.crash.is_some() => {
                             let why = r.crash.clone().unwrap_or_default();
-                            self.give_up(folder, sent_upto, &why, GiveUp::Crashed).await
+                            self.give_up(folder, sent_upto, &why, GiveUp::Crashed).await;
                         }
                         // It ran and stopped short: resume and say so.
                         (Some(e), Ok(_)) => self.failed(folder, &e, sent_upto, true).await,
                         (None, Ok(r)) => {
                             let why = notices::unanswered(r);
-                            self.failed(folder, &why, sent_upto, true).await
+                            self.failed(folder, &why, sent_upto, true).await;
                         }
                     }
                 }

@@ -312,12 +312,11 @@ mod tests {
     fn batches_cursor_and_replies() {
         let d = tempfile::tempdir().unwrap();
         let store =
-            crate::store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1))
-                .unwrap();
+            store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
         let g = group(false, None);
         let g2 = g.clone();
         store
-            .write_blocking(move |tx| crate::store::groups::add(tx, &g2))
+            .write_blocking(move |tx| store::groups::add(tx, &g2))
             .unwrap();
         let jid = g.jid.clone();
         let post = |text: &str| {
@@ -419,9 +418,9 @@ mod tests {
         fn cursor_and_batches(kind in 0..3u8, ops in proptest::collection::vec(op(), 1..40)) {
             let g = match kind { 0 => group(true, None), 1 => group(false, Some(false)), _ => group(false, None) };
             let d = tempfile::tempdir().unwrap();
-            let store = crate::store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+            let store = store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
             let g2 = g.clone();
-            store.write_blocking(move |tx| crate::store::groups::add(tx, &g2)).unwrap();
+            store.write_blocking(move |tx| store::groups::add(tx, &g2)).unwrap();
             // (seq, marker, has the trigger) of the people's messages.
             let mut people: Vec<(i64, String, bool)> = Vec::new();
             let mut bots: Vec<String> = Vec::new();

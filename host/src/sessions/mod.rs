@@ -110,7 +110,7 @@ impl SessionManager {
     fn remember(&self, p: &Pointer) {
         self.cache
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(p.group.clone(), p.clone());
     }
 
@@ -130,7 +130,7 @@ impl SessionManager {
         if let Some(p) = self
             .cache
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(group)
         {
             return Ok(p.clone());
@@ -344,7 +344,7 @@ impl SessionManager {
                 if matches!(e, Error::StaleGeneration { .. }) {
                     self.cache
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .remove(group);
                 }
             }

@@ -124,11 +124,10 @@ mod tests {
     use super::*;
     use crate::groups::NewGroup;
 
-    fn store_with(folder: &str) -> (tempfile::TempDir, crate::store::Store) {
+    fn store_with(folder: &str) -> (tempfile::TempDir, store::Store) {
         let dir = tempfile::tempdir().unwrap();
-        let s =
-            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
-                .unwrap();
+        let s = store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
+            .unwrap();
         let g = NewGroup {
             folder: folder.into(),
             name: "Fam".into(),

@@ -117,7 +117,11 @@ impl Store {
     pub fn write_blocking<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
         // A panic in another writer poisons the lock but leaves the
         // connection usable (its transaction was rolled back on drop).
-        let mut conn = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conn = self
+            .inner
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = f(&tx)?;
         tx.commit()?;
@@ -130,14 +134,18 @@ impl Store {
             .inner
             .readers
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .pop();
         let conn = match pooled {
             Some(c) => c,
             None => connect(&self.inner.path, self.inner.busy_timeout)?,
         };
         let value = f(&conn);
-        let mut idle = self.inner.readers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self
+            .inner
+            .readers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if idle.len() < MAX_IDLE_READERS {
             idle.push(conn);
         }
