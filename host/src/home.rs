@@ -161,6 +161,26 @@ impl Home {
         self.data_dir().join("g2.db")
     }
 
+    /// `data/ipc/`: every group's IPC folder is in here.
+    pub fn ipc_root(&self) -> PathBuf {
+        self.data_dir().join("ipc")
+    }
+
+    /// `data/run/`: the host's own scratch folder, never mounted.
+    pub fn run_dir(&self) -> PathBuf {
+        self.data_dir().join("run")
+    }
+
+    /// `data/host.lock` (see `lock`).
+    pub fn lock_path(&self) -> PathBuf {
+        self.data_dir().join("host.lock")
+    }
+
+    /// A path stored relative to the home (archives), made absolute.
+    pub fn resolve(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.root.join(rel)
+    }
+
     /// `groups/{folder}/`; an error when it leads outside `groups/` (a
     /// link put in its place).
     pub fn group_dir(&self, folder: &GroupFolder) -> Result<PathBuf> {

@@ -37,7 +37,7 @@ pub struct HostLock {
 impl HostLock {
     /// Takes the home for `command`, or says who has it.
     pub fn acquire(home: &Home, command: &str) -> Result<HostLock> {
-        let path = home.data_dir().join("host.lock");
+        let path = home.lock_path();
         std::fs::create_dir_all(home.data_dir())
             .map_err(|e| Error::io(format!("creating {}", home.data_dir().display()), e))?;
         let mut file = std::fs::OpenOptions::new()
@@ -95,7 +95,7 @@ impl HostLock {
 
     /// Who holds the home now, if anyone (without taking it).
     pub fn holder(home: &Home) -> Option<Holder> {
-        let file = File::open(home.data_dir().join("host.lock")).ok()?;
+        let file = File::open(home.lock_path()).ok()?;
         // Free means nobody holds it: release the probe at once.
         if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_ok() {
             return None;

@@ -127,7 +127,7 @@ impl Prepared {
 
     /// The file's absolute path, for people.
     pub fn path(&self, home: &Home) -> PathBuf {
-        home.root().join(&self.rel_path)
+        home.resolve(&self.rel_path)
     }
 }
 

@@ -31,7 +31,7 @@ pub(super) async fn archive(
     )
     .await?;
     out.print(&rec, |rec| {
-        println!("{}", ctx.home.root().join(&rec.path).display());
+        println!("{}", ctx.home.resolve(&rec.path).display());
         if stats.malformed + stats.oversized > 0 {
             eprintln!(
                 "note: skipped {} malformed and {} oversized lines",
@@ -72,7 +72,7 @@ pub(super) async fn search(
             writeln!(
                 w,
                 "   {}",
-                inert_name(&ctx.home.root().join(&h.path).display().to_string())
+                inert_name(&ctx.home.resolve(&h.path).display().to_string())
             )?;
             writeln!(w, "   {}", inert(&h.snippet))?;
         }

@@ -116,7 +116,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
                     cleared.history.session_id, cleared.history.id, cleared.history.name
                 );
                 match &cleared.archive {
-                    Some(a) => println!("archived to {}", ctx.home.root().join(&a.path).display()),
+                    Some(a) => println!("archived to {}", ctx.home.resolve(&a.path).display()),
                     None => println!("no transcript on disk; nothing archived"),
                 }
                 Ok(())

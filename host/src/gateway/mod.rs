@@ -270,7 +270,7 @@ impl Gateway {
         // The IPC folder is the agent's: bind and chmod in a folder only the
         // host uses, then rename the socket into place (a rename never
         // follows a link; it replaces a stale socket or anything planted).
-        let private = home.data_dir().join("run");
+        let private = home.run_dir();
         std::fs::create_dir_all(&private).ctx(|| format!("creating {}", private.display()))?;
         let tmp_name = format!(
             "{folder}.{}.sock",

@@ -77,7 +77,7 @@ impl RequestServer {
     /// every [`FULL_RESCAN`] and whenever the kernel's queue overflowed.
     /// Starts with a full drain (what an earlier host left).
     pub fn watch_all(&self) -> Result<Background> {
-        let root = self.home.data_dir().join("ipc");
+        let root = self.home.ipc_root();
         std::fs::create_dir_all(&root)
             .map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
         // None: rescan everything.
@@ -150,7 +150,7 @@ impl RequestServer {
 
     /// Handles every request of every group (leftovers of an earlier host).
     pub async fn drain_all(&self) {
-        for folder in list_folders(&self.home.data_dir().join("ipc")) {
+        for folder in list_folders(&self.home.ipc_root()) {
             self.drain(&folder).await;
         }
     }
