@@ -151,12 +151,7 @@ fn pct(v: &mut [Duration], p: f64) -> f64 {
 
 fn main() {
     let n: usize = common::env_or("G2_BENCH_REQUESTS", 1000);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let up = format!("http://{}", listener.local_addr().unwrap());

@@ -22,12 +22,7 @@ fn main() {
     let home = common::home_with_bench_group();
     let serve = Serve::start(home.path(), &[]);
     let url = format!("{}/api/groups/bench/messages", serve.url);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let (elapsed, latencies) = rt.block_on(async move {
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(CLIENTS)

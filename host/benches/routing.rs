@@ -23,12 +23,7 @@ fn main() {
     init_home(home.path());
     let serve = Serve::start(home.path(), &[]);
     let base = serve.url.clone();
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let input_dir = home.path().join("data/ipc/main/input");
     let (total, windows, host_in, host_out) = rt.block_on(async move {
         let client = reqwest::Client::builder()

@@ -50,12 +50,7 @@ fn main() {
 
     let socket = home.path().join("data/ipc/main/model.sock");
     let body = request_of(32 * 1024 * 1024);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let started = Instant::now();
     let (ok, peak) = rt.block_on(async {
         let client = reqwest::Client::builder()

@@ -46,12 +46,7 @@ fn main() {
     let serve = Serve::start(home.path(), &[]);
     let post_url = format!("{}/api/groups/bench/messages", serve.url);
     let stream_url = format!("{}/api/groups/bench/stream", serve.url);
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     let (seen, posted, elapsed) = rt.block_on(async move {
         let start = Instant::now();
         let client = reqwest::Client::builder()
