@@ -56,9 +56,17 @@ pub fn group_folder(name: &str) -> Result<&str, ValidationError> {
 /// argument, an HTTP path, an IPC folder, a stored row) and carried as this
 /// type from there on: a value of it always passes [`group_folder`], so
 /// nothing behind the edge checks again.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct GroupFolder(String);
+
+/// Shown as the name it is (`"fam"`), so messages that quote a folder with
+/// `{:?}` read the same whatever type carries it.
+impl std::fmt::Debug for GroupFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 impl GroupFolder {
     /// Checks `name` (see [`group_folder`]).
@@ -327,6 +335,7 @@ mod tests {
         let f: GroupFolder = "fam-1".parse().unwrap();
         assert_eq!(f, "fam-1");
         assert_eq!(f.to_string(), "fam-1");
+        assert_eq!(format!("{f:?}"), "\"fam-1\"");
         for bad in ["", "../x", "global", "a b", "-x"] {
             assert!(GroupFolder::new(bad).is_err(), "{bad:?}");
         }
