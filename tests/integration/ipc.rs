@@ -1,4 +1,4 @@
-//! The IPC authorization matrix (contracts §2), row by row, for the main
+//! The IPC authorization matrix (`docs/protocol.md`, "Authorization"), row by row, for the main
 //! group and another group, plus every forbidden cross-group attempt.
 //! Requests are files in a group's IPC folder, served by the host's real
 //! `RequestServer` against a real database; the source group is the folder.

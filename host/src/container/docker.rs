@@ -21,8 +21,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{ContainerRuntime, LABEL_GROUP, LABEL_HOME, LABEL_RUN, Mount, Output, Running, Spec};
-use crate::gateway::provider::BoxFuture;
 use crate::{Error, Result};
+use futures_util::future::BoxFuture;
 
 #[derive(Clone)]
 pub struct DockerRuntime {

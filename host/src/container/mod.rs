@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::Result;
 pub use crate::config::{ContainerSettings, GroupContainerConfig};
-use crate::gateway::provider::BoxFuture;
+use futures_util::future::BoxFuture;
 
 pub use mounts::Mount;
 

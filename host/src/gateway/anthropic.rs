@@ -13,7 +13,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use futures_util::TryStreamExt;
 
 use super::credentials::Credential;
-use super::provider::{BoxFuture, ModelRequest, Provider, Reply};
+use futures_util::future::BoxFuture;
+
+use super::provider::{ModelRequest, Provider, Reply};
 
 /// Largest upstream error body relayed (error bodies are read whole).
 const MAX_ERROR_BODY: usize = 1 << 20;

@@ -19,7 +19,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::provider::{BoxFuture, ModelRequest, Provider, Reply};
+use futures_util::future::BoxFuture;
+
+use super::provider::{ModelRequest, Provider, Reply};
 
 /// One content block of an answer.
 #[derive(Debug, Clone, PartialEq)]

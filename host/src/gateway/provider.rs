@@ -3,8 +3,9 @@
 //! Anthropic wire format, so the gateway can meter and relay any answer the
 //! same way.
 
-use std::future::Future;
 use std::pin::Pin;
+
+use futures_util::future::BoxFuture;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use bytes::Bytes;
@@ -13,8 +14,6 @@ use serde_json::json;
 
 /// A response body, relayed chunk by chunk as the provider produces it.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
-
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A request, checked by the gateway (valid JSON, size, limits).
 #[derive(Debug, Clone)]

@@ -25,9 +25,8 @@
 //! published in `seq` order, so a stream reader that catches up from the
 //! store by `seq` sees everything exactly once.
 
+use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -37,8 +36,6 @@ use g2_core::validate::GroupFolder;
 use crate::routing::messages::{Inbound, Message};
 use crate::store::{self, Store};
 use crate::{Error, Result};
-
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Published messages a listener may fall behind before its stream is
 /// closed (it resumes from the store with `Last-Event-ID`).
