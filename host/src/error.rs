@@ -50,9 +50,13 @@ pub enum Error {
     #[error(transparent)]
     Watch(#[from] g2_core::watch::Error),
     /// The Docker engine failed or refused (the host's side, not the
-    /// caller's).
-    #[error("docker: {0}")]
+    /// caller's); the text says what was being done.
+    #[error("{0}")]
     Docker(String),
+    /// The host could not start (`Host::start`, `g2 run`): what it was
+    /// doing, then the error and its causes.
+    #[error("{0}")]
+    Startup(String),
     /// A value of ours could not be written as JSON.
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -402,10 +402,10 @@ fn message(e: &(dyn std::error::Error + 'static)) -> Error {
         let _ = write!(text, ": {c}");
         cause = c.source();
     }
-    Error::Invalid(text)
+    Error::Startup(text)
 }
 
 /// What was being done, before the error and its causes.
 fn context(what: impl fmt::Display, e: &(dyn std::error::Error + 'static)) -> Error {
-    Error::Invalid(format!("{what}: {}", message(e)))
+    Error::Startup(format!("{what}: {}", message(e)))
 }

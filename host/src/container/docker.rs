@@ -30,7 +30,7 @@ pub struct DockerRuntime {
 }
 
 fn engine(e: bollard::errors::Error) -> Error {
-    Error::Docker(e.to_string())
+    Error::Docker(format!("docker: {e}"))
 }
 
 impl DockerRuntime {
@@ -41,7 +41,7 @@ impl DockerRuntime {
             .negotiate_version()
             .await
             .map_err(|e| {
-                Error::Invalid(format!(
+                Error::Docker(format!(
                     "no Docker engine answers ({e}); run scripts/setup.sh"
                 ))
             })?;
