@@ -20,6 +20,7 @@
 pub mod archive;
 pub mod confined;
 pub mod ipc;
+pub mod privacy;
 pub mod transcript;
 pub mod validate;
 pub mod watch;

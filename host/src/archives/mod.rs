@@ -4,7 +4,7 @@
 //!
 //! Writing is two steps so that the database never names a file that is not
 //! there: [`prepare`] parses, renders and writes the file (atomically, never
-//! overwriting); [`insert`] records and indexes it inside the caller's
+//! overwriting); `store::archives::insert` records and indexes it inside the caller's
 //! transaction, which may carry other writes (the session pointer and
 //! history, for a clear). If that transaction fails (or does not commit), the
 //! caller removes the file again.

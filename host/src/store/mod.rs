@@ -1,5 +1,10 @@
 //! The SQLite store: one database file, WAL, foreign keys, a busy timeout,
-//! migrations from `migrations/` applied at open.
+//! migrations from `migrations/` applied at open — and **all of the host's
+//! SQL**, one module per table family (`groups`, `messages`,
+//! `router_state`, `sessions`, `archives`, `search`, `tasks`, `usage`,
+//! `requests`, `events`). Domain modules hold the rules and call these; no
+//! statement is written anywhere else. [`query_all`] and [`folder_at`] are
+//! the row helpers every family uses.
 //!
 //! Every call runs on tokio's blocking pool ([`Store::read`],
 //! [`Store::write`]), so the async runtime never waits on SQLite. Writes go

@@ -1,6 +1,8 @@
 //! Scheduled tasks: prompts a group's agent runs on a schedule, and the log
-//! of their runs. Pure data logic; the scheduler loop that sleeps until
-//! [`next_due`] and runs what [`claim_due`] hands it lives elsewhere.
+//! of their runs. The schedule rules live here (their statements are in
+//! `store::tasks`); [`scheduler`] is the loop that sleeps until [`next_due`]
+//! and hands what [`claim_due`] claims to the queue, and [`runs`] records a
+//! run once its container exited.
 //!
 //! A schedule is `cron` (5 fields, evaluated on the wall clock of the task's
 //! IANA timezone, so daylight saving time moves the instant, not the local

@@ -1,0 +1,342 @@
+//! What must never reach g2's memory: text a person marked private, the
+//! memory g2 itself put into a prompt, and anything that looks like a
+//! secret.
+//!
+//! Both sides apply it: the in-container hook before it writes an event
+//! file, and the host again before anything is stored (defence in depth: a
+//! file in the IPC folder is the agent's to write). [`clean`] is the whole
+//! treatment; [`strip_tags`] and [`redact`] are its two halves.
+//!
+//! **Tags.** `<private>…</private>`, g2's own `<g2-memory>…</g2-memory>`
+//! (so memory never feeds on itself) and Claude Code's
+//! `<system-reminder>…</system-reminder>` are removed with what they hold;
+//! tag names match in any case. An opening tag without its closing tag
+//! removes everything after it: when in doubt, private stays private.
+//!
+//! **Secrets.** Keys and tokens of well-known shapes (Anthropic, OpenAI,
+//! AWS access keys, GitHub, Slack, bearer tokens, PEM private keys) and the
+//! values of `password=` / `secret=` / `token=` / `api_key=` assignments are
+//! replaced with `[redacted:<kind>]`; an assignment keeps its name, so
+//! `password=hunter2` becomes `password=[redacted:assignment]`. Text that
+//! merely talks about secrets ("the token budget", "password policy") is
+//! left alone. [`Redactor::with_literals`] adds exact strings (the host's
+//! own credential) to the patterns.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// Tags whose content never reaches storage.
+pub const STRIPPED_TAGS: &[&str] = &["private", "g2-memory", "system-reminder"];
+
+/// The tag g2 wraps the memory it injects into a prompt in.
+pub const MEMORY_TAG: &str = "g2-memory";
+
+/// Removes every [`STRIPPED_TAGS`] element with its content (an unclosed
+/// one: to the end of the text). Borrowed when there was nothing to remove.
+pub fn strip_tags(text: &str) -> Cow<'_, str> {
+    if !text.contains('<') {
+        return Cow::Borrowed(text);
+    }
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut copied = 0;
+    let mut at = 0;
+    while let Some((start, tag)) = next_open(&lower, at) {
+        let body = start + tag.len() + 2;
+        let close = format!("</{tag}>");
+        let end = lower[body..]
+            .find(&close)
+            .map_or(text.len(), |i| body + i + close.len());
+        out.push_str(&text[copied..start]);
+        copied = end;
+        at = end;
+    }
+    if copied == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
+}
+
+/// The first opening tag of [`STRIPPED_TAGS`] at or after `from` in the
+/// lower-cased text: its byte offset and name.
+fn next_open(lower: &str, from: usize) -> Option<(usize, &'static str)> {
+    STRIPPED_TAGS
+        .iter()
+        .filter_map(|tag| {
+            lower[from..]
+                .find(&format!("<{tag}>"))
+                .map(|i| (from + i, *tag))
+        })
+        .min_by_key(|(i, _)| *i)
+}
+
+/// Whether `text` holds something, and nothing of it is left once the tags
+/// are stripped: a prompt that is entirely private stores nothing at all.
+pub fn entirely_private(text: &str) -> bool {
+    !text.trim().is_empty() && strip_tags(text).trim().is_empty()
+}
+
+/// One secret pattern: the kind named in `[redacted:<kind>]`.
+struct Pattern {
+    kind: &'static str,
+    re: Regex,
+    /// For an assignment: the value is the capture group `value`, the rest
+    /// (the name and `=`) stays.
+    keeps_name: bool,
+}
+
+static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
+    let p = |kind, re: &str, keeps_name| Pattern {
+        kind,
+        re: Regex::new(re).unwrap_or_else(|e| panic!("secret pattern {kind}: {e}")),
+        keeps_name,
+    };
+    vec![
+        p(
+            "private-key",
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+            false,
+        ),
+        p("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{16,}", false),
+        p(
+            "openai-key",
+            r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+            false,
+        ),
+        p("aws-access-key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", false),
+        p(
+            "github-token",
+            r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+            false,
+        ),
+        p("slack-token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", false),
+        p(
+            "bearer-token",
+            r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{16,}",
+            false,
+        ),
+        p(
+            "assignment",
+            r#"(?i)\b(?:[a-z0-9_]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key))\s*[=:]\s*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;&]+)"#,
+            true,
+        ),
+    ]
+});
+
+/// Redacts secrets: the built-in patterns, plus exact strings.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    literals: Vec<String>,
+}
+
+impl Redactor {
+    /// Also redacts each of `literals` wherever it appears (kind
+    /// `credential`); strings shorter than 8 characters are ignored, since
+    /// they would match ordinary text.
+    pub fn with_literals<I, S>(literals: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Redactor {
+            literals: literals
+                .into_iter()
+                .map(Into::into)
+                .filter(|s: &String| s.chars().count() >= 8)
+                .collect(),
+        }
+    }
+
+    /// `text` with every secret replaced by `[redacted:<kind>]`. Borrowed
+    /// when nothing was found.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(text);
+        for lit in &self.literals {
+            if out.contains(lit.as_str()) {
+                out = Cow::Owned(out.replace(lit.as_str(), "[redacted:credential]"));
+            }
+        }
+        for p in PATTERNS.iter() {
+            if !p.re.is_match(&out) {
+                continue;
+            }
+            let replaced = p.re.replace_all(&out, |c: &regex::Captures<'_>| {
+                let whole = c.get(0).map_or("", |m| m.as_str());
+                match c.name("value").filter(|_| p.keeps_name) {
+                    // Already redacted (a second pass): leave it.
+                    Some(v) if v.as_str().starts_with("[redacted:") => whole.to_string(),
+                    Some(v) => {
+                        let name_end = v.start() - c.get(0).map_or(0, |m| m.start());
+                        format!("{}[redacted:{}]", &whole[..name_end], p.kind)
+                    }
+                    None => format!("[redacted:{}]", p.kind),
+                }
+            });
+            out = Cow::Owned(replaced.into_owned());
+        }
+        out
+    }
+
+    /// [`strip_tags`], then [`Redactor::redact`].
+    pub fn clean<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match strip_tags(text) {
+            Cow::Borrowed(t) => self.redact(t),
+            Cow::Owned(t) => Cow::Owned(self.redact(&t).into_owned()),
+        }
+    }
+}
+
+/// [`Redactor::redact`] with the built-in patterns only.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    Redactor::default().redact(text)
+}
+
+/// [`strip_tags`] then [`redact`] with the built-in patterns only.
+pub fn clean(text: &str) -> Cow<'_, str> {
+    Redactor::default().clean(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_and_own_memory_are_removed_with_their_content() {
+        assert_eq!(strip_tags("no tags here"), "no tags here");
+        assert!(matches!(strip_tags("a < b"), Cow::Borrowed(_)));
+        assert_eq!(
+            strip_tags("my pin is <private>4417</private>, remember it"),
+            "my pin is , remember it"
+        );
+        assert_eq!(strip_tags("a<PRIVATE>x</Private>b"), "ab");
+        assert_eq!(
+            strip_tags("<g2-memory>earlier: milk</g2-memory>what now?"),
+            "what now?"
+        );
+        assert_eq!(
+            strip_tags("x<system-reminder>ctx</system-reminder>y<private>p</private>z"),
+            "xyz"
+        );
+        // Unclosed: private to the end, never leaked.
+        assert_eq!(strip_tags("keep <private>4417 and more"), "keep ");
+        // Two in a row, and a closing tag alone is just text.
+        assert_eq!(
+            strip_tags("<private>a</private><private>b</private>c</private>"),
+            "c</private>"
+        );
+        // Multi-byte text around the tags.
+        assert_eq!(strip_tags("é<private>ü</private>ß"), "éß");
+    }
+
+    #[test]
+    fn an_entirely_private_prompt_is_known() {
+        assert!(entirely_private("<private>my pin is 4417</private>"));
+        assert!(entirely_private("  <private>x</private>\n<private>y"));
+        assert!(!entirely_private("hi <private>x</private>"));
+        assert!(!entirely_private(""));
+        assert!(!entirely_private("plain"));
+    }
+
+    #[test]
+    fn each_kind_of_secret_is_redacted() {
+        let cases = [
+            (
+                "key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789-ABCD done",
+                "key [redacted:anthropic-key] done",
+            ),
+            (
+                "OPENAI sk-proj-abcdefghijklmnopqrstuvwx1234",
+                "OPENAI [redacted:openai-key]",
+            ),
+            (
+                "aws AKIAIOSFODNN7EXAMPLE.",
+                "aws [redacted:aws-access-key].",
+            ),
+            (
+                "gh ghp_abcdefghijklmnopqrstuvwxyz0123456789 x",
+                "gh [redacted:github-token] x",
+            ),
+            ("xoxb-123456789012-abcdefABCDEF", "[redacted:slack-token]"),
+            (
+                "Authorization: Bearer abc.def.ghijklmnopqrstuvwxyz",
+                "Authorization: [redacted:bearer-token]",
+            ),
+            ("password=hunter22", "password=[redacted:assignment]"),
+            (
+                "DB_PASSWORD: \"s3cr3t value\"",
+                "DB_PASSWORD: [redacted:assignment]",
+            ),
+            (
+                "export API_KEY='abc123'",
+                "export API_KEY=[redacted:assignment]",
+            ),
+            ("token = abc&x=1", "token = [redacted:assignment]&x=1"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(redact(input), want, "{input}");
+        }
+        let pem = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\nabc\n-----END RSA PRIVATE KEY-----\nafter";
+        assert_eq!(redact(pem), "before\n[redacted:private-key]\nafter");
+        // Cut off mid-key: the rest is still a key.
+        assert_eq!(
+            redact("x -----BEGIN PRIVATE KEY-----\nMIIE"),
+            "x [redacted:private-key]"
+        );
+    }
+
+    #[test]
+    fn talk_about_secrets_is_not_a_secret() {
+        for text in [
+            "the token budget is 30k",
+            "our password policy says 12 characters",
+            "ask for a sk- prefix key",
+            "risk-free, desk-ant-hill",
+            "AKIA alone",
+            "bearer of bad news",
+        ] {
+            assert_eq!(redact(text), text);
+            assert!(matches!(redact(text), Cow::Borrowed(_)), "{text}");
+        }
+    }
+
+    #[test]
+    fn redaction_is_stable_and_literals_are_added() {
+        let once = redact("password=hunter22 sk-ant-api03-abcdefghijklmnopqrstu");
+        assert_eq!(redact(&once), once, "a second pass changes nothing");
+        let r = Redactor::with_literals(["super-secret-value", "short"]);
+        assert_eq!(
+            r.redact("x super-secret-value y short"),
+            "x [redacted:credential] y short"
+        );
+    }
+
+    #[test]
+    fn clean_strips_then_redacts() {
+        assert_eq!(
+            clean("<private>4417</private>run with AKIAIOSFODNN7EXAMPLE"),
+            "run with [redacted:aws-access-key]"
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever surrounds them, a private span and a generated key never
+        /// survive cleaning, and cleaning twice changes nothing more.
+        #[test]
+        fn nothing_marked_or_shaped_as_secret_survives(
+            before in "[ -~\\n]{0,40}",
+            after in "[ -~\\n]{0,40}",
+            pin in "[0-9]{6,9}",
+            key in "[A-Z2-7]{16}",
+        ) {
+            let aws = format!("AKIA{key}");
+            let text = format!("{before} <private>{pin}</private> {aws} {after}");
+            let cleaned = clean(&text).into_owned();
+            proptest::prop_assert!(!cleaned.contains(&aws), "{cleaned}");
+            proptest::prop_assert!(!cleaned.contains(&format!("<private>{pin}")), "{cleaned}");
+            proptest::prop_assert_eq!(clean(&cleaned).into_owned(), cleaned);
+        }
+    }
+}
