@@ -25,6 +25,7 @@ use std::io;
 use chrono::{DateTime, TimeZone};
 
 use crate::confined::Dir;
+use crate::envelope;
 use crate::transcript::{Entry, Transcript};
 use crate::validate;
 
@@ -50,7 +51,8 @@ impl Default for ArchiveOptions {
 }
 
 /// The title of an archive: the given name, else Claude Code's session
-/// summary, else the first user prompt (first line, shortened), else
+/// summary, else the first user prompt (first line, shortened; for a routed
+/// prompt, the first message people sent, not its envelope), else
 /// `conversation-HHMM`.
 pub fn title<Tz: TimeZone>(name: Option<&str>, t: &Transcript, now: &DateTime<Tz>) -> String
 where
@@ -64,7 +66,11 @@ where
             .unwrap_or("");
         shorten(line, 80)
     };
-    [name, t.summary(), t.first_prompt()]
+    let first = t.first_prompt().map(|p| match envelope::read(p) {
+        Some(env) => env.messages.into_iter().next().map(|m| m.text),
+        None => Some(p.to_string()),
+    });
+    [name, t.summary(), first.flatten().as_deref()]
         .into_iter()
         .flatten()
         .map(pick)
@@ -93,7 +99,7 @@ where
     let max = opts.max_message_chars;
     for entry in &t.entries {
         match entry {
-            Entry::User(parts) => push_turn(&mut out, "User", parts, max),
+            Entry::User(parts) => push_user(&mut out, parts, max, &archived_at.timezone()),
             Entry::Assistant(parts) => push_turn(&mut out, &opts.assistant_name, parts, max),
             Entry::Compaction(c) => {
                 out.push_str("*Conversation compacted");
@@ -116,6 +122,46 @@ where
         }
     }
     out
+}
+
+/// A user turn. A routed prompt (see [`envelope`]) shows who said what,
+/// one line per message: `**Ann** (09:00): we need milk`, unescaped, the
+/// time in the archive's timezone; a note the host put before it shows in
+/// italics. Anything else is one `**User**` turn, as Claude Code saw it.
+fn push_user<Tz: TimeZone>(out: &mut String, parts: &[String], max: usize, tz: &Tz)
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let mut plain: Vec<String> = Vec::new();
+    for part in parts {
+        let Some(env) = envelope::read(part) else {
+            plain.push(part.clone());
+            continue;
+        };
+        if !plain.is_empty() {
+            push_turn(out, "User", &plain, max);
+            plain.clear();
+        }
+        if !env.preface.is_empty() {
+            out.push('*');
+            out.push_str(&truncate(&env.preface, max));
+            out.push_str("*\n\n");
+        }
+        for m in &env.messages {
+            out.push_str("**");
+            out.push_str(&m.sender);
+            out.push_str("**");
+            if let Ok(t) = DateTime::parse_from_rfc3339(&m.time) {
+                out.push_str(&t.with_timezone(tz).format(" (%H:%M)").to_string());
+            }
+            out.push_str(": ");
+            out.push_str(&truncate(&m.text, max));
+            out.push_str("\n\n");
+        }
+    }
+    if !plain.is_empty() {
+        push_turn(out, "User", &plain, max);
+    }
 }
 
 /// One turn: `**Who**: ` and its messages, each cut at `max` characters.
@@ -284,5 +330,31 @@ mod tests {
                 .iter()
                 .all(|n| n.ends_with(".md") && !n.starts_with('.'))
         );
+    }
+
+    #[test]
+    fn a_routed_prompt_shows_who_said_what() {
+        let prompt = envelope::write([
+            ("Ann", "2026-11-22T09:00:00.000Z", "we need milk"),
+            ("Bob", "2026-11-22T09:02:30.000Z", "and <bread> & eggs"),
+        ]);
+        let mut t = Transcript::default();
+        t.entries = vec![
+            Entry::User(vec![prompt]),
+            Entry::Assistant(vec!["Noted.".into()]),
+        ];
+        let md = render("Groceries", &t, &at(), &ArchiveOptions::default());
+        assert!(
+            md.ends_with(
+                "**Ann** (09:00): we need milk\n\n**Bob** (09:02): and <bread> & eggs\n\n**G2**: Noted.\n\n"
+            ),
+            "{md}"
+        );
+        assert!(
+            !md.contains("<messages>") && !md.contains("**User**"),
+            "{md}"
+        );
+        // Titled from what the people said, not from the envelope.
+        assert_eq!(title(None, &t, &at()), "we need milk");
     }
 }

@@ -19,6 +19,7 @@
 
 pub mod archive;
 pub mod confined;
+pub mod envelope;
 pub mod ipc;
 pub mod privacy;
 pub mod transcript;

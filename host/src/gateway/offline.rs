@@ -533,38 +533,14 @@ fn working_directory(req: &Value) -> String {
     g2_core::wire::GROUP_DIR.into()
 }
 
-/// The texts of the chat messages in a routed prompt
-/// (`<messages><message sender=… time=…>text</message>…</messages>`), one
-/// per line and unescaped; any other prompt as it is.
+/// The texts of the chat messages in a routed prompt, one per line and
+/// unescaped; any other prompt (a note before the envelope included) as it
+/// is.
 fn unwrap_messages(prompt: &str) -> std::borrow::Cow<'_, str> {
-    let Some(body) = prompt
-        .strip_prefix("<messages>")
-        .and_then(|b| b.trim_end().strip_suffix("</messages>"))
-    else {
-        return prompt.into();
-    };
-    let mut texts = Vec::new();
-    let mut rest = body;
-    while let Some(open) = rest.find("<message ") {
-        let Some(gt) = rest[open..].find('>') else {
-            break;
-        };
-        let from = open + gt + 1;
-        let Some(len) = rest[from..].find("</message>") else {
-            break;
-        };
-        texts.push(unescape_xml(&rest[from..from + len]));
-        rest = &rest[from + len + "</message>".len()..];
+    match g2_core::envelope::read(prompt) {
+        Some(env) if env.preface.is_empty() => env.texts().into(),
+        _ => prompt.into(),
     }
-    texts.join("\n").into()
-}
-
-fn unescape_xml(s: &str) -> String {
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
 }
 
 /// Why the offline model cannot take a request (a 400 answer) or a command

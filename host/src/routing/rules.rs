@@ -18,6 +18,7 @@
 //! and go along as context with the next one that has it. The assistant's
 //! own messages are never routed.
 
+use g2_core::envelope;
 use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
@@ -137,39 +138,17 @@ pub fn wakes(group: &Group, pending: &[Message]) -> bool {
     }
 }
 
-/// `<messages><message sender="…" time="…">…</message>…</messages>`.
+/// The pending messages as one routed prompt (see [`g2_core::envelope`]):
+/// each with its sender's name (else id) and time.
 pub fn format_prompt(pending: &[Message]) -> String {
-    let mut s = String::from("<messages>\n");
-    for m in pending {
+    envelope::write(pending.iter().map(|m| {
         let who = m
             .sender_name
             .as_deref()
             .filter(|n| !n.trim().is_empty())
             .unwrap_or(&m.sender);
-        s.push_str(&format!(
-            "<message sender=\"{}\" time=\"{}\">{}</message>\n",
-            escape_xml(who),
-            escape_xml(&m.timestamp),
-            escape_xml(&m.text)
-        ));
-    }
-    s.push_str("</messages>");
-    s
-}
-
-pub fn escape_xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
+        (who, m.timestamp.as_str(), m.text.as_str())
+    }))
 }
 
 /// The agent's text without its `<internal>…</internal>` notes (an
