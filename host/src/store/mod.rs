@@ -27,6 +27,7 @@ use crate::error::IoContext;
 pub mod archives;
 pub mod events;
 pub mod groups;
+pub mod memory;
 pub mod messages;
 pub mod requests;
 pub mod router_state;
@@ -42,6 +43,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("../../../migrations/0002_model_usage.sql")),
         M::up(include_str!("../../../migrations/0003_agent_events.sql")),
         M::up(include_str!("../../../migrations/0004_ipc_log.sql")),
+        M::up(include_str!("../../../migrations/0005_memory_capture.sql")),
     ])
 });
 

@@ -1,0 +1,665 @@
+//! The memory-capture tables: `memory_sessions`, `prompt_batches`,
+//! `activities`, `memory_queue` (and their FTS indexes, kept by triggers in
+//! the same transaction).
+//!
+//! What is written here was already stripped of private spans and redacted
+//! (`g2_core::privacy`, at the hook and again at the host); these functions
+//! store it as given. Every statement is scoped to its group: a session id
+//! of another group is never found, and never taken over.
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::Serialize;
+
+use g2_core::validate::GroupFolder;
+
+use crate::{Error, Result, store};
+
+/// A captured session, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionRow {
+    /// The row's own id.
+    #[serde(skip)]
+    pub row: i64,
+    pub group: GroupFolder,
+    /// Claude Code's session id.
+    pub session_id: String,
+    pub status: String,
+    pub start_source: Option<String>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub last_activity_at: String,
+    pub end_reason: Option<String>,
+    pub prompts: i64,
+    pub tool_calls: i64,
+    pub title: Option<String>,
+}
+
+/// One prompt of a session and what the agent did for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchRow {
+    #[serde(skip)]
+    pub row: i64,
+    pub prompt_number: i64,
+    pub prompt: String,
+    /// Who sent it, for a prompt routed from the chat.
+    pub senders: Vec<String>,
+    pub status: String,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub reply: Option<String>,
+    /// Made by recovery to hold activities that arrived without a prompt.
+    pub recovered: bool,
+    pub activities: Vec<ActivityRow>,
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActivityRow {
+    pub tool: String,
+    pub tool_use_id: String,
+    pub input: serde_json::Value,
+    pub output: String,
+    pub files_read: Vec<String>,
+    pub files_modified: Vec<String>,
+    pub ok: bool,
+    pub subagent: bool,
+    pub at: String,
+}
+
+/// A session's timeline: each prompt, its tool calls in order, the reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Timeline {
+    pub session: SessionRow,
+    pub batches: Vec<BatchRow>,
+}
+
+/// A tool call to record.
+#[derive(Debug, Clone, Default)]
+pub struct NewActivity<'a> {
+    pub tool: &'a str,
+    pub tool_use_id: &'a str,
+    /// Compact JSON summary of the input.
+    pub input: &'a str,
+    pub output: &'a str,
+    pub files_read: &'a [String],
+    pub files_modified: &'a [String],
+    pub ok: bool,
+    pub subagent: bool,
+    pub at: &'a str,
+}
+
+/// The session row for `session_id` of `group`, made when it is new (the
+/// same id always maps to the same row) and marked active. A session id
+/// another group holds is refused.
+pub fn open_session(
+    tx: &Transaction<'_>,
+    group: &GroupFolder,
+    session_id: &str,
+    source: Option<&str>,
+    transcript_path: Option<&str>,
+    at: &str,
+) -> Result<i64> {
+    let source = source.filter(|s| matches!(*s, "startup" | "resume" | "clear" | "compact"));
+    tx.execute(
+        "INSERT INTO memory_sessions
+           (group_folder, content_session_id, start_source, started_at, last_activity_at, transcript_path)
+         VALUES (?1, ?2, ?3, ?4, ?4, ?5)
+         ON CONFLICT (content_session_id) DO NOTHING",
+        params![group.as_str(), session_id, source, at, transcript_path],
+    )?;
+    let (row, owner): (i64, String) = tx.query_row(
+        "SELECT id, group_folder FROM memory_sessions WHERE content_session_id = ?1",
+        [session_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    if owner != group.as_str() {
+        return Err(Error::Forbidden(format!(
+            "session {session_id} belongs to another group"
+        )));
+    }
+    tx.execute(
+        "UPDATE memory_sessions SET status = 'active', ended_at = NULL, end_reason = NULL,
+           last_activity_at = max(last_activity_at, ?2),
+           transcript_path = coalesce(?3, transcript_path)
+         WHERE id = ?1",
+        params![row, at, transcript_path],
+    )?;
+    Ok(row)
+}
+
+/// Starts the next prompt of a session (ending the one still open): its
+/// number is the session's prompt count after this one.
+pub fn start_batch(
+    tx: &Transaction<'_>,
+    session: i64,
+    prompt: &str,
+    senders: &[String],
+    at: &str,
+) -> Result<i64> {
+    complete_open_batches(tx, session, at)?;
+    tx.execute(
+        "UPDATE memory_sessions SET prompt_count = prompt_count + 1,
+           last_activity_at = max(last_activity_at, ?2) WHERE id = ?1",
+        params![session, at],
+    )?;
+    let senders = (!senders.is_empty())
+        .then(|| serde_json::to_string(senders))
+        .transpose()?;
+    tx.execute(
+        "INSERT INTO prompt_batches
+           (session_id, group_folder, prompt_number, prompt, senders, started_at, last_activity_at)
+         SELECT id, group_folder, prompt_count, ?2, ?3, ?4, ?4 FROM memory_sessions WHERE id = ?1",
+        params![session, prompt, senders, at],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// The session's open batch, else its latest one.
+pub fn current_batch(conn: &Connection, session: i64) -> Result<Option<i64>> {
+    Ok(conn
+        .query_row(
+            "SELECT id FROM prompt_batches WHERE session_id = ?1
+             ORDER BY status = 'active' DESC, prompt_number DESC LIMIT 1",
+            [session],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
+/// Records a tool call in `batch` (none: recovery attaches it later);
+/// false when its `tool_use_id` was recorded already.
+pub fn add_activity(
+    tx: &Transaction<'_>,
+    session: i64,
+    batch: Option<i64>,
+    a: &NewActivity<'_>,
+) -> Result<bool> {
+    let inserted = tx.execute(
+        "INSERT INTO activities
+           (session_id, batch_id, group_folder, tool, tool_use_id, input, output,
+            files_read, files_modified, ok, subagent, at)
+         SELECT id, ?2, group_folder, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
+         FROM memory_sessions WHERE id = ?1
+         ON CONFLICT (tool_use_id) DO NOTHING",
+        params![
+            session,
+            batch,
+            a.tool,
+            a.tool_use_id,
+            a.input,
+            a.output,
+            serde_json::to_string(a.files_read)?,
+            serde_json::to_string(a.files_modified)?,
+            a.ok,
+            a.subagent,
+            a.at,
+        ],
+    )?;
+    touch(tx, session, batch, a.at)?;
+    Ok(inserted == 1)
+}
+
+/// Moves a session's (and its batch's) last activity forward.
+fn touch(tx: &Transaction<'_>, session: i64, batch: Option<i64>, at: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE memory_sessions SET last_activity_at = max(last_activity_at, ?2) WHERE id = ?1",
+        params![session, at],
+    )?;
+    if let Some(b) = batch {
+        tx.execute(
+            "UPDATE prompt_batches SET last_activity_at = max(last_activity_at, ?2) WHERE id = ?1",
+            params![b, at],
+        )?;
+    }
+    Ok(())
+}
+
+/// Ends a batch with the agent's reply (`Stop`).
+pub fn finish_batch(tx: &Transaction<'_>, batch: i64, reply: Option<&str>, at: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE prompt_batches SET status = 'completed', ended_at = coalesce(ended_at, ?2),
+           reply = coalesce(?3, reply), last_activity_at = max(last_activity_at, ?2)
+         WHERE id = ?1 AND status = 'active'",
+        params![batch, at, reply],
+    )?;
+    Ok(())
+}
+
+fn complete_open_batches(tx: &Transaction<'_>, session: i64, at: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "UPDATE prompt_batches SET status = 'completed', ended_at = ?2
+         WHERE session_id = ?1 AND status = 'active'",
+        params![session, at],
+    )?)
+}
+
+/// Ends a session (`SessionEnd`, or recovery with reason `stale`), and its
+/// open batch with it.
+pub fn end_session(
+    tx: &Transaction<'_>,
+    session: i64,
+    reason: Option<&str>,
+    at: &str,
+) -> Result<()> {
+    complete_open_batches(tx, session, at)?;
+    tx.execute(
+        "UPDATE memory_sessions SET status = 'completed', ended_at = ?2, end_reason = ?3,
+           last_activity_at = max(last_activity_at, ?2)
+         WHERE id = ?1 AND status = 'active'",
+        params![session, at, reason],
+    )?;
+    Ok(())
+}
+
+// --- recovery ------------------------------------------------------------------
+
+/// Batches open with no activity since `idle_since` become `completed`.
+pub fn close_idle_batches(tx: &Transaction<'_>, idle_since: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "UPDATE prompt_batches SET status = 'completed', ended_at = last_activity_at
+         WHERE status = 'active' AND last_activity_at < ?1",
+        [idle_since],
+    )?)
+}
+
+/// Sessions open with no activity since `idle_since` become `completed`
+/// with reason `stale` (their open batches too).
+pub fn close_stale_sessions(tx: &Transaction<'_>, idle_since: &str) -> Result<usize> {
+    let stale: Vec<(i64, String)> = store::query_all(
+        tx,
+        "SELECT id, last_activity_at FROM memory_sessions
+         WHERE status = 'active' AND last_activity_at < ?1",
+        [idle_since],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    for (id, last) in &stale {
+        end_session(tx, *id, Some("stale"), last)?;
+    }
+    Ok(stale.len())
+}
+
+/// Activities without a batch are attached to the latest batch of their
+/// session that started before them, else to a recovery batch made for
+/// the session.
+pub fn attach_orphans(tx: &Transaction<'_>) -> Result<usize> {
+    let orphans: Vec<(i64, i64, String)> = store::query_all(
+        tx,
+        "SELECT id, session_id, at FROM activities WHERE batch_id IS NULL ORDER BY at",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    for (id, session, at) in &orphans {
+        let batch: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM prompt_batches WHERE session_id = ?1 AND started_at <= ?2
+                 ORDER BY started_at DESC, prompt_number DESC LIMIT 1",
+                params![session, at],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let batch = match batch {
+            Some(b) => b,
+            None => recovery_batch(tx, *session, at)?,
+        };
+        tx.execute(
+            "UPDATE activities SET batch_id = ?2 WHERE id = ?1",
+            params![id, batch],
+        )?;
+    }
+    Ok(orphans.len())
+}
+
+/// The session's recovery batch (made, completed, the first time): prompt
+/// number 0.
+fn recovery_batch(tx: &Transaction<'_>, session: i64, at: &str) -> Result<i64> {
+    if let Some(b) = tx
+        .query_row(
+            "SELECT id FROM prompt_batches WHERE session_id = ?1 AND recovered = 1",
+            [session],
+            |r| r.get(0),
+        )
+        .optional()?
+    {
+        return Ok(b);
+    }
+    // Number 0: it is no prompt of the session's, and leaves its open
+    // batch and its prompt count alone.
+    tx.execute(
+        "INSERT INTO prompt_batches
+           (session_id, group_folder, prompt_number, prompt, status, started_at, ended_at,
+            last_activity_at, recovered)
+         SELECT id, group_folder, 0, '', 'completed', ?2, ?2, ?2, 1 FROM memory_sessions WHERE id = ?1",
+        params![session, at],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// Completed batches not queued yet go to the memory processor's queue.
+pub fn queue_completed(tx: &Transaction<'_>, at: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "INSERT INTO memory_queue (batch_id, queued_at)
+         SELECT id, ?1 FROM prompt_batches
+         WHERE status = 'completed' AND id NOT IN (SELECT batch_id FROM memory_queue)",
+        [at],
+    )?)
+}
+
+// --- retention -----------------------------------------------------------------
+
+/// Deletes sessions (their batches, activities and index rows with them)
+/// that ended, or were last active, before `cutoff`.
+pub fn forget_before(tx: &Transaction<'_>, cutoff: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "DELETE FROM memory_sessions WHERE coalesce(ended_at, last_activity_at) < ?1",
+        [cutoff],
+    )?)
+}
+
+/// Deletes one session's capture; false when the group has no such session.
+pub fn forget_session(tx: &Transaction<'_>, group: &GroupFolder, session_id: &str) -> Result<bool> {
+    Ok(tx.execute(
+        "DELETE FROM memory_sessions WHERE group_folder = ?1 AND content_session_id = ?2",
+        params![group.as_str(), session_id],
+    )? == 1)
+}
+
+// --- reading -------------------------------------------------------------------
+
+const SESSION_COLUMNS: &str =
+    "s.id, s.group_folder, s.content_session_id, s.status, s.start_source,
+    s.started_at, s.ended_at, s.last_activity_at, s.end_reason, s.prompt_count,
+    (SELECT count(*) FROM activities a WHERE a.session_id = s.id), s.title";
+
+fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
+    Ok(SessionRow {
+        row: r.get(0)?,
+        group: store::folder_at(r, 1)?,
+        session_id: r.get(2)?,
+        status: r.get(3)?,
+        start_source: r.get(4)?,
+        started_at: r.get(5)?,
+        ended_at: r.get(6)?,
+        last_activity_at: r.get(7)?,
+        end_reason: r.get(8)?,
+        prompts: r.get(9)?,
+        tool_calls: r.get(10)?,
+        title: r.get(11)?,
+    })
+}
+
+/// A group's captured sessions, newest first.
+pub fn sessions(conn: &Connection, group: &GroupFolder) -> Result<Vec<SessionRow>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {SESSION_COLUMNS} FROM memory_sessions s
+             WHERE s.group_folder = ?1 ORDER BY s.started_at DESC, s.id DESC"
+        ),
+        [group.as_str()],
+        session_from_row,
+    )
+}
+
+/// One session of a group with every prompt and tool call in order; `None`
+/// when the group has no such session.
+pub fn timeline(
+    conn: &Connection,
+    group: &GroupFolder,
+    session_id: &str,
+) -> Result<Option<Timeline>> {
+    let Some(session) = conn
+        .query_row(
+            &format!(
+                "SELECT {SESSION_COLUMNS} FROM memory_sessions s
+                 WHERE s.group_folder = ?1 AND s.content_session_id = ?2"
+            ),
+            params![group.as_str(), session_id],
+            session_from_row,
+        )
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let mut batches = store::query_all(
+        conn,
+        "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered
+         FROM prompt_batches WHERE session_id = ?1 ORDER BY prompt_number",
+        [session.row],
+        |r| {
+            let senders: Option<String> = r.get(3)?;
+            Ok(BatchRow {
+                row: r.get(0)?,
+                prompt_number: r.get(1)?,
+                prompt: r.get(2)?,
+                senders: senders
+                    .and_then(|s| serde_json::from_str(&s).ok())
+                    .unwrap_or_default(),
+                status: r.get(4)?,
+                started_at: r.get(5)?,
+                ended_at: r.get(6)?,
+                reply: r.get(7)?,
+                recovered: r.get(8)?,
+                activities: Vec::new(),
+            })
+        },
+    )?;
+    for b in &mut batches {
+        b.activities = store::query_all(
+            conn,
+            "SELECT tool, tool_use_id, input, output, files_read, files_modified, ok, subagent, at
+             FROM activities WHERE batch_id = ?1 ORDER BY at, id",
+            [b.row],
+            |r| {
+                let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
+                    let s: String = r.get(i)?;
+                    Ok(serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
+                };
+                let list = |i: usize| -> rusqlite::Result<Vec<String>> {
+                    let s: String = r.get(i)?;
+                    Ok(serde_json::from_str(&s).unwrap_or_default())
+                };
+                Ok(ActivityRow {
+                    tool: r.get(0)?,
+                    tool_use_id: r.get(1)?,
+                    input: json(2)?,
+                    output: r.get(3)?,
+                    files_read: list(4)?,
+                    files_modified: list(5)?,
+                    ok: r.get(6)?,
+                    subagent: r.get(7)?,
+                    at: r.get(8)?,
+                })
+            },
+        )?;
+    }
+    Ok(Some(Timeline { session, batches }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+        (dir, s)
+    }
+
+    fn gf(s: &str) -> GroupFolder {
+        GroupFolder::new(s).unwrap()
+    }
+
+    fn tool<'a>(id: &'a str, at: &'a str) -> NewActivity<'a> {
+        NewActivity {
+            tool: "Bash",
+            tool_use_id: id,
+            input: r#"{"command":"echo one"}"#,
+            output: "one",
+            ok: true,
+            at,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_session_its_prompts_and_tool_calls() {
+        let (_d, s) = store();
+        let fam = gf("fam");
+        s.write_blocking(|tx| {
+            let a = open_session(
+                tx,
+                &fam,
+                "sess-1",
+                Some("startup"),
+                None,
+                "2026-01-01T00:00:00.000Z",
+            )?;
+            let b = open_session(
+                tx,
+                &fam,
+                "sess-1",
+                Some("resume"),
+                None,
+                "2026-01-01T00:00:01.000Z",
+            )?;
+            assert_eq!(a, b, "the same id maps to the same row");
+            let b1 = start_batch(tx, a, "hello", &["Ann".into()], "2026-01-01T00:00:02.000Z")?;
+            assert!(add_activity(
+                tx,
+                a,
+                Some(b1),
+                &tool("t1", "2026-01-01T00:00:03.000Z")
+            )?);
+            assert!(
+                !add_activity(tx, a, Some(b1), &tool("t1", "2026-01-01T00:00:03.000Z"))?,
+                "a replayed tool call is not recorded twice"
+            );
+            finish_batch(tx, b1, Some("done"), "2026-01-01T00:00:04.000Z")?;
+            let b2 = start_batch(tx, a, "again", &[], "2026-01-01T00:00:05.000Z")?;
+            assert_eq!(current_batch(tx, a)?, Some(b2));
+            Ok(())
+        })
+        .unwrap();
+        let list = s.read_blocking(|c| sessions(c, &fam)).unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!((list[0].prompts, list[0].tool_calls), (2, 1));
+        let t = s
+            .read_blocking(|c| timeline(c, &fam, "sess-1"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.batches.len(), 2);
+        assert_eq!(t.batches[0].prompt_number, 1);
+        assert_eq!(t.batches[0].senders, ["Ann"]);
+        assert_eq!(t.batches[0].reply.as_deref(), Some("done"));
+        assert_eq!(t.batches[0].activities[0].input["command"], "echo one");
+        assert_eq!(t.batches[1].prompt_number, 2);
+        // FTS follows the rows, in their transaction.
+        let hits: i64 = s
+            .read_blocking(|c| {
+                Ok(c.query_row(
+                    "SELECT count(*) FROM prompts_fts WHERE prompts_fts MATCH 'hello'",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(hits, 1);
+    }
+
+    #[test]
+    fn a_session_of_another_group_is_neither_found_nor_taken_over() {
+        let (_d, s) = store();
+        s.write_blocking(|tx| open_session(tx, &gf("fam"), "sess-1", None, None, "t"))
+            .unwrap();
+        let err = s
+            .write_blocking(|tx| open_session(tx, &gf("work"), "sess-1", None, None, "t"))
+            .unwrap_err();
+        assert!(matches!(err, Error::Forbidden(_)), "{err}");
+        assert!(
+            s.read_blocking(|c| timeline(c, &gf("work"), "sess-1"))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            !s.write_blocking(|tx| forget_session(tx, &gf("work"), "sess-1"))
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn recovery_closes_idle_work_attaches_orphans_and_queues() {
+        let (_d, s) = store();
+        let fam = gf("fam");
+        s.write_blocking(|tx| {
+            let a = open_session(tx, &fam, "s", None, None, "2026-01-01T00:00:00.000Z")?;
+            // A tool call that arrived before any prompt, and one after.
+            add_activity(tx, a, None, &tool("early", "2026-01-01T00:00:01.000Z"))?;
+            let b = start_batch(tx, a, "p", &[], "2026-01-01T00:00:02.000Z")?;
+            add_activity(tx, a, None, &tool("late", "2026-01-01T00:00:03.000Z"))?;
+            assert_eq!(attach_orphans(tx)?, 2);
+            assert_eq!(attach_orphans(tx)?, 0, "idempotent");
+            let late: i64 = tx.query_row(
+                "SELECT batch_id FROM activities WHERE tool_use_id = 'late'",
+                [],
+                |r| r.get(0),
+            )?;
+            assert_eq!(late, b);
+            assert_eq!(close_idle_batches(tx, "2026-01-01T00:05:00.000Z")?, 1);
+            assert_eq!(close_stale_sessions(tx, "2026-01-01T01:00:00.000Z")?, 1);
+            assert_eq!(close_stale_sessions(tx, "2026-01-01T01:00:00.000Z")?, 0);
+            // The prompt's batch and the recovery batch.
+            assert_eq!(queue_completed(tx, "2026-01-01T01:00:00.000Z")?, 2);
+            assert_eq!(queue_completed(tx, "2026-01-01T01:00:00.000Z")?, 0);
+            Ok(())
+        })
+        .unwrap();
+        let t = s
+            .read_blocking(|c| timeline(c, &fam, "s"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.session.status, "completed");
+        assert_eq!(t.session.end_reason.as_deref(), Some("stale"));
+        assert!(t.batches.iter().all(|b| b.status == "completed"));
+        assert!(
+            t.batches
+                .iter()
+                .any(|b| b.recovered && b.activities[0].tool_use_id == "early")
+        );
+    }
+
+    #[test]
+    fn forgetting_takes_rows_and_index_entries() {
+        let (_d, s) = store();
+        let fam = gf("fam");
+        s.write_blocking(|tx| {
+            let a = open_session(tx, &fam, "old", None, None, "2025-01-01T00:00:00.000Z")?;
+            let b = start_batch(tx, a, "milk", &[], "2025-01-01T00:00:01.000Z")?;
+            add_activity(tx, a, Some(b), &tool("t", "2025-01-01T00:00:02.000Z"))?;
+            open_session(tx, &fam, "new", None, None, "2026-01-01T00:00:00.000Z")?;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            s.write_blocking(|tx| forget_before(tx, "2025-06-01T00:00:00.000Z"))
+                .unwrap(),
+            1
+        );
+        let (fts, rows): (i64, i64) = s
+            .read_blocking(|c| {
+                Ok(c.query_row(
+                    "SELECT (SELECT count(*) FROM prompts_fts) + (SELECT count(*) FROM activities_fts),
+                            (SELECT count(*) FROM prompt_batches) + (SELECT count(*) FROM activities)",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?)
+            })
+            .unwrap();
+        assert_eq!((fts, rows), (0, 0));
+        assert!(
+            s.write_blocking(|tx| forget_session(tx, &fam, "new"))
+                .unwrap()
+        );
+        assert!(s.read_blocking(|c| sessions(c, &fam)).unwrap().is_empty());
+    }
+}
