@@ -27,6 +27,34 @@ pub struct Settings {
     pub container: ContainerSettings,
     pub api: ApiSettings,
     pub queue: QueueSettings,
+    pub memory: MemorySettings,
+}
+
+/// Memory capture (`[memory]`): what is kept of each group's agent
+/// sessions and for how long.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemorySettings {
+    /// How often the recovery jobs run.
+    pub recovery_interval_secs: u64,
+    /// A prompt batch with no activity for this long is completed.
+    pub batch_idle_secs: u64,
+    /// A session with no activity for this long is completed (`stale`).
+    pub session_idle_secs: u64,
+    /// Sessions that ended longer ago than this are deleted with everything
+    /// captured in them (unset: kept forever).
+    pub retention_days: Option<u32>,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        MemorySettings {
+            recovery_interval_secs: 60,
+            batch_idle_secs: 5 * 60,
+            session_idle_secs: 60 * 60,
+            retention_days: None,
+        }
+    }
 }
 
 /// Container settings shared by all groups (`[container]`).
@@ -275,6 +303,7 @@ impl Default for Settings {
             container: ContainerSettings::default(),
             api: ApiSettings::default(),
             queue: QueueSettings::default(),
+            memory: MemorySettings::default(),
         }
     }
 }

@@ -57,6 +57,8 @@ pub struct Host {
     stop_api: Arc<Notify>,
     server: JoinHandle<()>,
     schedule: Background,
+    /// The memory capture's recovery jobs.
+    recovery: Background,
     queue: QueueHandle,
     requests: Background,
     worker: JoinHandle<()>,
@@ -119,6 +121,8 @@ impl Host {
             Some(tasks_changed.clone()),
         );
         let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
+        // A pass at start: what a killed host or a dead container left.
+        let recovery = crate::memory::recovery::start(store.clone(), settings.memory.clone());
         let groups = catch_up(&store, &channels, &queue).await?;
         let api = Api {
             home: home.clone(),
@@ -151,6 +155,7 @@ impl Host {
             stop_api,
             server,
             schedule,
+            recovery,
             queue,
             requests,
             worker,
@@ -176,7 +181,7 @@ impl Host {
     }
 
     /// Stops the HTTP API (open streams are closed after its grace period,
-    /// `http::SHUTDOWN_GRACE`), the scheduler, the queue (each container
+    /// `http::SHUTDOWN_GRACE`), the scheduler, the memory recovery jobs, the queue (each container
     /// finishes its turn), the request server, and the gateway (its last
     /// usage rows written); then the lock is released.
     pub async fn stop(self) {
@@ -184,6 +189,7 @@ impl Host {
         let _ = self.server.await;
         tracing::info!(target: LOG, "shutting down: closing containers");
         self.schedule.stop().await;
+        self.recovery.stop().await;
         self.queue.shutdown().await;
         self.requests.stop().await;
         self.worker.abort();

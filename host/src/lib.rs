@@ -23,6 +23,7 @@ pub mod home;
 pub mod host;
 pub mod http;
 pub mod lock;
+pub mod memory;
 pub mod requests;
 pub mod routing;
 pub mod search;

@@ -1,0 +1,10 @@
+//! Memory capture, the host's side: what happened in each group's agent
+//! sessions — sessions, one batch per prompt, one activity per tool call —
+//! kept consistent whatever happened to the agent or the host.
+//!
+//! The API boundary: [`recovery`] (the jobs that bring interrupted capture
+//! to a consistent state, and retention). The rows and their statements are
+//! in `store::memory`; what reaches them was stripped of private spans and
+//! redacted first (`g2_core::privacy`).
+
+pub mod recovery;
