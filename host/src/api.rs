@@ -213,6 +213,8 @@ impl Api {
             .route("/groups/{folder}/session/clear", post(clear_session))
             .route("/groups/{folder}/session/resume", post(resume_session))
             .route("/groups/{folder}/sessions", get(session_history))
+            .route("/groups/{folder}/memory/sessions", get(memory_sessions))
+            .route("/groups/{folder}/memory/sessions/{id}", get(memory_session))
             .route("/groups/{folder}/archives", get(list_archives))
             .route(
                 "/groups/{folder}/messages",
@@ -514,6 +516,36 @@ async fn session_history(
 ) -> ApiResult<Vec<crate::sessions::HistoryEntry>> {
     require_group(&api, &folder).await?;
     Ok(Json(api.sessions.history(&folder).await?))
+}
+
+/// `GET /api/groups/{folder}/memory/sessions`: what was captured of the
+/// group's agent sessions, newest first.
+async fn memory_sessions(
+    State(api): State<Api>,
+    Path(folder): Path<GroupFolder>,
+) -> ApiResult<Vec<store::memory::SessionRow>> {
+    require_group(&api, &folder).await?;
+    Ok(Json(
+        api.store
+            .read(move |c| store::memory::sessions(c, &folder))
+            .await?,
+    ))
+}
+
+/// `GET /api/groups/{folder}/memory/sessions/{id}`: one session's timeline;
+/// a session of another group is not found.
+async fn memory_session(
+    State(api): State<Api>,
+    Path((folder, id)): Path<(GroupFolder, String)>,
+) -> ApiResult<store::memory::Timeline> {
+    require_group(&api, &folder).await?;
+    let sid = id.clone();
+    let t = api
+        .store
+        .read(move |c| store::memory::timeline(c, &folder, &sid))
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("captured session {id:?}")))?;
+    Ok(Json(t))
 }
 
 /// `POST /api/groups/{folder}/session/clear`.

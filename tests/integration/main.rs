@@ -18,6 +18,7 @@ mod fixtures;
 mod gateway;
 mod hardening;
 mod ipc;
+mod memory;
 mod routing;
 mod search;
 mod sessions;

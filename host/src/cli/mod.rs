@@ -9,6 +9,7 @@ mod doctor;
 mod groups;
 mod image;
 mod init;
+mod memory;
 mod output;
 mod serve;
 mod sessions;
@@ -54,6 +55,9 @@ enum Command {
     /// Show and change a group's active session and its history.
     #[command(subcommand)]
     Sessions(sessions::SessionsCmd),
+    /// What the memory layer captured of a group's agent sessions.
+    #[command(subcommand)]
+    Memory(memory::MemoryCmd),
     /// Archive a Claude Code transcript to markdown; prints the file's path.
     Archive {
         /// The transcript (`.jsonl`).
@@ -167,6 +171,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Init => init::init(&ctx).await,
         Command::Groups(cmd) => groups::run(&ctx, cmd).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
+        Command::Memory(cmd) => memory::run(&ctx, cmd).await,
         Command::Archive {
             transcript,
             group,

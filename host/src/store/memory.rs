@@ -365,6 +365,17 @@ pub fn forget_session(tx: &Transaction<'_>, group: &GroupFolder, session_id: &st
 
 // --- reading -------------------------------------------------------------------
 
+/// The group that holds a captured session.
+pub fn session_group(conn: &Connection, session_id: &str) -> Result<Option<GroupFolder>> {
+    Ok(conn
+        .query_row(
+            "SELECT group_folder FROM memory_sessions WHERE content_session_id = ?1",
+            [session_id],
+            |r| store::folder_at(r, 0),
+        )
+        .optional()?)
+}
+
 const SESSION_COLUMNS: &str =
     "s.id, s.group_folder, s.content_session_id, s.status, s.start_source,
     s.started_at, s.ended_at, s.last_activity_at, s.end_reason, s.prompt_count,
