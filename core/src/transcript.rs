@@ -9,7 +9,18 @@
 //!
 //! What comes out is the conversation a person had: the user's and the
 //! assistant's text turns in order. Tool calls, tool results, thinking, meta
-//! lines, sidechains (subagents) and local-command noise are left out.
+//! lines and local-command noise are left out.
+//!
+//! **Subagents.** A subagent's lines carry `isSidechain: true`. In a main
+//! transcript (older Claude Code wrote them inline) they are left out and
+//! counted in [`Stats::sidechain`]. A subagent's own transcript
+//! (`<session>/subagents/agent-*.jsonl`, or an older sibling
+//! `agent-*.jsonl`) has nothing but sidechain message lines: a file whose
+//! every message line is a sidechain is read as one, and its sidechain is
+//! the conversation (the parent's prompt as the user turn, the subagent's
+//! answers as the assistant's), with [`Transcript::subagent`] set. The
+//! choice is made in one pass: sidechain entries are collected beside the
+//! main ones only until the first main-chain message line, then dropped.
 //! Consecutive text of one role is one turn of several parts, so an
 //! assistant that speaks, calls three tools and speaks again is one turn of
 //! two parts. A compaction (the
@@ -75,6 +86,9 @@ pub struct Stats {
     pub skipped: u64,
     /// Message lines seen twice (same `uuid`) and counted once.
     pub duplicates: u64,
+    /// Sidechain (subagent) message lines left out of a main transcript;
+    /// 0 for a subagent's own transcript, whose sidechain is read.
+    pub sidechain: u64,
     /// Bytes read.
     pub bytes: u64,
 }
@@ -94,6 +108,11 @@ pub struct Transcript {
     pub first_timestamp: Option<String>,
     pub last_timestamp: Option<String>,
     pub stats: Stats,
+    /// A subagent's own transcript: every message line was a sidechain, and
+    /// the entries are the subagent's conversation.
+    pub subagent: bool,
+    /// The subagent's `agentId`, for a subagent's transcript.
+    pub agent_id: Option<String>,
     /// `uuid`s of message lines, to tell whether a summary's `leafUuid`
     /// points into this file.
     uuids: HashSet<String>,
@@ -247,6 +266,12 @@ pub fn for_each_line<R: Read>(
 #[derive(Default)]
 pub struct Parser {
     transcript: Transcript,
+    /// The sidechain's entries, kept while no main-chain message line has
+    /// been seen (the file may be a subagent's own transcript).
+    side: Vec<Entry>,
+    /// A message line not on a sidechain was seen: this is a main
+    /// transcript and sidechain lines are left out.
+    main_seen: bool,
 }
 
 impl Parser {
@@ -282,11 +307,26 @@ impl Parser {
             },
             Some("system") if raw.subtype.as_deref() == Some("compact_boundary") => {
                 let meta = raw.compact_metadata.unwrap_or_default();
-                t.entries.push(Entry::Compaction(Compaction {
+                let c = Entry::Compaction(Compaction {
                     trigger: meta.trigger.map(Cow::into_owned),
                     pre_tokens: meta.pre_tokens,
                     summary: None,
-                }));
+                });
+                // A boundary belongs to its chain; a main-chain one goes to
+                // the sidechain too while the file may still be a
+                // subagent's (whose boundary line may not be marked).
+                if raw.is_sidechain == Some(true) {
+                    if self.main_seen {
+                        t.stats.skipped += 1;
+                    } else {
+                        self.side.push(c);
+                    }
+                } else {
+                    if !self.main_seen {
+                        self.side.push(c.clone());
+                    }
+                    t.entries.push(c);
+                }
             }
             _ => t.stats.skipped += 1,
         }
@@ -306,7 +346,25 @@ impl Parser {
         if t.cwd.is_none() {
             t.cwd = raw.cwd.map(Cow::into_owned);
         }
-        if raw.is_sidechain == Some(true) || raw.is_meta == Some(true) {
+        let sidechain = raw.is_sidechain == Some(true);
+        if sidechain {
+            t.stats.sidechain += 1;
+            if self.main_seen {
+                return;
+            }
+            if t.agent_id.is_none() {
+                t.agent_id = raw.agent_id.map(Cow::into_owned);
+            }
+        } else if !self.main_seen {
+            self.main_seen = true;
+            self.side = Vec::new();
+        }
+        let entries = if sidechain {
+            &mut self.side
+        } else {
+            &mut t.entries
+        };
+        if raw.is_meta == Some(true) {
             return;
         }
         let Some(content) = raw.message.and_then(|m| m.content) else {
@@ -329,11 +387,11 @@ impl Parser {
             let text = text.trim();
             // The summary belongs to the boundary just before it; a summary
             // without a boundary (older versions) gets an entry of its own.
-            match t.entries.last_mut() {
+            match entries.last_mut() {
                 Some(Entry::Compaction(c)) if c.summary.is_none() => {
                     c.summary = Some(text.to_string());
                 }
-                _ => t.entries.push(Entry::Compaction(Compaction {
+                _ => entries.push(Entry::Compaction(Compaction {
                     summary: Some(text.to_string()),
                     ..Compaction::default()
                 })),
@@ -343,17 +401,24 @@ impl Parser {
         if is_user && is_noise(text) {
             return;
         }
-        match (t.entries.last_mut(), is_user) {
+        match (entries.last_mut(), is_user) {
             (Some(Entry::User(parts)), true) | (Some(Entry::Assistant(parts)), false) => {
                 parts.push(text.to_string());
             }
-            (_, true) => t.entries.push(Entry::User(vec![text.to_string()])),
-            (_, false) => t.entries.push(Entry::Assistant(vec![text.to_string()])),
+            (_, true) => entries.push(Entry::User(vec![text.to_string()])),
+            (_, false) => entries.push(Entry::Assistant(vec![text.to_string()])),
         }
     }
 
     pub fn finish(self) -> Transcript {
-        self.transcript
+        let mut t = self.transcript;
+        if !self.main_seen && t.stats.sidechain > 0 {
+            // Every message line was a sidechain: a subagent's transcript.
+            t.entries = self.side;
+            t.subagent = true;
+            t.stats.sidechain = 0;
+        }
+        t
     }
 }
 
@@ -440,6 +505,8 @@ struct RawLine<'a> {
     is_meta: Option<bool>,
     #[serde(rename = "isSidechain", default)]
     is_sidechain: Option<bool>,
+    #[serde(rename = "agentId", borrow, default)]
+    agent_id: Option<Cow<'a, str>>,
     #[serde(rename = "isCompactSummary", default)]
     is_compact_summary: Option<bool>,
     #[serde(borrow, default)]
@@ -811,6 +878,93 @@ mod tests {
         assert_eq!(t.stats.malformed, 0);
         assert_eq!(t.assistant_turns(), 2000);
         assert_eq!(t.entries[3999], Entry::Assistant(vec!["r1999".into()]));
+    }
+
+    /// A subagent's own transcript, as Claude Code writes it to
+    /// `<session>/subagents/agent-<id>.jsonl`: the parent's prompt, tool
+    /// traffic, and the answer, every line a sidechain.
+    const SUBAGENT: &str = concat!(
+        r#"{"parentUuid":null,"isSidechain":true,"agentId":"a1b2c3d","sessionId":"parent","type":"user","uuid":"s1","message":{"role":"user","content":"Find where the config is loaded"}}"#,
+        "\n",
+        r#"{"parentUuid":"s1","isSidechain":true,"agentId":"a1b2c3d","type":"assistant","uuid":"s2","message":{"content":[{"type":"text","text":"Searching."},{"type":"tool_use","id":"t1","name":"Grep","input":{"pattern":"load"}}]}}"#,
+        "\n",
+        r#"{"parentUuid":"s2","isSidechain":true,"agentId":"a1b2c3d","type":"user","uuid":"s3","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"GREP OUTPUT"}]}}"#,
+        "\n",
+        r#"{"parentUuid":"s3","isSidechain":true,"agentId":"a1b2c3d","type":"assistant","uuid":"s4","message":{"content":[{"type":"text","text":"It is loaded in host/src/config.rs."}]}}"#,
+        "\n",
+    );
+
+    #[test]
+    fn a_subagents_own_transcript_is_its_conversation() {
+        let t = parse(SUBAGENT);
+        assert!(t.subagent);
+        assert_eq!(t.agent_id.as_deref(), Some("a1b2c3d"));
+        assert_eq!(
+            t.entries,
+            vec![
+                Entry::User(vec!["Find where the config is loaded".into()]),
+                Entry::Assistant(vec![
+                    "Searching.".into(),
+                    "It is loaded in host/src/config.rs.".into()
+                ]),
+            ]
+        );
+        assert_eq!(t.session_id.as_deref(), Some("parent"));
+        assert_eq!(t.stats.lines, 4);
+        assert_eq!(t.stats.sidechain, 0, "a subagent's lines are read");
+        assert_eq!(t.first_prompt(), Some("Find where the config is loaded"));
+        // Fed line by line, it comes out the same.
+        assert_eq!(parse_bytes(SUBAGENT.as_bytes()).entries, t.entries);
+    }
+
+    #[test]
+    fn sidechain_lines_stay_out_of_a_main_transcript() {
+        // Older Claude Code wrote a subagent's lines into the main file.
+        let main = concat!(
+            r#"{"type":"user","uuid":"m1","isSidechain":false,"message":{"content":"look it up"}}"#,
+            "\n",
+        );
+        let after = concat!(
+            r#"{"type":"assistant","uuid":"m2","isSidechain":false,"message":{"content":[{"type":"text","text":"Found it."}]}}"#,
+            "\n",
+            r#"{"type":"system","subtype":"compact_boundary","isSidechain":true,"compactMetadata":{"trigger":"auto"}}"#,
+            "\n",
+        );
+        let t = parse(&format!("{main}{SUBAGENT}{after}"));
+        assert!(!t.subagent);
+        assert_eq!(t.agent_id, None);
+        assert_eq!(
+            t.entries,
+            vec![
+                Entry::User(vec!["look it up".into()]),
+                Entry::Assistant(vec!["Found it.".into()]),
+            ]
+        );
+        assert_eq!(t.stats.sidechain, 4);
+        assert_eq!(t.stats.skipped, 1, "the sidechain's boundary");
+
+        // Sidechain lines before the first main line are dropped too, and
+        // a line without the flag is main.
+        let unflagged = r#"{"type":"user","uuid":"m3","message":{"content":"plain"}}"#;
+        let t = parse(&format!("{SUBAGENT}{unflagged}\n"));
+        assert!(!t.subagent);
+        assert_eq!(t.entries, vec![Entry::User(vec!["plain".into()])]);
+        assert_eq!(t.stats.sidechain, 4);
+    }
+
+    #[test]
+    fn a_subagents_compaction_is_kept() {
+        let t = parse(&format!(
+            "{SUBAGENT}{}\n{}\n",
+            r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"auto","preTokens":9}}"#,
+            r#"{"type":"user","isSidechain":true,"isCompactSummary":true,"message":{"content":"so far"}}"#,
+        ));
+        assert!(t.subagent);
+        assert_eq!(t.compactions().count(), 1);
+        assert_eq!(
+            t.compactions().next().and_then(|c| c.summary.as_deref()),
+            Some("so far")
+        );
     }
 
     #[test]
