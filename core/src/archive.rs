@@ -15,17 +15,26 @@
 //! ```
 //!
 //! Each message (a turn may hold several) is cut at
-//! [`ArchiveOptions::max_message_chars`] characters.
+//! [`ArchiveOptions::max_message_chars`] characters. With
+//! [`ArchiveOptions::redact_secrets`] (the default) every text of the
+//! archive, its title included, first passes through [`privacy::clean`]:
+//! private and g2-memory spans are removed and secrets become
+//! `[redacted:<kind>]`, before the text is cut (a cut never leaves half a
+//! key behind unredacted); a message left empty is left out. A subagent's
+//! own transcript ([`Transcript::subagent`]) is archived like any other,
+//! under a line that says whose it is.
 //! Files are written atomically (a temp file in the same folder, then a hard
 //! link to the final name, which fails instead of replacing) and never
 //! overwrite: a name that is taken gets `-2`, `-3`, … appended.
 
+use std::borrow::Cow;
 use std::io;
 
 use chrono::{DateTime, TimeZone};
 
 use crate::confined::Dir;
 use crate::envelope;
+use crate::privacy;
 use crate::transcript::{Entry, Transcript};
 use crate::validate;
 
@@ -39,6 +48,9 @@ pub struct ArchiveOptions {
     pub assistant_name: String,
     /// Messages longer than this many characters are cut (and end in `…`).
     pub max_message_chars: usize,
+    /// Strip private and g2-memory tags and redact secrets
+    /// ([`privacy::clean`]) in everything the archive shows.
+    pub redact_secrets: bool,
 }
 
 impl Default for ArchiveOptions {
@@ -46,19 +58,55 @@ impl Default for ArchiveOptions {
         Self {
             assistant_name: "G2".into(),
             max_message_chars: DEFAULT_MAX_MESSAGE_CHARS,
+            redact_secrets: true,
         }
+    }
+}
+
+impl ArchiveOptions {
+    /// `text` as the archive may show it.
+    fn clean<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.redact_secrets {
+            privacy::clean(text)
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
+
+    /// `text` cleaned, then cut; None when nothing is left.
+    fn show(&self, text: &str) -> Option<String> {
+        let text = self.clean(text);
+        let text = text.trim();
+        (!text.is_empty()).then(|| truncate(text, self.max_message_chars).into_owned())
     }
 }
 
 /// The title of an archive: the given name, else Claude Code's session
 /// summary, else the first user prompt (first line, shortened; for a routed
 /// prompt, the first message people sent, not its envelope), else
-/// `conversation-HHMM`.
+/// `conversation-HHMM`. Cleaned as the default [`ArchiveOptions`] say
+/// ([`title_with`] takes them).
 pub fn title<Tz: TimeZone>(name: Option<&str>, t: &Transcript, now: &DateTime<Tz>) -> String
 where
     Tz::Offset: std::fmt::Display,
 {
+    title_with(name, t, now, &ArchiveOptions::default())
+}
+
+/// [`title`], each candidate cleaned as `opts` say first: the title names
+/// the file and is indexed, so a secret in the first prompt must not reach
+/// it, and a candidate that was all private gives way to the next.
+pub fn title_with<Tz: TimeZone>(
+    name: Option<&str>,
+    t: &Transcript,
+    now: &DateTime<Tz>,
+    opts: &ArchiveOptions,
+) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
     let pick = |s: &str| {
+        let s = opts.clean(s);
         let line = s
             .lines()
             .map(str::trim)
@@ -92,15 +140,24 @@ where
     // A title is one line; anything after a newline would become body text.
     let title = title.lines().next().unwrap_or("").trim();
     out.push_str("# ");
-    out.push_str(title);
+    out.push_str(opts.clean(title).trim());
     out.push_str("\n\nArchived: ");
     out.push_str(&archived_at.format("%b %-d, %Y, %-I:%M %p").to_string());
     out.push_str("\n\n---\n\n");
-    let max = opts.max_message_chars;
+    if t.subagent {
+        // Its user turn is the prompt the parent agent gave it.
+        out.push_str("*A subagent's transcript");
+        if let Some(id) = t.agent_id.as_deref().and_then(|id| opts.show(id)) {
+            out.push_str(" (agent ");
+            out.push_str(id.lines().next().unwrap_or(""));
+            out.push(')');
+        }
+        out.push_str(": its prompt and answers.*\n\n");
+    }
     for entry in &t.entries {
         match entry {
-            Entry::User(parts) => push_user(&mut out, parts, max, &archived_at.timezone()),
-            Entry::Assistant(parts) => push_turn(&mut out, &opts.assistant_name, parts, max),
+            Entry::User(parts) => push_user(&mut out, parts, opts, &archived_at.timezone()),
+            Entry::Assistant(parts) => push_turn(&mut out, &opts.assistant_name, parts, opts),
             Entry::Compaction(c) => {
                 out.push_str("*Conversation compacted");
                 let detail: Vec<String> = c
@@ -116,7 +173,7 @@ where
                 }
                 out.push_str(".*\n\n");
                 if let Some(summary) = &c.summary {
-                    push_turn(&mut out, "Summary", std::slice::from_ref(summary), max);
+                    push_turn(&mut out, "Summary", std::slice::from_ref(summary), opts);
                 }
             }
         }
@@ -128,7 +185,9 @@ where
 /// one line per message: `**Ann** (09:00): we need milk`, unescaped, the
 /// time in the archive's timezone; a note the host put before it shows in
 /// italics. Anything else is one `**User**` turn, as Claude Code saw it.
-fn push_user<Tz: TimeZone>(out: &mut String, parts: &[String], max: usize, tz: &Tz)
+/// The envelope is read before cleaning: its text is escaped, so a
+/// `<private>` tag in a message only shows once it is unescaped.
+fn push_user<Tz: TimeZone>(out: &mut String, parts: &[String], opts: &ArchiveOptions, tz: &Tz)
 where
     Tz::Offset: std::fmt::Display,
 {
@@ -139,47 +198,50 @@ where
             continue;
         };
         if !plain.is_empty() {
-            push_turn(out, "User", &plain, max);
+            push_turn(out, "User", &plain, opts);
             plain.clear();
         }
-        if !env.preface.is_empty() {
+        if let Some(preface) = opts.show(&env.preface) {
             out.push('*');
-            out.push_str(&truncate(&env.preface, max));
+            out.push_str(&preface);
             out.push_str("*\n\n");
         }
         for m in &env.messages {
+            let Some(text) = opts.show(&m.text) else {
+                continue;
+            };
             out.push_str("**");
-            out.push_str(&m.sender);
+            out.push_str(&opts.clean(&m.sender));
             out.push_str("**");
             if let Ok(t) = DateTime::parse_from_rfc3339(&m.time) {
                 out.push_str(&t.with_timezone(tz).format(" (%H:%M)").to_string());
             }
             out.push_str(": ");
-            out.push_str(&truncate(&m.text, max));
+            out.push_str(&text);
             out.push_str("\n\n");
         }
     }
     if !plain.is_empty() {
-        push_turn(out, "User", &plain, max);
+        push_turn(out, "User", &plain, opts);
     }
 }
 
-/// One turn: `**Who**: ` and its messages, each cut at `max` characters.
-fn push_turn(out: &mut String, who: &str, parts: &[String], max: usize) {
+/// One turn: `**Who**: ` and its messages, each cleaned and cut at
+/// `max_message_chars` characters; nothing when no message is left.
+fn push_turn(out: &mut String, who: &str, parts: &[String], opts: &ArchiveOptions) {
+    let shown: Vec<String> = parts.iter().filter_map(|p| opts.show(p)).collect();
+    if shown.is_empty() {
+        return;
+    }
     out.push_str("**");
     out.push_str(who);
     out.push_str("**: ");
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            out.push_str("\n\n");
-        }
-        out.push_str(&truncate(part, max));
-    }
+    out.push_str(&shown.join("\n\n"));
     out.push_str("\n\n");
 }
 
 /// Cuts `s` to at most `max` characters, marking a cut with `…`.
-pub fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+pub fn truncate(s: &str, max: usize) -> Cow<'_, str> {
     match s.char_indices().nth(max) {
         None => s.into(),
         Some((i, _)) => format!("{}…", &s[..i]).into(),
@@ -356,5 +418,140 @@ mod tests {
         );
         // Titled from what the people said, not from the envelope.
         assert_eq!(title(None, &t, &at()), "we need milk");
+    }
+
+    const KEY: &str = "sk-ant-api03-Zx81kQ2vLm4Np7Rt9Wc3Yb6Hd0Fg5JsAe";
+
+    /// A transcript with a private pin and a fake key in every place an
+    /// archive shows text: plain prompt, routed message, preface, answer,
+    /// compaction summary.
+    fn leaky() -> Transcript {
+        let routed = envelope::write([
+            (
+                "Ann",
+                "2026-11-22T09:00:00.000Z",
+                "<private>my pin is 4417</private>",
+            ),
+            (
+                "Bob",
+                "2026-11-22T09:01:00.000Z",
+                "try password=hunter22 now",
+            ),
+        ]);
+        let mut t = parse_bytes(
+            format!(
+                "{}\n{}\n{}\n{}\n",
+                format_args!(
+                    r#"{{"type":"user","message":{{"content":"use {KEY} and <private>4417</private> here"}}}}"#
+                ),
+                format_args!(
+                    r#"{{"type":"assistant","message":{{"content":[{{"type":"text","text":"printed {KEY}"}}]}}}}"#
+                ),
+                r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"manual"}}"#,
+                format_args!(
+                    r#"{{"type":"user","isCompactSummary":true,"message":{{"content":"the user shared {KEY}"}}}}"#
+                ),
+            )
+            .as_bytes(),
+        );
+        t.entries.push(Entry::User(vec![format!(
+            "<private>4417</private>note\n\n{routed}"
+        )]));
+        t
+    }
+
+    #[test]
+    fn secrets_and_private_text_never_reach_the_archive() {
+        let t = leaky();
+        let opts = ArchiveOptions::default();
+        assert!(opts.redact_secrets, "on by default");
+        let title = title(None, &t, &at());
+        assert_eq!(title, "use [redacted:anthropic-key] and  here");
+        let md = render(&title, &t, &at(), &opts);
+        for leak in [KEY, "4417", "hunter22", "sk-ant-"] {
+            assert!(!md.contains(leak), "{leak} in {md}");
+        }
+        assert!(
+            md.contains("**User**: use [redacted:anthropic-key] and  here"),
+            "{md}"
+        );
+        assert!(
+            md.contains("**G2**: printed [redacted:anthropic-key]"),
+            "{md}"
+        );
+        assert!(
+            md.contains("**Summary**: the user shared [redacted:anthropic-key]"),
+            "{md}"
+        );
+        assert!(md.contains("\n*note*\n"), "the host's note, cleaned: {md}");
+        // Ann's message was all private: she is not shown at all.
+        assert!(!md.contains("**Ann**"), "{md}");
+        assert!(
+            md.contains("**Bob** (09:01): try password=[redacted:assignment] now"),
+            "{md}"
+        );
+        // A title given with a secret in it is cleaned in the heading too.
+        let md = render(&format!("about {KEY}"), &t, &at(), &opts);
+        assert!(md.starts_with("# about [redacted:anthropic-key]\n"), "{md}");
+    }
+
+    #[test]
+    fn with_redaction_off_the_archive_is_verbatim() {
+        let t = leaky();
+        let opts = ArchiveOptions {
+            redact_secrets: false,
+            ..ArchiveOptions::default()
+        };
+        let title = title_with(None, &t, &at(), &opts);
+        assert!(title.contains(KEY), "{title}");
+        let md = render(&title, &t, &at(), &opts);
+        assert!(md.contains(&format!("**G2**: printed {KEY}")), "{md}");
+        assert!(md.contains("<private>4417</private>"), "{md}");
+        assert!(
+            md.contains("**Ann** (09:00): <private>my pin is 4417</private>"),
+            "{md}"
+        );
+        assert!(md.contains("password=hunter22"), "{md}");
+    }
+
+    #[test]
+    fn a_message_cut_after_cleaning_leaves_no_half_key() {
+        // Cut inside the key: cleaning first means the cut never shows a
+        // prefix of it.
+        let t = parse_bytes(
+            format!(r#"{{"type":"user","message":{{"content":"key: {KEY}"}}}}"#).as_bytes(),
+        );
+        let opts = ArchiveOptions {
+            max_message_chars: 20,
+            ..ArchiveOptions::default()
+        };
+        let md = render("t", &t, &at(), &opts);
+        assert!(md.contains("**User**: key: [redacted:anthr…"), "{md}");
+        assert!(!md.contains("sk-ant"), "{md}");
+    }
+
+    #[test]
+    fn a_subagents_transcript_archives_its_prompt_and_answers() {
+        let t = parse_bytes(
+            concat!(
+                r#"{"isSidechain":true,"agentId":"a1b2c3d","type":"user","uuid":"s1","message":{"content":"Count the TODOs"}}"#,
+                "\n",
+                r#"{"isSidechain":true,"agentId":"a1b2c3d","type":"assistant","uuid":"s2","message":{"content":[{"type":"tool_use","id":"t","name":"Grep","input":{}}]}}"#,
+                "\n",
+                r#"{"isSidechain":true,"agentId":"a1b2c3d","type":"user","uuid":"s3","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"TOOL OUTPUT"}]}}"#,
+                "\n",
+                r#"{"isSidechain":true,"agentId":"a1b2c3d","type":"assistant","uuid":"s4","message":{"content":[{"type":"text","text":"There are 3."}]}}"#,
+            )
+            .as_bytes(),
+        );
+        let title = title(None, &t, &at());
+        assert_eq!(title, "Count the TODOs");
+        let md = render(&title, &t, &at(), &ArchiveOptions::default());
+        assert_eq!(
+            md,
+            "# Count the TODOs\n\nArchived: Feb 21, 2026, 3:39 AM\n\n---\n\n\
+             *A subagent's transcript (agent a1b2c3d): its prompt and answers.*\n\n\
+             **User**: Count the TODOs\n\n**G2**: There are 3.\n\n"
+        );
     }
 }

@@ -114,6 +114,7 @@ pub fn transcript(data: &[u8]) {
     let opts = ArchiveOptions {
         assistant_name: "G2".into(),
         max_message_chars: 40,
+        ..ArchiveOptions::default()
     };
     let md = archive::render(&title, &t, &now, &opts);
     assert!(md.starts_with("# "));

@@ -192,6 +192,9 @@ pub struct StoreSettings {
 pub struct ArchiveSettings {
     /// Each message in an archive is cut at this many characters.
     pub max_message_chars: usize,
+    /// Archives leave out private and g2-memory spans and redact secrets
+    /// (`g2_core::privacy`).
+    pub redact_secrets: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -320,6 +323,7 @@ impl Default for ArchiveSettings {
     fn default() -> Self {
         Self {
             max_message_chars: g2_core::archive::DEFAULT_MAX_MESSAGE_CHARS,
+            redact_secrets: true,
         }
     }
 }
@@ -416,6 +420,7 @@ impl Settings {
         g2_core::archive::ArchiveOptions {
             assistant_name: self.assistant_name.clone(),
             max_message_chars: self.archive.max_message_chars,
+            redact_secrets: self.archive.redact_secrets,
         }
     }
 }
@@ -458,6 +463,8 @@ mod tests {
             let s = Settings::load(&home, None).unwrap();
             assert_eq!(s.assistant_name, "Andy");
             assert_eq!(s.archive.max_message_chars, 500);
+            assert!(s.archive.redact_secrets, "on unless turned off");
+            assert!(s.archive_options().redact_secrets);
 
             jail.set_env("G2_ASSISTANT_NAME", "Bea");
             jail.set_env("G2_STORE__BUSY_TIMEOUT_MS", "42");
@@ -469,6 +476,11 @@ mod tests {
             assert_eq!(s.assistant_name, "Bea");
             assert_eq!(s.store.busy_timeout_ms, 42);
             assert_eq!(s.archive.max_message_chars, 500);
+
+            jail.set_env("G2_ARCHIVE__REDACT_SECRETS", "false");
+            let s = Settings::load(&home, None).unwrap();
+            assert!(!s.archive.redact_secrets);
+            assert!(!s.archive_options().redact_secrets);
 
             jail.set_env("G2_PROVIDER", "offline");
             jail.set_env("G2_MODEL", "m1");

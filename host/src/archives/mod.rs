@@ -163,7 +163,8 @@ pub fn prepare(
         None => None,
     };
     let now: DateTime<Local> = Local::now();
-    let title = archive::title(name, &parsed, &now);
+    // Cleaned as the archive is: the title names the file and is indexed.
+    let title = archive::title_with(name, &parsed, &now, opts);
     let body = archive::render(&title, &parsed, &now, opts);
     let dir = home.conversations_tree(group)?;
     let stem = archive::stem(&title, &now);
@@ -309,5 +310,65 @@ pub fn require_transcript(path: &Path) -> Result<()> {
         Ok(())
     } else {
         Err(Error::NotFound(format!("transcript {}", path.display())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "sk-ant-api03-Zx81kQ2vLm4Np7Rt9Wc3Yb6Hd0Fg5JsAe";
+
+    /// `archive.redact_secrets` reaches the file the host writes: its body,
+    /// its title and the file's name.
+    #[test]
+    fn the_written_archive_follows_the_redaction_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("groups")).unwrap();
+        let home = Home::new(dir.path()).unwrap();
+        let store =
+            Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+        let group = GroupFolder::new("main").unwrap();
+        let jsonl = format!(
+            "{}\n{}\n",
+            format_args!(
+                r#"{{"type":"user","message":{{"content":"deploy with {KEY} <private>4417</private>"}}}}"#
+            ),
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Deployed."}]}}"#,
+        );
+        let write = |redact_secrets: bool| {
+            let opts = archive::ArchiveOptions {
+                redact_secrets,
+                ..archive::ArchiveOptions::default()
+            };
+            let parsed = transcript::parse_bytes(jsonl.as_bytes());
+            let p = prepare(
+                &home,
+                &store,
+                &opts,
+                &group,
+                parsed,
+                None,
+                None,
+                Trigger::Manual,
+            )
+            .unwrap();
+            let on_disk = std::fs::read_to_string(p.path(&home)).unwrap();
+            assert_eq!(on_disk, p.body);
+            p
+        };
+
+        let p = write(true);
+        for text in [&p.body, &p.title, &p.file_name] {
+            assert!(!text.contains("sk-ant") && !text.contains("4417"), "{text}");
+        }
+        assert!(
+            p.body
+                .contains("**User**: deploy with [redacted:anthropic-key]")
+        );
+
+        let p = write(false);
+        assert!(p.body.contains(KEY) && p.body.contains("<private>4417</private>"));
+        assert!(p.title.contains(KEY), "{}", p.title);
     }
 }
