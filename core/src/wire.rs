@@ -91,14 +91,24 @@ pub const DEFAULT_ASSISTANT_NAME: &str = "G2";
 
 /// The hook that archives the transcript before a compaction.
 pub const PRE_COMPACT: &str = "PreCompact";
+pub const SESSION_START: &str = "SessionStart";
+pub const USER_PROMPT_SUBMIT: &str = "UserPromptSubmit";
+pub const POST_TOOL_USE: &str = "PostToolUse";
+/// A tool call that failed: recorded as a [`Captured::Tool`] with `ok: false`.
+pub const POST_TOOL_USE_FAILURE: &str = "PostToolUseFailure";
+pub const STOP: &str = "Stop";
+pub const SUBAGENT_STOP: &str = "SubagentStop";
+pub const SESSION_END: &str = "SessionEnd";
 /// Hooks registered in every group's `.claude/settings.json`.
 pub const HOOK_EVENTS: &[&str] = &[
     PRE_COMPACT,
-    "SessionStart",
-    "UserPromptSubmit",
-    "PostToolUse",
-    "Stop",
-    "SessionEnd",
+    SESSION_START,
+    USER_PROMPT_SUBMIT,
+    POST_TOOL_USE,
+    POST_TOOL_USE_FAILURE,
+    STOP,
+    SUBAGENT_STOP,
+    SESSION_END,
 ];
 /// How long Claude Code lets a hook run, in seconds.
 pub const HOOK_TIMEOUT_SECS: u64 = 30;
@@ -192,7 +202,94 @@ pub enum AgentEvent {
         #[serde(default)]
         data: serde_json::Value,
     },
+    /// What a capture hook recorded for the memory layer, already stripped
+    /// of private text, redacted and bounded by the hook (the host cleans
+    /// it again before storing).
+    Capture {
+        /// Claude Code's session id (the content session).
+        session_id: Option<String>,
+        /// RFC 3339, UTC.
+        at: String,
+        event: Captured,
+    },
 }
+
+/// One captured hook event ([`AgentEvent::Capture`]), tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+pub enum Captured {
+    /// `SessionStart`.
+    SessionStart {
+        /// `startup`, `resume`, `clear` or `compact`.
+        source: Option<String>,
+        transcript_path: Option<String>,
+    },
+    /// `UserPromptSubmit`. An entirely private prompt is `private` with an
+    /// empty `text`: the batch exists, its content does not.
+    Prompt { text: String, private: bool },
+    /// `PostToolUse` (`ok`) or `PostToolUseFailure` (not `ok`), for a tool
+    /// not in [`SKIPPED_TOOLS`].
+    Tool {
+        tool_use_id: Option<String>,
+        tool: String,
+        /// A compact summary of the input: the file path, command,
+        /// pattern, URL or query, each cut at [`MAX_CAPTURE_FIELD`]; for an
+        /// MCP or unknown tool its `arguments` as compact JSON cut at
+        /// [`MAX_CAPTURE_ARGS`].
+        input: serde_json::Value,
+        /// The tool's output (or error), cut at [`MAX_CAPTURE_OUTPUT`] bytes.
+        output: String,
+        #[serde(default)]
+        files_read: Vec<String>,
+        #[serde(default)]
+        files_modified: Vec<String>,
+        ok: bool,
+        /// Called by a subagent, not by the main thread.
+        #[serde(default)]
+        subagent: bool,
+    },
+    /// `Stop`: the turn's last assistant text, cut at [`MAX_CAPTURE_REPLY`].
+    Stop { reply: Option<String> },
+    /// `SubagentStop`: a subagent finished.
+    SubagentStop {
+        agent_id: Option<String>,
+        agent_type: Option<String>,
+        reply: Option<String>,
+    },
+    /// `SessionEnd`.
+    SessionEnd { reason: Option<String> },
+}
+
+/// Tools whose calls are not worth remembering: bookkeeping, questions
+/// and g2's own session tools (memory must not feed on itself).
+pub const SKIPPED_TOOLS: &[&str] = &[
+    "TodoWrite",
+    "AskUserQuestion",
+    "ListMcpResourcesTool",
+    "SlashCommand",
+    "Skill",
+    "mcp__g2__list_sessions",
+    "mcp__g2__search_sessions",
+];
+
+/// Longest prompt text in a [`Captured::Prompt`], in characters.
+pub const MAX_CAPTURE_PROMPT: usize = 16_000;
+/// Longest string of a tool input summary, in characters.
+pub const MAX_CAPTURE_FIELD: usize = 1_000;
+/// Longest `arguments` JSON of an MCP or unknown tool, in characters.
+pub const MAX_CAPTURE_ARGS: usize = 2_000;
+/// Longest tool output, in bytes.
+pub const MAX_CAPTURE_OUTPUT: usize = 4 << 10;
+/// Longest reply of a [`Captured::Stop`], in characters.
+pub const MAX_CAPTURE_REPLY: usize = 2_000;
+/// Most files listed as read or modified by one tool call.
+pub const MAX_CAPTURE_FILES: usize = 50;
+/// Longest id, name, source or reason, in characters.
+pub const MAX_CAPTURE_NAME: usize = 200;
 
 /// Longest prompt kept in a `UserPromptSubmit` record.
 pub const MAX_HOOK_PROMPT: usize = 4_000;
@@ -417,6 +514,97 @@ mod tests {
         assert_eq!(v["type"], "archive");
         assert_eq!(v["compactTrigger"], "manual");
         assert!(serde_json::from_str::<AgentEvent>(r#"{"type":"bogus"}"#).is_err());
+    }
+
+    #[test]
+    fn capture_events_round_trip() {
+        let events = [
+            Captured::SessionStart {
+                source: Some("startup".into()),
+                transcript_path: Some("/home/node/.claude/projects/p/s.jsonl".into()),
+            },
+            Captured::Prompt {
+                text: "hello".into(),
+                private: false,
+            },
+            Captured::Prompt {
+                text: String::new(),
+                private: true,
+            },
+            Captured::Tool {
+                tool_use_id: Some("toolu_1".into()),
+                tool: "Edit".into(),
+                input: serde_json::json!({ "file_path": "/workspace/group/a.rs" }),
+                output: "ok".into(),
+                files_read: vec![],
+                files_modified: vec!["/workspace/group/a.rs".into()],
+                ok: true,
+                subagent: true,
+            },
+            Captured::Stop {
+                reply: Some("Done.".into()),
+            },
+            Captured::SubagentStop {
+                agent_id: Some("a1".into()),
+                agent_type: Some("Explore".into()),
+                reply: None,
+            },
+            Captured::SessionEnd {
+                reason: Some("other".into()),
+            },
+        ];
+        for event in events {
+            let e = AgentEvent::Capture {
+                session_id: Some("s".into()),
+                at: "2026-01-01T00:00:00.000Z".into(),
+                event,
+            };
+            let json = serde_json::to_string(&e).unwrap();
+            assert_eq!(
+                serde_json::from_str::<AgentEvent>(&json).unwrap(),
+                e,
+                "{json}"
+            );
+        }
+        let v: AgentEvent = serde_json::from_str(
+            r#"{"type":"capture","sessionId":null,"at":"t","event":{"kind":"tool","toolUseId":"x","tool":"Bash","input":{"command":"ls"},"output":"","ok":false}}"#,
+        )
+        .unwrap();
+        let AgentEvent::Capture {
+            event:
+                Captured::Tool {
+                    files_read,
+                    subagent,
+                    ..
+                },
+            ..
+        } = v
+        else {
+            panic!("{v:?}")
+        };
+        assert!(
+            files_read.is_empty() && !subagent,
+            "lists and flags default"
+        );
+        assert!(
+            serde_json::from_str::<AgentEvent>(
+                r#"{"type":"capture","at":"t","event":{"kind":"bogus"}}"#
+            )
+            .is_err()
+        );
+        let wire = serde_json::to_value(AgentEvent::Capture {
+            session_id: None,
+            at: "t".into(),
+            event: Captured::SubagentStop {
+                agent_id: None,
+                agent_type: None,
+                reply: Some("r".into()),
+            },
+        })
+        .unwrap();
+        assert_eq!(wire["type"], "capture");
+        assert_eq!(wire["event"]["kind"], "subagent_stop");
+        assert_eq!(wire["event"]["agentId"], serde_json::Value::Null);
     }
 
     #[test]

@@ -47,6 +47,9 @@ impl Agents {
                     at,
                     data,
                 }) => self.store_hook(folder, event, session_id, at, data).await,
+                // Capture events are the memory store's, which does not take
+                // them in yet: read and dropped, never sent to errors/.
+                Ok(AgentEvent::Capture { .. }) => Ok(()),
                 Err(e) => Err(e),
             };
             match outcome {
