@@ -1,38 +1,69 @@
 //! `g2-agent hook <event>`: Claude Code's hooks, registered by the host in
 //! the group's `.claude/settings.json`. A hook must never hurt the agent: it
-//! reads its input with a bound, does a few milliseconds of work, reports
-//! problems on stderr and always exits 0.
+//! reads its input with a bound, does a few milliseconds of work, never
+//! spawns anything, reports problems on stderr and always exits 0.
 //!
+//! - `SessionStart`, `UserPromptSubmit`, `PostToolUse`,
+//!   `PostToolUseFailure`, `Stop`, `SubagentStop` and `SessionEnd` write one
+//!   `capture` event ([`crate::capture`]: stripped, redacted, bounded) into
+//!   `ipc/events/`; a skipped tool writes nothing.
 //! - `PreCompact` archives the transcript about to be compacted into
-//!   `/workspace/group/conversations/` with the archiver the host uses, then
-//!   writes an `archive` event so the host indexes it and lists it.
-//! - Every event (PreCompact included) is recorded as a `hook` event in
-//!   `ipc/events/` for the memory layer.
+//!   `/workspace/group/conversations/` with the archiver the host uses,
+//!   writes an `archive` event so the host indexes it and lists it, and a
+//!   `hook` record.
+//! - Input that is not a JSON object writes nothing.
 
 use std::io::Read;
 use std::path::Path;
 
 use g2_core::archive::{self, ArchiveOptions};
 use g2_core::confined::Dir;
+use g2_core::privacy::Redactor;
 use g2_core::transcript;
 use g2_core::wire::{self, AgentEvent, HookInput};
 
+use crate::capture;
 use crate::paths::{Paths, event_name, write_atomic};
 
-/// Largest hook input read.
+/// Largest hook input read; a longer one is cut, fails to parse and
+/// writes nothing.
 const MAX_INPUT: u64 = 4 << 20;
 
 pub fn run(paths: &Paths, event: &str) -> i32 {
     let mut raw = Vec::new();
     let _ = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
-    let input = HookInput::parse(event, &raw);
-    if let Err(e) = handle(paths, event, input) {
+    if let Err(e) = handle(paths, event, &raw) {
         eprintln!("g2-agent hook {event}: {e:#}");
     }
     0
 }
 
-fn handle(paths: &Paths, event: &str, input: HookInput) -> anyhow::Result<()> {
+fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
+    let input: serde_json::Value = serde_json::from_slice(raw)?;
+    anyhow::ensure!(input.is_object(), "hook input is not a JSON object");
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    if event == wire::PRE_COMPACT {
+        return pre_compact(paths, event, HookInput::parse(event, raw), at);
+    }
+    let Some(captured) = capture::capture(event, &input, &Redactor::default()) else {
+        return Ok(());
+    };
+    let record = AgentEvent::Capture {
+        session_id: input["session_id"]
+            .as_str()
+            .map(|s| archive::truncate(s, wire::MAX_CAPTURE_NAME).into_owned()),
+        at,
+        event: captured,
+    };
+    write_atomic(
+        &paths.events(),
+        &event_name(),
+        serde_json::to_string(&record)?.as_bytes(),
+    )?;
+    Ok(())
+}
+
+fn pre_compact(paths: &Paths, event: &str, input: HookInput, at: String) -> anyhow::Result<()> {
     if let Some(t) = &input.transcript_path {
         archive_transcript(
             paths,
@@ -44,7 +75,7 @@ fn handle(paths: &Paths, event: &str, input: HookInput) -> anyhow::Result<()> {
     let record = AgentEvent::Hook {
         event: event.to_string(),
         session_id: input.session_id,
-        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        at,
         data: input.data,
     };
     write_atomic(

@@ -9,6 +9,7 @@
 //! It holds no secret and needs none: the model is reached through the
 //! group's gateway socket ([`proxy`]).
 
+mod capture;
 mod hook;
 mod inbox;
 mod mcp;
