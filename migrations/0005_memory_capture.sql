@@ -63,6 +63,15 @@ CREATE TABLE activities (
 CREATE INDEX activities_batch ON activities (batch_id, at);
 CREATE INDEX activities_session ON activities (session_id, at);
 
+-- Event files already taken in, by name: a file replayed after a crash
+-- (taken in, then the host died before removing it) changes nothing.
+CREATE TABLE memory_events (
+    group_folder TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    at           TEXT NOT NULL,
+    PRIMARY KEY (group_folder, name)
+) STRICT, WITHOUT ROWID;
+
 -- Completed batches waiting for the memory processor.
 CREATE TABLE memory_queue (
     batch_id  INTEGER PRIMARY KEY REFERENCES prompt_batches (id) ON DELETE CASCADE,

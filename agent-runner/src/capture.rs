@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use g2_core::archive::truncate;
+use g2_core::envelope;
 use g2_core::privacy::{self, Redactor};
 use g2_core::wire::{self, Captured};
 
@@ -49,20 +50,16 @@ pub fn capture(event: &str, input: &Value, r: &Redactor) -> Option<Captured> {
                 .as_str()
                 .map(|s| bounded(r, s, wire::MAX_CAPTURE_FIELD)),
         },
-        wire::USER_PROMPT_SUBMIT => {
-            let prompt = input["prompt"].as_str().unwrap_or("");
-            if privacy::entirely_private(prompt) {
-                Captured::Prompt {
-                    text: String::new(),
-                    private: true,
-                }
-            } else {
-                Captured::Prompt {
-                    text: bounded(r, prompt, wire::MAX_CAPTURE_PROMPT),
-                    private: false,
-                }
-            }
-        }
+        wire::USER_PROMPT_SUBMIT => match kept_prompt(input["prompt"].as_str().unwrap_or(""), r) {
+            None => Captured::Prompt {
+                text: String::new(),
+                private: true,
+            },
+            Some(text) => Captured::Prompt {
+                text: bounded(r, &text, wire::MAX_CAPTURE_PROMPT),
+                private: false,
+            },
+        },
         wire::POST_TOOL_USE | wire::POST_TOOL_USE_FAILURE => tool(event, input, r)?,
         wire::STOP => Captured::Stop {
             reply: reply(input, "transcript_path", r),
@@ -77,6 +74,28 @@ pub fn capture(event: &str, input: &Value, r: &Redactor) -> Option<Captured> {
         },
         _ => return None,
     })
+}
+
+/// What may be kept of a prompt; `None` when it was entirely private. A
+/// routed prompt's tags are escaped inside its envelope, so each message is
+/// cleaned as its sender wrote it and the envelope written again (senders
+/// and times kept, messages left empty dropped).
+fn kept_prompt(prompt: &str, r: &Redactor) -> Option<String> {
+    match envelope::read(prompt) {
+        Some(env) if !env.messages.is_empty() => {
+            let kept: Vec<(&str, &str, String)> = env
+                .messages
+                .iter()
+                .filter_map(|m| {
+                    let text = r.clean(&m.text).trim().to_string();
+                    (!text.is_empty()).then_some((m.sender.as_str(), m.time.as_str(), text))
+                })
+                .collect();
+            (!kept.is_empty())
+                .then(|| envelope::write(kept.iter().map(|(s, t, x)| (*s, *t, x.as_str()))))
+        }
+        _ => (!privacy::entirely_private(prompt)).then(|| prompt.to_string()),
+    }
 }
 
 fn tool(event: &str, input: &Value, r: &Redactor) -> Option<Captured> {
@@ -449,5 +468,31 @@ mod tests {
         let c = cut_bytes(&s, 8);
         assert!(c.len() <= 8 && c.ends_with('…'), "{c}");
         assert_eq!(cut_bytes("abc", 8), "abc");
+    }
+
+    #[test]
+    fn a_routed_prompts_private_text_is_dropped_though_escaped() {
+        let prompt = envelope::write([
+            ("Ann", "t1", "my pin is <private>4417</private>, call me"),
+            ("Bob", "t2", "<private>all of it</private>"),
+        ]);
+        let Some(Captured::Prompt { text, private }) =
+            cap("UserPromptSubmit", serde_json::json!({ "prompt": prompt }))
+        else {
+            panic!("a prompt");
+        };
+        assert!(!private);
+        assert!(
+            !text.contains("4417") && !text.contains("all of it"),
+            "{text}"
+        );
+        let env = envelope::read(&text).unwrap();
+        assert_eq!(env.messages.len(), 1);
+        assert_eq!(env.messages[0].sender, "Ann");
+        let all = envelope::write([("Ann", "t", "<private>4417</private>")]);
+        assert!(matches!(
+            cap("UserPromptSubmit", serde_json::json!({ "prompt": all })),
+            Some(Captured::Prompt { private: true, .. })
+        ));
     }
 }

@@ -1,8 +1,9 @@
 //! What the agent reported through `events/` during a run, taken in after
 //! it: `archive` notices (a PreCompact transcript written to
 //! `conversations/`) are validated and indexed, `hook` records are stored
-//! (`store::events`); a file that cannot be read or taken in is moved to
-//! `errors/`.
+//! (`store::events`), `capture` events go to memory capture
+//! (`memory::ingest`, one transaction each, a replayed file recognised by
+//! name); a file that cannot be read or taken in is moved to `errors/`.
 //!
 //! Boundary: reads the group's `events/` beneath its confined handle; writes
 //! only through the store.
@@ -47,9 +48,27 @@ impl Agents {
                     at,
                     data,
                 }) => self.store_hook(folder, event, session_id, at, data).await,
-                // Capture events are the memory store's, which does not take
-                // them in yet: read and dropped, never sent to errors/.
-                Ok(AgentEvent::Capture { .. }) => Ok(()),
+                Ok(AgentEvent::Capture {
+                    session_id,
+                    at,
+                    event,
+                }) => {
+                    let (f, n) = (folder.clone(), name.clone());
+                    self.store
+                        .write(move |tx| {
+                            crate::memory::ingest::capture(
+                                tx,
+                                &f,
+                                &n,
+                                session_id.as_deref(),
+                                &at,
+                                &event,
+                                &g2_core::privacy::Redactor::default(),
+                            )
+                        })
+                        .await
+                        .map(|_| ())
+                }
                 Err(e) => Err(e),
             };
             match outcome {

@@ -7,4 +7,5 @@
 //! in `store::memory`; what reaches them was stripped of private spans and
 //! redacted first (`g2_core::privacy`).
 
+pub mod ingest;
 pub mod recovery;

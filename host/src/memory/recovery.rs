@@ -56,6 +56,8 @@ pub fn recover(
         store::memory::close_stale_sessions(tx, &before(now, settings.session_idle_secs))?;
     let orphans = store::memory::attach_orphans(tx)?;
     let queued = store::memory::queue_completed(tx, &ts(now))?;
+    // Replays come within moments of a crash; a day is plenty.
+    store::memory::forget_seen_before(tx, &before(now, 24 * 60 * 60))?;
     let forgotten = match settings.retention_days {
         Some(days) => store::memory::forget_before(
             tx,

@@ -88,6 +88,27 @@ pub struct NewActivity<'a> {
     pub at: &'a str,
 }
 
+/// Records that the event file `name` of `group` is being taken in; false
+/// when it was taken in before (a replay: nothing more to do).
+pub fn first_sight(
+    tx: &Transaction<'_>,
+    group: &GroupFolder,
+    name: &str,
+    at: &str,
+) -> Result<bool> {
+    Ok(tx.execute(
+        "INSERT INTO memory_events (group_folder, name, at) VALUES (?1, ?2, ?3)
+         ON CONFLICT DO NOTHING",
+        params![group.as_str(), name, at],
+    )? == 1)
+}
+
+/// Forgets event file names seen before `cutoff` (their files are long
+/// gone, so they cannot come back).
+pub fn forget_seen_before(tx: &Transaction<'_>, cutoff: &str) -> Result<usize> {
+    Ok(tx.execute("DELETE FROM memory_events WHERE at < ?1", [cutoff])?)
+}
+
 /// The session row for `session_id` of `group`, made when it is new (the
 /// same id always maps to the same row) and marked active. A session id
 /// another group holds is refused.
@@ -152,6 +173,18 @@ pub fn start_batch(
         params![session, prompt, senders, at],
     )?;
     Ok(tx.last_insert_rowid())
+}
+
+/// The session's batch that is still open, if any.
+pub fn open_batch(conn: &Connection, session: i64) -> Result<Option<i64>> {
+    Ok(conn
+        .query_row(
+            "SELECT id FROM prompt_batches WHERE session_id = ?1 AND status = 'active'
+             ORDER BY prompt_number DESC LIMIT 1",
+            [session],
+            |r| r.get(0),
+        )
+        .optional()?)
 }
 
 /// The session's open batch, else its latest one.
