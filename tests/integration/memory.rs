@@ -135,3 +135,109 @@ async fn memory_over_http_stays_in_its_group() {
         "{e}"
     );
 }
+
+fn run(home: &TestHome, prompt: &str) -> Value {
+    let out = home.g2(&["run", "main", prompt, "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "g2 run {prompt:?}: {e}\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Every text the memory tables and their indexes hold, in one string.
+fn memory_dump(home: &TestHome) -> String {
+    home.store()
+        .read_blocking(|c| {
+            let mut all = String::new();
+            for sql in [
+                "SELECT group_concat(prompt || ' ' || coalesce(reply, '') || ' ' || coalesce(senders, ''), ' ') FROM prompt_batches",
+                "SELECT group_concat(tool || ' ' || input || ' ' || output || ' ' || files_read || ' ' || files_modified, ' ') FROM activities",
+                "SELECT group_concat(prompt || ' ' || reply, ' ') FROM prompts_fts",
+                "SELECT group_concat(input || ' ' || output, ' ') FROM activities_fts",
+                "SELECT group_concat(coalesce(data, ''), ' ') FROM hook_events",
+            ] {
+                let s: Option<String> = c.query_row(sql, [], |r| r.get(0))?;
+                all.push_str(&s.unwrap_or_default());
+                all.push('\n');
+            }
+            Ok(all)
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_run_is_captured_prompt_by_prompt_and_clean() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789";
+    let first = run(
+        &home,
+        &format!("g2:bash echo one {key}\ng2:remember milk is on the list"),
+    );
+    let sid = first["session_id"].as_str().unwrap().to_string();
+    let list = home.json(&["memory", "sessions", "main"]);
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list[0]["session_id"], sid.as_str());
+    let t = home.json(&["memory", "show", &sid]);
+    let b = &t["batches"][0];
+    assert_eq!(b["prompt_number"], 1, "{t}");
+    assert!(
+        b["prompt"].as_str().unwrap().contains("g2:bash echo one"),
+        "{t}"
+    );
+    let tools: Vec<&str> = b["activities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["Bash", "Read", "Write"], "{t}");
+    let bash = &b["activities"][0];
+    assert!(
+        bash["input"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("echo one"),
+        "{bash}"
+    );
+    assert!(
+        bash["output"].as_str().unwrap().contains("[redacted:"),
+        "{bash}"
+    );
+    let write = &b["activities"][2];
+    assert!(
+        write["files_modified"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("CLAUDE.md"),
+        "{write}"
+    );
+    assert!(b["reply"].as_str().is_some_and(|r| !r.is_empty()), "{t}");
+
+    // The next message resumes the session: its prompt number 2.
+    let second = run(&home, "note <private>my pin is 4417</private> for later");
+    assert_eq!(second["session_id"], sid.as_str());
+    let t = home.json(&["memory", "show", &sid]);
+    assert_eq!(t["batches"][1]["prompt_number"], 2, "{t}");
+
+    // Neither the pin nor the key is anywhere in g2's memory or its events.
+    let dump = memory_dump(&home);
+    assert!(!dump.contains("4417"), "{dump}");
+    assert!(!dump.contains(key), "{dump}");
+    for sub in ["events", "errors"] {
+        let dir = home.path().join("data/ipc/main").join(sub);
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            assert!(
+                !text.contains("4417") && !text.contains(key),
+                "{}",
+                e.path().display()
+            );
+        }
+    }
+}
