@@ -86,13 +86,6 @@ impl Host {
         let (queue, inbox) = queue::channel();
         let tasks_changed = Arc::new(Notify::new());
         let channels = Channels::new(store.clone()).with_router(queue.wake_sender());
-        let closer = queue.clone();
-        let links = Links {
-            channels: channels.clone(),
-            assistant_name: settings.assistant_name.clone(),
-            session_changed: Some(Arc::new(move |f: &GroupFolder| closer.close(f))),
-            tasks_changed: Some(tasks_changed.clone()),
-        };
         let sessions = sessions(home, settings, &store);
         let agents = Arc::new(agents(
             home,
@@ -105,6 +98,30 @@ impl Host {
         for name in agents.reap().await? {
             tracing::warn!(target: LOG, container = %name, "removed a container left by an earlier host");
         }
+        // Events an earlier host was taking in when it died: taken in again.
+        for g in store.read(store::groups::list).await? {
+            if let Ok(n @ 1..) = agents.release_event_claims(&g.folder) {
+                tracing::warn!(target: LOG, group = %g.folder, n, "events an earlier host left claimed are taken in again");
+            }
+        }
+        let closer = queue.clone();
+        let intake = agents.clone();
+        let links = Links {
+            channels: channels.clone(),
+            assistant_name: settings.assistant_name.clone(),
+            session_changed: Some(Arc::new(move |f: &GroupFolder| closer.close(f))),
+            tasks_changed: Some(tasks_changed.clone()),
+            // What the hooks capture is taken in as it comes, not when the
+            // (warm) container exits.
+            events_arrived: Some(Arc::new(move |f: &GroupFolder| {
+                let (agents, f) = (intake.clone(), f.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = agents.take_events(&f).await {
+                        tracing::warn!(group = %f, error = %e, "taking in agent events");
+                    }
+                });
+            })),
+        };
         // Every group's requests, including what an earlier host left unanswered.
         let requests = request_server(home, &store, sessions, links).watch_all()?;
         let sockets: Vec<_> = group_sockets(home, &gateway, &store)
@@ -278,6 +295,7 @@ pub fn run_agents(
         assistant_name: settings.assistant_name.clone(),
         session_changed: None,
         tasks_changed: None,
+        events_arrived: None,
     };
     let requests = request_server(home, &store, sessions.clone(), links);
     agents(home, settings, &store, sessions, runtime, gateway)

@@ -142,6 +142,7 @@ impl TestHome {
             assistant_name: "G2".into(),
             session_changed: None,
             tasks_changed: None,
+            events_arrived: None,
         }
     }
 

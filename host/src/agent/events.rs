@@ -26,9 +26,15 @@ impl Agents {
         let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
         let mut archived = Vec::new();
         for name in dir.pending() {
+            // Claimed by rename: the run's end and the host's intake may
+            // look at once, and whoever renames owns the file.
+            let claimed = format!(".claimed-{name}");
+            if dir.rename_to(&name, &dir, &claimed).is_err() {
+                continue;
+            }
             let outcome = match self
                 .home
-                .confined(folder, "events/", dir.read(&name, 1 << 20))
+                .confined(folder, "events/", dir.read(&claimed, 1 << 20))
                 .and_then(|b| {
                     serde_json::from_slice::<AgentEvent>(&b)
                         .map_err(|e| Error::Invalid(format!("agent event: {e}")))
@@ -73,17 +79,35 @@ impl Agents {
             };
             match outcome {
                 Ok(()) => {
-                    let _ = dir.remove(&name);
+                    let _ = dir.remove(&claimed);
                 }
                 Err(e) => {
                     tracing::warn!(group = %folder, file = %name, error = %e, "agent event kept in errors/");
                     if let Ok(errors) = self.home.ipc_sub(folder, ipc::ERRORS_DIR) {
-                        let _ = dir.rename_to(&name, &errors, &name);
+                        let _ = dir.rename_to(&claimed, &errors, &name);
                     }
                 }
             }
         }
         Ok(archived)
+    }
+
+    /// Puts back the events a host killed while taking them in had
+    /// claimed, so the next take finds them (memory capture recognises a
+    /// file it took in already). Only for a host that holds the home's lock:
+    /// no one else can be taking them.
+    pub fn release_event_claims(&self, folder: &GroupFolder) -> Result<usize> {
+        let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
+        let mut released = 0;
+        for e in dir.entries().unwrap_or_default() {
+            if let Some(name) = e.name.strip_prefix(".claimed-")
+                && name.ends_with(".json")
+                && dir.rename_to(&e.name, &dir, name).is_ok()
+            {
+                released += 1;
+            }
+        }
+        Ok(released)
     }
 
     async fn adopt_archive(

@@ -50,6 +50,10 @@ pub struct Links {
     pub session_changed: Option<FolderHook>,
     /// Scheduled tasks changed: the scheduler should look again.
     pub tasks_changed: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// Something may be waiting in a group's `events/` (what its hooks
+    /// captured): whoever takes events in should look, now rather than
+    /// when the container exits.
+    pub events_arrived: Option<FolderHook>,
 }
 
 /// Serves the agents' requests (see the module doc).

@@ -105,7 +105,7 @@ impl RequestServer {
                 if watched.contains(folder) {
                     return;
                 }
-                for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
+                for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR, ipc::EVENTS_DIR] {
                     let dir = root.join(folder).join(sub);
                     // Made a real folder first: a planted link is never watched.
                     let ok = home.ipc_sub(folder, sub).is_ok() && watcher.add(&dir).is_ok();
@@ -156,7 +156,8 @@ impl RequestServer {
     }
 
     /// Handles every request waiting in the group's `messages/` and
-    /// `tasks/` (messages first: they are what the agent said before).
+    /// `tasks/` (messages first: they are what the agent said before), then
+    /// tells whoever takes in `events/` to look (`Links::events_arrived`).
     pub async fn drain(&self, folder: &GroupFolder) {
         // Beneath directory handles: a link planted in place of a folder or
         // a request is refused (and recorded), never followed.
@@ -193,6 +194,9 @@ impl RequestServer {
                 }
             }
         }
+        if let Some(arrived) = &self.links.events_arrived {
+            arrived(folder);
+        }
     }
 }
 
@@ -220,7 +224,9 @@ fn folder_of(root: &Path, path: &Path) -> Option<GroupFolder> {
     let folder = parts.next()?;
     match parts.next().as_deref() {
         // A folder name from the kernel: checked here, where it comes in.
-        None | Some(ipc::MESSAGES_DIR) | Some(ipc::TASKS_DIR) => GroupFolder::new(folder).ok(),
+        None | Some(ipc::MESSAGES_DIR) | Some(ipc::TASKS_DIR) | Some(ipc::EVENTS_DIR) => {
+            GroupFolder::new(folder).ok()
+        }
         _ => None,
     }
 }
