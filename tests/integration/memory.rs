@@ -241,3 +241,61 @@ fn a_run_is_captured_prompt_by_prompt_and_clean() {
         }
     }
 }
+
+/// Polls the group's captured sessions until `done` holds (the intake takes
+/// events in as they come, not when the warm container exits).
+async fn captured_until(c: &reqwest::Client, base: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let list: Value = c
+            .get(format!("{base}/api/groups/main/memory/sessions"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap_or(Value::Null);
+        if done(&list) {
+            return list;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "capture never got there: {list}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routed_messages_in_a_warm_container_are_prompts_of_one_session() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let c = http_client();
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(&s.url, "main", "ann", "g2:bash echo one").await;
+    main.reply(120).await;
+    // Taken in while the container is still up (it stays warm).
+    let list = captured_until(&c, &s.url, |l| l[0]["tool_calls"].as_i64() >= Some(1)).await;
+    let sid = list[0]["session_id"].as_str().unwrap().to_string();
+    post(&s.url, "main", "bob", "second one").await;
+    main.reply(60).await;
+    let list = captured_until(&c, &s.url, |l| l[0]["prompts"].as_i64() == Some(2)).await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list[0]["session_id"], sid.as_str());
+    let t: Value = c
+        .get(format!("{}/api/groups/main/memory/sessions/{sid}", s.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // Who said what, not the envelope.
+    assert_eq!(t["batches"][0]["prompt"], "ann: g2:bash echo one", "{t}");
+    assert_eq!(t["batches"][0]["senders"][0], "ann");
+    assert_eq!(t["batches"][0]["activities"][0]["tool"], "Bash");
+    assert_eq!(t["batches"][1]["prompt"], "bob: second one", "{t}");
+}
