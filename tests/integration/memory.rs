@@ -299,3 +299,77 @@ async fn routed_messages_in_a_warm_container_are_prompts_of_one_session() {
     assert_eq!(t["batches"][0]["activities"][0]["tool"], "Bash");
     assert_eq!(t["batches"][1]["prompt"], "bob: second one", "{t}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_mid_tool_call_leaves_capture_consistent() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let env = [
+        ("G2_MEMORY__RECOVERY_INTERVAL_SECS", "1"),
+        ("G2_MEMORY__BATCH_IDLE_SECS", "2"),
+        ("G2_MEMORY__SESSION_IDLE_SECS", "4"),
+    ];
+    let c = http_client();
+    let mut s = serve(&home, &env);
+    post(
+        &s.url,
+        "main",
+        "ann",
+        "g2:bash timeout 8 tail -f /dev/null; echo slow-done",
+    )
+    .await;
+    // The prompt is captured while its tool call still runs; then -9.
+    captured_until(&c, &s.url, |l| l[0]["prompts"].as_i64() >= Some(1)).await;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+
+    let s = serve(&home, &env);
+    let mut main = Sse::open(&s.url, "main", Some(0)).await;
+    let r = main.reply(180).await;
+    assert!(r.contains("slow-done"), "{r}");
+    // Idle afterwards: recovery completes every batch and session.
+    let list = captured_until(&c, &s.url, |l| {
+        l.as_array()
+            .is_some_and(|a| !a.is_empty() && a.iter().all(|x| x["status"] == "completed"))
+    })
+    .await;
+    for session in list.as_array().unwrap() {
+        let sid = session["session_id"].as_str().unwrap();
+        let t: Value = c
+            .get(format!("{}/api/groups/main/memory/sessions/{sid}", s.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let batches = t["batches"].as_array().unwrap();
+        assert!(batches.iter().all(|b| b["status"] == "completed"), "{t}");
+        let numbers: Vec<i64> = batches
+            .iter()
+            .map(|b| b["prompt_number"].as_i64().unwrap())
+            .collect();
+        let mut unique = numbers.clone();
+        unique.dedup();
+        assert_eq!(numbers, unique, "no prompt twice: {t}");
+    }
+    // Nothing is left behind to take in twice.
+    let events = home.path().join("data/ipc/main/events");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = std::fs::read_dir(&events)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "left: {left:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
