@@ -106,6 +106,10 @@ impl Host {
         }
         let closer = queue.clone();
         let intake = agents.clone();
+        // One intake per group at a time; a ring during it asks for one
+        // more pass (a burst of files is then listed once, not per file).
+        let taking: Arc<std::sync::Mutex<std::collections::HashMap<GroupFolder, bool>>> =
+            Arc::default();
         let links = Links {
             channels: channels.clone(),
             assistant_name: settings.assistant_name.clone(),
@@ -114,10 +118,31 @@ impl Host {
             // What the hooks capture is taken in as it comes, not when the
             // (warm) container exits.
             events_arrived: Some(Arc::new(move |f: &GroupFolder| {
-                let (agents, f) = (intake.clone(), f.clone());
+                {
+                    let mut t = taking
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if let Some(again) = t.get_mut(f) {
+                        *again = true;
+                        return;
+                    }
+                    t.insert(f.clone(), false);
+                }
+                let (agents, taking, f) = (intake.clone(), taking.clone(), f.clone());
                 tokio::spawn(async move {
-                    if let Err(e) = agents.take_events(&f).await {
-                        tracing::warn!(group = %f, error = %e, "taking in agent events");
+                    loop {
+                        if let Err(e) = agents.take_events(&f).await {
+                            tracing::warn!(group = %f, error = %e, "taking in agent events");
+                        }
+                        let mut t = taking
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if t.get(&f) == Some(&true) {
+                            t.insert(f.clone(), false);
+                        } else {
+                            t.remove(&f);
+                            break;
+                        }
                     }
                 });
             })),
