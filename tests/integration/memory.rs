@@ -266,6 +266,17 @@ async fn captured_until(c: &reqwest::Client, base: &str, done: impl Fn(&Value) -
     }
 }
 
+/// A captured session of `main`, over HTTP.
+async fn timeline(c: &reqwest::Client, base: &str, sid: &str) -> Value {
+    c.get(format!("{base}/api/groups/main/memory/sessions/{sid}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routed_messages_in_a_warm_container_are_prompts_of_one_session() {
     if !image_ready() {
@@ -285,14 +296,7 @@ async fn routed_messages_in_a_warm_container_are_prompts_of_one_session() {
     let list = captured_until(&c, &s.url, |l| l[0]["prompts"].as_i64() == Some(2)).await;
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
     assert_eq!(list[0]["session_id"], sid.as_str());
-    let t: Value = c
-        .get(format!("{}/api/groups/main/memory/sessions/{sid}", s.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let t = timeline(&c, &s.url, &sid).await;
     // Who said what, not the envelope.
     assert_eq!(t["batches"][0]["prompt"], "ann: g2:bash echo one", "{t}");
     assert_eq!(t["batches"][0]["senders"][0], "ann");
@@ -320,14 +324,29 @@ async fn a_host_killed_mid_tool_call_leaves_capture_consistent() {
         "g2:bash timeout 8 tail -f /dev/null; echo slow-done",
     )
     .await;
-    // The prompt is captured while its tool call still runs; then -9.
+    // The prompt is captured, and the slow Bash call is under way (as in
+    // routing's kill test: the container up, 3 s into the turn); then -9.
     captured_until(&c, &s.url, |l| l[0]["prompts"].as_i64() >= Some(1)).await;
+    wait_for_container(&home);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     s.child.kill().unwrap();
     s.child.wait().unwrap();
 
     let s = serve(&home, &env);
+    // Should the answer not come, the host's log says why.
+    let (answered, waiting) = std::sync::mpsc::channel::<()>();
+    let log = home.path().join("serve.log");
+    std::thread::spawn(move || {
+        if waiting.recv().is_err() {
+            eprintln!(
+                "serve.log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+    });
     let mut main = Sse::open(&s.url, "main", Some(0)).await;
     let r = main.reply(180).await;
+    let _ = answered.send(());
     assert!(r.contains("slow-done"), "{r}");
     // Idle afterwards: recovery completes every batch and session.
     let list = captured_until(&c, &s.url, |l| {
@@ -337,14 +356,7 @@ async fn a_host_killed_mid_tool_call_leaves_capture_consistent() {
     .await;
     for session in list.as_array().unwrap() {
         let sid = session["session_id"].as_str().unwrap();
-        let t: Value = c
-            .get(format!("{}/api/groups/main/memory/sessions/{sid}", s.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let t = timeline(&c, &s.url, sid).await;
         let batches = t["batches"].as_array().unwrap();
         assert!(batches.iter().all(|b| b["status"] == "completed"), "{t}");
         let numbers: Vec<i64> = batches
