@@ -23,7 +23,7 @@
 //! own credential) to the patterns.
 
 use std::borrow::Cow;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use regex::Regex;
 
@@ -82,49 +82,122 @@ pub fn entirely_private(text: &str) -> bool {
 /// One secret pattern: the kind named in `[redacted:<kind>]`.
 struct Pattern {
     kind: &'static str,
-    re: Regex,
+    source: &'static str,
+    /// Compiled on first need: a hook process that sees no candidate never
+    /// pays for it.
+    re: OnceLock<Regex>,
+    /// Text that cannot hold a match unless it holds one of these (in lower
+    /// case when `any_case`): checked before the regex runs.
+    needles: &'static [&'static str],
+    any_case: bool,
     /// For an assignment: the value is the capture group `value`, the rest
     /// (the name and `=`) stays.
     keeps_name: bool,
 }
 
-static PATTERNS: LazyLock<Vec<Pattern>> = LazyLock::new(|| {
-    let p = |kind, re: &str, keeps_name| Pattern {
-        kind,
-        re: Regex::new(re).unwrap_or_else(|e| panic!("secret pattern {kind}: {e}")),
-        keeps_name,
-    };
-    vec![
-        p(
-            "private-key",
-            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
-            false,
-        ),
-        p("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{16,}", false),
-        p(
-            "openai-key",
-            r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
-            false,
-        ),
-        p("aws-access-key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", false),
-        p(
-            "github-token",
-            r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
-            false,
-        ),
-        p("slack-token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", false),
-        p(
-            "bearer-token",
-            r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{16,}",
-            false,
-        ),
-        p(
-            "assignment",
-            r#"(?i)\b(?:[a-z0-9_]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key))\s*[=:]\s*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;&]+)"#,
-            true,
-        ),
-    ]
-});
+impl Pattern {
+    const fn new(
+        kind: &'static str,
+        source: &'static str,
+        needles: &'static [&'static str],
+        any_case: bool,
+        keeps_name: bool,
+    ) -> Self {
+        Pattern {
+            kind,
+            source,
+            re: OnceLock::new(),
+            needles,
+            any_case,
+            keeps_name,
+        }
+    }
+
+    fn might_match(&self, text: &str, lower: &mut Option<String>) -> bool {
+        if self.any_case {
+            let lower = lower.get_or_insert_with(|| text.to_ascii_lowercase());
+            self.needles.iter().any(|n| lower.contains(n))
+        } else {
+            self.needles.iter().any(|n| text.contains(n))
+        }
+    }
+
+    fn re(&self) -> &Regex {
+        self.re.get_or_init(|| {
+            Regex::new(self.source).unwrap_or_else(|e| panic!("secret pattern {}: {e}", self.kind))
+        })
+    }
+}
+
+static PATTERNS: [Pattern; 8] = [
+    Pattern::new(
+        "private-key",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+        &["-----BEGIN"],
+        false,
+        false,
+    ),
+    Pattern::new(
+        "anthropic-key",
+        r"\bsk-ant-[A-Za-z0-9_\-]{16,}",
+        &["sk-ant-"],
+        false,
+        false,
+    ),
+    Pattern::new(
+        "openai-key",
+        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+        &["sk-"],
+        false,
+        false,
+    ),
+    Pattern::new(
+        "aws-access-key",
+        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        &["AKIA", "ASIA"],
+        false,
+        false,
+    ),
+    Pattern::new(
+        "github-token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+        &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
+        false,
+        false,
+    ),
+    Pattern::new(
+        "slack-token",
+        r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",
+        &["xox"],
+        false,
+        false,
+    ),
+    Pattern::new(
+        "bearer-token",
+        r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{16,}",
+        &["bearer"],
+        true,
+        false,
+    ),
+    Pattern::new(
+        "assignment",
+        r#"(?i)\b(?:[a-z0-9_]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key))\s*[=:]\s*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;&]+)"#,
+        &[
+            "password",
+            "passwd",
+            "secret",
+            "token",
+            "apikey",
+            "api_key",
+            "api-key",
+            "accesskey",
+            "access_key",
+            "access-key",
+        ],
+        true,
+        true,
+    ),
+];
 
 /// Redacts secrets: the built-in patterns, plus exact strings.
 #[derive(Debug, Clone, Default)]
@@ -159,11 +232,12 @@ impl Redactor {
                 out = Cow::Owned(out.replace(lit.as_str(), "[redacted:credential]"));
             }
         }
-        for p in PATTERNS.iter() {
-            if !p.re.is_match(&out) {
+        let mut lower = None;
+        for p in &PATTERNS {
+            if !p.might_match(&out, &mut lower) || !p.re().is_match(&out) {
                 continue;
             }
-            let replaced = p.re.replace_all(&out, |c: &regex::Captures<'_>| {
+            let replaced = p.re().replace_all(&out, |c: &regex::Captures<'_>| {
                 let whole = c.get(0).map_or("", |m| m.as_str());
                 match c.name("value").filter(|_| p.keeps_name) {
                     // Already redacted (a second pass): leave it.
@@ -176,6 +250,8 @@ impl Redactor {
                 }
             });
             out = Cow::Owned(replaced.into_owned());
+            // The text changed: its lower-case copy is stale.
+            lower = None;
         }
         out
     }
