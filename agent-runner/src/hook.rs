@@ -45,6 +45,10 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
     if event == wire::PRE_COMPACT {
         return pre_compact(paths, event, HookInput::parse(event, raw), at);
     }
+    // The group's capture is off: nothing is recorded.
+    if std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0") {
+        return Ok(());
+    }
     let Some(captured) = capture::capture(event, &input, &Redactor::default()) else {
         return Ok(());
     };

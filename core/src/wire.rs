@@ -82,6 +82,9 @@ pub const ENV_AGENT_TRACE: &str = "G2_AGENT_TRACE";
 /// Claude Code's own: where it keeps all of its state; the host points it
 /// at [`CLAUDE_DIR`].
 pub const ENV_CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
+/// `0` when the group's memory capture is off: the hooks write no capture
+/// event (PreCompact still archives).
+pub const ENV_CAPTURE: &str = "G2_CAPTURE";
 /// The assistant's name when none is configured.
 pub const DEFAULT_ASSISTANT_NAME: &str = "G2";
 

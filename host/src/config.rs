@@ -127,6 +127,31 @@ pub struct GroupContainerConfig {
     /// Extra host folders, checked against the mount allowlist.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<crate::container::mounts::ExtraMount>,
+    /// The group's memory capture (`memory.capture`).
+    #[serde(skip_serializing_if = "GroupMemoryConfig::is_default")]
+    pub memory: GroupMemoryConfig,
+}
+
+/// A group's own memory settings (`{"memory": {"capture": false}}` in its
+/// `container_config`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GroupMemoryConfig {
+    /// `false`: nothing of the group's sessions is captured (its hooks write
+    /// no capture event, and the host would drop one); default on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<bool>,
+}
+
+impl GroupMemoryConfig {
+    fn is_default(&self) -> bool {
+        *self == GroupMemoryConfig::default()
+    }
+
+    /// Whether the group's sessions are captured.
+    pub fn captures(&self) -> bool {
+        self.capture != Some(false)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -385,3 +385,41 @@ async fn a_host_killed_mid_tool_call_leaves_capture_consistent() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
+
+#[test]
+fn a_group_with_capture_off_keeps_nothing_of_its_sessions() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    assert!(
+        home.ok(&["groups", "capture", "main", "off"])
+            .contains("off")
+    );
+    let groups = home.json(&["groups", "list"]);
+    assert_eq!(
+        groups[0]["container_config"]["memory"]["capture"], false,
+        "{groups}"
+    );
+    run(&home, "g2:bash echo one");
+    assert_eq!(
+        home.json(&["memory", "sessions", "main"]),
+        Value::Array(vec![])
+    );
+    let events = home.path().join("data/ipc/main/events");
+    let left: Vec<_> = std::fs::read_dir(&events)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".json"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // On again: the next run is captured.
+    home.ok(&["groups", "capture", "main", "on"]);
+    run(&home, "g2:bash echo two");
+    let list = home.json(&["memory", "sessions", "main"]);
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    let err = home.fails(&["groups", "capture", "main", "maybe"]);
+    assert!(err.contains("maybe"), "{err}");
+}

@@ -25,6 +25,13 @@ impl Agents {
     pub async fn take_events(&self, folder: &GroupFolder) -> Result<Vec<ArchiveRecord>> {
         let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
         let mut archived = Vec::new();
+        // A group whose capture is off keeps none, whatever a hook wrote.
+        let f = folder.clone();
+        let captures = self
+            .store
+            .read(move |c| store::groups::get(c, &f))
+            .await?
+            .is_none_or(|g| g.container_config.memory.captures());
         for name in dir.pending() {
             // Claimed by rename: the run's end and the host's intake may
             // look at once, and whoever renames owns the file.
@@ -54,6 +61,14 @@ impl Agents {
                     at,
                     data,
                 }) => self.store_hook(folder, event, session_id, at, data).await,
+                Ok(AgentEvent::Capture {
+                    session_id,
+                    at,
+                    event,
+                }) if !captures => {
+                    let _ = (session_id, at, event);
+                    Ok(())
+                }
                 Ok(AgentEvent::Capture {
                     session_id,
                     at,

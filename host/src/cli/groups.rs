@@ -37,6 +37,12 @@ pub(super) enum GroupsCmd {
     },
     /// Unregister a group (its folder, sessions and archives stay).
     Remove { folder: String },
+    /// Turn the group's memory capture on or off (`memory.capture`).
+    Capture {
+        folder: String,
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
 }
 
 pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
@@ -89,6 +95,16 @@ pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
                 }
                 Ok(())
             })?;
+        }
+        GroupsCmd::Capture { folder, state } => {
+            let group = super::require_group(&store, &folder).await?;
+            let mut config = group.container_config;
+            config.memory.capture = Some(state == "on");
+            let f = group.folder.clone();
+            store
+                .write(move |tx| store::groups::set_container_config(tx, &f, &config))
+                .await?;
+            println!("memory capture of {} is {state}", group.folder);
         }
         GroupsCmd::Remove { folder } => {
             let folder = GroupFolder::new(folder)?;

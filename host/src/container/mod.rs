@@ -126,7 +126,13 @@ pub fn spec_for(
         home_label: home_label(home.root()),
         mounts,
         user: format!("{uid}:{gid}"),
-        env: vec![("HOME".into(), image::AGENT_HOME.into())],
+        env: {
+            let mut env = vec![("HOME".into(), image::AGENT_HOME.into())];
+            if !cfg.memory.captures() {
+                env.push((g2_core::wire::ENV_CAPTURE.into(), "0".into()));
+            }
+            env
+        },
         limits: Limits {
             memory_bytes: (memory_mb * 1024 * 1024) as i64,
             nano_cpus: (cpus * 1e9) as i64,

@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 
+use crate::config::GroupContainerConfig;
 use crate::groups::Group;
 use crate::{Error, Result, store};
 use g2_core::validate::GroupFolder;
@@ -106,6 +107,22 @@ pub fn list(conn: &Connection) -> Result<Vec<Group>> {
         [],
         from_row,
     )
+}
+
+/// Replaces a registered group's `container_config`.
+pub fn set_container_config(
+    tx: &Transaction<'_>,
+    folder: &GroupFolder,
+    config: &GroupContainerConfig,
+) -> Result<()> {
+    let changed = tx.execute(
+        "UPDATE registered_groups SET container_config = ?2 WHERE folder = ?1",
+        params![folder.as_str(), serde_json::to_string(config)?],
+    )?;
+    if changed == 0 {
+        return Err(Error::NotFound(format!("group {folder:?}")));
+    }
+    Ok(())
 }
 
 /// Unregisters a group. Its folder, sessions and archives stay: registering
