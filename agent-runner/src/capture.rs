@@ -37,7 +37,7 @@ const MODIFIES: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit"];
 
 /// The event to record for hook `event` given its JSON `input`; `None` for
 /// an event that is not captured or a skipped tool.
-pub fn capture(event: &str, input: &Value, r: &Redactor) -> Option<Captured> {
+pub fn capture(event: &str, input: &Value, r: &Redactor, skip: &[String]) -> Option<Captured> {
     let name = |k: &str| {
         input[k]
             .as_str()
@@ -60,7 +60,7 @@ pub fn capture(event: &str, input: &Value, r: &Redactor) -> Option<Captured> {
                 private: false,
             },
         },
-        wire::POST_TOOL_USE | wire::POST_TOOL_USE_FAILURE => tool(event, input, r)?,
+        wire::POST_TOOL_USE | wire::POST_TOOL_USE_FAILURE => tool(event, input, r, skip)?,
         wire::STOP => Captured::Stop {
             reply: reply(input, "transcript_path", r),
         },
@@ -98,9 +98,26 @@ fn kept_prompt(prompt: &str, r: &Redactor) -> Option<String> {
     }
 }
 
-fn tool(event: &str, input: &Value, r: &Redactor) -> Option<Captured> {
+/// The tools not worth capturing: `G2_SKIP_TOOLS` when the host set it,
+/// else [`wire::SKIPPED_TOOLS`].
+pub fn skipped_tools(from_env: Option<String>) -> Vec<String> {
+    match from_env {
+        Some(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect(),
+        None => wire::SKIPPED_TOOLS
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    }
+}
+
+fn tool(event: &str, input: &Value, r: &Redactor, skip: &[String]) -> Option<Captured> {
     let tool = input["tool_name"].as_str().unwrap_or("");
-    if tool.is_empty() || wire::SKIPPED_TOOLS.contains(&tool) {
+    if tool.is_empty() || skip.iter().any(|s| s == tool) {
         return None;
     }
     let args = &input["tool_input"];
@@ -297,7 +314,20 @@ mod tests {
     use serde_json::json;
 
     fn cap(event: &str, input: Value) -> Option<Captured> {
-        capture(event, &input, &Redactor::default())
+        capture(event, &input, &Redactor::default(), &skipped_tools(None))
+    }
+
+    #[test]
+    fn the_skip_list_is_the_hosts_when_it_sets_one() {
+        let bash = serde_json::json!({ "tool_name": "Bash", "tool_input": { "command": "ls" }, "tool_response": "x" });
+        let todo =
+            serde_json::json!({ "tool_name": "TodoWrite", "tool_input": {}, "tool_response": "" });
+        let custom = skipped_tools(Some(" Bash, ,Grep ".into()));
+        assert_eq!(custom, ["Bash", "Grep"]);
+        let r = Redactor::default();
+        assert!(capture("PostToolUse", &bash, &r, &custom).is_none());
+        assert!(capture("PostToolUse", &todo, &r, &custom).is_some());
+        assert!(capture("PostToolUse", &todo, &r, &skipped_tools(None)).is_none());
     }
 
     #[test]

@@ -49,7 +49,8 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
     if std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0") {
         return Ok(());
     }
-    let Some(captured) = capture::capture(event, &input, &Redactor::default()) else {
+    let skip = capture::skipped_tools(std::env::var(wire::ENV_SKIP_TOOLS).ok());
+    let Some(captured) = capture::capture(event, &input, &Redactor::default(), &skip) else {
         return Ok(());
     };
     let record = AgentEvent::Capture {

@@ -85,6 +85,9 @@ pub const ENV_CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
 /// `0` when the group's memory capture is off: the hooks write no capture
 /// event (PreCompact still archives).
 pub const ENV_CAPTURE: &str = "G2_CAPTURE";
+/// The tools whose calls are not captured, comma-separated (the host's
+/// `memory.skip_tools`); unset: [`SKIPPED_TOOLS`].
+pub const ENV_SKIP_TOOLS: &str = "G2_SKIP_TOOLS";
 /// The assistant's name when none is configured.
 pub const DEFAULT_ASSISTANT_NAME: &str = "G2";
 

@@ -44,6 +44,9 @@ pub struct MemorySettings {
     /// Sessions that ended longer ago than this are deleted with everything
     /// captured in them (unset: kept forever).
     pub retention_days: Option<u32>,
+    /// Tools whose calls are not captured (bookkeeping, questions, g2's own
+    /// session tools).
+    pub skip_tools: Vec<String>,
 }
 
 impl Default for MemorySettings {
@@ -53,6 +56,10 @@ impl Default for MemorySettings {
             batch_idle_secs: 5 * 60,
             session_idle_secs: 60 * 60,
             retention_days: None,
+            skip_tools: g2_core::wire::SKIPPED_TOOLS
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         }
     }
 }

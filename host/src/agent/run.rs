@@ -107,7 +107,11 @@ impl Agents {
         opts: &'a RunOptions,
         turns: Option<&'a TurnSink>,
     ) -> Result<Attempt<'a>> {
-        let spec = container::spec_for(&self.home, &self.settings.container, group, None)?;
+        let mut spec = container::spec_for(&self.home, &self.settings.container, group, None)?;
+        spec.env.push((
+            g2_core::wire::ENV_SKIP_TOOLS.into(),
+            self.settings.memory.skip_tools.join(","),
+        ));
         let (hard, idle) = container::timeouts(&self.settings.container, group);
         let input = ContainerInput {
             prompt: prompt.to_string(),
