@@ -108,10 +108,12 @@ impl Agents {
         turns: Option<&'a TurnSink>,
     ) -> Result<Attempt<'a>> {
         let mut spec = container::spec_for(&self.home, &self.settings.container, group, None)?;
-        spec.env.push((
-            g2_core::wire::ENV_SKIP_TOOLS.into(),
-            self.settings.memory.skip_tools.join(","),
-        ));
+        // Only a list of the host's own: the hooks default to the same one.
+        let skip = &self.settings.memory.skip_tools;
+        if !skip.iter().eq(g2_core::wire::SKIPPED_TOOLS.iter()) {
+            spec.env
+                .push((g2_core::wire::ENV_SKIP_TOOLS.into(), skip.join(",")));
+        }
         let (hard, idle) = container::timeouts(&self.settings.container, group);
         let input = ContainerInput {
             prompt: prompt.to_string(),
