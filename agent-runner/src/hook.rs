@@ -60,12 +60,7 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
         at,
         event: captured,
     };
-    write_atomic(
-        &paths.events(),
-        &event_name(),
-        serde_json::to_string(&record)?.as_bytes(),
-    )?;
-    Ok(())
+    write_event(paths, &record)
 }
 
 fn pre_compact(paths: &Paths, event: &str, input: HookInput, at: String) -> anyhow::Result<()> {
@@ -83,12 +78,7 @@ fn pre_compact(paths: &Paths, event: &str, input: HookInput, at: String) -> anyh
         at,
         data: input.data,
     };
-    write_atomic(
-        &paths.events(),
-        &event_name(),
-        serde_json::to_string(&record)?.as_bytes(),
-    )?;
-    Ok(())
+    write_event(paths, &record)
 }
 
 fn archive_transcript(
@@ -123,10 +113,15 @@ fn archive_transcript(
         session_id: session.map(str::to_string),
         compact_trigger: trigger.map(str::to_string),
     };
+    write_event(paths, &notice)
+}
+
+/// Drops one event file into `events/` (written atomically, never half-read).
+fn write_event(paths: &Paths, event: &AgentEvent) -> anyhow::Result<()> {
     write_atomic(
         &paths.events(),
         &event_name(),
-        serde_json::to_string(&notice)?.as_bytes(),
+        serde_json::to_string(event)?.as_bytes(),
     )?;
     Ok(())
 }

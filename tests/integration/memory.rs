@@ -267,14 +267,8 @@ async fn captured_until(c: &reqwest::Client, base: &str, done: impl Fn(&Value) -
 }
 
 /// A captured session of `main`, over HTTP.
-async fn timeline(c: &reqwest::Client, base: &str, sid: &str) -> Value {
-    c.get(format!("{base}/api/groups/main/memory/sessions/{sid}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+async fn timeline(base: &str, sid: &str) -> Value {
+    get_json(&format!("{base}/api/groups/main/memory/sessions/{sid}")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +290,7 @@ async fn routed_messages_in_a_warm_container_are_prompts_of_one_session() {
     let list = captured_until(&c, &s.url, |l| l[0]["prompts"].as_i64() == Some(2)).await;
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
     assert_eq!(list[0]["session_id"], sid.as_str());
-    let t = timeline(&c, &s.url, &sid).await;
+    let t = timeline(&s.url, &sid).await;
     // Who said what, not the envelope.
     assert_eq!(t["batches"][0]["prompt"], "ann: g2:bash echo one", "{t}");
     assert_eq!(t["batches"][0]["senders"][0], "ann");
@@ -356,7 +350,7 @@ async fn a_host_killed_mid_tool_call_leaves_capture_consistent() {
     .await;
     for session in list.as_array().unwrap() {
         let sid = session["session_id"].as_str().unwrap();
-        let t = timeline(&c, &s.url, sid).await;
+        let t = timeline(&s.url, sid).await;
         let batches = t["batches"].as_array().unwrap();
         assert!(batches.iter().all(|b| b["status"] == "completed"), "{t}");
         let numbers: Vec<i64> = batches
