@@ -15,9 +15,11 @@
 //!
 //! **Secrets.** Keys and tokens of well-known shapes (Anthropic, OpenAI,
 //! AWS access keys, GitHub, Slack, bearer tokens, PEM private keys) and the
-//! values of `password=` / `secret=` / `token=` / `api_key=` assignments are
-//! replaced with `[redacted:<kind>]`; an assignment keeps its name, so
-//! `password=hunter2` becomes `password=[redacted:assignment]`. Text that
+//! values of `password=` / `secret=` / `token=` / `api_key=` assignments
+//! (also as YAML `key: value`, JSON `"key": "value"` and JSON escaped inside
+//! a JSON string) are replaced with `[redacted:<kind>]`; an assignment keeps
+//! its name, so `password=hunter2` becomes `password=[redacted:assignment]`
+//! and `{"token":"x"}` becomes `{"token":[redacted:assignment]}`. Text that
 //! merely talks about secrets ("the token budget", "password policy") is
 //! left alone. [`Redactor::with_literals`] adds exact strings (the host's
 //! own credential) to the patterns.
@@ -181,7 +183,7 @@ static PATTERNS: [Pattern; 8] = [
     ),
     Pattern::new(
         "assignment",
-        r#"(?i)\b(?:[a-z0-9_]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key))\s*[=:]\s*(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;&]+)"#,
+        r#"(?i)\b(?:[a-z0-9_]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key))(?:\\?"|')?\s*[=:]\s*(?P<value>\\"(?:[^"\\\n]|\\[^"\n])*\\"|"[^"\n]*"|'[^'\n]*'|[^\s"',;&}\]]+)"#,
         &[
             "password",
             "passwd",
@@ -200,9 +202,16 @@ static PATTERNS: [Pattern; 8] = [
 ];
 
 /// Redacts secrets: the built-in patterns, plus exact strings.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Redactor {
     literals: Vec<String>,
+}
+
+/// Never shows the literals: they are secrets.
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} literals)", self.literals.len())
+    }
 }
 
 impl Redactor {
@@ -350,6 +359,21 @@ mod tests {
                 "export API_KEY=[redacted:assignment]",
             ),
             ("token = abc&x=1", "token = [redacted:assignment]&x=1"),
+            // JSON, and JSON inside a JSON string (a tool's input).
+            (
+                r#"{"user":"ann","password":"hunter22"}"#,
+                r#"{"user":"ann","password":[redacted:assignment]}"#,
+            ),
+            (
+                r#"{"client_secret": "a b", "n": 1}"#,
+                r#"{"client_secret": [redacted:assignment], "n": 1}"#,
+            ),
+            (
+                r#""{\"api_key\":\"abc def\",\"n\":1}""#,
+                r#""{\"api_key\":[redacted:assignment],\"n\":1}""#,
+            ),
+            ("{'token': 'abc'}", "{'token': [redacted:assignment]}"),
+            (r#"{"token":12345}"#, r#"{"token":[redacted:assignment]}"#),
         ];
         for (input, want) in cases {
             assert_eq!(redact(input), want, "{input}");
@@ -372,6 +396,7 @@ mod tests {
             "risk-free, desk-ant-hill",
             "AKIA alone",
             "bearer of bad news",
+            r#"{"usage":{"input_tokens":1234,"max_tokens":100}}"#,
         ] {
             assert_eq!(redact(text), text);
             assert!(matches!(redact(text), Cow::Borrowed(_)), "{text}");
