@@ -49,8 +49,11 @@ pub struct ArchiveOptions {
     /// Messages longer than this many characters are cut (and end in `…`).
     pub max_message_chars: usize,
     /// Strip private and g2-memory tags and redact secrets
-    /// ([`privacy::clean`]) in everything the archive shows.
+    /// ([`privacy::Redactor::clean`]) in everything the archive shows.
     pub redact_secrets: bool,
+    /// The patterns, plus the host's own credential when the host writes
+    /// the archive (the hook in a container never knows it).
+    pub redactor: privacy::Redactor,
 }
 
 impl Default for ArchiveOptions {
@@ -59,6 +62,7 @@ impl Default for ArchiveOptions {
             assistant_name: "G2".into(),
             max_message_chars: DEFAULT_MAX_MESSAGE_CHARS,
             redact_secrets: true,
+            redactor: privacy::Redactor::default(),
         }
     }
 }
@@ -67,7 +71,7 @@ impl ArchiveOptions {
     /// `text` as the archive may show it.
     fn clean<'a>(&self, text: &'a str) -> Cow<'a, str> {
         if self.redact_secrets {
-            privacy::clean(text)
+            self.redactor.clean(text)
         } else {
             Cow::Borrowed(text)
         }
@@ -493,6 +497,27 @@ mod tests {
         // A title given with a secret in it is cleaned in the heading too.
         let md = render(&format!("about {KEY}"), &t, &at(), &opts);
         assert!(md.starts_with("# about [redacted:anthropic-key]\n"), "{md}");
+    }
+
+    #[test]
+    fn the_hosts_credential_is_redacted_in_any_shape() {
+        // A credential no pattern knows, in the first prompt and a reply.
+        let cred = "odd-shaped-credential-0042";
+        let mut t = Transcript::default();
+        t.entries.push(Entry::User(vec![format!("try {cred} now")]));
+        t.entries
+            .push(Entry::Assistant(vec![format!("used {cred}")]));
+        let opts = ArchiveOptions {
+            redactor: privacy::Redactor::with_literals([cred]),
+            ..ArchiveOptions::default()
+        };
+        let title = title_with(None, &t, &at(), &opts);
+        let md = render(&title, &t, &at(), &opts);
+        assert!(!md.contains(cred), "{md}");
+        assert!(md.starts_with("# try [redacted:credential] now\n"), "{md}");
+        assert!(md.contains("**G2**: used [redacted:credential]"), "{md}");
+        // Without it, only the patterns apply: this shape passes.
+        assert!(render(&title, &t, &at(), &ArchiveOptions::default()).contains(cred));
     }
 
     #[test]

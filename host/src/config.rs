@@ -448,11 +448,17 @@ impl Settings {
         Ok(())
     }
 
-    pub fn archive_options(&self) -> g2_core::archive::ArchiveOptions {
+    /// How the host renders archives; `redactor` carries the host's own
+    /// credential ([`crate::gateway::credentials::redactor`]).
+    pub fn archive_options(
+        &self,
+        redactor: &g2_core::privacy::Redactor,
+    ) -> g2_core::archive::ArchiveOptions {
         g2_core::archive::ArchiveOptions {
             assistant_name: self.assistant_name.clone(),
             max_message_chars: self.archive.max_message_chars,
             redact_secrets: self.archive.redact_secrets,
+            redactor: redactor.clone(),
         }
     }
 }
@@ -496,7 +502,7 @@ mod tests {
             assert_eq!(s.assistant_name, "Andy");
             assert_eq!(s.archive.max_message_chars, 500);
             assert!(s.archive.redact_secrets, "on unless turned off");
-            assert!(s.archive_options().redact_secrets);
+            assert!(s.archive_options(&Default::default()).redact_secrets);
 
             jail.set_env("G2_ASSISTANT_NAME", "Bea");
             jail.set_env("G2_STORE__BUSY_TIMEOUT_MS", "42");
@@ -512,7 +518,7 @@ mod tests {
             jail.set_env("G2_ARCHIVE__REDACT_SECRETS", "false");
             let s = Settings::load(&home, None).unwrap();
             assert!(!s.archive.redact_secrets);
-            assert!(!s.archive_options().redact_secrets);
+            assert!(!s.archive_options(&Default::default()).redact_secrets);
 
             jail.set_env("G2_PROVIDER", "offline");
             jail.set_env("G2_MODEL", "m1");

@@ -273,7 +273,11 @@ pub async fn open_store(home: &Home, settings: &Settings) -> Result<Store> {
 
 /// The groups' session pointers and history.
 pub fn sessions(home: &Home, settings: &Settings, store: &Store) -> SessionManager {
-    SessionManager::new(store.clone(), home.clone(), settings.archive_options())
+    SessionManager::new(
+        store.clone(),
+        home.clone(),
+        settings.archive_options(&crate::gateway::credentials::redactor(home.root())),
+    )
 }
 
 /// The agents, run on the Docker engine through the gateway.

@@ -131,7 +131,7 @@ impl TestHome {
         SessionManager::new(
             self.store(),
             self.home(),
-            Settings::default().archive_options(),
+            Settings::default().archive_options(&Default::default()),
         )
     }
 

@@ -23,7 +23,8 @@ pub(super) async fn archive(
     let (rec, stats) = archives::archive_transcript(
         &ctx.home,
         &store,
-        ctx.settings.archive_options(),
+        ctx.settings
+            .archive_options(&crate::gateway::credentials::redactor(ctx.home.root())),
         &group.folder,
         transcript,
         name,

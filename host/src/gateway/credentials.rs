@@ -6,6 +6,14 @@ use std::fmt;
 use std::path::Path;
 
 use axum::http::{HeaderMap, HeaderValue, header};
+use g2_core::privacy::Redactor;
+
+/// The secret patterns plus the host's own credential, wherever it was
+/// found: what the host cleans archives and captured memory with, so the
+/// credential is redacted even in a shape no pattern knows.
+pub fn redactor(home: &Path) -> Redactor {
+    Redactor::with_literals(Credential::find(home).map(|c| c.value))
+}
 
 /// Where the credential came from (for `g2 doctor`), never the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,5 +139,25 @@ mod tests {
         c.apply(&mut h);
         assert!(h["x-api-key"].is_sensitive());
         assert!(!format!("{h:?}").contains("secret"));
+    }
+
+    #[test]
+    fn the_redactor_knows_the_hosts_credential() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join(".env"),
+            "ANTHROPIC_AUTH_TOKEN=odd-shaped-credential-0042\n",
+        )
+        .unwrap();
+        // The environment may hold a key of its own, which wins: whichever
+        // the gateway would use is the one redacted.
+        let value = Credential::find(home.path()).unwrap().value;
+        let r = redactor(home.path());
+        let text = format!("the agent printed {value} here");
+        assert_eq!(
+            r.redact(&text),
+            "the agent printed [redacted:credential] here"
+        );
+        assert!(!format!("{r:?}").contains(&value), "never shown");
     }
 }
