@@ -8,9 +8,8 @@
 //!   `capture` event ([`crate::capture`]: stripped, redacted, bounded) into
 //!   `ipc/events/`; a skipped tool writes nothing.
 //! - `PreCompact` archives the transcript about to be compacted into
-//!   `/workspace/group/conversations/` with the archiver the host uses,
-//!   writes an `archive` event so the host indexes it and lists it, and a
-//!   `hook` record.
+//!   `/workspace/group/conversations/` with the archiver the host uses and
+//!   writes an `archive` event so the host indexes it and lists it.
 //! - Input that is not a JSON object writes nothing.
 
 use std::io::Read;
@@ -41,10 +40,10 @@ pub fn run(paths: &Paths, event: &str) -> i32 {
 fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
     let input: serde_json::Value = serde_json::from_slice(raw)?;
     anyhow::ensure!(input.is_object(), "hook input is not a JSON object");
-    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     if event == wire::PRE_COMPACT {
-        return pre_compact(paths, event, HookInput::parse(event, raw), at);
+        return pre_compact(paths, HookInput::parse(event, raw));
     }
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     // The group's capture is off: nothing is recorded.
     if std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0") {
         return Ok(());
@@ -63,22 +62,16 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
     write_event(paths, &record)
 }
 
-fn pre_compact(paths: &Paths, event: &str, input: HookInput, at: String) -> anyhow::Result<()> {
-    if let Some(t) = &input.transcript_path {
-        archive_transcript(
-            paths,
-            Path::new(t),
-            input.session_id.as_deref(),
-            input.trigger.as_deref(),
-        )?;
-    }
-    let record = AgentEvent::Hook {
-        event: event.to_string(),
-        session_id: input.session_id,
-        at,
-        data: input.data,
+fn pre_compact(paths: &Paths, input: HookInput) -> anyhow::Result<()> {
+    let Some(t) = &input.transcript_path else {
+        anyhow::bail!("PreCompact without a transcript_path: nothing to archive");
     };
-    write_event(paths, &record)
+    archive_transcript(
+        paths,
+        Path::new(t),
+        input.session_id.as_deref(),
+        input.trigger.as_deref(),
+    )
 }
 
 fn archive_transcript(

@@ -65,9 +65,13 @@ mod tests {
 
     #[test]
     fn the_hosts_hook_command_is_a_hook() {
-        // The host registers `wire::hook_command` in settings.json.
-        let cmd = g2_core::wire::hook_command(g2_core::wire::PRE_COMPACT);
-        let cli = Cli::try_parse_from(cmd.split(' ')).unwrap();
+        // The host registers `wire::AGENT_EXE` with `wire::hook_args` in
+        // settings.json.
+        let args = g2_core::wire::hook_args(g2_core::wire::PRE_COMPACT);
+        let cli = Cli::try_parse_from(
+            std::iter::once(g2_core::wire::AGENT_EXE).chain(args.iter().map(String::as_str)),
+        )
+        .unwrap();
         assert!(matches!(cli.command, Cmd::Hook { event } if event == "PreCompact"));
     }
 }

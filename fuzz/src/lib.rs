@@ -12,7 +12,7 @@ use std::io::Read;
 
 use g2_core::archive::{self, ArchiveOptions};
 use g2_core::transcript::{self, Entry, Transcript};
-use g2_core::wire::{Action, AgentEvent, HookInput, MAX_HOOK_PROMPT};
+use g2_core::wire::{Action, AgentEvent, HookInput};
 use g2_host::api::{ClearBody, NewGroupBody, ResumeBody};
 use g2_host::gateway::offline::{self, Block};
 use g2_host::groups::NewGroup;
@@ -191,33 +191,29 @@ const HOOK_EVENTS: &[&str] = &[
 ];
 
 /// Claude Code's hook JSON (first byte: the event). Never fails; only
-/// PreCompact archives; the record the runner writes is one the host reads.
+/// PreCompact takes a transcript; the archive notice the runner writes
+/// from it is one the host reads.
 pub fn hook_input(data: &[u8]) {
     let (b, raw) = selector(data);
     let event = HOOK_EVENTS[usize::from(b) % HOOK_EVENTS.len()];
     let h = HookInput::parse(event, raw);
-    assert!(h.data.is_object());
     if event != "PreCompact" {
         assert!(h.transcript_path.is_none() && h.trigger.is_none());
     }
-    if event == "UserPromptSubmit" {
-        let prompt = h.data["prompt"].as_str().expect("a prompt is always text");
-        assert!(prompt.chars().count() <= MAX_HOOK_PROMPT + 1);
-    }
-    let record = AgentEvent::Hook {
-        event: event.into(),
+    let notice = AgentEvent::Archive {
+        path: "conversations/2026-01-02-x.md".into(),
+        title: "x".into(),
         session_id: h.session_id.clone(),
-        at: "2026-01-02T03:04:05.000Z".into(),
-        data: h.data,
+        compact_trigger: h.trigger.clone(),
     };
-    let text = serde_json::to_string(&record).expect("records serialize");
+    let text = serde_json::to_string(&notice).expect("notices serialize");
     match serde_json::from_str::<AgentEvent>(&text).expect("the host reads what the runner writes")
     {
-        AgentEvent::Hook {
-            event: e,
+        AgentEvent::Archive {
             session_id,
+            compact_trigger,
             ..
-        } => assert_eq!((e.as_str(), session_id), (event, h.session_id)),
+        } => assert_eq!((session_id, compact_trigger), (h.session_id, h.trigger)),
         other => panic!("read back as {other:?}"),
     }
 }

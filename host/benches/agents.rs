@@ -25,11 +25,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{command, g2_binary, project_root};
+use common::{command, g2_binary};
 
 fn g2(home: &Path) -> Command {
     let mut c = command(g2_binary());
@@ -82,41 +82,6 @@ fn first_request_after(db: &Path, caller: &str, t0: u128) -> u128 {
     panic!("no model request from {caller} was recorded");
 }
 
-struct Gateway {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_gateway(home: &Path) -> Gateway {
-    let mut child = g2(home)
-        .args(["gateway", "--listen", "127.0.0.1:0"])
-        .env("G2_PROVIDER", "offline")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut url = None;
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        if let Some(u) = line.strip_prefix("listening ") {
-            url = Some(u.trim().to_string());
-        }
-        if line.starts_with("try") {
-            break;
-        }
-    }
-    Gateway {
-        child,
-        url: url.unwrap(),
-    }
-}
-
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -145,7 +110,7 @@ fn main() {
         ]));
     }
     // The gateway serves every group's socket and the TCP listener.
-    let gw = start_gateway(home);
+    let gw = common::Gateway::start(home);
     let db = home.join("data/g2.db");
     let (uid, gid) = g2_host::container::image::agent_ids();
 
@@ -206,10 +171,7 @@ fn main() {
     );
 
     // --- warm follow-ups -------------------------------------------------
-    let agent = project_root()
-        .join("target")
-        .join(g2_host::container::image::AGENT_TARGET)
-        .join("release/g2-agent");
+    let agent = common::agent_binary();
     let claude = g2_host::doctor::find_claude(
         &g2_host::home::Home::new(home).unwrap(),
         &Default::default(),

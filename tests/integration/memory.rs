@@ -147,25 +147,50 @@ fn run(home: &TestHome, prompt: &str) -> Value {
     })
 }
 
-/// Every text the memory tables and their indexes hold, in one string.
-fn memory_dump(home: &TestHome) -> String {
+/// Every value of every table of the database but the chat's own message
+/// log (what people sent), full-text index data included, as text, with
+/// the table it is in.
+fn database_dump(home: &TestHome) -> String {
+    use rusqlite::types::ValueRef;
     home.store()
         .read_blocking(|c| {
+            let tables: Vec<String> = c
+                .prepare(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'messages'",
+                )?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            assert!(
+                tables.iter().any(|t| t == "activities_fts_data"),
+                "{tables:?}"
+            );
             let mut all = String::new();
-            for sql in [
-                "SELECT group_concat(prompt || ' ' || coalesce(reply, '') || ' ' || coalesce(senders, ''), ' ') FROM prompt_batches",
-                "SELECT group_concat(tool || ' ' || input || ' ' || output || ' ' || files_read || ' ' || files_modified, ' ') FROM activities",
-                "SELECT group_concat(prompt || ' ' || reply, ' ') FROM prompts_fts",
-                "SELECT group_concat(input || ' ' || output, ' ') FROM activities_fts",
-                "SELECT group_concat(coalesce(data, ''), ' ') FROM hook_events",
-            ] {
-                let s: Option<String> = c.query_row(sql, [], |r| r.get(0))?;
-                all.push_str(&s.unwrap_or_default());
-                all.push('\n');
+            for t in tables {
+                let mut stmt = c.prepare(&format!("SELECT * FROM \"{t}\""))?;
+                let n = stmt.column_count();
+                let mut rows = stmt.query([])?;
+                while let Some(row) = rows.next()? {
+                    for i in 0..n {
+                        let text = match row.get_ref(i)? {
+                            ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b),
+                            _ => continue,
+                        };
+                        all.push_str(&format!("{t}: {text}\n"));
+                    }
+                }
             }
             Ok(all)
         })
         .unwrap()
+}
+
+/// Where `needle` is: the lines of [`database_dump`] holding it.
+fn found_in_database(home: &TestHome, needle: &str) -> Vec<String> {
+    database_dump(home)
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -225,21 +250,49 @@ fn a_run_is_captured_prompt_by_prompt_and_clean() {
     let t = home.json(&["memory", "show", &sid]);
     assert_eq!(t["batches"][1]["prompt_number"], 2, "{t}");
 
-    // Neither the pin nor the key is anywhere in g2's memory or its events.
-    let dump = memory_dump(&home);
-    assert!(!dump.contains("4417"), "{dump}");
-    assert!(!dump.contains(key), "{dump}");
-    for sub in ["events", "errors"] {
-        let dir = home.path().join("data/ipc/main").join(sub);
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-            assert!(
-                !text.contains("4417") && !text.contains(key),
-                "{}",
-                e.path().display()
-            );
+    // `g2:clear` archives the session the host's way.
+    let cleared = run(&home, "g2:clear Groceries");
+    let reply = cleared["replies"][0].as_str().unwrap_or_default();
+    assert!(reply.contains("bookmarked as \"Groceries\""), "{cleared}");
+    let conversations = home.path().join("groups/main/conversations");
+    let archives: Vec<String> = std::fs::read_dir(&conversations)
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(archives.len(), 1, "{archives:?}");
+    assert!(
+        archives[0].contains("[redacted:anthropic-key]"),
+        "{}",
+        archives[0]
+    );
+    assert!(archives[0].contains("for later"), "{}", archives[0]);
+
+    // Neither the pin nor the key is anywhere in g2's storage: no table
+    // but the message log, no index, archive or event file.
+    for needle in ["4417", key] {
+        assert_eq!(
+            found_in_database(&home, needle),
+            Vec::<String>::new(),
+            "{needle}"
+        );
+        for sub in [
+            "data/ipc/main/events",
+            "data/ipc/main/errors",
+            "groups/main/conversations",
+        ] {
+            let dir = home.path().join(sub);
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                assert!(!text.contains(needle), "{needle} in {}", e.path().display());
+            }
         }
     }
+    // The scan would see them: the key's redacted form is in the activities.
+    assert!(
+        !found_in_database(&home, "[redacted:anthropic-key]").is_empty(),
+        "the scan reads the tables"
+    );
 }
 
 /// Polls the group's captured sessions until `done` holds (the intake takes

@@ -176,3 +176,56 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// `g2 gateway` on the offline model with a TCP listener on a free
+/// loopback port (and every group's socket), killed when dropped.
+pub struct Gateway {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Gateway {
+    pub fn start(home: &Path) -> Gateway {
+        use std::io::{BufRead, BufReader};
+        let mut child = command(g2_binary())
+            .arg("--home")
+            .arg(home)
+            .args(["gateway", "--listen", "127.0.0.1:0"])
+            .env("G2_PROVIDER", "offline")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut url = None;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            if let Some(u) = line.strip_prefix("listening ") {
+                url = Some(u.trim().to_string());
+            }
+            if line.starts_with("try") {
+                break;
+            }
+        }
+        Gateway {
+            child,
+            url: url.unwrap(),
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `g2-agent` built for the agent image
+/// (`target/<agent target>/release/g2-agent`, made by `g2 image build` or
+/// `scripts/setup.sh`).
+pub fn agent_binary() -> PathBuf {
+    project_root()
+        .join("target")
+        .join(g2_host::container::image::AGENT_TARGET)
+        .join("release/g2-agent")
+}

@@ -1,14 +1,12 @@
 //! What the agent reported through `events/` during a run, taken in after
 //! it: `archive` notices (a PreCompact transcript written to
-//! `conversations/`) are validated and indexed, `hook` records are stored
-//! (`store::events`), `capture` events go to memory capture
+//! `conversations/`) are validated and indexed, `capture` events go to
+//! memory capture
 //! (`memory::ingest`, one transaction each, a replayed file recognised by
 //! name); a file that cannot be read or taken in is moved to `errors/`.
 //!
 //! Boundary: reads the group's `events/` beneath its confined handle; writes
 //! only through the store.
-
-use serde_json::Value;
 
 use g2_core::ipc;
 use g2_core::wire::AgentEvent;
@@ -20,8 +18,8 @@ use crate::{Error, Result};
 use g2_core::validate::GroupFolder;
 
 impl Agents {
-    /// Takes the agent's IPC events: indexes archive notices, stores hook
-    /// records; unreadable files go to `errors/`.
+    /// Takes the agent's IPC events: indexes archive notices, takes
+    /// captures into memory; unreadable files go to `errors/`.
     pub async fn take_events(&self, folder: &GroupFolder) -> Result<Vec<ArchiveRecord>> {
         let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
         let mut archived = Vec::new();
@@ -55,12 +53,6 @@ impl Agents {
                     .adopt_archive(folder, &path, &title, session_id.as_deref())
                     .await
                     .map(|r| archived.extend(r)),
-                Ok(AgentEvent::Hook {
-                    event,
-                    session_id,
-                    at,
-                    data,
-                }) => self.store_hook(folder, event, session_id, at, data).await,
                 Ok(AgentEvent::Capture {
                     session_id,
                     at,
@@ -74,7 +66,7 @@ impl Agents {
                     at,
                     event,
                 }) => {
-                    let (f, n) = (folder.clone(), name.clone());
+                    let (f, n, redactor) = (folder.clone(), name.clone(), self.redactor.clone());
                     self.store
                         .write(move |tx| {
                             crate::memory::ingest::capture(
@@ -84,7 +76,7 @@ impl Agents {
                                 session_id.as_deref(),
                                 &at,
                                 &event,
-                                &g2_core::privacy::Redactor::default(),
+                                &redactor,
                             )
                         })
                         .await
@@ -146,29 +138,5 @@ impl Agents {
             .write(move |tx| store::archives::insert(tx, &prepared))
             .await?;
         Ok(Some(rec))
-    }
-
-    async fn store_hook(
-        &self,
-        folder: &GroupFolder,
-        event: String,
-        session: Option<String>,
-        at: String,
-        data: Value,
-    ) -> Result<()> {
-        let event: String = event.chars().take(64).collect();
-        let g = folder.to_string();
-        self.store
-            .write(move |tx| {
-                store::events::insert_hook(
-                    tx,
-                    &g,
-                    session.as_deref(),
-                    &event,
-                    &data.to_string(),
-                    &at,
-                )
-            })
-            .await
     }
 }

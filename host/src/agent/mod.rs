@@ -29,7 +29,7 @@ mod run;
 
 pub use frames::take_frames;
 pub use mailbox::{close, send_follow_up};
-pub use prepare::HOOK_EVENTS;
+pub use prepare::{HOOK_EVENTS, hook_settings};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -109,6 +109,9 @@ pub struct Agents {
     gateway: Gateway,
     sockets: Mutex<Vec<Listening>>,
     run_watch: Option<RunWatch>,
+    /// Cleans captured memory again on the host, the host's credential
+    /// included.
+    redactor: g2_core::privacy::Redactor,
 }
 
 impl Agents {
@@ -121,6 +124,7 @@ impl Agents {
         gateway: Gateway,
     ) -> Self {
         Agents {
+            redactor: crate::gateway::credentials::redactor(home.root()),
             home,
             settings,
             store,

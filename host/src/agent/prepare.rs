@@ -116,19 +116,32 @@ fn write_hooks(home: &Home, folder: &GroupFolder) -> Result<()> {
         }
         Err(_) => json!({}),
     };
-    let mut hooks = serde_json::Map::new();
-    for ev in HOOK_EVENTS {
-        hooks.insert(
-            ev.to_string(),
-            json!([{ "hooks": [{ "type": "command", "command": wire::hook_command(ev), "timeout": wire::HOOK_TIMEOUT_SECS }] }]),
-        );
-    }
-    settings["hooks"] = Value::Object(hooks);
+    settings["hooks"] = hook_settings(wire::AGENT_EXE);
     let r = tree.write_atomic(
         "settings.json",
         &serde_json::to_vec_pretty(&settings).unwrap_or_default(),
     );
     home.confined(folder, ".claude/settings.json", r)
+}
+
+/// The `hooks` object of a `settings.json`: every one of [`HOOK_EVENTS`]
+/// running `exe hook <event>` in exec form, without a shell (in a group
+/// `exe` is [`wire::AGENT_EXE`]; the turn bench points it at a built
+/// binary).
+pub fn hook_settings(exe: &str) -> Value {
+    let mut hooks = serde_json::Map::new();
+    for ev in HOOK_EVENTS {
+        hooks.insert(
+            ev.to_string(),
+            json!([{ "hooks": [{
+                "type": "command",
+                "command": exe,
+                "args": wire::hook_args(ev),
+                "timeout": wire::HOOK_TIMEOUT_SECS,
+            }] }]),
+        );
+    }
+    Value::Object(hooks)
 }
 
 #[cfg(test)]
@@ -153,9 +166,8 @@ mod tests {
                 .unwrap();
         assert_eq!(v["model"], "x");
         assert!(v["hooks"].get("Old").is_none());
-        assert_eq!(
-            v["hooks"]["PreCompact"][0]["hooks"][0]["command"],
-            "/usr/local/bin/g2-agent hook PreCompact"
-        );
+        let hook = &v["hooks"]["PreCompact"][0]["hooks"][0];
+        assert_eq!(hook["command"], "/usr/local/bin/g2-agent");
+        assert_eq!(hook["args"], json!(["hook", "PreCompact"]));
     }
 }

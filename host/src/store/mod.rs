@@ -25,7 +25,6 @@ use crate::Result;
 use crate::error::IoContext;
 
 pub mod archives;
-pub mod events;
 pub mod groups;
 pub mod memory;
 pub mod messages;
@@ -44,6 +43,9 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("../../../migrations/0003_agent_events.sql")),
         M::up(include_str!("../../../migrations/0004_ipc_log.sql")),
         M::up(include_str!("../../../migrations/0005_memory_capture.sql")),
+        M::up(include_str!(
+            "../../../migrations/0006_drop_hook_events.sql"
+        )),
     ])
 });
 
