@@ -82,6 +82,11 @@ impl Host {
         let (gateway, choice) = Gateway::new(&settings.gateway, home, store.clone())?;
         // Before any container is reaped or socket bound: one host per home.
         let mut lock = HostLock::acquire(home, "serve")?;
+        // Archives recorded before passages existed become recallable.
+        let split = store.write(crate::memory::recall::index_missing).await?;
+        if split > 0 {
+            tracing::info!(archives = split, "archives split into passages for recall");
+        }
         let runtime = agent_runtime(home, settings, report).await?;
         let (queue, inbox) = queue::channel();
         let tasks_changed = Arc::new(Notify::new());

@@ -8,4 +8,5 @@
 //! redacted first (`g2_core::privacy`).
 
 pub mod ingest;
+pub mod recall;
 pub mod recovery;

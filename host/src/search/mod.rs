@@ -19,12 +19,15 @@ use g2_core::validate;
 
 use crate::{Error, Result, store};
 
+pub mod passages;
 mod query;
+pub mod question;
 mod snippet;
 mod stem;
 
 pub use query::fts_query;
-use snippet::{SnippetTerms, make_snippet};
+pub(crate) use snippet::{SnippetTerms, make_snippet};
+pub(crate) use stem::stem;
 
 /// Most hits one search returns.
 pub const MAX_LIMIT: usize = 1000;

@@ -31,7 +31,7 @@ const LOOSE_PREFIX_MIN: usize = 5;
 
 /// The query's terms as the snippet builder compares them: folded (see
 /// `fold_into`) and stemmed.
-pub(super) struct SnippetTerms {
+pub(crate) struct SnippetTerms {
     terms: Vec<SnippetTerm>,
     /// Bytes a matching word can start with: the terms' first letters in
     /// both cases and every UTF-8 lead byte (`É` folds to `e`).
@@ -50,7 +50,7 @@ struct SnippetTerm {
 }
 
 impl SnippetTerms {
-    pub(super) fn new(query: &str) -> Self {
+    pub(crate) fn new(query: &str) -> Self {
         let mut terms: Vec<SnippetTerm> = Vec::new();
         let mut folded = String::new();
         for (word, prefix) in query_words(query) {
@@ -197,7 +197,7 @@ fn word_end(text: &str, from: usize) -> usize {
 
 /// A snippet of `body` around the first word matching `terms` (or from the
 /// start of the body when none does); see the module doc.
-pub(super) fn make_snippet(body: &str, terms: &SnippetTerms) -> String {
+pub(crate) fn make_snippet(body: &str, terms: &SnippetTerms) -> String {
     let mut buf = String::new();
     let first = terms.first_match(body, &mut buf);
 

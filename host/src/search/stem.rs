@@ -63,7 +63,7 @@ pub(super) fn fold_into(word: &str, out: &mut String) {
 
 /// Porter's step 1 (1a plurals, 1b `-ed` / `-ing`, 1c `-y`) on a folded
 /// word; words with non-ASCII letters are left alone.
-pub(super) fn stem(w: &str) -> Cow<'_, str> {
+pub(crate) fn stem(w: &str) -> Cow<'_, str> {
     if w.len() < 3 || !w.bytes().all(|b| b.is_ascii_lowercase()) {
         return Cow::Borrowed(w);
     }

@@ -26,6 +26,13 @@ pub fn insert(tx: &Transaction<'_>, p: &Prepared) -> Result<ArchiveRecord> {
         "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
         params![id, p.title, p.body],
     )?;
+    store::recall::insert_passages(
+        tx,
+        id,
+        p.group.as_str(),
+        &p.created_at,
+        &crate::search::passages::split(&p.body),
+    )?;
     Ok(ArchiveRecord {
         id,
         group: p.group.clone(),

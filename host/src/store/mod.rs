@@ -28,6 +28,7 @@ pub mod archives;
 pub mod groups;
 pub mod memory;
 pub mod messages;
+pub mod recall;
 pub mod requests;
 pub mod router_state;
 pub mod search;
@@ -45,6 +46,9 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("../../../migrations/0005_memory_capture.sql")),
         M::up(include_str!(
             "../../../migrations/0006_drop_hook_events.sql"
+        )),
+        M::up(include_str!(
+            "../../../migrations/0007_archive_passages.sql"
         )),
     ])
 });

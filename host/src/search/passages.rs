@@ -1,0 +1,226 @@
+//! Archive passages: an archive's body cut into exchanges, the unit recall
+//! ranks, so a question is answered by the turn that holds the answer.
+//!
+//! An archive's messages are the paragraphs that start with a speaker
+//! (`**Name**: …`, or `**Ann** (09:00): …` for a person in a routed chat;
+//! see `g2_core::archive`); a message runs until the next one. A passage is
+//! one exchange: the people's messages (a `**User**` turn, or named lines
+//! with their time) and the answer that follows (the assistant's, or a
+//! compaction's `**Summary**`), so a new passage starts where a people's
+//! message follows an answer. A passage longer than [`MAX_PASSAGE_CHARS`]
+//! is cut at a message boundary when it can be, else at a word. The header
+//! (title, date, rule) is not part of any passage, nor is text before the
+//! first speaker.
+
+/// Longest passage text, in characters (a longer exchange is cut).
+pub const MAX_PASSAGE_CHARS: usize = 2_000;
+
+/// One passage of an archive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passage {
+    /// Its number in the archive, from 0.
+    pub ordinal: i64,
+    /// The messages it holds, by index in the archive, inclusive.
+    pub turn_start: i64,
+    pub turn_end: i64,
+    pub text: String,
+}
+
+/// A message of the body and whether people said it.
+struct Message<'a> {
+    text: &'a str,
+    people: bool,
+}
+
+/// The speaker of a message line, and whether it is the people's: `**User**`
+/// or a name with a time (`**Ann** (09:00):`).
+fn speaker(line: &str) -> Option<bool> {
+    let rest = line.strip_prefix("**")?;
+    let end = rest.find("**")?;
+    let name = &rest[..end];
+    if name.is_empty() || name.contains('\n') {
+        return None;
+    }
+    let after = &rest[end + 2..];
+    if let Some(t) = after.strip_prefix(" (") {
+        let close = t.find("):")?;
+        let time = &t[..close];
+        let is_time = time.len() <= 5
+            && time.contains(':')
+            && time.chars().all(|c| c.is_ascii_digit() || c == ':');
+        return is_time.then_some(true);
+    }
+    after.starts_with(':').then_some(name == "User")
+}
+
+/// The body after the header (title, `Archived:` line and rule).
+fn body_of(markdown: &str) -> &str {
+    match markdown.find("\n---\n") {
+        Some(i) if markdown.starts_with("# ") => &markdown[i + 5..],
+        _ => markdown,
+    }
+}
+
+fn messages(markdown: &str) -> Vec<Message<'_>> {
+    let body = body_of(markdown);
+    let mut out: Vec<Message<'_>> = Vec::new();
+    let mut start: Option<(usize, bool)> = None;
+    let mut offset = 0;
+    for line in body.split_inclusive('\n') {
+        if let Some(people) = speaker(line) {
+            if let Some((s, p)) = start {
+                out.push(Message {
+                    text: body[s..offset].trim(),
+                    people: p,
+                });
+            }
+            start = Some((offset, people));
+        }
+        offset += line.len();
+    }
+    if let Some((s, p)) = start {
+        out.push(Message {
+            text: body[s..].trim(),
+            people: p,
+        });
+    }
+    out.retain(|m| !m.text.is_empty());
+    out
+}
+
+/// Cuts `text` into pieces of at most `max` characters at word boundaries.
+fn cut(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.chars().count() > max {
+        let limit = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let at = rest[..limit]
+            .rfind(char::is_whitespace)
+            .filter(|&i| i > 0)
+            .unwrap_or(limit);
+        out.push(rest[..at].trim());
+        rest = rest[at..].trim_start();
+    }
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+/// The passages of an archive's markdown, in order.
+pub fn split(markdown: &str) -> Vec<Passage> {
+    let msgs = messages(markdown);
+    let mut out: Vec<Passage> = Vec::new();
+    let mut open: Option<Passage> = None;
+    let mut answered = false;
+    let push = |out: &mut Vec<Passage>, p: Passage| {
+        let ordinal = out.len() as i64;
+        out.push(Passage { ordinal, ..p });
+    };
+    for (i, m) in msgs.iter().enumerate() {
+        let i = i as i64;
+        let starts_new = m.people && answered;
+        let too_long = open.as_ref().is_some_and(|p| {
+            p.text.chars().count() + m.text.chars().count() + 2 > MAX_PASSAGE_CHARS
+        });
+        if let Some(p) = open.take() {
+            if starts_new || too_long {
+                push(&mut out, p);
+                answered = false;
+            } else {
+                open = Some(p);
+            }
+        }
+        if !m.people {
+            answered = true;
+        }
+        match open.as_mut() {
+            Some(p) => {
+                p.text.push_str("\n\n");
+                p.text.push_str(m.text);
+                p.turn_end = i;
+            }
+            None => {
+                // One message too long for a passage is cut at words.
+                let pieces = cut(m.text, MAX_PASSAGE_CHARS);
+                let last = pieces.len().saturating_sub(1);
+                for (k, piece) in pieces.into_iter().enumerate() {
+                    let p = Passage {
+                        ordinal: 0,
+                        turn_start: i,
+                        turn_end: i,
+                        text: piece.to_string(),
+                    };
+                    if k == last {
+                        open = Some(p);
+                    } else {
+                        push(&mut out, p);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(p) = open {
+        push(&mut out, p);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ARCHIVE: &str = "# Boat\n\nArchived: Nov 21, 2026, 3:39 PM\n\n---\n\n\
+**Ann** (09:00): remember that the boat is moored at pier 7\n\n\
+**Bob** (09:01): and the key is with Carl\n\n\
+**G2**: Noted: pier 7, key with Carl.\n\n\
+Second paragraph of the answer.\n\n\
+**User**: where is the boat?\n\n\
+**G2**: At pier 7.\n\n\
+*Conversation compacted (auto).*\n\n\
+**Summary**: the boat is at pier 7\n";
+
+    #[test]
+    fn an_exchange_is_a_passage() {
+        let p = split(ARCHIVE);
+        assert_eq!(p.len(), 2, "{p:#?}");
+        assert_eq!((p[0].ordinal, p[0].turn_start, p[0].turn_end), (0, 0, 2));
+        assert!(p[0].text.starts_with("**Ann** (09:00): remember"));
+        assert!(p[0].text.ends_with("Second paragraph of the answer."));
+        assert!(!p[0].text.contains("# Boat") && !p[0].text.contains("Archived"));
+        // The compaction note and its summary stay with the last exchange.
+        assert_eq!((p[1].ordinal, p[1].turn_start, p[1].turn_end), (1, 3, 5));
+        assert!(p[1].text.ends_with("**Summary**: the boat is at pier 7"));
+    }
+
+    #[test]
+    fn long_exchanges_are_cut() {
+        let long = "word ".repeat(900);
+        let md = format!(
+            "# T\n\nArchived: x\n\n---\n\n**User**: {long}\n\n**G2**: {long}\n\n**User**: short\n"
+        );
+        let p = split(&md);
+        assert!(
+            p.iter()
+                .all(|p| p.text.chars().count() <= MAX_PASSAGE_CHARS),
+            "{p:#?}"
+        );
+        assert!(p.len() >= 4, "{}", p.len());
+        assert_eq!(p.last().unwrap().text, "**User**: short");
+        let ordinals: Vec<i64> = p.iter().map(|p| p.ordinal).collect();
+        assert_eq!(ordinals, (0..p.len() as i64).collect::<Vec<_>>());
+        // Nothing is lost: every word is in some passage.
+        let words: usize = p.iter().map(|p| p.text.matches("word").count()).sum();
+        assert_eq!(words, 1800);
+    }
+
+    #[test]
+    fn odd_bodies_do_not_fail() {
+        assert!(split("").is_empty());
+        assert!(split("# Only a title\n").is_empty());
+        let p = split("no header, **bold** text\n");
+        assert!(p.is_empty(), "{p:?}");
+        let p = split("# T\n\n---\n\n**User**: hi\n**Not a (time)**: x\n");
+        assert_eq!(p.len(), 1);
+    }
+}

@@ -1,0 +1,166 @@
+//! Recall's tables: `archive_passages` (with `passages_fts`, kept by
+//! triggers) written when an archive is recorded or reindexed, and the
+//! candidate query `memory::recall` ranks.
+//!
+//! Candidates are found by FTS5 with an `OR` of the question's words and
+//! ranked by bm25() inside the group only: the group's passages are joined
+//! by key before bm25() runs, as `store::search` does for archives, so a
+//! group never sees another's passages and a small group's question costs
+//! little however large the others are.
+
+use rusqlite::{Connection, Transaction, params};
+
+use crate::Result;
+use crate::search::passages::Passage;
+
+/// Records an archive's passages in the caller's transaction.
+pub fn insert_passages(
+    tx: &Transaction<'_>,
+    archive_id: i64,
+    group: &str,
+    at: &str,
+    passages: &[Passage],
+) -> Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO archive_passages (archive_id, group_folder, ordinal, turn_start, turn_end, text, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for p in passages {
+        stmt.execute(params![
+            archive_id,
+            group,
+            p.ordinal,
+            p.turn_start,
+            p.turn_end,
+            p.text,
+            at
+        ])?;
+    }
+    Ok(())
+}
+
+/// An archive that has no passages yet: (id, group, created_at, body).
+pub fn archives_without_passages(conn: &Connection) -> Result<Vec<(i64, String, String, String)>> {
+    crate::store::query_all(
+        conn,
+        "SELECT a.id, a.group_folder, a.created_at, f.body
+         FROM conversation_archives a
+         CROSS JOIN archives_fts f ON f.rowid = a.id
+         WHERE NOT EXISTS (SELECT 1 FROM archive_passages p WHERE p.archive_id = a.id)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+}
+
+/// Deletes every passage (their index rows go with them).
+pub fn clear_passages(tx: &Transaction<'_>) -> Result<usize> {
+    Ok(tx.execute("DELETE FROM archive_passages", [])?)
+}
+
+/// How many passages hold the FTS5 term `term`, counted up to `cap` (a
+/// common word's count stops there: counting costs as much as it counts).
+pub fn capped_count(conn: &Connection, term: &str, cap: i64) -> Result<i64> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT count(*) FROM (SELECT 1 FROM passages_fts WHERE passages_fts MATCH ?1 LIMIT ?2)",
+        )?
+        .query_row(params![term, cap], |r| r.get(0))?)
+}
+
+/// A passage that matched, with its archive.
+#[derive(Debug, Clone)]
+pub struct PassageRow {
+    pub id: i64,
+    pub archive_id: i64,
+    pub ordinal: i64,
+    pub turn_start: i64,
+    pub turn_end: i64,
+    pub text: String,
+    pub at: String,
+    pub archive_name: String,
+    pub archive_path: String,
+    pub session_id: Option<String>,
+    /// bm25(), made "higher is better".
+    pub score: f64,
+}
+
+const CANDIDATES: &str =
+    "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+        a.name, a.path, a.session_id, s.score
+ FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
+       FROM passages_fts
+       CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
+       WHERE passages_fts MATCH ?1 AND g.group_folder = ?2
+       ORDER BY score
+       LIMIT ?3) AS s
+ CROSS JOIN archive_passages p ON p.id = s.id
+ CROSS JOIN conversation_archives a ON a.id = p.archive_id
+ ORDER BY s.score";
+
+/// The best `limit` passages of `group` matching the FTS5 query `fts`.
+pub fn passage_candidates(
+    conn: &Connection,
+    fts: &str,
+    group: &str,
+    limit: i64,
+) -> Result<Vec<PassageRow>> {
+    crate::store::query_all(conn, CANDIDATES, params![fts, group, limit], |r| {
+        Ok(PassageRow {
+            id: r.get(0)?,
+            archive_id: r.get(1)?,
+            ordinal: r.get(2)?,
+            turn_start: r.get(3)?,
+            turn_end: r.get(4)?,
+            text: r.get(5)?,
+            at: r.get(6)?,
+            archive_name: r.get(7)?,
+            archive_path: r.get(8)?,
+            session_id: r.get(9)?,
+            score: -r.get::<_, f64>(10)?,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::archives::{Prepared, Trigger};
+    use g2_core::validate::GroupFolder;
+
+    #[test]
+    fn a_recorded_archive_is_split_into_passages_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5))
+                .unwrap();
+        let p = Prepared {
+            group: GroupFolder::new("main").unwrap(),
+            session_id: None,
+            title: "Boat".into(),
+            file_name: "2026-05-01-boat.md".into(),
+            rel_path: "groups/main/conversations/2026-05-01-boat.md".into(),
+            body: "# Boat\n\nArchived: x\n\n---\n\n**User**: the boat is at pier 7\n\n**G2**: noted\n\n**User**: and the oars?\n\n**G2**: in the shed\n".into(),
+            trigger: Trigger::Manual,
+            created_at: "2026-05-01T10:00:00.000Z".into(),
+            stats: Default::default(),
+        };
+        let (n, hits) = store
+            .write_blocking(move |tx| {
+                let rec = crate::store::archives::insert(tx, &p)?;
+                let n: i64 = tx.query_row(
+                    "SELECT count(*) FROM archive_passages WHERE archive_id = ?1",
+                    [rec.id],
+                    |r| r.get(0),
+                )?;
+                let hits = super::passage_candidates(tx, "\"oars\"", "main", 10)?;
+                Ok((n, hits))
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(
+            (hits[0].ordinal, hits[0].turn_start, hits[0].turn_end),
+            (1, 2, 3)
+        );
+        assert_eq!(hits[0].archive_name, "Boat");
+    }
+}
