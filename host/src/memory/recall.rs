@@ -9,7 +9,8 @@
 //!    ranks them by BM25, which weighs rare words over common ones; the
 //!    best [`CANDIDATES`] go on. A common word ([`COMMON`]) finds nothing
 //!    when the question has a rarer one (when all are common, passages
-//!    holding all of them are found first); it still counts in step 2.
+//!    holding all of them are found first); it still counts in step 2. A
+//!    question that names a day also takes that day's passages.
 //! 2. Each candidate's score is its BM25 relative to the best candidate's,
 //!    plus how much of the question it holds: the share of the content
 //!    words it contains ([`COVERAGE`]: all words beat some), the share of
@@ -90,6 +91,20 @@ pub fn recall(
     if rows.is_empty() && q.fts_terms.len() > 1 {
         // Every word was common and no passage holds them all: any will do.
         rows = store::recall::passage_candidates(conn, &q.fts, group.as_str(), want)?;
+    }
+    if !q.days.is_empty() {
+        // "What did we talk about on April 27th?": that day's passages are
+        // candidates whatever their words.
+        let days: Vec<String> = q
+            .days
+            .iter()
+            .map(|(m, d)| format!("{m:02}-{d:02}"))
+            .collect();
+        for r in store::recall::passages_on_days(conn, group.as_str(), &days, want)? {
+            if !rows.iter().any(|x| x.id == r.id) {
+                rows.push(r);
+            }
+        }
     }
     let best = rows.iter().map(|r| r.score).fold(f64::MIN, f64::max);
     let newest = rows.iter().map(|r| r.at.clone()).max().unwrap_or_default();
@@ -324,6 +339,12 @@ mod tests {
                 // A named day lifts that day's passages.
                 let hits = recall(c, &main, "on May 2nd, what did I see at the boat show?", 5)?;
                 assert_eq!(hits[0].archive_id, 2, "{hits:#?}");
+                // A named day brings that day's talk, whatever its words.
+                let hits = recall(c, &main, "what did we talk about on May 1st?", 5)?;
+                assert!(
+                    !hits.is_empty() && hits.iter().all(|h| h.archive_id == 1),
+                    "{hits:#?}"
+                );
                 assert!(recall(c, &main, "?!", 5)?.is_empty());
                 assert!(recall(c, &main, "zebra", 5)?.is_empty());
                 Ok(())

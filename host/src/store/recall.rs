@@ -97,6 +97,47 @@ const CANDIDATES: &str =
  CROSS JOIN conversation_archives a ON a.id = p.archive_id
  ORDER BY s.score";
 
+/// Up to `limit` passages of `group` said on one of `days` ("MM-DD", any
+/// year), newest first, with a score of 0: what a question that names a day
+/// is about, whatever its words. Reads the group's passages by the
+/// (group, time) index.
+pub fn passages_on_days(
+    conn: &Connection,
+    group: &str,
+    days: &[String],
+    limit: i64,
+) -> Result<Vec<PassageRow>> {
+    let days = serde_json::to_string(days).unwrap_or_default();
+    crate::store::query_all(
+        conn,
+        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+                a.name, a.path, a.session_id, 0.0
+         FROM archive_passages p
+         CROSS JOIN conversation_archives a ON a.id = p.archive_id
+         WHERE p.group_folder = ?1 AND substr(p.at, 6, 5) IN (SELECT value FROM json_each(?2))
+         ORDER BY p.at DESC, p.id
+         LIMIT ?3",
+        params![group, days, limit],
+        row,
+    )
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PassageRow> {
+    Ok(PassageRow {
+        id: r.get(0)?,
+        archive_id: r.get(1)?,
+        ordinal: r.get(2)?,
+        turn_start: r.get(3)?,
+        turn_end: r.get(4)?,
+        text: r.get(5)?,
+        at: r.get(6)?,
+        archive_name: r.get(7)?,
+        archive_path: r.get(8)?,
+        session_id: r.get(9)?,
+        score: -r.get::<_, f64>(10)?,
+    })
+}
+
 /// The best `limit` passages of `group` matching the FTS5 query `fts`.
 pub fn passage_candidates(
     conn: &Connection,
@@ -104,21 +145,7 @@ pub fn passage_candidates(
     group: &str,
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(conn, CANDIDATES, params![fts, group, limit], |r| {
-        Ok(PassageRow {
-            id: r.get(0)?,
-            archive_id: r.get(1)?,
-            ordinal: r.get(2)?,
-            turn_start: r.get(3)?,
-            turn_end: r.get(4)?,
-            text: r.get(5)?,
-            at: r.get(6)?,
-            archive_name: r.get(7)?,
-            archive_path: r.get(8)?,
-            session_id: r.get(9)?,
-            score: -r.get::<_, f64>(10)?,
-        })
-    })
+    crate::store::query_all(conn, CANDIDATES, params![fts, group, limit], row)
 }
 
 #[cfg(test)]
