@@ -1,0 +1,148 @@
+//! Extraction: what a prompt batch taught, as typed observations, and what
+//! a session did, as a summary. The processing worker (`memory::process`)
+//! hands an [`Extractor`] the captured rows and stores what it returns; the
+//! extractor never touches the store, the user's session or the network
+//! beyond the model gateway's provider.
+//!
+//! Two extractors: `offline` (deterministic, no account: decisions and
+//! commitments from the replies, facts and preferences people stated,
+//! files changed and commands run from the activities, an extractive
+//! summary) and, with the `anthropic` provider, a model asked for a strict
+//! JSON shape ([`ObservationDraft`], [`SummaryDraft`]) and validated.
+
+use serde::{Deserialize, Serialize};
+
+pub mod offline;
+
+/// What kind of thing an observation records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Something chosen or agreed ("we'll use Postgres", "let's meet at 7").
+    Decision,
+    /// Something found out by looking (a cause, a result, a location).
+    Discovery,
+    /// Something stated to be so ("the boat is moored at pier 7").
+    Fact,
+    /// What someone likes, wants or always does.
+    Preference,
+    /// A file or system changed.
+    Change,
+    /// A fault found and fixed.
+    Bugfix,
+    /// Something someone committed to do, or asked to be done later.
+    Todo,
+    /// Who someone is (name, role, relation).
+    Person,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Decision,
+        Kind::Discovery,
+        Kind::Fact,
+        Kind::Preference,
+        Kind::Change,
+        Kind::Bugfix,
+        Kind::Todo,
+        Kind::Person,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Decision => "decision",
+            Kind::Discovery => "discovery",
+            Kind::Fact => "fact",
+            Kind::Preference => "preference",
+            Kind::Change => "change",
+            Kind::Bugfix => "bugfix",
+            Kind::Todo => "todo",
+            Kind::Person => "person",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// One tool call of a batch, as captured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ActivityInput {
+    pub tool: String,
+    /// The captured input summary (`command`, `file_path`, `pattern`, …).
+    pub input: serde_json::Value,
+    pub output: String,
+    pub files_read: Vec<String>,
+    pub files_modified: Vec<String>,
+    pub ok: bool,
+}
+
+/// One prompt batch: the prompt (a routed prompt is `Ann: …` lines, one per
+/// message), who sent it, the agent's reply and its tool calls in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchInput {
+    pub prompt_number: i64,
+    pub prompt: String,
+    /// Sender names of a routed prompt, in order of first message.
+    pub senders: Vec<String>,
+    pub reply: Option<String>,
+    pub activities: Vec<ActivityInput>,
+    /// When the prompt came (RFC 3339).
+    pub at: String,
+}
+
+/// What one batch taught.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservationDraft {
+    pub kind: Kind,
+    /// One line, at most 120 characters.
+    pub title: String,
+    /// A few sentences: what, and why it matters.
+    pub narrative: String,
+    /// Short standalone statements.
+    pub facts: Vec<String>,
+    /// Files it concerns (read or changed).
+    pub files: Vec<String>,
+    /// 1 (trivia) to 10 (must never be forgotten).
+    pub importance: u8,
+    /// The people it concerns (sender names from routed chat).
+    pub concerns: Vec<String>,
+}
+
+/// What a session did, for the archive, history and later sessions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryDraft {
+    /// What was asked.
+    pub request: String,
+    /// What was looked into.
+    pub investigated: String,
+    /// What was learned.
+    pub learned: String,
+    /// What was done.
+    pub completed: String,
+    /// What is left to do.
+    pub next_steps: String,
+    /// A short title (at most 80 characters) for a session cleared without
+    /// a name.
+    pub title: String,
+}
+
+/// Why an extraction produced nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    /// The model's answer was not the shape asked for.
+    #[error("invalid extractor output: {0}")]
+    Invalid(String),
+    /// The model could not be reached, or refused.
+    #[error("extractor unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Turns captured batches into observations and sessions into summaries.
+pub trait Extractor: Send + Sync {
+    /// 0–N observations from one completed batch.
+    fn observations(&self, batch: &BatchInput) -> Result<Vec<ObservationDraft>, ExtractError>;
+    /// The summary of a session from its batches, in order.
+    fn summary(&self, batches: &[BatchInput]) -> Result<SummaryDraft, ExtractError>;
+}
