@@ -315,14 +315,20 @@ fn main() {
             })
             .unwrap();
         let mut order: Vec<i64> = Vec::new();
-        for h in &hits {
-            if !order.contains(&h.archive_id) {
-                order.push(h.archive_id);
+        for id in hits.iter().filter_map(|h| h.archive_id) {
+            if !order.contains(&id) {
+                order.push(id);
             }
         }
-        let turn_hit = hits.iter().take(5).any(|h| {
-            (h.turn_start..=h.turn_end).any(|m| answer_messages.contains(&(h.archive_id, m)))
-        });
+        let turn_hit =
+            hits.iter()
+                .take(5)
+                .any(|h| match (h.archive_id, h.turn_start, h.turn_end) {
+                    (Some(a), Some(s), Some(e)) => {
+                        (s..=e).any(|m| answer_messages.contains(&(a, m)))
+                    }
+                    _ => false,
+                });
         recalled.add(rank_of(&order), Some(turn_hit));
         if std::env::var_os("G2_BENCH_VERBOSE").is_some() && rank_of(&order) != Some(0) {
             eprintln!(

@@ -47,6 +47,11 @@ pub struct MemorySettings {
     /// Tools whose calls are not captured (bookkeeping, questions, g2's own
     /// session tools).
     pub skip_tools: Vec<String>,
+    /// How often the processor looks for batches to extract and sessions
+    /// to summarise.
+    pub process_interval_secs: u64,
+    /// Jobs of each kind one processor pass takes on.
+    pub max_concurrent: usize,
 }
 
 impl Default for MemorySettings {
@@ -60,6 +65,8 @@ impl Default for MemorySettings {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
+            process_interval_secs: 5,
+            max_concurrent: 1,
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct Host {
     schedule: Background,
     /// The memory capture's recovery jobs.
     recovery: Background,
+    /// The memory processor (observations and summaries).
+    processor: Background,
     queue: QueueHandle,
     requests: Background,
     worker: JoinHandle<()>,
@@ -170,6 +172,14 @@ impl Host {
         let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
         // A pass at start: what a killed host or a dead container left.
         let recovery = crate::memory::recovery::start(store.clone(), settings.memory.clone());
+        // The offline extractor for every provider until a model-backed one
+        // exists (see `memory::extract`).
+        let processor = crate::memory::process::start(
+            store.clone(),
+            settings.memory.clone(),
+            Arc::new(crate::memory::extract::offline::Offline),
+            Arc::new(Notify::new()),
+        );
         let groups = catch_up(&store, &channels, &queue).await?;
         let api = Api {
             home: home.clone(),
@@ -203,6 +213,7 @@ impl Host {
             server,
             schedule,
             recovery,
+            processor,
             queue,
             requests,
             worker,
@@ -237,6 +248,7 @@ impl Host {
         tracing::info!(target: LOG, "shutting down: closing containers");
         self.schedule.stop().await;
         self.recovery.stop().await;
+        self.processor.stop().await;
         self.queue.shutdown().await;
         self.requests.stop().await;
         self.worker.abort();

@@ -46,7 +46,11 @@ pub fn in_ci() -> bool {
 
 /// A temporary home with `g2 init` done.
 pub struct TestHome {
-    pub dir: tempfile::TempDir,
+    /// A private folder holding the home (`home/`) and nothing else, so a
+    /// test can check that nothing was created beside the home; removed
+    /// when the home is dropped.
+    _dir: tempfile::TempDir,
+    root: PathBuf,
 }
 
 impl TestHome {
@@ -57,13 +61,14 @@ impl TestHome {
     }
 
     pub fn empty() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("home");
+        std::fs::create_dir(&root).unwrap();
+        Self { _dir: dir, root }
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.root
     }
 
     pub fn g2(&self, args: &[&str]) -> Output {

@@ -22,12 +22,48 @@ pub(super) enum MemoryCmd {
         #[command(flatten)]
         out: Output,
     },
-    /// Delete what was captured of one session.
+    /// Forget an observation (it leaves recall and injection; a tombstone
+    /// stays), or with `--session` delete what was captured of one session.
+    #[command(group = clap::ArgGroup::new("what").required(true).args(["id", "session"]))]
     Forget {
+        /// The observation's id.
+        id: Option<i64>,
         /// Claude Code's session id.
         #[arg(long)]
-        session: String,
+        session: Option<String>,
     },
+    /// Ask the memory a question in your own words: ranked hits with where
+    /// each came from (archive path and turns, session, observation).
+    Search {
+        /// The question.
+        #[arg(required = true, num_args = 1..)]
+        question: Vec<String>,
+        /// Only this group's memory (default: every group's).
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// A group's observations, most important first.
+    Observations {
+        folder: String,
+        /// Superseded and forgotten ones too.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// A session's summary.
+    Summary {
+        /// Claude Code's session id.
+        session_id: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Rebuild recall's passages and indexes from the archives and rows.
+    Reindex,
 }
 
 pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
@@ -100,7 +136,137 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                 Ok(())
             })?;
         }
-        MemoryCmd::Forget { session } => {
+        MemoryCmd::Forget { id: Some(id), .. } => {
+            let forgotten = store
+                .write(move |tx| match store::observations::group_of(tx, id)? {
+                    Some(group) => store::observations::forget(tx, &group, id),
+                    None => Ok(false),
+                })
+                .await?;
+            if !forgotten {
+                return Err(anyhow!("no observation {id}"));
+            }
+            println!("forgot observation {id}");
+        }
+        MemoryCmd::Forget { session: None, .. } => {
+            return Err(anyhow!("name an observation id or --session"));
+        }
+        MemoryCmd::Search {
+            question,
+            group,
+            limit,
+            out,
+        } => {
+            let question = question.join(" ");
+            let groups = match group {
+                Some(g) => vec![require_group(&store, &g).await?.folder],
+                None => store
+                    .read(store::groups::list)
+                    .await?
+                    .into_iter()
+                    .map(|g| g.folder)
+                    .collect(),
+            };
+            let hits = store
+                .read(move |c| {
+                    let mut all = Vec::new();
+                    for g in &groups {
+                        all.extend(crate::memory::recall::recall(c, g, &question, limit)?);
+                    }
+                    // Scores of separate recalls are only roughly comparable.
+                    all.sort_by(|a, b| b.score.total_cmp(&a.score));
+                    all.truncate(limit);
+                    Ok(all)
+                })
+                .await?;
+            out.print(&hits, |hits| {
+                if hits.is_empty() {
+                    println!("nothing recalled");
+                }
+                for h in hits {
+                    let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
+                    println!(
+                        "{} [{kind} {}] {}",
+                        inert_name(&h.group),
+                        h.id,
+                        inert_name(&h.title)
+                    );
+                    if let (Some(p), Some(s), Some(e)) = (&h.archive_path, h.turn_start, h.turn_end)
+                    {
+                        println!("  {}  messages {s}-{e}", inert_name(p));
+                    }
+                    println!("  {}", inert(&h.snippet));
+                }
+                Ok(())
+            })?;
+        }
+        MemoryCmd::Observations { folder, all, out } => {
+            let group = require_group(&store, &folder).await?;
+            let f = group.folder.clone();
+            let list = store
+                .read(move |c| store::observations::list(c, &f, all))
+                .await?;
+            out.print(&list, |list| {
+                if list.is_empty() {
+                    println!("no observations yet");
+                }
+                for o in list {
+                    let status = if o.status == "active" {
+                        String::new()
+                    } else {
+                        format!(" ({})", o.status)
+                    };
+                    println!(
+                        "{:>5}  {:<10} {:>2}  {}{status}",
+                        o.id,
+                        o.kind,
+                        o.importance,
+                        inert_name(&o.title)
+                    );
+                }
+                Ok(())
+            })?;
+        }
+        MemoryCmd::Summary { session_id, out } => {
+            let id = session_id.clone();
+            let summary = store
+                .read(move |c| {
+                    let Some(group) = store::memory::session_group(c, &id)? else {
+                        return Ok(None);
+                    };
+                    store::observations::summary(c, &group, &id)
+                })
+                .await?
+                .ok_or_else(|| anyhow!("no summary of session {session_id:?} (yet)"))?;
+            out.print(&summary, |s| {
+                println!("{}", inert_name(&s.title));
+                for (k, v) in [
+                    ("request", &s.request),
+                    ("investigated", &s.investigated),
+                    ("learned", &s.learned),
+                    ("completed", &s.completed),
+                    ("next steps", &s.next_steps),
+                ] {
+                    if !v.is_empty() {
+                        println!("{k}: {}", inert(v));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        MemoryCmd::Reindex => {
+            let n = store
+                .write(|tx| {
+                    store::observations::rebuild_indexes(tx)?;
+                    crate::memory::recall::reindex(tx)
+                })
+                .await?;
+            println!("reindexed: {n} archives split into passages");
+        }
+        MemoryCmd::Forget {
+            session: Some(session),
+            ..
+        } => {
             let id = session.clone();
             let forgotten = store
                 .write(move |tx| match store::memory::session_group(tx, &id)? {

@@ -9,5 +9,6 @@
 
 pub mod extract;
 pub mod ingest;
+pub mod process;
 pub mod recall;
 pub mod recovery;

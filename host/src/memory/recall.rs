@@ -52,26 +52,81 @@ pub const MAX_LIMIT: usize = 100;
 /// One recalled memory and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecallHit {
-    /// What it is: `passage` (a piece of an archived conversation).
+    /// What it is: `passage` (a piece of an archived conversation),
+    /// `observation` (something learned) or `summary` (of a session).
     pub kind: String,
-    /// The passage's id.
+    /// The passage's, observation's or summary's id.
     pub id: i64,
     pub group: String,
+    /// The archive's title, the observation's or the summary's.
+    pub title: String,
+    /// For an observation: decision, fact, preference, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observation_kind: Option<String>,
+    /// Claude Code's session id it came from.
     pub session_id: Option<String>,
-    /// The archive's title and markdown file (relative to the home).
-    pub archive: String,
-    pub archive_path: String,
-    pub archive_id: i64,
-    /// The messages it holds, by index in the archive (from 0), inclusive.
-    pub turn_start: i64,
-    pub turn_end: i64,
-    /// When it was said (RFC 3339).
+    /// A passage's archive: its id, markdown file (relative to the home)
+    /// and the messages it holds, by index in the archive (from 0),
+    /// inclusive.
+    pub archive_id: Option<i64>,
+    pub archive_path: Option<String>,
+    pub turn_start: Option<i64>,
+    pub turn_end: Option<i64>,
+    /// When it was said or learned (RFC 3339).
     pub at: String,
-    /// The passage around its first match, matches in `[` `]`.
+    /// The text around its first match, matches in `[` `]`.
     pub snippet: String,
     /// Higher is better; comparable within one recall only.
     pub score: f64,
 }
+
+/// What a recall may return.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// `passage`, `observation`, `summary`, or an observation kind
+    /// (`decision`, `fact`, …).
+    pub kind: Option<String>,
+    /// Only memories from this time on (RFC 3339, or a date).
+    pub since: Option<String>,
+}
+
+impl Filters {
+    fn wants(&self, kind: &str) -> bool {
+        match self.kind.as_deref() {
+            None => true,
+            Some(k) if k == kind => true,
+            Some(k) => kind == "observation" && crate::memory::extract::Kind::parse(k).is_some(),
+        }
+    }
+
+    fn admits(&self, c: &Candidate) -> bool {
+        let kind_ok = match self.kind.as_deref() {
+            Some(k) if crate::memory::extract::Kind::parse(k).is_some() => {
+                c.observation_kind.as_deref() == Some(k)
+            }
+            _ => true,
+        };
+        kind_ok && self.since.as_deref().is_none_or(|s| c.at.as_str() >= s)
+    }
+}
+
+/// A candidate of any kind, before ranking.
+struct Candidate {
+    hit: RecallHit,
+    /// The text its words are counted in (and its snippet cut from).
+    text: String,
+    at: String,
+    observation_kind: Option<String>,
+    /// bm25() relative to the best of its kind.
+    relevance: f64,
+    /// An observation's importance, 1–10.
+    importance: Option<i64>,
+}
+
+/// Extra weight of an observation (a distilled memory) over raw text,
+/// plus this much per point of importance.
+pub const OBSERVATION: f64 = 0.2;
+pub const IMPORTANCE: f64 = 0.02;
 
 /// The group's memories that answer `query`, best first, at most `limit`.
 /// A query with no words recalls nothing.
@@ -81,13 +136,136 @@ pub fn recall(
     query: &str,
     limit: usize,
 ) -> Result<Vec<RecallHit>> {
+    recall_with(conn, group, query, limit, &Filters::default())
+}
+
+/// [`recall`] with filters.
+pub fn recall_with(
+    conn: &Connection,
+    group: &GroupFolder,
+    query: &str,
+    limit: usize,
+    filters: &Filters,
+) -> Result<Vec<RecallHit>> {
     let Some(q) = question::read(query) else {
         return Ok(Vec::new());
     };
     let limit = limit.clamp(1, MAX_LIMIT);
     let want = CANDIDATES.max(limit * 10) as i64;
+    let mut all: Vec<Candidate> = Vec::new();
+    if filters.wants("passage") {
+        all.extend(passages(conn, group, &q, want)?);
+    }
+    if filters.wants("observation") {
+        let rows = store::observations::matching(conn, group, &q.fts, want)?;
+        let best = rows.iter().map(|r| r.1).fold(f64::MIN, f64::max);
+        all.extend(rows.into_iter().map(|(o, score)| {
+            let text = format!("{}\n{}\n{}", o.title, o.narrative, o.facts.join("\n"));
+            Candidate {
+                hit: RecallHit {
+                    kind: "observation".into(),
+                    id: o.id,
+                    group: group.to_string(),
+                    title: o.title.clone(),
+                    observation_kind: Some(o.kind.clone()),
+                    session_id: o.session_id.clone(),
+                    archive_id: None,
+                    archive_path: None,
+                    turn_start: None,
+                    turn_end: None,
+                    at: o.created_at.clone(),
+                    snippet: String::new(),
+                    score: 0.0,
+                },
+                text,
+                at: o.created_at,
+                observation_kind: Some(o.kind),
+                relevance: relative(score, best),
+                importance: Some(o.importance),
+            }
+        }));
+    }
+    if filters.wants("summary") {
+        let rows = store::observations::matching_summaries(conn, group, &q.fts, want)?;
+        let best = rows.iter().map(|r| r.1).fold(f64::MIN, f64::max);
+        all.extend(rows.into_iter().map(|(m, score)| {
+            let text = [
+                m.title.as_str(),
+                &m.request,
+                &m.investigated,
+                &m.learned,
+                &m.completed,
+                &m.next_steps,
+            ]
+            .join("\n");
+            Candidate {
+                hit: RecallHit {
+                    kind: "summary".into(),
+                    id: m.id,
+                    group: group.to_string(),
+                    title: m.title.clone(),
+                    observation_kind: None,
+                    session_id: Some(m.session_id.clone()),
+                    archive_id: None,
+                    archive_path: None,
+                    turn_start: None,
+                    turn_end: None,
+                    at: m.created_at.clone(),
+                    snippet: String::new(),
+                    score: 0.0,
+                },
+                text,
+                at: m.created_at,
+                observation_kind: None,
+                relevance: relative(score, best),
+                importance: None,
+            }
+        }));
+    }
+    all.retain(|c| filters.admits(c));
+    let newest = all.iter().map(|c| c.at.clone()).max().unwrap_or_default();
+    let oldest = all.iter().map(|c| c.at.clone()).min().unwrap_or_default();
+    let mut scored: Vec<(f64, Candidate)> = all
+        .into_iter()
+        .map(|c| {
+            let (coverage, phrase) = matches(&q, &c.text);
+            let score = c.relevance
+                + COVERAGE * coverage
+                + PHRASE * phrase
+                + NAMED_DAY * f64::from(u8::from(on_named_day(&q, &c.at)))
+                + RECENCY * recency(&c.at, &oldest, &newest)
+                + c.importance
+                    .map_or(0.0, |i| OBSERVATION + IMPORTANCE * i as f64);
+            (score, c)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.hit.id.cmp(&a.1.hit.id)));
+    scored.truncate(limit);
+    // Snippets for the hits returned only.
+    let terms = SnippetTerms::new(&q.text);
+    Ok(scored
+        .into_iter()
+        .map(|(score, c)| RecallHit {
+            snippet: make_snippet(&c.text, &terms),
+            score,
+            ..c.hit
+        })
+        .collect())
+}
+
+fn relative(score: f64, best: f64) -> f64 {
+    if best > 0.0 { score / best } else { 0.0 }
+}
+
+/// The group's archive passages that may answer `q`.
+fn passages(
+    conn: &Connection,
+    group: &GroupFolder,
+    q: &Question,
+    want: i64,
+) -> Result<Vec<Candidate>> {
     let mut rows =
-        store::recall::passage_candidates(conn, &finding_query(conn, &q)?, group.as_str(), want)?;
+        store::recall::passage_candidates(conn, &finding_query(conn, q)?, group.as_str(), want)?;
     if rows.is_empty() && q.fts_terms.len() > 1 {
         // Every word was common and no passage holds them all: any will do.
         rows = store::recall::passage_candidates(conn, &q.fts, group.as_str(), want)?;
@@ -107,42 +285,31 @@ pub fn recall(
         }
     }
     let best = rows.iter().map(|r| r.score).fold(f64::MIN, f64::max);
-    let newest = rows.iter().map(|r| r.at.clone()).max().unwrap_or_default();
-    let oldest = rows.iter().map(|r| r.at.clone()).min().unwrap_or_default();
-    let mut scored: Vec<(f64, store::recall::PassageRow)> = rows
+    Ok(rows
         .into_iter()
-        .map(|r| {
-            let (coverage, phrase) = matches(&q, &r.text);
-            let score = if best > 0.0 { r.score / best } else { 0.0 }
-                + COVERAGE * coverage
-                + PHRASE * phrase
-                + NAMED_DAY * f64::from(u8::from(on_named_day(&q, &r.at)))
-                + RECENCY * recency(&r.at, &oldest, &newest);
-            (score, r)
-        })
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.id.cmp(&a.1.id)));
-    scored.truncate(limit);
-    // Snippets for the hits returned only.
-    let terms = SnippetTerms::new(&q.text);
-    let hits = scored
-        .into_iter()
-        .map(|(score, r)| RecallHit {
-            kind: "passage".into(),
-            id: r.id,
-            group: group.to_string(),
-            session_id: r.session_id,
-            archive: r.archive_name,
-            archive_path: r.archive_path,
-            archive_id: r.archive_id,
-            turn_start: r.turn_start,
-            turn_end: r.turn_end,
-            snippet: make_snippet(&r.text, &terms),
+        .map(|r| Candidate {
+            hit: RecallHit {
+                kind: "passage".into(),
+                id: r.id,
+                group: group.to_string(),
+                title: r.archive_name,
+                observation_kind: None,
+                session_id: r.session_id,
+                archive_id: Some(r.archive_id),
+                archive_path: Some(r.archive_path),
+                turn_start: Some(r.turn_start),
+                turn_end: Some(r.turn_end),
+                at: r.at.clone(),
+                snippet: String::new(),
+                score: 0.0,
+            },
+            text: r.text,
             at: r.at,
-            score,
+            observation_kind: None,
+            relevance: relative(r.score, best),
+            importance: None,
         })
-        .collect();
-    Ok(hits)
+        .collect())
 }
 
 /// The FTS5 query that finds candidates: any of the question's words that
@@ -327,7 +494,7 @@ mod tests {
                 let hits = recall(c, &main, "where is the boat moored?", 5)?;
                 assert_eq!(
                     (hits[0].archive_id, hits[0].turn_start),
-                    (1, 2),
+                    (Some(1), Some(2)),
                     "{hits:#?}"
                 );
                 assert!(hits[0].snippet.contains("[boat]"), "{}", hits[0].snippet);
@@ -338,11 +505,11 @@ mod tests {
                 );
                 // A named day lifts that day's passages.
                 let hits = recall(c, &main, "on May 2nd, what did I see at the boat show?", 5)?;
-                assert_eq!(hits[0].archive_id, 2, "{hits:#?}");
+                assert_eq!(hits[0].archive_id, Some(2), "{hits:#?}");
                 // A named day brings that day's talk, whatever its words.
                 let hits = recall(c, &main, "what did we talk about on May 1st?", 5)?;
                 assert!(
-                    !hits.is_empty() && hits.iter().all(|h| h.archive_id == 1),
+                    !hits.is_empty() && hits.iter().all(|h| h.archive_id == Some(1)),
                     "{hits:#?}"
                 );
                 assert!(recall(c, &main, "?!", 5)?.is_empty());
@@ -350,5 +517,95 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+    }
+
+    #[test]
+    fn observations_rank_first_and_forgetting_removes_them() {
+        use crate::memory::extract::{Kind, ObservationDraft};
+        use crate::store::observations as obs;
+        let (_d, store) = store_with(&[(
+            "main",
+            "2026-05-01T10:00:00.000Z",
+            &md(&[("remember that the boat is moored at pier 7", "noted")]),
+        )]);
+        let main = GroupFolder::new("main").unwrap();
+        let fam = GroupFolder::new("fam").unwrap();
+        let (m, f) = (main.clone(), fam.clone());
+        let id = store
+            .write_blocking(move |tx| {
+                let draft = |title: &str| ObservationDraft {
+                    kind: Kind::Fact,
+                    title: title.into(),
+                    narrative: String::new(),
+                    facts: vec![],
+                    files: vec![],
+                    importance: 8,
+                    concerns: vec!["Ann".into()],
+                };
+                let at = "2026-05-01T10:00:01.000Z";
+                obs::insert(
+                    tx,
+                    &f,
+                    &draft("the boat is at pier 9"),
+                    Default::default(),
+                    at,
+                    |_| false,
+                )?;
+                obs::insert(
+                    tx,
+                    &m,
+                    &draft("the boat is moored at pier 7"),
+                    Default::default(),
+                    at,
+                    |_| false,
+                )
+            })
+            .unwrap();
+        let ask = |filters: Filters| {
+            let m = main.clone();
+            store
+                .read_blocking(move |c| recall_with(c, &m, "where is the boat?", 5, &filters))
+                .unwrap()
+        };
+        let hits = ask(Filters::default());
+        assert_eq!(
+            (hits[0].kind.as_str(), hits[0].id),
+            ("observation", id),
+            "{hits:#?}"
+        );
+        assert_eq!(hits[0].observation_kind.as_deref(), Some("fact"));
+        assert!(hits.iter().any(|h| h.kind == "passage"));
+        // Never the other group's.
+        assert!(
+            hits.iter().all(|h| !h.snippet.contains("pier 9")),
+            "{hits:#?}"
+        );
+        let only = |k: &str| Filters {
+            kind: Some(k.into()),
+            since: None,
+        };
+        assert!(ask(only("passage")).iter().all(|h| h.kind == "passage"));
+        assert_eq!(ask(only("fact")).len(), 1);
+        assert!(ask(only("decision")).is_empty());
+        assert!(
+            ask(Filters {
+                kind: None,
+                since: Some("2027".into())
+            })
+            .is_empty()
+        );
+        // Forgotten through another group: nothing happens.
+        let (f, m) = (fam.clone(), main.clone());
+        assert!(
+            !store
+                .write_blocking(move |tx| obs::forget(tx, &f, id))
+                .unwrap()
+        );
+        assert!(
+            store
+                .write_blocking(move |tx| obs::forget(tx, &m, id))
+                .unwrap()
+        );
+        assert!(ask(only("observation")).is_empty());
     }
 }

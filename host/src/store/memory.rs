@@ -398,6 +398,17 @@ pub fn forget_session(tx: &Transaction<'_>, group: &GroupFolder, session_id: &st
 
 // --- reading -------------------------------------------------------------------
 
+/// The group of a captured session, by its row id.
+pub fn session_group_by_row(conn: &Connection, session: i64) -> Result<Option<GroupFolder>> {
+    Ok(conn
+        .query_row(
+            "SELECT group_folder FROM memory_sessions WHERE id = ?1",
+            [session],
+            |r| store::folder_at(r, 0),
+        )
+        .optional()?)
+}
+
 /// The group that holds a captured session.
 pub fn session_group(conn: &Connection, session_id: &str) -> Result<Option<GroupFolder>> {
     Ok(conn
@@ -464,59 +475,89 @@ pub fn timeline(
     else {
         return Ok(None);
     };
+    let batches = batches_of(conn, session.row)?;
+    Ok(Some(Timeline { session, batches }))
+}
+
+/// A session's batches (by its row id), each with its tool calls in order.
+pub fn batches_of(conn: &Connection, session: i64) -> Result<Vec<BatchRow>> {
     let mut batches = store::query_all(
         conn,
         "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered
          FROM prompt_batches WHERE session_id = ?1 ORDER BY prompt_number",
-        [session.row],
-        |r| {
-            let senders: Option<String> = r.get(3)?;
-            Ok(BatchRow {
-                row: r.get(0)?,
-                prompt_number: r.get(1)?,
-                prompt: r.get(2)?,
-                senders: senders
-                    .and_then(|s| serde_json::from_str(&s).ok())
-                    .unwrap_or_default(),
-                status: r.get(4)?,
-                started_at: r.get(5)?,
-                ended_at: r.get(6)?,
-                reply: r.get(7)?,
-                recovered: r.get(8)?,
-                activities: Vec::new(),
-            })
-        },
+        [session],
+        batch_from_row,
     )?;
     for b in &mut batches {
-        b.activities = store::query_all(
-            conn,
-            "SELECT tool, tool_use_id, input, output, files_read, files_modified, ok, subagent, at
-             FROM activities WHERE batch_id = ?1 ORDER BY at, id",
-            [b.row],
-            |r| {
-                let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
-                    let s: String = r.get(i)?;
-                    Ok(serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
-                };
-                let list = |i: usize| -> rusqlite::Result<Vec<String>> {
-                    let s: String = r.get(i)?;
-                    Ok(serde_json::from_str(&s).unwrap_or_default())
-                };
-                Ok(ActivityRow {
-                    tool: r.get(0)?,
-                    tool_use_id: r.get(1)?,
-                    input: json(2)?,
-                    output: r.get(3)?,
-                    files_read: list(4)?,
-                    files_modified: list(5)?,
-                    ok: r.get(6)?,
-                    subagent: r.get(7)?,
-                    at: r.get(8)?,
-                })
-            },
-        )?;
+        b.activities = activities_of(conn, b.row)?;
     }
-    Ok(Some(Timeline { session, batches }))
+    Ok(batches)
+}
+
+/// One batch (by row id) with its tool calls, and its group and session row.
+pub fn batch(conn: &Connection, batch: i64) -> Result<Option<(GroupFolder, i64, BatchRow)>> {
+    let Some((group, session, mut row)) = conn
+        .query_row(
+            "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered,
+                    group_folder, session_id
+             FROM prompt_batches WHERE id = ?1",
+            [batch],
+            |r| Ok((store::folder_at(r, 9)?, r.get::<_, i64>(10)?, batch_from_row(r)?)),
+        )
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    row.activities = activities_of(conn, row.row)?;
+    Ok(Some((group, session, row)))
+}
+
+fn batch_from_row(r: &Row<'_>) -> rusqlite::Result<BatchRow> {
+    let senders: Option<String> = r.get(3)?;
+    Ok(BatchRow {
+        row: r.get(0)?,
+        prompt_number: r.get(1)?,
+        prompt: r.get(2)?,
+        senders: senders
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default(),
+        status: r.get(4)?,
+        started_at: r.get(5)?,
+        ended_at: r.get(6)?,
+        reply: r.get(7)?,
+        recovered: r.get(8)?,
+        activities: Vec::new(),
+    })
+}
+
+fn activities_of(conn: &Connection, batch: i64) -> Result<Vec<ActivityRow>> {
+    store::query_all(
+        conn,
+        "SELECT tool, tool_use_id, input, output, files_read, files_modified, ok, subagent, at
+         FROM activities WHERE batch_id = ?1 ORDER BY at, id",
+        [batch],
+        |r| {
+            let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
+                let s: String = r.get(i)?;
+                Ok(serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
+            };
+            let list = |i: usize| -> rusqlite::Result<Vec<String>> {
+                let s: String = r.get(i)?;
+                Ok(serde_json::from_str(&s).unwrap_or_default())
+            };
+            Ok(ActivityRow {
+                tool: r.get(0)?,
+                tool_use_id: r.get(1)?,
+                input: json(2)?,
+                output: r.get(3)?,
+                files_read: list(4)?,
+                files_modified: list(5)?,
+                ok: r.get(6)?,
+                subagent: r.get(7)?,
+                at: r.get(8)?,
+            })
+        },
+    )
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod archives;
 pub mod groups;
 pub mod memory;
 pub mod messages;
+pub mod observations;
 pub mod recall;
 pub mod requests;
 pub mod router_state;
@@ -50,6 +51,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../../../migrations/0007_archive_passages.sql"
         )),
+        M::up(include_str!("../../../migrations/0008_observations.sql")),
     ])
 });
 

@@ -1,0 +1,482 @@
+//! The processor's tables: `observations` (with `observations_fts`),
+//! `session_summaries` (with `summaries_fts`), and the job state of
+//! `memory_queue` (a batch to extract) and `summary_queue` (a session to
+//! summarise). Every statement is scoped to its group where a caller names
+//! one: another group's observation is never found, changed or forgotten.
+//!
+//! A job's outcome and its job state change in the caller's one
+//! transaction, so a host killed mid-extraction stores nothing of that job
+//! and finds it `pending` again (`release_claims` at start).
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::Serialize;
+
+use g2_core::validate::GroupFolder;
+
+use crate::memory::extract::{ObservationDraft, SummaryDraft};
+use crate::{Result, store};
+
+/// Which job table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    /// `memory_queue`: a prompt batch to extract (key: the batch's row).
+    Batches,
+    /// `summary_queue`: a session to summarise (key: the session's row).
+    Sessions,
+}
+
+impl Queue {
+    fn table_key(self) -> (&'static str, &'static str) {
+        match self {
+            Queue::Batches => ("memory_queue", "batch_id"),
+            Queue::Sessions => ("summary_queue", "session_id"),
+        }
+    }
+}
+
+/// Jobs a killed host left `processing` go back to `pending`.
+pub fn release_claims(tx: &Transaction<'_>) -> Result<usize> {
+    let mut n = 0;
+    for q in [Queue::Batches, Queue::Sessions] {
+        let (table, _) = q.table_key();
+        n += tx.execute(
+            &format!("UPDATE {table} SET state = 'pending' WHERE state = 'processing'"),
+            [],
+        )?;
+    }
+    Ok(n)
+}
+
+/// Claims up to `n` pending jobs that are due at `now`, oldest first:
+/// `processing`, one more attempt. Returns their keys.
+pub fn claim(tx: &Transaction<'_>, q: Queue, now: &str, n: usize) -> Result<Vec<i64>> {
+    let (table, key) = q.table_key();
+    let keys: Vec<i64> = store::query_all(
+        tx,
+        &format!(
+            "SELECT {key} FROM {table}
+             WHERE state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at <= ?1)
+             ORDER BY queued_at, {key} LIMIT ?2"
+        ),
+        params![now, n as i64],
+        |r| r.get(0),
+    )?;
+    for k in &keys {
+        tx.execute(
+            &format!(
+                "UPDATE {table} SET state = 'processing', attempts = attempts + 1 WHERE {key} = ?1"
+            ),
+            [k],
+        )?;
+    }
+    Ok(keys)
+}
+
+/// A job's attempts so far.
+pub fn attempts(conn: &Connection, q: Queue, key: i64) -> Result<i64> {
+    let (table, k) = q.table_key();
+    Ok(conn
+        .query_row(
+            &format!("SELECT attempts FROM {table} WHERE {k} = ?1"),
+            [key],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// The job is done (a batch job also marks its batch `processed`).
+pub fn done(tx: &Transaction<'_>, q: Queue, key: i64) -> Result<()> {
+    let (table, k) = q.table_key();
+    tx.execute(
+        &format!("UPDATE {table} SET state = 'done', error = NULL WHERE {k} = ?1"),
+        [key],
+    )?;
+    if q == Queue::Batches {
+        tx.execute(
+            "UPDATE prompt_batches SET status = 'processed' WHERE id = ?1",
+            [key],
+        )?;
+    }
+    Ok(())
+}
+
+/// The job failed: `pending` again from `retry_at`, or `failed` for good
+/// when `retry_at` is None; `error` says why.
+pub fn failed(
+    tx: &Transaction<'_>,
+    q: Queue,
+    key: i64,
+    error: &str,
+    retry_at: Option<&str>,
+) -> Result<()> {
+    let (table, k) = q.table_key();
+    tx.execute(
+        &format!(
+            "UPDATE {table} SET state = CASE WHEN ?3 IS NULL THEN 'failed' ELSE 'pending' END,
+               next_attempt_at = ?3, error = ?2 WHERE {k} = ?1"
+        ),
+        params![key, error, retry_at],
+    )?;
+    Ok(())
+}
+
+/// Completed sessions whose batches are all extracted (or failed for good)
+/// and that have no summary job yet get one.
+pub fn queue_summaries(tx: &Transaction<'_>, now: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "INSERT INTO summary_queue (session_id, queued_at)
+         SELECT s.id, ?1 FROM memory_sessions s
+         WHERE s.status = 'completed'
+           AND NOT EXISTS (SELECT 1 FROM summary_queue q WHERE q.session_id = s.id)
+           AND EXISTS (SELECT 1 FROM prompt_batches b WHERE b.session_id = s.id)
+           AND NOT EXISTS (SELECT 1 FROM prompt_batches b
+                           LEFT JOIN memory_queue m ON m.batch_id = b.id
+                           WHERE b.session_id = s.id
+                             AND coalesce(m.state, 'pending') NOT IN ('done', 'failed'))",
+        [now],
+    )?)
+}
+
+/// How many jobs wait, by queue: (batches, sessions).
+pub fn pending(conn: &Connection) -> Result<(i64, i64)> {
+    Ok(conn.query_row(
+        "SELECT (SELECT count(*) FROM memory_queue WHERE state IN ('pending', 'processing')),
+                (SELECT count(*) FROM summary_queue WHERE state IN ('pending', 'processing'))",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}
+
+// --- observations -----------------------------------------------------------
+
+/// An observation as read back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObservationRow {
+    pub id: i64,
+    pub group: GroupFolder,
+    pub kind: String,
+    pub title: String,
+    pub narrative: String,
+    pub facts: Vec<String>,
+    pub files: Vec<String>,
+    pub concerns: Vec<String>,
+    pub importance: i64,
+    pub status: String,
+    pub superseded_by: Option<i64>,
+    pub origin: String,
+    /// Claude Code's session id it came from.
+    pub session_id: Option<String>,
+    pub prompt_number: Option<i64>,
+    pub created_at: String,
+}
+
+const OBSERVATION_COLUMNS: &str =
+    "o.id, o.group_folder, o.kind, o.title, o.narrative, o.facts, o.files,
+    o.concerns, o.importance, o.status, o.superseded_by, o.origin,
+    (SELECT content_session_id FROM memory_sessions s WHERE s.id = o.session_id),
+    (SELECT prompt_number FROM prompt_batches b WHERE b.id = o.batch_id), o.created_at";
+
+fn observation_from_row(r: &Row<'_>) -> rusqlite::Result<ObservationRow> {
+    let list = |i: usize| -> rusqlite::Result<Vec<String>> {
+        let s: String = r.get(i)?;
+        Ok(serde_json::from_str(&s).unwrap_or_default())
+    };
+    Ok(ObservationRow {
+        id: r.get(0)?,
+        group: store::folder_at(r, 1)?,
+        kind: r.get(2)?,
+        title: r.get(3)?,
+        narrative: r.get(4)?,
+        facts: list(5)?,
+        files: list(6)?,
+        concerns: list(7)?,
+        importance: r.get(8)?,
+        status: r.get(9)?,
+        superseded_by: r.get(10)?,
+        origin: r.get(11)?,
+        session_id: r.get(12)?,
+        prompt_number: r.get(13)?,
+        created_at: r.get(14)?,
+    })
+}
+
+/// Where an observation came from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Provenance {
+    /// The session's and the batch's rows.
+    pub session: Option<i64>,
+    pub batch: Option<i64>,
+    /// A person or the agent asked for it to be remembered.
+    pub remembered: bool,
+}
+
+/// Records an observation; an active one of the same group and kind whose
+/// title says the same (`same_as`) is superseded by it. Returns its id.
+pub fn insert(
+    tx: &Transaction<'_>,
+    group: &GroupFolder,
+    o: &ObservationDraft,
+    from: Provenance,
+    at: &str,
+    same_as: impl Fn(&str) -> bool,
+) -> Result<i64> {
+    let list = |v: &[String]| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
+    tx.execute(
+        "INSERT INTO observations (group_folder, kind, title, narrative, facts, files, concerns,
+           importance, origin, session_id, batch_id, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            group.as_str(),
+            o.kind.as_str(),
+            o.title,
+            o.narrative,
+            list(&o.facts),
+            list(&o.files),
+            list(&o.concerns),
+            i64::from(o.importance.clamp(1, 10)),
+            if from.remembered {
+                "remembered"
+            } else {
+                "extracted"
+            },
+            from.session,
+            from.batch,
+            at
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    let older: Vec<(i64, String)> = store::query_all(
+        tx,
+        "SELECT id, title FROM observations
+         WHERE group_folder = ?1 AND kind = ?2 AND status = 'active' AND id <> ?3",
+        params![group.as_str(), o.kind.as_str(), id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    for (old, title) in older {
+        if same_as(&title) {
+            tx.execute(
+                "UPDATE observations SET status = 'superseded', superseded_by = ?2 WHERE id = ?1",
+                params![old, id],
+            )?;
+        }
+    }
+    Ok(id)
+}
+
+/// A group's observations, most important and newest first; `all` includes
+/// superseded ones and tombstones.
+pub fn list(conn: &Connection, group: &GroupFolder, all: bool) -> Result<Vec<ObservationRow>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o
+             WHERE o.group_folder = ?1 AND (?2 OR o.status = 'active')
+             ORDER BY o.importance DESC, o.created_at DESC, o.id DESC"
+        ),
+        params![group.as_str(), all],
+        observation_from_row,
+    )
+}
+
+/// One observation of the group; None when the group has none such.
+pub fn get(conn: &Connection, group: &GroupFolder, id: i64) -> Result<Option<ObservationRow>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1 AND o.group_folder = ?2"),
+            params![id, group.as_str()],
+            observation_from_row,
+        )
+        .optional()?)
+}
+
+/// The group an observation belongs to (for a person's command, which
+/// names only the id).
+pub fn group_of(conn: &Connection, id: i64) -> Result<Option<GroupFolder>> {
+    Ok(conn
+        .query_row(
+            "SELECT group_folder FROM observations WHERE id = ?1",
+            [id],
+            |r| store::folder_at(r, 0),
+        )
+        .optional()?)
+}
+
+/// Forgets an observation of the group: its text is emptied (the index
+/// rows with it) and it stays as a tombstone. False when the group has no
+/// such observation.
+pub fn forget(tx: &Transaction<'_>, group: &GroupFolder, id: i64) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE observations SET status = 'forgotten', title = '', narrative = '', facts = '[]',
+           files = '[]', concerns = '[]'
+         WHERE id = ?1 AND group_folder = ?2",
+        params![id, group.as_str()],
+    )? == 1)
+}
+
+/// Active observations of the group that match the FTS5 query `fts`,
+/// best first, with their bm25() made "higher is better".
+pub fn matching(
+    conn: &Connection,
+    group: &GroupFolder,
+    fts: &str,
+    limit: i64,
+) -> Result<Vec<(ObservationRow, f64)>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {OBSERVATION_COLUMNS}, s.score
+             FROM (SELECT observations_fts.rowid AS id, bm25(observations_fts, 4.0, 1.0, 2.0) AS score
+                   FROM observations_fts
+                   CROSS JOIN observations g ON g.id = observations_fts.rowid
+                   WHERE observations_fts MATCH ?1 AND g.group_folder = ?2 AND g.status = 'active'
+                   ORDER BY score LIMIT ?3) AS s
+             CROSS JOIN observations o ON o.id = s.id
+             ORDER BY s.score"
+        ),
+        params![fts, group.as_str(), limit],
+        |r| Ok((observation_from_row(r)?, -r.get::<_, f64>(15)?)),
+    )
+}
+
+// --- summaries --------------------------------------------------------------
+
+/// A session's summary as read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SummaryRow {
+    pub id: i64,
+    pub group: GroupFolder,
+    /// Claude Code's session id.
+    pub session_id: String,
+    pub title: String,
+    pub request: String,
+    pub investigated: String,
+    pub learned: String,
+    pub completed: String,
+    pub next_steps: String,
+    pub created_at: String,
+}
+
+const SUMMARY_COLUMNS: &str = "m.id, m.group_folder, s.content_session_id, m.title, m.request,
+    m.investigated, m.learned, m.completed, m.next_steps, m.created_at";
+
+fn summary_from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRow> {
+    Ok(SummaryRow {
+        id: r.get(0)?,
+        group: store::folder_at(r, 1)?,
+        session_id: r.get(2)?,
+        title: r.get(3)?,
+        request: r.get(4)?,
+        investigated: r.get(5)?,
+        learned: r.get(6)?,
+        completed: r.get(7)?,
+        next_steps: r.get(8)?,
+        created_at: r.get(9)?,
+    })
+}
+
+/// Records a session's summary (once: a second is ignored) and fills the
+/// session's title when it has none.
+pub fn insert_summary(
+    tx: &Transaction<'_>,
+    group: &GroupFolder,
+    session: i64,
+    s: &SummaryDraft,
+    at: &str,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO session_summaries (session_id, group_folder, title, request, investigated,
+           learned, completed, next_steps, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (session_id) DO NOTHING",
+        params![
+            session,
+            group.as_str(),
+            s.title,
+            s.request,
+            s.investigated,
+            s.learned,
+            s.completed,
+            s.next_steps,
+            at
+        ],
+    )?;
+    tx.execute(
+        "UPDATE memory_sessions SET title = ?2 WHERE id = ?1 AND title IS NULL AND ?2 <> ''",
+        params![session, s.title],
+    )?;
+    Ok(())
+}
+
+/// The summary of a group's session (by Claude Code's session id).
+pub fn summary(
+    conn: &Connection,
+    group: &GroupFolder,
+    session_id: &str,
+) -> Result<Option<SummaryRow>> {
+    Ok(conn
+        .query_row(
+            &format!(
+                "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+                 CROSS JOIN memory_sessions s ON s.id = m.session_id
+                 WHERE m.group_folder = ?1 AND s.content_session_id = ?2"
+            ),
+            params![group.as_str(), session_id],
+            summary_from_row,
+        )
+        .optional()?)
+}
+
+/// A group's latest summaries, newest first.
+pub fn latest_summaries(conn: &Connection, group: &GroupFolder, n: i64) -> Result<Vec<SummaryRow>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+             CROSS JOIN memory_sessions s ON s.id = m.session_id
+             WHERE m.group_folder = ?1 ORDER BY m.created_at DESC, m.id DESC LIMIT ?2"
+        ),
+        params![group.as_str(), n],
+        summary_from_row,
+    )
+}
+
+/// Summaries of the group matching the FTS5 query `fts`, best first, with
+/// bm25() made "higher is better".
+pub fn matching_summaries(
+    conn: &Connection,
+    group: &GroupFolder,
+    fts: &str,
+    limit: i64,
+) -> Result<Vec<(SummaryRow, f64)>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {SUMMARY_COLUMNS}, x.score
+             FROM (SELECT summaries_fts.rowid AS id, bm25(summaries_fts, 2.0, 1.0) AS score
+                   FROM summaries_fts
+                   CROSS JOIN session_summaries g ON g.id = summaries_fts.rowid
+                   WHERE summaries_fts MATCH ?1 AND g.group_folder = ?2
+                   ORDER BY score LIMIT ?3) AS x
+             CROSS JOIN session_summaries m ON m.id = x.id
+             CROSS JOIN memory_sessions s ON s.id = m.session_id
+             ORDER BY x.score"
+        ),
+        params![fts, group.as_str(), limit],
+        |r| Ok((summary_from_row(r)?, -r.get::<_, f64>(10)?)),
+    )
+}
+
+/// Rebuilds the observations' and summaries' full-text indexes from their
+/// rows.
+pub fn rebuild_indexes(tx: &Transaction<'_>) -> Result<()> {
+    tx.execute_batch(
+        "INSERT INTO observations_fts (observations_fts) VALUES ('rebuild');
+         DELETE FROM summaries_fts;
+         INSERT INTO summaries_fts (rowid, title, body)
+         SELECT id, title, request || char(10) || investigated || char(10) || learned
+                || char(10) || completed || char(10) || next_steps
+         FROM session_summaries;",
+    )?;
+    Ok(())
+}
