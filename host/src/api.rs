@@ -215,6 +215,16 @@ impl Api {
             .route("/groups/{folder}/sessions", get(session_history))
             .route("/groups/{folder}/memory/sessions", get(memory_sessions))
             .route("/groups/{folder}/memory/sessions/{id}", get(memory_session))
+            .route(
+                "/groups/{folder}/memory/sessions/{id}/summary",
+                get(memory_summary),
+            )
+            .route("/groups/{folder}/memory/search", get(memory_search))
+            .route("/groups/{folder}/memory/observations", get(observations))
+            .route(
+                "/groups/{folder}/memory/observations/{id}",
+                delete(forget_observation),
+            )
             .route("/groups/{folder}/archives", get(list_archives))
             .route(
                 "/groups/{folder}/messages",
@@ -546,6 +556,88 @@ async fn memory_session(
         .await?
         .ok_or_else(|| Error::NotFound(format!("captured session {id:?}")))?;
     Ok(Json(t))
+}
+
+/// `GET /api/groups/{folder}/memory/sessions/{id}/summary`.
+async fn memory_summary(
+    State(api): State<Api>,
+    Path((folder, id)): Path<(GroupFolder, String)>,
+) -> ApiResult<store::observations::SummaryRow> {
+    require_group(&api, &folder).await?;
+    let sid = id.clone();
+    let s = api
+        .store
+        .read(move |c| store::observations::summary(c, &folder, &sid))
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("summary of session {id:?}")))?;
+    Ok(Json(s))
+}
+
+/// `GET /api/groups/{folder}/memory/search?q=…`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallQuery {
+    pub q: String,
+    pub limit: Option<usize>,
+    pub kind: Option<String>,
+    pub since: Option<String>,
+}
+
+/// Recall over the group's own memory: ranked hits with provenance.
+async fn memory_search(
+    State(api): State<Api>,
+    Path(folder): Path<GroupFolder>,
+    Query(q): Query<RecallQuery>,
+) -> ApiResult<Vec<crate::memory::recall::RecallHit>> {
+    require_group(&api, &folder).await?;
+    let filters = crate::memory::recall::Filters {
+        kind: q.kind,
+        since: q.since,
+    };
+    let limit = q.limit.unwrap_or(10);
+    Ok(Json(
+        api.store
+            .read(move |c| crate::memory::recall::recall_with(c, &folder, &q.q, limit, &filters))
+            .await?,
+    ))
+}
+
+/// `GET /api/groups/{folder}/memory/observations[?all=true]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservationsQuery {
+    #[serde(default)]
+    pub all: bool,
+}
+
+async fn observations(
+    State(api): State<Api>,
+    Path(folder): Path<GroupFolder>,
+    Query(q): Query<ObservationsQuery>,
+) -> ApiResult<Vec<store::observations::ObservationRow>> {
+    require_group(&api, &folder).await?;
+    Ok(Json(
+        api.store
+            .read(move |c| store::observations::list(c, &folder, q.all))
+            .await?,
+    ))
+}
+
+/// `DELETE /api/groups/{folder}/memory/observations/{id}`: forgotten (a
+/// tombstone stays); another group's observation is not found.
+async fn forget_observation(
+    State(api): State<Api>,
+    Path((folder, id)): Path<(GroupFolder, i64)>,
+) -> Result<StatusCode, ApiError> {
+    require_group(&api, &folder).await?;
+    let done = api
+        .store
+        .write(move |tx| store::observations::forget(tx, &folder, id))
+        .await?;
+    if !done {
+        return Err(Error::NotFound(format!("observation {id}")).into());
+    }
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /api/groups/{folder}/session/clear`.
