@@ -470,3 +470,102 @@ fn a_group_with_capture_off_keeps_nothing_of_its_sessions() {
     let err = home.fails(&["groups", "capture", "main", "maybe"]);
     assert!(err.contains("maybe"), "{err}");
 }
+
+/// Polls `url` until `done` holds on its JSON.
+async fn json_until(url: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let v = get_json(url).await;
+        if done(&v) {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "never got there: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(
+        &s.url,
+        "main",
+        "Ann",
+        "remember that the boat is moored at pier 7",
+    )
+    .await;
+    main.reply(120).await;
+    post(&s.url, "main", "Bob", "we always buy bread on Fridays").await;
+    main.reply(60).await;
+    // The processor extracts each completed prompt in the background.
+    let base = format!("{}/api/groups/main/memory", s.url);
+    let list = json_until(&format!("{base}/observations"), |v| {
+        v.as_array().is_some_and(|a| a.len() >= 2)
+    })
+    .await;
+    let boat = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["title"] == "the boat is moored at pier 7")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(boat["kind"], "fact", "{boat}");
+    assert_eq!(boat["concerns"][0], "Ann", "{boat}");
+    let id = boat["id"].as_i64().unwrap();
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["kind"] == "preference" && o["concerns"][0] == "Bob"),
+        "{list}"
+    );
+    // Asked the way people ask, the observation ranks first.
+    let hits = get_json(&format!("{base}/search?q=where%20is%20the%20boat%3F")).await;
+    assert_eq!(hits[0]["kind"], "observation", "{hits}");
+    assert_eq!(hits[0]["id"], id, "{hits}");
+    // Another group knows nothing of it and cannot forget it.
+    home.ok(&["groups", "add", "family", "--name", "Family"]);
+    let other = get_json(&format!("{}/api/groups/family/memory/search?q=boat", s.url)).await;
+    assert_eq!(other, Value::Array(vec![]), "{other}");
+    let c = http_client();
+    let r = c
+        .delete(format!(
+            "{}/api/groups/family/memory/observations/{id}",
+            s.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Forgotten: gone from recall, a tombstone left.
+    let r = c
+        .delete(format!("{base}/observations/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let hits = get_json(&format!("{base}/search?q=where%20is%20the%20boat%3F")).await;
+    assert!(
+        hits.as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["kind"] != "observation"),
+        "{hits}"
+    );
+    let all = get_json(&format!("{base}/observations?all=true")).await;
+    let tomb = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == id)
+        .unwrap();
+    assert_eq!(
+        (tomb["status"].as_str(), tomb["title"].as_str()),
+        (Some("forgotten"), Some(""))
+    );
+}
