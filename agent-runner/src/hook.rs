@@ -19,7 +19,7 @@ use g2_core::archive::{self, ArchiveOptions};
 use g2_core::confined::Dir;
 use g2_core::privacy::Redactor;
 use g2_core::transcript;
-use g2_core::wire::{self, AgentEvent, HookInput};
+use g2_core::wire::{self, AgentEvent, Captured, HookInput};
 
 use crate::capture;
 use crate::paths::{Paths, event_name, write_atomic};
@@ -44,12 +44,14 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
         return pre_compact(paths, HookInput::parse(event, raw));
     }
     let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    // The group's capture is off: nothing is recorded.
-    if std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0") {
-        return Ok(());
-    }
+    let captures = !std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0");
     let skip = capture::skipped_tools(std::env::var(wire::ENV_SKIP_TOOLS).ok());
-    let Some(captured) = capture::capture(event, &input, &Redactor::default(), &skip) else {
+    let captured = capture::capture(event, &input, &Redactor::default(), &skip);
+    if matches!(event, wire::SESSION_START | wire::USER_PROMPT_SUBMIT) {
+        inject(paths, event, &input, captured.as_ref());
+    }
+    // The group's capture is off: nothing is recorded.
+    let Some(captured) = captured.filter(|_| captures) else {
         return Ok(());
     };
     let record = AgentEvent::Capture {
@@ -60,6 +62,36 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
         event: captured,
     };
     write_event(paths, &record)
+}
+
+/// Asks the host for the group's memory (within `inject::DEADLINE`) and
+/// prints it for Claude Code; nothing when there is none. The prompt sent
+/// is what people said, cleaned as capture cleans it (private spans and
+/// secrets out) and without the senders' names, which would only dilute
+/// the question.
+fn inject(paths: &Paths, event: &str, input: &serde_json::Value, captured: Option<&Captured>) {
+    let said = match captured {
+        Some(Captured::Prompt { text, .. }) if !text.is_empty() => {
+            let raw = input["prompt"].as_str().unwrap_or("");
+            Some(match g2_core::envelope::read(raw) {
+                Some(env) => Redactor::default().clean(&env.texts()).into_owned(),
+                None => text.clone(),
+            })
+        }
+        _ => None,
+    };
+    let prompt = said.as_deref();
+    let request = serde_json::json!({
+        "event": event,
+        "source": input["source"].as_str(),
+        "prompt": prompt,
+    });
+    if event == wire::USER_PROMPT_SUBMIT && prompt.is_none_or(str::is_empty) {
+        return;
+    }
+    if let Some(context) = crate::inject::ask(&paths.model_socket(), &request) {
+        println!("{}", crate::inject::output(event, &context));
+    }
 }
 
 fn pre_compact(paths: &Paths, input: HookInput) -> anyhow::Result<()> {

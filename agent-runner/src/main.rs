@@ -12,6 +12,7 @@
 mod capture;
 mod hook;
 mod inbox;
+mod inject;
 mod mcp;
 mod paths;
 mod proxy;

@@ -52,6 +52,11 @@ pub struct MemorySettings {
     pub process_interval_secs: u64,
     /// Jobs of each kind one processor pass takes on.
     pub max_concurrent: usize,
+    /// Tokens (about 4 characters each) of the memory block injected when a
+    /// session starts.
+    pub inject_tokens: usize,
+    /// Tokens of the memory injected with a prompt (relevant hits only).
+    pub prompt_inject_tokens: usize,
 }
 
 impl Default for MemorySettings {
@@ -67,6 +72,8 @@ impl Default for MemorySettings {
                 .collect(),
             process_interval_secs: 5,
             max_concurrent: 1,
+            inject_tokens: 1_500,
+            prompt_inject_tokens: 500,
         }
     }
 }
@@ -155,6 +162,9 @@ pub struct GroupMemoryConfig {
     /// no capture event, and the host would drop one); default on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture: Option<bool>,
+    /// `false`: no memory is injected into the group's sessions; default on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inject: Option<bool>,
 }
 
 impl GroupMemoryConfig {
@@ -165,6 +175,11 @@ impl GroupMemoryConfig {
     /// Whether the group's sessions are captured.
     pub fn captures(&self) -> bool {
         self.capture != Some(false)
+    }
+
+    /// Whether memory is injected into the group's sessions.
+    pub fn injects(&self) -> bool {
+        self.inject != Some(false)
     }
 }
 

@@ -82,6 +82,7 @@ impl Host {
         let addr = api_address(settings, listen)?;
         let store = open_store(home, settings).await?;
         let (gateway, choice) = Gateway::new(&settings.gateway, home, store.clone())?;
+        let gateway = gateway.with_memory(settings.memory.clone());
         // Before any container is reaped or socket bound: one host per home.
         let mut lock = HostLock::acquire(home, "serve")?;
         // Archives recorded before passages existed become recallable.

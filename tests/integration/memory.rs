@@ -569,3 +569,64 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
         (Some("forgotten"), Some(""))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(
+        &s.url,
+        "main",
+        "Ann",
+        "remember that the boat is moored at pier 7",
+    )
+    .await;
+    main.reply(120).await;
+    let base = format!("{}/api/groups/main/memory", s.url);
+    json_until(&format!("{base}/observations"), |v| {
+        v.as_array().is_some_and(|a| !a.is_empty())
+    })
+    .await;
+    // Bob clears the session: a new one starts with the group's memory.
+    post(&s.url, "main", "Bob", "g2:clear Boat").await;
+    let cleared = main.reply(120).await;
+    assert!(cleared.contains("bookmarked"), "{cleared}");
+    post(&s.url, "main", "Bob", "g2:context").await;
+    let shown = main.reply(120).await;
+    assert!(shown.contains("<g2-memory>"), "{shown}");
+    assert!(shown.contains("the boat is moored at pier 7"), "{shown}");
+    // A related question brings its memory with it; an unrelated one none.
+    post(
+        &s.url,
+        "main",
+        "Bob",
+        "where is the boat moored?\ng2:context",
+    )
+    .await;
+    let related = main.reply(120).await;
+    assert!(related.contains("Possibly relevant memory"), "{related}");
+    post(
+        &s.url,
+        "main",
+        "Bob",
+        "what is the capital of France?\ng2:context",
+    )
+    .await;
+    let unrelated = main.reply(120).await;
+    assert_eq!(
+        unrelated.matches("Possibly relevant memory").count(),
+        related.matches("Possibly relevant memory").count(),
+        "no new block for an unrelated prompt: {unrelated}"
+    );
+    // Turned off for the group: a new session starts without memory.
+    home.ok(&["groups", "inject", "main", "off"]);
+    post(&s.url, "main", "Bob", "g2:clear Quiet").await;
+    main.reply(120).await;
+    post(&s.url, "main", "Bob", "g2:context").await;
+    let off = main.reply(120).await;
+    assert!(off.contains("no memory was injected"), "{off}");
+}

@@ -43,6 +43,12 @@ pub(super) enum GroupsCmd {
         #[arg(value_parser = ["on", "off"])]
         state: String,
     },
+    /// Turn memory injection of a group's sessions on or off (`memory.inject`).
+    Inject {
+        folder: String,
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
 }
 
 pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
@@ -105,6 +111,16 @@ pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
                 .write(move |tx| store::groups::set_container_config(tx, &f, &config))
                 .await?;
             println!("memory capture of {} is {state}", group.folder);
+        }
+        GroupsCmd::Inject { folder, state } => {
+            let group = super::require_group(&store, &folder).await?;
+            let mut config = group.container_config;
+            config.memory.inject = Some(state == "on");
+            let f = group.folder.clone();
+            store
+                .write(move |tx| store::groups::set_container_config(tx, &f, &config))
+                .await?;
+            println!("memory injection of {} is {state}", group.folder);
         }
         GroupsCmd::Remove { folder } => {
             let folder = GroupFolder::new(folder)?;

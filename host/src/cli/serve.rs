@@ -25,6 +25,7 @@ pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     ctx.home.ensure_layout()?;
     let store = ctx.store().await?;
     let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
+    let gw = gw.with_memory(ctx.settings.memory.clone());
     let addr = listen.unwrap_or_else(|| ctx.settings.gateway.listen.clone());
     let tcp = gw.listen_tcp(&addr).await?;
     println!("provider  {}", choice.reason);
@@ -65,6 +66,7 @@ pub(super) async fn run(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> R
     })?;
     let runtime = host::agent_runtime(&ctx.home, &ctx.settings, &Console).await?;
     let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
+    let gw = gw.with_memory(ctx.settings.memory.clone());
     let agents = host::run_agents(&ctx.home, &ctx.settings, store, runtime, &gw);
     for name in agents.reap().await? {
         eprintln!("removed container {name} left by an earlier host");

@@ -125,6 +125,8 @@ struct Inner {
     /// first time a caller is seen on a day, then kept current in memory.
     spent: Mutex<HashMap<String, (String, u64)>>,
     recorder: mpsc::UnboundedSender<ToRecorder>,
+    /// What a group socket's memory route injects (`memory::context`).
+    memory: crate::config::MemorySettings,
 }
 
 /// The gateway; cheap to clone, shared by all its listeners.
@@ -197,8 +199,19 @@ impl Gateway {
                 slots: Mutex::new(HashMap::new()),
                 spent: Mutex::new(HashMap::new()),
                 recorder: tx,
+                memory: crate::config::MemorySettings::default(),
             }),
         }
+    }
+
+    /// The memory settings its group sockets answer hooks with; set before
+    /// any listener starts (a gateway already shared keeps its own).
+    #[must_use]
+    pub fn with_memory(mut self, memory: crate::config::MemorySettings) -> Gateway {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.memory = memory;
+        }
+        self
     }
 
     pub fn provider_name(&self) -> &'static str {
@@ -306,7 +319,16 @@ impl Gateway {
         Ok(Listening {
             address: path.display().to_string(),
             local_addr: None,
-            server: Some(self.spawn_server(listener, self.router(folder))),
+            // The socket is the group's identity: its hooks ask here for the
+            // group's own memory (`memory::context`).
+            server: Some(self.spawn_server(
+                listener,
+                self.router(folder).merge(crate::memory::context::routes(
+                    self.inner.store.clone(),
+                    folder.clone(),
+                    self.inner.memory.clone(),
+                )),
+            )),
             socket: Some((home.clone(), folder.clone())),
         })
     }

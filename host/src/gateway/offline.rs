@@ -72,6 +72,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "switch back to an earlier session",
     ),
     ("g2:search <query>", "search archived conversations"),
+    (
+        "g2:context",
+        "show the memory g2 injected into this request (<g2-memory> blocks)",
+    ),
     ("g2:send <text>", "send a message to the chat right away"),
     (
         "g2:send-to <chat-jid> <text>",
@@ -109,6 +113,8 @@ const COMPACTION_MARKER: &str = "detailed summary of the conversation";
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Help,
+    /// Shows the `<g2-memory>` blocks the request carries.
+    Context,
     Bash(String),
     Remember(String),
     Clear(String),
@@ -174,6 +180,7 @@ fn parse_command(line: &str, rest: &str) -> Command {
     };
     match word {
         "help" => Command::Help,
+        "context" => Command::Context,
         "bash" => need(Command::Bash, "a command"),
         "remember" => need(Command::Remember, "some text"),
         "clear" => need(Command::Clear, "a name"),
@@ -308,6 +315,8 @@ fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
     };
     match cmd {
         Command::Help => Next::Done(help_text()),
+        // Answered from the request itself (`answer`).
+        Command::Context => Next::Done(String::new()),
         Command::Invalid { line, why } => {
             Next::Done(format!("`{line}` {why}. Send g2:help for the commands."))
         }
@@ -421,6 +430,7 @@ fn label(cmd: &Command) -> String {
         Command::Register { folder, .. } => format!("g2:register {folder}"),
         Command::Remember(_) => "g2:remember".into(),
         Command::Help => "g2:help".into(),
+        Command::Context => "g2:context".into(),
         Command::Invalid { line, .. } => line.clone(),
     }
 }
@@ -543,6 +553,40 @@ fn unwrap_messages(prompt: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Every `<g2-memory>…</g2-memory>` block anywhere in the request (system
+/// prompt, system entries, messages), in order, or a line saying there is
+/// none: what g2 injected, shown as it reached the model.
+fn injected_memory(req: &Value) -> String {
+    const OPEN: &str = "<g2-memory>";
+    const CLOSE: &str = "</g2-memory>";
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => {
+                let mut rest = s.as_str();
+                while let Some(i) = rest.find(OPEN) {
+                    let after = &rest[i..];
+                    let end = after.find(CLOSE).map_or(after.len(), |j| j + CLOSE.len());
+                    let block = after[..end].to_string();
+                    if !out.contains(&block) {
+                        out.push(block);
+                    }
+                    rest = &after[end..];
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut blocks = Vec::new();
+    walk(req, &mut blocks);
+    if blocks.is_empty() {
+        "g2:context: no memory was injected into this request".into()
+    } else {
+        format!("g2:context:\n{}", blocks.join("\n"))
+    }
+}
+
 /// Why the offline model cannot take a request (a 400 answer) or a command
 /// (answered in words); the text says so.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -605,6 +649,10 @@ pub fn answer(req: &Value) -> Result<Answer, Refusal> {
     let mut used = 0;
     let mut lines = Vec::new();
     for cmd in &commands {
+        if *cmd == Command::Context {
+            lines.push(injected_memory(req));
+            continue;
+        }
         let first = used;
         loop {
             match next_step(cmd, &outcomes[first..used], &cwd) {
@@ -1302,5 +1350,27 @@ mod tests {
         assert_eq!(text, "héllo wörld");
         assert!(answer(&json!({ "messages": "x" })).is_err());
         assert!(answer(&json!({ "messages": [] })).is_err());
+    }
+
+    #[test]
+    fn context_shows_the_injected_memory_blocks() {
+        let req = json!({
+            "system": [{ "type": "text", "text": "You are Claude Code." }],
+            "messages": [
+                { "role": "user", "content": [
+                    { "type": "text", "text": "<system-reminder>SessionStart hook additional context: <g2-memory>\nRemembered:\n- [fact #1] the boat is moored at pier 7 (Ann)\n</g2-memory></system-reminder>" },
+                    { "type": "text", "text": "g2:context" }
+                ] }
+            ]
+        });
+        let a = answer(&req).unwrap();
+        let shown = text(&a);
+        assert!(shown.starts_with("g2:context:\n<g2-memory>"), "{shown}");
+        assert!(shown.contains("pier 7 (Ann)\n</g2-memory>"), "{shown}");
+        let none = json!({ "messages": [{ "role": "user", "content": "g2:context" }] });
+        assert_eq!(
+            text(&answer(&none).unwrap()),
+            "g2:context: no memory was injected into this request"
+        );
     }
 }

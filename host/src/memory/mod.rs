@@ -7,6 +7,7 @@
 //! in `store::memory`; what reaches them was stripped of private spans and
 //! redacted first (`g2_core::privacy`).
 
+pub mod context;
 pub mod extract;
 pub mod ingest;
 pub mod process;

@@ -78,6 +78,9 @@ pub struct RecallHit {
     pub snippet: String,
     /// Higher is better; comparable within one recall only.
     pub score: f64,
+    /// How many of the question's content words it holds, of how many.
+    pub matched_words: usize,
+    pub question_words: usize,
 }
 
 /// What a recall may return.
@@ -176,6 +179,8 @@ pub fn recall_with(
                     at: o.created_at.clone(),
                     snippet: String::new(),
                     score: 0.0,
+                    matched_words: 0,
+                    question_words: 0,
                 },
                 text,
                 at: o.created_at,
@@ -213,6 +218,8 @@ pub fn recall_with(
                     at: m.created_at.clone(),
                     snippet: String::new(),
                     score: 0.0,
+                    matched_words: 0,
+                    question_words: 0,
                 },
                 text,
                 at: m.created_at,
@@ -225,10 +232,12 @@ pub fn recall_with(
     all.retain(|c| filters.admits(c));
     let newest = all.iter().map(|c| c.at.clone()).max().unwrap_or_default();
     let oldest = all.iter().map(|c| c.at.clone()).min().unwrap_or_default();
-    let mut scored: Vec<(f64, Candidate)> = all
+    let words = q.terms.len();
+    let mut scored: Vec<(f64, usize, Candidate)> = all
         .into_iter()
         .map(|c| {
             let (coverage, phrase) = matches(&q, &c.text);
+            let matched = (coverage * words as f64).round() as usize;
             let score = c.relevance
                 + COVERAGE * coverage
                 + PHRASE * phrase
@@ -236,18 +245,20 @@ pub fn recall_with(
                 + RECENCY * recency(&c.at, &oldest, &newest)
                 + c.importance
                     .map_or(0.0, |i| OBSERVATION + IMPORTANCE * i as f64);
-            (score, c)
+            (score, matched, c)
         })
         .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.hit.id.cmp(&a.1.hit.id)));
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.2.hit.id.cmp(&a.2.hit.id)));
     scored.truncate(limit);
     // Snippets for the hits returned only.
     let terms = SnippetTerms::new(&q.text);
     Ok(scored
         .into_iter()
-        .map(|(score, c)| RecallHit {
+        .map(|(score, matched, c)| RecallHit {
             snippet: make_snippet(&c.text, &terms),
             score,
+            matched_words: matched,
+            question_words: words,
             ..c.hit
         })
         .collect())
@@ -302,6 +313,8 @@ fn passages(
                 at: r.at.clone(),
                 snippet: String::new(),
                 score: 0.0,
+                matched_words: 0,
+                question_words: 0,
             },
             text: r.text,
             at: r.at,
