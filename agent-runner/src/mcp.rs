@@ -46,6 +46,48 @@ pub struct SearchArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+pub struct MemorySearchArgs {
+    /// A question or words, as a person would ask (no word is required).
+    pub query: String,
+    /// Most results (default 10).
+    pub limit: Option<usize>,
+    /// Only this kind: passage, observation, summary, or an observation kind (decision, fact, preference, todo, person, change, bugfix, discovery).
+    pub kind: Option<String>,
+    /// Only memories from this time on (RFC 3339 or YYYY-MM-DD).
+    pub since: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct MemoryTimelineArgs {
+    /// A memory id from memory_search (o12, p34, s3).
+    pub id: Option<String>,
+    /// Or a question: the timeline around its best hit.
+    pub query: Option<String>,
+    /// Entries before (default 2).
+    pub before: Option<usize>,
+    /// Entries after (default 2).
+    pub after: Option<usize>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct MemoryGetArgs {
+    /// Memory ids from memory_search (o12, p34, s3).
+    pub ids: Vec<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct RememberArgs {
+    /// What to remember, as one statement ("the boat is moored at pier 7").
+    pub text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ForgetArgs {
+    /// An observation id from memory_search (o12).
+    pub id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
 pub struct SendArgs {
     /// The message text.
     pub text: String,
@@ -138,6 +180,51 @@ impl G2Tools {
             limit: a.limit,
         })
         .await
+    }
+
+    #[tool(
+        description = "Search this group's memory (observations, session summaries, archived conversation passages) with a question in plain words. Returns a compact index (id, kind, title, date); use memory_get for full records and memory_timeline for what happened around one."
+    )]
+    async fn memory_search(&self, Parameters(a): Parameters<MemorySearchArgs>) -> String {
+        self.ask(Action::MemorySearch {
+            query: a.query,
+            limit: a.limit,
+            kind: a.kind,
+            since: a.since,
+        })
+        .await
+    }
+
+    #[tool(
+        description = "What happened around a memory: the neighbouring turns of an archived passage, or the prompts around an observation's. Give an id from memory_search, or a query."
+    )]
+    async fn memory_timeline(&self, Parameters(a): Parameters<MemoryTimelineArgs>) -> String {
+        self.ask(Action::MemoryTimeline {
+            id: a.id,
+            query: a.query,
+            before: a.before,
+            after: a.after,
+        })
+        .await
+    }
+
+    #[tool(description = "Full records of memories by id (from memory_search).")]
+    async fn memory_get(&self, Parameters(a): Parameters<MemoryGetArgs>) -> String {
+        self.ask(Action::MemoryGet { ids: a.ids }).await
+    }
+
+    #[tool(
+        description = "Remember something for this group for good (a high-importance observation that later sessions are given). Use when someone asks you to remember a fact, a preference or a decision."
+    )]
+    async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> String {
+        self.ask(Action::Remember { text: a.text }).await
+    }
+
+    #[tool(
+        description = "Forget an observation (by its id from memory_search): it leaves recall and what later sessions are given."
+    )]
+    async fn forget(&self, Parameters(a): Parameters<ForgetArgs>) -> String {
+        self.ask(Action::Forget { id: a.id }).await
     }
 
     #[tool(
@@ -327,11 +414,16 @@ mod tests {
             [
                 "cancel_task",
                 "clear_session",
+                "forget",
                 "list_sessions",
                 "list_tasks",
+                "memory_get",
+                "memory_search",
+                "memory_timeline",
                 "pause_task",
                 "refresh_groups",
                 "register_group",
+                "remember",
                 "resume_session",
                 "resume_task",
                 "schedule_task",

@@ -273,6 +273,9 @@ pub const SKIPPED_TOOLS: &[&str] = &[
     "Skill",
     "mcp__g2__list_sessions",
     "mcp__g2__search_sessions",
+    "mcp__g2__memory_search",
+    "mcp__g2__memory_timeline",
+    "mcp__g2__memory_get",
 ];
 
 /// Longest prompt text in a [`Captured::Prompt`], in characters.
@@ -391,6 +394,35 @@ pub enum Action {
     },
     /// Main only: rewrite `available_groups.json` now.
     RefreshGroups {},
+    /// Recall over the group's own memory: a compact index of hits.
+    MemorySearch {
+        query: String,
+        limit: Option<usize>,
+        /// `passage`, `observation`, `summary`, or an observation kind.
+        kind: Option<String>,
+        /// RFC 3339 or a date.
+        since: Option<String>,
+    },
+    /// What happened around a memory: `id` (as memory_search shows it,
+    /// `o12`, `p34`, `s3`) or the best hit for `query`.
+    MemoryTimeline {
+        id: Option<String>,
+        query: Option<String>,
+        before: Option<usize>,
+        after: Option<usize>,
+    },
+    /// Full records of memories by id.
+    MemoryGet {
+        ids: Vec<String>,
+    },
+    /// A user-authored observation (importance high).
+    Remember {
+        text: String,
+    },
+    /// An observation out of recall and injection (a tombstone stays).
+    Forget {
+        id: String,
+    },
 }
 
 impl Action {
@@ -409,6 +441,11 @@ impl Action {
             Action::CancelTask { .. } => "cancel_task",
             Action::RegisterGroup { .. } => "register_group",
             Action::RefreshGroups {} => "refresh_groups",
+            Action::MemorySearch { .. } => "memory_search",
+            Action::MemoryTimeline { .. } => "memory_timeline",
+            Action::MemoryGet { .. } => "memory_get",
+            Action::Remember { .. } => "remember",
+            Action::Forget { .. } => "forget",
         }
     }
 }

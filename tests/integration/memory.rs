@@ -630,3 +630,80 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
     let off = main.reply(120).await;
     assert!(off.contains("no memory was injected"), "{off}");
 }
+
+/// `g2 run <folder> <prompt>`: the agent's replies, joined.
+fn ask(home: &TestHome, folder: &str, prompt: &str) -> String {
+    let out = home.g2(&["run", folder, prompt, "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "g2 run {prompt:?}: {e}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    v["replies"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_agents_memory_tools_reach_their_own_group_only() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "family", "--name", "Family"]);
+    let said = ask(
+        &home,
+        "main",
+        "g2:memory-remember the boat is moored at pier 7",
+    );
+    assert!(said.contains("Remembered as o1"), "{said}");
+    let found = ask(&home, "main", "g2:memory-search where is the boat");
+    let first = found.lines().nth(1).unwrap_or_default();
+    assert!(
+        first.starts_with("o1 fact ") && first.contains("pier 7"),
+        "{found}"
+    );
+    let got = ask(&home, "main", "g2:memory-get o1");
+    assert!(
+        got.contains("importance 9") && got.contains("pier 7"),
+        "{got}"
+    );
+
+    // Another group finds nothing of it, and may neither read nor forget it.
+    let theirs = ask(&home, "family", "g2:memory-search where is the boat");
+    assert!(theirs.contains("Nothing in memory answers"), "{theirs}");
+    for cmd in [
+        "g2:memory-get o1",
+        "g2:memory-forget o1",
+        "g2:memory-timeline o1",
+    ] {
+        let refused = ask(&home, "family", cmd);
+        assert!(refused.contains("not allowed"), "{cmd}: {refused}");
+        assert!(!refused.contains("pier 7"), "{cmd}: {refused}");
+    }
+    let logged: i64 = home
+        .store()
+        .read_blocking(|c| {
+            Ok(c.query_row(
+                "SELECT count(*) FROM ipc_log WHERE group_folder = 'family' AND outcome = 'refused'
+                   AND action IN ('memory_get', 'forget', 'memory_timeline')",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .unwrap();
+    assert_eq!(logged, 3);
+    assert!(ask(&home, "main", "g2:memory-get o1").contains("active"));
+
+    // Its own group forgets it: gone from search.
+    assert!(ask(&home, "main", "g2:memory-forget o1").contains("Forgot o1"));
+    let after = ask(&home, "main", "g2:memory-search where is the boat");
+    assert!(!after.contains("o1 fact"), "{after}");
+}

@@ -76,6 +76,17 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "g2:context",
         "show the memory g2 injected into this request (<g2-memory> blocks)",
     ),
+    ("g2:memory-search <question>", "search the group's memory"),
+    (
+        "g2:memory-timeline <id|question>",
+        "what happened around a memory",
+    ),
+    ("g2:memory-get <id> [id…]", "full records of memories"),
+    (
+        "g2:memory-remember <text>",
+        "remember something for good (an observation)",
+    ),
+    ("g2:memory-forget <id>", "forget an observation"),
     ("g2:send <text>", "send a message to the chat right away"),
     (
         "g2:send-to <chat-jid> <text>",
@@ -115,6 +126,11 @@ pub enum Command {
     Help,
     /// Shows the `<g2-memory>` blocks the request carries.
     Context,
+    MemorySearch(String),
+    MemoryTimeline(String),
+    MemoryGet(Vec<String>),
+    MemoryRemember(String),
+    MemoryForget(String),
     Bash(String),
     Remember(String),
     Clear(String),
@@ -181,6 +197,21 @@ fn parse_command(line: &str, rest: &str) -> Command {
     match word {
         "help" => Command::Help,
         "context" => Command::Context,
+        "memory-search" => need(Command::MemorySearch, "a question"),
+        "memory-timeline" => need(Command::MemoryTimeline, "an id or a question"),
+        "memory-get" => {
+            let ids: Vec<String> = args.split_whitespace().map(str::to_string).collect();
+            if ids.is_empty() {
+                invalid("needs memory ids (from g2:memory-search)")
+            } else {
+                Command::MemoryGet(ids)
+            }
+        }
+        "memory-remember" => need(Command::MemoryRemember, "some text"),
+        "memory-forget" => one_word(args).map_or_else(
+            || invalid("needs an observation id (from g2:memory-search)"),
+            Command::MemoryForget,
+        ),
         "bash" => need(Command::Bash, "a command"),
         "remember" => need(Command::Remember, "some text"),
         "clear" => need(Command::Clear, "a name"),
@@ -327,6 +358,21 @@ fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         },
         Command::Clear(name) => mcp("clear_session", json!({ "name": name })),
         Command::Sessions => mcp("list_sessions", json!({})),
+        Command::MemorySearch(q) => mcp("memory_search", json!({ "query": q })),
+        Command::MemoryTimeline(x) => {
+            // An id (o12, p34, s3) or a question.
+            let is_id = x.len() > 1
+                && x.starts_with(['o', 'p', 's'])
+                && x[1..].chars().all(|c| c.is_ascii_digit());
+            if is_id {
+                mcp("memory_timeline", json!({ "id": x }))
+            } else {
+                mcp("memory_timeline", json!({ "query": x }))
+            }
+        }
+        Command::MemoryGet(ids) => mcp("memory_get", json!({ "ids": ids })),
+        Command::MemoryRemember(t) => mcp("remember", json!({ "text": t })),
+        Command::MemoryForget(id) => mcp("forget", json!({ "id": id })),
         Command::Resume {
             history_id,
             save_as,
@@ -431,6 +477,11 @@ fn label(cmd: &Command) -> String {
         Command::Remember(_) => "g2:remember".into(),
         Command::Help => "g2:help".into(),
         Command::Context => "g2:context".into(),
+        Command::MemorySearch(q) => format!("g2:memory-search {q}"),
+        Command::MemoryTimeline(q) => format!("g2:memory-timeline {q}"),
+        Command::MemoryGet(ids) => format!("g2:memory-get {}", ids.join(" ")),
+        Command::MemoryRemember(_) => "g2:memory-remember".into(),
+        Command::MemoryForget(id) => format!("g2:memory-forget {id}"),
         Command::Invalid { line, .. } => line.clone(),
     }
 }

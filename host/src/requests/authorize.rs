@@ -11,6 +11,7 @@
 //! | family | actions | main group | other groups |
 //! |---|---|---|---|
 //! | sessions | clear_session, list_sessions, resume_session, search_sessions | its own | its own |
+//! | memory | memory_search, memory_timeline, memory_get, remember, forget | its own | its own |
 //! | messages | send_message | any | its own |
 //! | tasks | schedule_task, list_tasks, pause_task, resume_task, cancel_task | any | its own |
 //! | groups | register_group, refresh_groups | yes | no |
@@ -30,6 +31,7 @@ use g2_core::validate::GroupFolder;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Sessions,
+    Memory,
     Messages,
     Tasks,
     Groups,
@@ -47,7 +49,7 @@ pub enum Reach {
 }
 
 /// The matrix: each family, its actions (wire names) and its reach.
-pub const MATRIX: [(Family, &[&str], Reach); 4] = [
+pub const MATRIX: [(Family, &[&str], Reach); 5] = [
     (
         Family::Sessions,
         &[
@@ -55,6 +57,17 @@ pub const MATRIX: [(Family, &[&str], Reach); 4] = [
             "list_sessions",
             "resume_session",
             "search_sessions",
+        ],
+        Reach::Own,
+    ),
+    (
+        Family::Memory,
+        &[
+            "memory_search",
+            "memory_timeline",
+            "memory_get",
+            "remember",
+            "forget",
         ],
         Reach::Own,
     ),
@@ -202,6 +215,23 @@ mod tests {
                 requires_trigger: None,
             },
             Action::RefreshGroups {},
+            Action::MemorySearch {
+                query: "x".into(),
+                limit: None,
+                kind: None,
+                since: None,
+            },
+            Action::MemoryTimeline {
+                id: None,
+                query: Some("x".into()),
+                before: None,
+                after: None,
+            },
+            Action::MemoryGet {
+                ids: vec!["o1".into()],
+            },
+            Action::Remember { text: "x".into() },
+            Action::Forget { id: "o1".into() },
         ]
     }
 

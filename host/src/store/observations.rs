@@ -408,6 +408,20 @@ pub fn insert_summary(
     Ok(())
 }
 
+/// One summary by id, with its group.
+pub fn summary_by_id(conn: &Connection, id: i64) -> Result<Option<SummaryRow>> {
+    Ok(conn
+        .query_row(
+            &format!(
+                "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+                 CROSS JOIN memory_sessions s ON s.id = m.session_id WHERE m.id = ?1"
+            ),
+            [id],
+            summary_from_row,
+        )
+        .optional()?)
+}
+
 /// The summary of a group's session (by Claude Code's session id).
 pub fn summary(
     conn: &Connection,

@@ -138,6 +138,39 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PassageRow> {
     })
 }
 
+const PASSAGE: &str =
+    "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+        a.name, a.path, a.session_id, 0.0, p.group_folder
+ FROM archive_passages p CROSS JOIN conversation_archives a ON a.id = p.archive_id";
+
+/// One passage by id, with its group.
+pub fn passage(conn: &Connection, id: i64) -> Result<Option<(String, PassageRow)>> {
+    Ok(
+        crate::store::query_all(conn, &format!("{PASSAGE} WHERE p.id = ?1"), [id], |r| {
+            Ok((r.get::<_, String>(11)?, row(r)?))
+        })?
+        .into_iter()
+        .next(),
+    )
+}
+
+/// The passages of an archive from ordinal `from` to `to`, in order.
+pub fn passages_between(
+    conn: &Connection,
+    archive_id: i64,
+    from: i64,
+    to: i64,
+) -> Result<Vec<PassageRow>> {
+    crate::store::query_all(
+        conn,
+        &format!(
+            "{PASSAGE} WHERE p.archive_id = ?1 AND p.ordinal BETWEEN ?2 AND ?3 ORDER BY p.ordinal"
+        ),
+        params![archive_id, from, to],
+        row,
+    )
+}
+
 /// The best `limit` passages of `group` matching the FTS5 query `fts`.
 pub fn passage_candidates(
     conn: &Connection,

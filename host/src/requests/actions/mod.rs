@@ -11,6 +11,7 @@ use crate::Result;
 use g2_core::validate::GroupFolder;
 
 mod groups;
+mod memory;
 mod messages;
 mod sessions;
 mod tasks;
@@ -22,6 +23,34 @@ impl RequestServer {
         match action {
             Action::ClearSession { name } => self.clear_session(&me, &name).await,
             Action::ListSessions {} => self.list_sessions(&me).await,
+            Action::MemorySearch {
+                query,
+                limit,
+                kind,
+                since,
+            } => {
+                let filters = crate::memory::recall::Filters { kind, since };
+                self.memory_search(&me, &query, limit.unwrap_or(10), filters)
+                    .await
+            }
+            Action::MemoryTimeline {
+                id,
+                query,
+                before,
+                after,
+            } => {
+                self.memory_timeline(
+                    &me,
+                    id.as_deref(),
+                    query.as_deref(),
+                    before.unwrap_or(2),
+                    after.unwrap_or(2),
+                )
+                .await
+            }
+            Action::MemoryGet { ids } => self.memory_get(&me, &ids).await,
+            Action::Remember { text } => self.remember(&me, &text).await,
+            Action::Forget { id } => self.forget(&me, &id).await,
             Action::ResumeSession {
                 history_id,
                 save_current_as,

@@ -109,7 +109,7 @@ impl RequestServer {
 
 /// A stored path (relative to the home) as the agent sees it: relative to
 /// its group folder (`conversations/…`).
-fn in_group(folder: &GroupFolder, rel: &str) -> String {
+pub(super) fn in_group(folder: &GroupFolder, rel: &str) -> String {
     let prefix = format!("groups/{folder}/");
     rel.strip_prefix(&prefix).unwrap_or(rel).to_string()
 }

@@ -1,0 +1,380 @@
+//! The memory family: `memory_search`, `memory_timeline`, `memory_get`,
+//! `remember`, `forget`. Every group acts on its own memory only (the main
+//! group too): a memory id of another group is refused (and logged by the
+//! request server), never read.
+//!
+//! Ids are typed so one index can hold every kind: `o12` an observation,
+//! `p34` an archive passage, `s3` a session summary.
+
+use g2_core::privacy;
+
+use super::super::RequestServer;
+use super::super::authorize::{self, Family};
+use crate::groups::Group;
+use crate::memory::extract::{Kind, ObservationDraft};
+use crate::memory::recall::{self, Filters, RecallHit};
+use crate::store::observations::{self as obs, Provenance};
+use crate::store::{self, recall as passages};
+use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
+
+/// Most hits one memory_search returns.
+const MAX_HITS: usize = 30;
+/// Longest title of an observation the agent remembers, in characters.
+const TITLE_CHARS: usize = 120;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Id {
+    Observation(i64),
+    Passage(i64),
+    Summary(i64),
+}
+
+impl Id {
+    fn parse(s: &str) -> Result<Id> {
+        let s = s.trim().trim_start_matches('#');
+        let (kind, n) = match s.chars().next() {
+            Some(c @ ('o' | 'p' | 's')) => (c, &s[1..]),
+            _ => ('o', s),
+        };
+        let n: i64 = n
+            .parse()
+            .map_err(|_| Error::Invalid(format!("{s:?} is not a memory id (o12, p34, s3)")))?;
+        Ok(match kind {
+            'p' => Id::Passage(n),
+            's' => Id::Summary(n),
+            _ => Id::Observation(n),
+        })
+    }
+
+    fn of(hit: &RecallHit) -> String {
+        let c = match hit.kind.as_str() {
+            "passage" => 'p',
+            "summary" => 's',
+            _ => 'o',
+        };
+        format!("{c}{}", hit.id)
+    }
+}
+
+fn day(at: &str) -> &str {
+    at.get(..10).unwrap_or(at)
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    g2_core::archive::truncate(&s, max).into_owned()
+}
+
+impl RequestServer {
+    /// Refuses a memory of another group.
+    fn own_memory(me: &Group, owner: &str, id: &str) -> Result<()> {
+        authorize::check(me, Family::Memory, owner == me.folder.as_str(), || {
+            format!("memory {id} is not group {}'s", me.folder)
+        })
+    }
+
+    pub(super) async fn memory_search(
+        &self,
+        me: &Group,
+        query: &str,
+        limit: usize,
+        filters: Filters,
+    ) -> Result<String> {
+        Self::own_memory(me, me.folder.as_str(), "search")?;
+        let (q, g) = (query.to_string(), me.folder.clone());
+        let hits = self
+            .store
+            .read(move |c| recall::recall_with(c, &g, &q, limit.clamp(1, MAX_HITS), &filters))
+            .await?;
+        if hits.is_empty() {
+            return Ok(format!("Nothing in memory answers \"{query}\"."));
+        }
+        let mut s = format!("{} memories (id, kind, date, title):", hits.len());
+        for h in &hits {
+            let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
+            let title = if h.kind == "passage" {
+                format!("{}: {}", one_line(&h.title, 60), one_line(&h.snippet, 100))
+            } else {
+                one_line(&h.title, 120)
+            };
+            s.push_str(&format!("\n{} {kind} {} {title}", Id::of(h), day(&h.at)));
+        }
+        s.push_str("\nmemory_get gives full records, memory_timeline what happened around one.");
+        Ok(s)
+    }
+
+    pub(super) async fn memory_get(&self, me: &Group, ids: &[String]) -> Result<String> {
+        if ids.is_empty() {
+            return Err(Error::Invalid("memory_get needs ids".into()));
+        }
+        let mut out = Vec::new();
+        for raw in ids.iter().take(20) {
+            out.push(self.one_memory(me, raw).await?);
+        }
+        Ok(out.join("\n\n"))
+    }
+
+    /// One memory as text, after checking it is the group's.
+    async fn one_memory(&self, me: &Group, raw: &str) -> Result<String> {
+        let id = Id::parse(raw)?;
+        let missing = || Error::NotFound(format!("memory {raw}"));
+        match id {
+            Id::Observation(n) => {
+                let owner = self
+                    .store
+                    .read(move |c| obs::group_of(c, n))
+                    .await?
+                    .ok_or_else(missing)?;
+                Self::own_memory(me, owner.as_str(), raw)?;
+                let g = me.folder.clone();
+                let o = self
+                    .store
+                    .read(move |c| obs::get(c, &g, n))
+                    .await?
+                    .ok_or_else(missing)?;
+                let mut s = format!(
+                    "o{} {} (importance {}, {}, {}){}\n{}",
+                    o.id,
+                    o.kind,
+                    o.importance,
+                    o.status,
+                    day(&o.created_at),
+                    if o.concerns.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" about {}", o.concerns.join(", "))
+                    },
+                    o.title
+                );
+                if !o.narrative.is_empty() && o.narrative != o.title {
+                    s.push_str(&format!("\n{}", o.narrative));
+                }
+                for f in &o.facts {
+                    s.push_str(&format!("\n- {f}"));
+                }
+                if !o.files.is_empty() {
+                    s.push_str(&format!("\nfiles: {}", o.files.join(", ")));
+                }
+                if let (Some(sid), Some(n)) = (&o.session_id, o.prompt_number) {
+                    s.push_str(&format!("\nfrom session {sid}, prompt {n}"));
+                }
+                Ok(s)
+            }
+            Id::Passage(n) => {
+                let (owner, p) = self
+                    .store
+                    .read(move |c| passages::passage(c, n))
+                    .await?
+                    .ok_or_else(missing)?;
+                Self::own_memory(me, &owner, raw)?;
+                Ok(format!(
+                    "p{} from \"{}\" ({}), messages {}-{} of {}\n{}",
+                    p.id,
+                    p.archive_name,
+                    day(&p.at),
+                    p.turn_start,
+                    p.turn_end,
+                    super::sessions::in_group(&me.folder, &p.archive_path),
+                    p.text
+                ))
+            }
+            Id::Summary(n) => {
+                let m = self
+                    .store
+                    .read(move |c| obs::summary_by_id(c, n))
+                    .await?
+                    .ok_or_else(missing)?;
+                Self::own_memory(me, m.group.as_str(), raw)?;
+                let mut s = format!(
+                    "s{} summary of session {} ({})\n{}",
+                    m.id,
+                    m.session_id,
+                    day(&m.created_at),
+                    m.title
+                );
+                for (k, v) in [
+                    ("request", &m.request),
+                    ("investigated", &m.investigated),
+                    ("learned", &m.learned),
+                    ("completed", &m.completed),
+                    ("next steps", &m.next_steps),
+                ] {
+                    if !v.is_empty() {
+                        s.push_str(&format!("\n{k}: {v}"));
+                    }
+                }
+                Ok(s)
+            }
+        }
+    }
+
+    pub(super) async fn memory_timeline(
+        &self,
+        me: &Group,
+        id: Option<&str>,
+        query: Option<&str>,
+        before: usize,
+        after: usize,
+    ) -> Result<String> {
+        let (before, after) = (before.min(10) as i64, after.min(10) as i64);
+        let raw = match (id, query) {
+            (Some(id), _) => id.to_string(),
+            (None, Some(q)) => {
+                let (q, g) = (q.to_string(), me.folder.clone());
+                let hits = self
+                    .store
+                    .read(move |c| recall::recall(c, &g, &q, 1))
+                    .await?;
+                match hits.first() {
+                    Some(h) => Id::of(h),
+                    None => return Ok("Nothing in memory answers that.".into()),
+                }
+            }
+            (None, None) => {
+                return Err(Error::Invalid(
+                    "memory_timeline needs an id or a query".into(),
+                ));
+            }
+        };
+        let missing = || Error::NotFound(format!("memory {raw}"));
+        match Id::parse(&raw)? {
+            Id::Passage(n) => {
+                let (owner, p) = self
+                    .store
+                    .read(move |c| passages::passage(c, n))
+                    .await?
+                    .ok_or_else(missing)?;
+                Self::own_memory(me, &owner, &raw)?;
+                let (a, from, to) = (p.archive_id, p.ordinal - before, p.ordinal + after);
+                let around = self
+                    .store
+                    .read(move |c| passages::passages_between(c, a, from, to))
+                    .await?;
+                let mut s = format!("Around {raw} in \"{}\" ({}):", p.archive_name, day(&p.at));
+                for q in around {
+                    let mark = if q.id == p.id { " <<" } else { "" };
+                    s.push_str(&format!("\n--- p{}{mark}\n{}", q.id, q.text));
+                }
+                Ok(s)
+            }
+            Id::Observation(n) => {
+                let owner = self
+                    .store
+                    .read(move |c| obs::group_of(c, n))
+                    .await?
+                    .ok_or_else(missing)?;
+                Self::own_memory(me, owner.as_str(), &raw)?;
+                let g = me.folder.clone();
+                let (o, timeline) = self
+                    .store
+                    .read(move |c| {
+                        let o = obs::get(c, &g, n)?;
+                        let t = match o.as_ref().and_then(|o| o.session_id.clone()) {
+                            Some(sid) => store::memory::timeline(c, &g, &sid)?,
+                            None => None,
+                        };
+                        Ok((o, t))
+                    })
+                    .await?;
+                let o = o.ok_or_else(missing)?;
+                let Some(t) = timeline else {
+                    return Ok(format!(
+                        "o{} has no captured session left: {}",
+                        o.id, o.title
+                    ));
+                };
+                let at = o.prompt_number.unwrap_or(1);
+                let mut s = format!(
+                    "Around o{} (\"{}\") in session {}:",
+                    o.id, o.title, t.session.session_id
+                );
+                for b in t
+                    .batches
+                    .iter()
+                    .filter(|b| (at - before..=at + after).contains(&b.prompt_number))
+                {
+                    let mark = if b.prompt_number == at { " <<" } else { "" };
+                    s.push_str(&format!(
+                        "\n--- prompt {}{mark} ({})\n{}",
+                        b.prompt_number,
+                        day(&b.started_at),
+                        b.prompt
+                    ));
+                    if let Some(r) = &b.reply {
+                        s.push_str(&format!("\n=> {}", one_line(r, 400)));
+                    }
+                }
+                Ok(s)
+            }
+            Id::Summary(_) => self.one_memory(me, &raw).await,
+        }
+    }
+
+    pub(super) async fn remember(&self, me: &Group, text: &str) -> Result<String> {
+        Self::own_memory(me, me.folder.as_str(), "remember")?;
+        // The agent's text is cleaned like everything memory keeps.
+        let text = privacy::clean(text).trim().to_string();
+        if text.is_empty() {
+            return Err(Error::Invalid(
+                "remember needs something to remember".into(),
+            ));
+        }
+        let draft = ObservationDraft {
+            kind: Kind::Fact,
+            title: one_line(&text, TITLE_CHARS),
+            narrative: text.clone(),
+            facts: Vec::new(),
+            files: Vec::new(),
+            importance: 9,
+            concerns: Vec::new(),
+        };
+        let g: GroupFolder = me.folder.clone();
+        let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let id = self
+            .store
+            .write(move |tx| {
+                let from = Provenance {
+                    remembered: true,
+                    ..Provenance::default()
+                };
+                obs::insert(tx, &g, &draft, from, &at, |old| {
+                    crate::memory::process::same_statement(old, &draft.title)
+                })
+            })
+            .await?;
+        Ok(format!("Remembered as o{id}."))
+    }
+
+    pub(super) async fn forget(&self, me: &Group, raw: &str) -> Result<String> {
+        let Id::Observation(n) = Id::parse(raw)? else {
+            return Err(Error::Invalid(format!(
+                "{raw}: only observations (o…) can be forgotten; archives stay"
+            )));
+        };
+        let owner = self
+            .store
+            .read(move |c| obs::group_of(c, n))
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("memory {raw}")))?;
+        Self::own_memory(me, owner.as_str(), raw)?;
+        let g = me.folder.clone();
+        self.store.write(move |tx| obs::forget(tx, &g, n)).await?;
+        Ok(format!("Forgot o{n}."))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_typed() {
+        assert_eq!(Id::parse("o12").unwrap(), Id::Observation(12));
+        assert_eq!(Id::parse("#12").unwrap(), Id::Observation(12));
+        assert_eq!(Id::parse("p34").unwrap(), Id::Passage(34));
+        assert_eq!(Id::parse(" s3 ").unwrap(), Id::Summary(3));
+        assert!(Id::parse("x").is_err());
+        assert!(Id::parse("o").is_err());
+    }
+}
