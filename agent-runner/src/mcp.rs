@@ -39,7 +39,7 @@ pub struct ResumeArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct SearchArgs {
-    /// Words to find in archived conversations (all must match; word* matches a prefix).
+    /// Words or a question to find in archived conversations (any word finds; archives holding all of them rank first; word* matches a prefix).
     pub query: String,
     /// Most results (default 10).
     pub limit: Option<usize>,

@@ -9,7 +9,7 @@
 //! (a session, archived at noon that day) rendered and recorded as the host
 //! records archives (`store::archives::insert`: passages included). Each
 //! question is asked in its person's group; reported, in one run:
-//! - `g2 search` as it was (every word required, archives by BM25);
+//! - `g2 search` (any word finds; every word, then phrases, rank first);
 //! - a baseline that ranks archives, and passages, by how many of the
 //!   question's distinct words they contain;
 //! - `memory::recall`.
@@ -271,7 +271,7 @@ fn main() {
             .collect();
         let rank_of = |order: &[i64]| order.iter().position(|a| answer_archives.contains(a));
 
-        // g2 search as it was: every word required.
+        // g2 search: archives, every word and phrases first.
         let hits = store
             .read_blocking({
                 let (text, g) = (q.text.clone(), q.group.to_string());
@@ -348,7 +348,7 @@ fn main() {
         "", "session first", "session top 5", "turn top 5"
     );
     for (name, t, turns) in [
-        ("g2 search (every word required)", &today, false),
+        ("g2 search", &today, false),
         ("count the question's words", &count_words, true),
         ("memory::recall", &recalled, true),
     ] {

@@ -1,4 +1,5 @@
-//! `g2 search`: BM25 ranking, group filter, snippets, stable JSON.
+//! `g2 search`: any word finds, every word and phrases rank first, BM25,
+//! group filter, snippets, stable JSON.
 
 use crate::support::*;
 
@@ -111,18 +112,15 @@ fn ranking_group_filter_and_json_shape() {
             .len(),
         1
     );
-    // Stemming: "wombats" finds "wombat"; all words must match.
+    // Stemming: "wombats" finds "wombat". No word is required: an archive
+    // holding every word ranks before those holding some.
     assert_eq!(
         home.json(&["search", "wombats"]).as_array().unwrap().len(),
         3
     );
-    assert_eq!(
-        home.json(&["search", "wombat", "planning"])
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    let both = home.json(&["search", "wombat", "planning"]);
+    assert_eq!(both.as_array().unwrap().len(), 3, "{both}");
+    assert_eq!(both[0]["name"], "Wombat planning", "{both}");
     assert_eq!(home.json(&["search", "womb*"]).as_array().unwrap().len(), 3);
     assert!(
         home.json(&["search", "platypus"])
@@ -166,4 +164,47 @@ fn fts_syntax_in_queries_is_just_text() {
     assert_eq!(home.json(&["search", "NEAR"]).as_array().unwrap().len(), 1);
     let err = home.fails(&["search", "--group", "../x", "a"]);
     assert!(err.contains("invalid group folder"), "{err}");
+}
+
+#[test]
+fn a_question_finds_the_archive_that_answers_it() {
+    let home = TestHome::new();
+    archive_text(
+        &home,
+        "main",
+        "Kernel",
+        "which kernel is this box on? I ran uname -a",
+        "Linux 6.1, x86_64",
+    );
+    archive_text(
+        &home,
+        "main",
+        "Errands",
+        "what did I do for the shopping list",
+        "you wanted milk",
+    );
+    archive_text(
+        &home,
+        "main",
+        "Uname flags",
+        "what does uname -r print",
+        "the kernel release",
+    );
+    // Stop words ("what", "did", "I", "for") find nothing; "uname" does.
+    let hits = home.json(&["search", "what did I run uname for"]);
+    let names: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{hits}");
+    assert!(names.contains(&"Kernel"), "{hits}");
+    assert!(
+        hits[0]["snippet"].as_str().unwrap().contains("[uname]"),
+        "{hits}"
+    );
+    // The archive holding every word ranks first.
+    let hits = home.json(&["search", "kernel release"]);
+    assert_eq!(hits[0]["name"], "Uname flags", "{hits}");
 }

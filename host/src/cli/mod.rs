@@ -73,7 +73,7 @@ enum Command {
     },
     /// Full-text search over conversation archives, best first.
     Search {
-        /// Words to find (all must match; `word*` matches a prefix).
+        /// Words or a question to find (any word finds; archives holding all rank first; `word*` matches a prefix).
         #[arg(required = true, num_args = 1..)]
         query: Vec<String>,
         /// Only this group's archives.

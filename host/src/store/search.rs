@@ -1,6 +1,12 @@
 //! The archive search queries: `archives_fts` ranked with bm25() and
-//! joined to `conversation_archives`. `search::search` builds the FTS5 query
-//! and the snippets; this runs the statement.
+//! joined to `conversation_archives`. `search::search` builds the FTS5
+//! queries, re-ranks and cuts the snippets; this runs the statements.
+//!
+//! A one-term search is `archive_hits`, one statement (below). A search of
+//! several terms ranks candidates with `ranked` (the inner phase alone:
+//! (rowid, score) pairs), asks `capped_count` whether a term is common and
+//! `matching` which archives hold a phrase, and reads its final hits only
+//! with `hits_for` (archive row and body by key).
 //!
 //! One statement in two phases. The inner query ranks: it scores every
 //! match with `bm25(archives_fts, 4.0, 1.0)` (title 4x body) and keeps the
@@ -63,6 +69,97 @@ const SEARCH_GROUP: &str =
  CROSS JOIN archives_fts f ON f.rowid = s.id
  ORDER BY s.score";
 
+// The ranking phase alone, for candidates that are re-ranked before any
+// row is read (see `search::search`).
+const RANK_ALL: &str = "SELECT rowid, bm25(archives_fts, 4.0, 1.0) AS score
+ FROM archives_fts
+ WHERE archives_fts MATCH ?1
+ ORDER BY score
+ LIMIT ?2";
+const RANK_GROUP: &str = "SELECT archives_fts.rowid, bm25(archives_fts, 4.0, 1.0) AS score
+ FROM archives_fts
+ CROSS JOIN conversation_archives g ON g.id = archives_fts.rowid
+ WHERE archives_fts MATCH ?1 AND g.group_folder = ?3
+ ORDER BY score
+ LIMIT ?2";
+
+/// The best `limit` archives matching the FTS5 query `fts` as (id, score)
+/// pairs, best first, score made "higher is better"; `group` limits to one
+/// group.
+pub fn ranked(
+    conn: &Connection,
+    fts: &str,
+    limit: i64,
+    group: Option<&str>,
+) -> Result<Vec<(i64, f64)>> {
+    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, -r.get::<_, f64>(1)?));
+    match group {
+        Some(g) => crate::store::query_all(conn, RANK_GROUP, params![fts, limit, g], row),
+        None => crate::store::query_all(conn, RANK_ALL, params![fts, limit], row),
+    }
+}
+
+/// Every archive matching the FTS5 query `fts` (ids, unranked).
+pub fn matching(conn: &Connection, fts: &str) -> Result<Vec<i64>> {
+    crate::store::query_all(
+        conn,
+        "SELECT rowid FROM archives_fts WHERE archives_fts MATCH ?1",
+        params![fts],
+        |r| r.get(0),
+    )
+}
+
+/// How many archives hold the FTS5 term `term`, counted up to `cap` (a
+/// common word's count stops there: counting costs as much as it counts).
+pub fn capped_count(conn: &Connection, term: &str, cap: i64) -> Result<i64> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT count(*) FROM (SELECT 1 FROM archives_fts WHERE archives_fts MATCH ?1 LIMIT ?2)",
+        )?
+        .query_row(params![term, cap], |r| r.get(0))?)
+}
+
+/// The hits for archives already ranked: (id, score) pairs, in that order.
+/// Each archive row and body is read by key; an id that is gone is skipped.
+pub fn hits_for(
+    conn: &Connection,
+    ranked: &[(i64, f64)],
+    snippet: impl Fn(&str) -> String,
+) -> Result<Vec<Hit>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body
+         FROM conversation_archives a
+         CROSS JOIN archives_fts f ON f.rowid = a.id
+         WHERE a.id = ?1",
+    )?;
+    let mut hits = Vec::with_capacity(ranked.len());
+    for (id, score) in ranked {
+        let mut rows = stmt.query(params![id])?;
+        if let Some(r) = rows.next()? {
+            hits.push(hit(r, &snippet, *score)?);
+        }
+    }
+    Ok(hits)
+}
+
+fn hit(r: &rusqlite::Row<'_>, snippet: impl Fn(&str) -> String, score: f64) -> Result<Hit> {
+    // The body is borrowed from SQLite, not copied; only the snippet is.
+    let text = match r.get_ref(6)? {
+        ValueRef::Text(b) => snippet(&String::from_utf8_lossy(b)),
+        _ => String::new(),
+    };
+    Ok(Hit {
+        archive_id: r.get(0)?,
+        group: r.get(1)?,
+        name: r.get(2)?,
+        path: r.get(3)?,
+        session_id: r.get(4)?,
+        created_at: r.get(5)?,
+        snippet: text,
+        score,
+    })
+}
+
 /// The best `limit` archives matching the FTS5 query `fts`, best first;
 /// `group` limits to one group. `snippet` cuts a hit's snippet from its
 /// body, which it gets borrowed from SQLite.
@@ -86,21 +183,8 @@ pub fn archive_hits(
     };
     let mut hits = Vec::new();
     while let Some(r) = rows.next()? {
-        // The body is borrowed from SQLite, not copied; only the snippet is.
-        let text = match r.get_ref(6)? {
-            ValueRef::Text(b) => snippet(&String::from_utf8_lossy(b)),
-            _ => String::new(),
-        };
-        hits.push(Hit {
-            archive_id: r.get(0)?,
-            group: r.get(1)?,
-            name: r.get(2)?,
-            path: r.get(3)?,
-            session_id: r.get(4)?,
-            created_at: r.get(5)?,
-            snippet: text,
-            score: -r.get::<_, f64>(7)?,
-        });
+        let score = -r.get::<_, f64>(7)?;
+        hits.push(hit(r, &snippet, score)?);
     }
     Ok(hits)
 }
@@ -148,7 +232,12 @@ pub(crate) mod tests {
         store
             .read_blocking(|c| {
                 use rusqlite::types::Value;
-                for (sql, args) in [(SEARCH_ALL, 2), (SEARCH_GROUP, 3)] {
+                for (sql, args, reads_body) in [
+                    (SEARCH_ALL, 2, true),
+                    (SEARCH_GROUP, 3, true),
+                    (RANK_ALL, 2, false),
+                    (RANK_GROUP, 3, false),
+                ] {
                     let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
                     let vals = [
                         Value::Text("\"wombat\"".into()),
@@ -169,7 +258,7 @@ pub(crate) mod tests {
                     };
                     let rank = idx("archives_fts");
                     assert!(rank.contains('M') && !rank.contains('='), "{plan:?}");
-                    assert!(idx("f").ends_with(":="), "{plan:?}");
+                    assert!(!reads_body || idx("f").ends_with(":="), "{plan:?}");
                     assert!(
                         !plan
                             .iter()
