@@ -1,0 +1,279 @@
+//! The memory layer's costs.
+//!
+//! **Injection.** The built `g2-agent hook SessionStart` and
+//! `UserPromptSubmit` (process start included), asking a real `g2 gateway`
+//! for the group's memory over the group's socket, as in the container
+//! (the workspace's `ipc/model.sock` is the group's socket): p50/p99 over
+//! `G2_BENCH_RUNS` (default 1,000) runs each, with 200 observations, 20
+//! session summaries and 500 archives in the group; each run must print
+//! the block.
+//!
+//! **Extraction.** The offline extractor through the processor
+//! (`memory::process::pass`, real SQLite): 2,000 completed prompt batches
+//! built from MemoryBank's conversations (`$G2_MEMORY_FIXTURES`, default
+//! `../shared/fixtures/memory/memorybank`), one exchange each, batches per
+//! minute and observations per batch. For a model-backed extractor, the
+//! prompt's size: tokens per batch estimated at 4 characters a token.
+//!
+//! `cargo build --release -p g2-agent && cargo bench -p g2-host --bench memory`
+
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::{Gateway, Samples, command, env_or, fmt_dur, project_root};
+use g2_core::validate::GroupFolder;
+use g2_host::memory::extract::{Extractor, Kind, ObservationDraft, SummaryDraft};
+use g2_host::store::observations::{self as obs, Provenance};
+use g2_host::store::{self, Store};
+
+fn agent() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().join("g2-agent")
+}
+
+fn hook(agent: &Path, ws: &Path, event: &str, input: &[u8]) -> (Duration, String) {
+    let t = Instant::now();
+    let mut child = command(agent)
+        .args(["hook", event])
+        .env(g2_core::wire::ENV_WORKSPACE, ws)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let d = t.elapsed();
+    assert_eq!(out.status.code(), Some(0));
+    (d, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn bank() -> Value {
+    let dir = std::env::var_os("G2_MEMORY_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| project_root().join("../shared/fixtures/memory/memorybank"));
+    serde_json::from_str(&std::fs::read_to_string(dir.join("memory_bank_en.json")).unwrap())
+        .unwrap()
+}
+
+/// Every exchange of the conversations, as (query, response).
+fn exchanges() -> Vec<(String, String)> {
+    let bank = bank();
+    let mut out = Vec::new();
+    for person in bank.as_object().unwrap().values() {
+        for day in person["history"].as_object().unwrap().values() {
+            for e in day.as_array().unwrap() {
+                out.push((
+                    e["query"].as_str().unwrap_or("").to_string(),
+                    e["response"].as_str().unwrap_or("").to_string(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn injection(runs: usize) {
+    let home = tempfile::tempdir().unwrap();
+    common::init_home(home.path());
+    let store = Store::open(&home.path().join("data/g2.db"), Duration::from_secs(5)).unwrap();
+    let main = GroupFolder::new("main").unwrap();
+    let ex = exchanges();
+    let m = main.clone();
+    store
+        .write_blocking(move |tx| {
+            let at = "2026-05-01T10:00:00.000Z";
+            for (i, (q, _)) in ex.iter().take(200).enumerate() {
+                let d = ObservationDraft {
+                    kind: Kind::Fact,
+                    title: q.chars().take(120).collect(),
+                    narrative: q.clone(),
+                    facts: vec![],
+                    files: vec![],
+                    importance: (i % 10 + 1) as u8,
+                    concerns: vec!["Ann".into()],
+                };
+                obs::insert(tx, &m, &d, Provenance::default(), at, |_| false)?;
+            }
+            for i in 0..20 {
+                let s = store::memory::open_session(tx, &m, &format!("s{i}"), None, None, at)?;
+                store::memory::end_session(tx, s, Some("clear"), at)?;
+                let (q, r) = &ex[i * 7];
+                let d = SummaryDraft {
+                    title: q.chars().take(80).collect(),
+                    request: q.clone(),
+                    learned: r.clone(),
+                    ..SummaryDraft::default()
+                };
+                obs::insert_summary(tx, &m, s, &d, at)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    // 500 archives of 20 exchanges each, for the prompt's recall.
+    let ex = exchanges();
+    store
+        .write_blocking(move |tx| {
+            for i in 0..500 {
+                let mut body = String::from("# A day\n\nArchived: x\n\n---\n\n");
+                for k in 0..20 {
+                    let (q, r) = &ex[(i * 20 + k) % ex.len()];
+                    body.push_str(&format!("**User**: {q}\n\n**G2**: {r}\n\n"));
+                }
+                let p = g2_host::archives::Prepared {
+                    group: GroupFolder::new("main").unwrap(),
+                    session_id: None,
+                    title: format!("Day {i}"),
+                    file_name: format!("{i}.md"),
+                    rel_path: format!("groups/main/conversations/{i}.md"),
+                    body,
+                    trigger: g2_host::archives::Trigger::Manual,
+                    created_at: "2026-05-01T10:00:00.000Z".into(),
+                    stats: Default::default(),
+                };
+                store::archives::insert(tx, &p)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    drop(store);
+    let _gw = Gateway::start(home.path());
+    let ws = tempfile::tempdir().unwrap();
+    let ws = ws.path();
+    for d in ["group", "ipc/events"] {
+        std::fs::create_dir_all(ws.join(d)).unwrap();
+    }
+    std::os::unix::fs::symlink(
+        home.path().join("data/ipc/main/model.sock"),
+        ws.join("ipc/model.sock"),
+    )
+    .unwrap();
+    let agent = agent();
+    assert!(agent.exists(), "cargo build --release -p g2-agent");
+    let base = json!({
+        "session_id": "0f9c2a8e-5a2b-4c4e-9d7e-3b1f6a2c9e10",
+        "transcript_path": "/nonexistent.jsonl",
+        "cwd": "/workspace/group",
+    });
+    let with = |event: &str, extra: Value| {
+        let mut v = base.clone();
+        v["hook_event_name"] = json!(event);
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v.to_string().into_bytes()
+    };
+    println!(
+        "memory injection: g2-agent hook asking g2 gateway over the group socket, {runs} runs each"
+    );
+    for (label, event, input, expect) in [
+        (
+            "SessionStart",
+            "SessionStart",
+            with("SessionStart", json!({"source": "startup"})),
+            "Remembered:",
+        ),
+        (
+            "UserPromptSubmit (related)",
+            "UserPromptSubmit",
+            with(
+                "UserPromptSubmit",
+                json!({"prompt": "<messages>\n<message sender=\"Ann\" time=\"2026-01-01T09:00:00Z\">can you recommend some good books about painting and piano?</message>\n</messages>"}),
+            ),
+            "Possibly relevant memory",
+        ),
+    ] {
+        let (_, out) = hook(&agent, ws, event, &input);
+        assert!(out.contains(expect), "{label}: {out}");
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            let (d, out) = hook(&agent, ws, event, &input);
+            assert!(out.contains("additionalContext"), "{label}: {out}");
+            samples.push(d);
+        }
+        let s = Samples::of(samples);
+        println!(
+            "  {label:<28} p50 {:>9}  p99 {:>9}  max {:>9}",
+            fmt_dur(s.at(0.5)),
+            fmt_dur(s.at(0.99)),
+            fmt_dur(s.at(1.0))
+        );
+        std::fs::remove_dir_all(ws.join("ipc/events")).unwrap();
+        std::fs::create_dir_all(ws.join("ipc/events")).unwrap();
+    }
+}
+
+fn extraction(batches: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+    let fam = GroupFolder::new("fam").unwrap();
+    let ex = exchanges();
+    let f = fam.clone();
+    let chars = store
+        .write_blocking(move |tx| {
+            let at = "2026-05-01T10:00:00.000Z";
+            let mut chars = 0usize;
+            let mut session = 0;
+            for i in 0..batches {
+                if i % 10 == 0 {
+                    session =
+                        store::memory::open_session(tx, &f, &format!("s{i}"), None, None, at)?;
+                }
+                let (q, r) = &ex[i % ex.len()];
+                let prompt = format!("Ann: {q}");
+                chars += prompt.len() + r.len();
+                let b = store::memory::start_batch(tx, session, &prompt, &["Ann".to_string()], at)?;
+                store::memory::finish_batch(tx, b, Some(r), at)?;
+            }
+            Ok(chars)
+        })
+        .unwrap();
+    let extractor: Arc<dyn Extractor> = Arc::new(g2_host::memory::extract::offline::Offline);
+    let settings = g2_host::config::MemorySettings {
+        max_concurrent: 50,
+        ..Default::default()
+    };
+    let rt = common::runtime();
+    let t = Instant::now();
+    let (mut done, mut observations) = (0, 0);
+    while done < batches {
+        let p = rt
+            .block_on(g2_host::memory::process::pass(
+                &store,
+                &extractor,
+                &settings,
+                chrono::Utc::now(),
+            ))
+            .unwrap();
+        assert!(p.batches > 0 || p.summaries > 0, "{p:?}");
+        done += p.batches;
+        observations += p.observations;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "memory extraction (offline, through the processor): {batches} batches in {secs:.1} s = {:.0} batches/min, {:.2} observations per batch",
+        batches as f64 / secs * 60.0,
+        observations as f64 / batches as f64
+    );
+    // What a model would be sent per batch: the prompt and reply, plus an
+    // instruction of about 1,200 characters.
+    println!(
+        "  a model-backed extractor's input per batch: about {:.0} tokens (4 characters a token)",
+        (chars as f64 / batches as f64 + 1_200.0) / 4.0
+    );
+}
+
+fn main() {
+    injection(env_or("G2_BENCH_RUNS", 1000));
+    extraction(env_or("G2_BENCH_BATCHES", 2000));
+}
