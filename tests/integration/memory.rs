@@ -484,13 +484,10 @@ async fn json_until(url: &str, done: impl Fn(&Value) -> bool) -> Value {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
-    if !image_ready() {
-        return;
-    }
-    let home = TestHome::new();
-    let s = serve(&home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
+/// `g2 serve` with a quick memory processor, where Ann asked the agent of
+/// `main` to remember where the boat is, and it answered.
+async fn ann_asks_to_remember_the_boat(home: &TestHome) -> (Serve, Sse) {
+    let s = serve(home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
     let mut main = Sse::open(&s.url, "main", None).await;
     post(
         &s.url,
@@ -500,6 +497,16 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
     )
     .await;
     main.reply(120).await;
+    (s, main)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let (s, mut main) = ann_asks_to_remember_the_boat(&home).await;
     post(&s.url, "main", "Bob", "we always buy bread on Fridays").await;
     main.reply(60).await;
     // The processor extracts each completed prompt in the background.
@@ -576,16 +583,7 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
         return;
     }
     let home = TestHome::new();
-    let s = serve(&home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(
-        &s.url,
-        "main",
-        "Ann",
-        "remember that the boat is moored at pier 7",
-    )
-    .await;
-    main.reply(120).await;
+    let (s, mut main) = ann_asks_to_remember_the_boat(&home).await;
     let base = format!("{}/api/groups/main/memory", s.url);
     json_until(&format!("{base}/observations"), |v| {
         v.as_array().is_some_and(|a| !a.is_empty())

@@ -74,6 +74,27 @@ impl RequestServer {
         })
     }
 
+    /// Checks that observation `n` exists and is `me`'s.
+    async fn own_observation(&self, me: &Group, n: i64, raw: &str) -> Result<()> {
+        let owner = self
+            .store
+            .read(move |c| obs::group_of(c, n))
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("memory {raw}")))?;
+        Self::own_memory(me, owner.as_str(), raw)
+    }
+
+    /// Passage `n`, once checked to be `me`'s.
+    async fn own_passage(&self, me: &Group, n: i64, raw: &str) -> Result<passages::PassageRow> {
+        let (owner, p) = self
+            .store
+            .read(move |c| passages::passage(c, n))
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("memory {raw}")))?;
+        Self::own_memory(me, &owner, raw)?;
+        Ok(p)
+    }
+
     pub(super) async fn memory_search(
         &self,
         me: &Group,
@@ -121,12 +142,7 @@ impl RequestServer {
         let missing = || Error::NotFound(format!("memory {raw}"));
         match id {
             Id::Observation(n) => {
-                let owner = self
-                    .store
-                    .read(move |c| obs::group_of(c, n))
-                    .await?
-                    .ok_or_else(missing)?;
-                Self::own_memory(me, owner.as_str(), raw)?;
+                self.own_observation(me, n, raw).await?;
                 let g = me.folder.clone();
                 let o = self
                     .store
@@ -162,12 +178,7 @@ impl RequestServer {
                 Ok(s)
             }
             Id::Passage(n) => {
-                let (owner, p) = self
-                    .store
-                    .read(move |c| passages::passage(c, n))
-                    .await?
-                    .ok_or_else(missing)?;
-                Self::own_memory(me, &owner, raw)?;
+                let p = self.own_passage(me, n, raw).await?;
                 Ok(format!(
                     "p{} from \"{}\" ({}), messages {}-{} of {}\n{}",
                     p.id,
@@ -240,12 +251,7 @@ impl RequestServer {
         let missing = || Error::NotFound(format!("memory {raw}"));
         match Id::parse(&raw)? {
             Id::Passage(n) => {
-                let (owner, p) = self
-                    .store
-                    .read(move |c| passages::passage(c, n))
-                    .await?
-                    .ok_or_else(missing)?;
-                Self::own_memory(me, &owner, &raw)?;
+                let p = self.own_passage(me, n, &raw).await?;
                 let (a, from, to) = (p.archive_id, p.ordinal - before, p.ordinal + after);
                 let around = self
                     .store
@@ -259,12 +265,7 @@ impl RequestServer {
                 Ok(s)
             }
             Id::Observation(n) => {
-                let owner = self
-                    .store
-                    .read(move |c| obs::group_of(c, n))
-                    .await?
-                    .ok_or_else(missing)?;
-                Self::own_memory(me, owner.as_str(), &raw)?;
+                self.own_observation(me, n, &raw).await?;
                 let g = me.folder.clone();
                 let (o, timeline) = self
                     .store
@@ -352,12 +353,7 @@ impl RequestServer {
                 "{raw}: only observations (o…) can be forgotten; archives stay"
             )));
         };
-        let owner = self
-            .store
-            .read(move |c| obs::group_of(c, n))
-            .await?
-            .ok_or_else(|| Error::NotFound(format!("memory {raw}")))?;
-        Self::own_memory(me, owner.as_str(), raw)?;
+        self.own_observation(me, n, raw).await?;
         let g = me.folder.clone();
         self.store.write(move |tx| obs::forget(tx, &g, n)).await?;
         Ok(format!("Forgot o{n}."))
