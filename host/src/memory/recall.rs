@@ -7,7 +7,7 @@
 //! 1. FTS5 finds the group's passages holding *any* of the question's
 //!    content words (`search::question`: stop words out, Porter stems) and
 //!    ranks them by BM25, which weighs rare words over common ones; the
-//!    best [`CANDIDATES`] go on. A common word ([`COMMON`]) finds nothing
+//!    best [`CANDIDATES`] go on. A common word (`search::COMMON`) finds nothing
 //!    when the question has a rarer one (when all are common, passages
 //!    holding all of them are found first); it still counts in step 2. A
 //!    question that names a day also takes that day's passages.
@@ -34,10 +34,6 @@ use g2_core::validate::GroupFolder;
 
 /// Candidates FTS5 hands on to the second step, at least.
 pub const CANDIDATES: usize = 200;
-/// A word held by at least this many passages is common: it does not find
-/// candidates (when the question has a rarer one), it only counts in the
-/// second step.
-pub const COMMON: i64 = 1_000;
 /// Weight of the share of the question's words a passage holds.
 pub const COVERAGE: f64 = 0.6;
 /// Weight of the share of the question's word pairs it holds as phrases.
@@ -326,7 +322,7 @@ fn passages(
 }
 
 /// The FTS5 query that finds candidates: any of the question's words that
-/// are not common ([`COMMON`]); when every one is, all of them together
+/// are not common (`search::COMMON`); when every one is, all of them together
 /// (and, should no passage hold them all, any of them: the caller's
 /// fallback). BM25 gives a common word little weight anyway; leaving it out
 /// of the search keeps a question's cost that of its rare words (ranking
@@ -335,12 +331,7 @@ fn finding_query(conn: &Connection, q: &Question) -> Result<String> {
     if q.fts_terms.len() < 2 {
         return Ok(q.fts.clone());
     }
-    let mut rare = Vec::new();
-    for t in &q.fts_terms {
-        if store::recall::capped_count(conn, t, COMMON)? < COMMON {
-            rare.push(t.as_str());
-        }
-    }
+    let rare = crate::search::rare_terms(conn, store::search::Index::Passages, &q.fts_terms)?;
     Ok(if rare.is_empty() {
         q.fts_terms.join(" AND ")
     } else {

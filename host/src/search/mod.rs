@@ -83,6 +83,23 @@ pub const CANDIDATES: usize = 200;
 /// words.
 pub const COMMON: i64 = 1_000;
 
+/// The FTS5 terms of `terms` held by fewer than [`COMMON`] rows of
+/// `index`: the ones that find candidates (search here, recall in
+/// `memory::recall`).
+pub fn rare_terms<'a>(
+    conn: &Connection,
+    index: store::search::Index,
+    terms: &'a [String],
+) -> Result<Vec<&'a str>> {
+    let mut rare = Vec::new();
+    for t in terms {
+        if store::search::capped_count(conn, index, t, COMMON)? < COMMON {
+            rare.push(t.as_str());
+        }
+    }
+    Ok(rare)
+}
+
 /// Searches archives, best first (the order in the module doc); `group`
 /// limits to one group.
 pub fn search(
@@ -122,12 +139,7 @@ fn rank(
 ) -> Result<Vec<(i64, f64)>> {
     let want = CANDIDATES.max(limit) as i64;
     let every = q.terms.join(" AND ");
-    let mut rare = Vec::new();
-    for t in &q.terms {
-        if store::search::capped_count(conn, t, COMMON)? < COMMON {
-            rare.push(t.as_str());
-        }
-    }
+    let rare = rare_terms(conn, store::search::Index::Archives, &q.terms)?;
     let all = store::search::ranked(conn, &every, want, group)?;
     // The query candidates holding only some terms were found by.
     let finding = if !rare.is_empty() {

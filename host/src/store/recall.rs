@@ -57,16 +57,6 @@ pub fn clear_passages(tx: &Transaction<'_>) -> Result<usize> {
     Ok(tx.execute("DELETE FROM archive_passages", [])?)
 }
 
-/// How many passages hold the FTS5 term `term`, counted up to `cap` (a
-/// common word's count stops there: counting costs as much as it counts).
-pub fn capped_count(conn: &Connection, term: &str, cap: i64) -> Result<i64> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT count(*) FROM (SELECT 1 FROM passages_fts WHERE passages_fts MATCH ?1 LIMIT ?2)",
-        )?
-        .query_row(params![term, cap], |r| r.get(0))?)
-}
-
 /// A passage that matched, with its archive.
 #[derive(Debug, Clone)]
 pub struct PassageRow {

@@ -109,14 +109,34 @@ pub fn matching(conn: &Connection, fts: &str) -> Result<Vec<i64>> {
     )
 }
 
-/// How many archives hold the FTS5 term `term`, counted up to `cap` (a
-/// common word's count stops there: counting costs as much as it counts).
-pub fn capped_count(conn: &Connection, term: &str, cap: i64) -> Result<i64> {
+/// How many rows of `index` hold the FTS5 term `term`, counted up to `cap`
+/// (a common word's count stops there: counting costs as much as it
+/// counts).
+pub fn capped_count(conn: &Connection, index: Index, term: &str, cap: i64) -> Result<i64> {
+    let t = index.table();
     Ok(conn
-        .prepare_cached(
-            "SELECT count(*) FROM (SELECT 1 FROM archives_fts WHERE archives_fts MATCH ?1 LIMIT ?2)",
-        )?
+        .prepare_cached(&format!(
+            "SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?1 LIMIT ?2)"
+        ))?
         .query_row(params![term, cap], |r| r.get(0))?)
+}
+
+/// A full-text index whose terms [`capped_count`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Index {
+    /// `archives_fts`: whole archives (`g2 search`).
+    Archives,
+    /// `passages_fts`: archive passages (recall).
+    Passages,
+}
+
+impl Index {
+    fn table(self) -> &'static str {
+        match self {
+            Index::Archives => "archives_fts",
+            Index::Passages => "passages_fts",
+        }
+    }
 }
 
 /// The hits for archives already ranked: (id, score) pairs, in that order.
