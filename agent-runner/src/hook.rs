@@ -66,15 +66,14 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
 
 /// Asks the host for the group's memory (within `inject::DEADLINE`) and
 /// prints it for Claude Code; nothing when there is none. The prompt sent
-/// is what people said, cleaned as capture cleans it (private spans and
-/// secrets out) and without the senders' names, which would only dilute
+/// is what capture kept (private spans and secrets already out), a routed
+/// one as the people's texts without their names, which would only dilute
 /// the question.
 fn inject(paths: &Paths, event: &str, input: &serde_json::Value, captured: Option<&Captured>) {
     let said = match captured {
         Some(Captured::Prompt { text, .. }) if !text.is_empty() => {
-            let raw = input["prompt"].as_str().unwrap_or("");
-            Some(match g2_core::envelope::read(raw) {
-                Some(env) => Redactor::default().clean(&env.texts()).into_owned(),
+            Some(match g2_core::envelope::read(text) {
+                Some(env) => env.texts(),
                 None => text.clone(),
             })
         }
