@@ -71,7 +71,10 @@ fn budget_chars(tokens: usize) -> usize {
     tokens.saturating_mul(CHARS_PER_TOKEN)
 }
 
-fn one_line(s: &str) -> String {
+/// `s` on one line: every run of whitespace (line breaks too) one space.
+/// A memory shown in a list is one line of it (here and in the agents'
+/// memory tools).
+pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -93,7 +96,10 @@ fn wrap(body: &str) -> String {
 pub fn session_start(conn: &Connection, group: &GroupFolder, tokens: usize) -> Result<String> {
     let budget = budget_chars(tokens).saturating_sub(40);
     let summaries = store::observations::latest_summaries(conn, group, 3)?;
-    let observations = store::observations::list(conn, group, false)?;
+    // No more than could fit: the shortest line, `- [fact #1] x` and its
+    // line break, is 14 characters.
+    let most = i64::try_from(budget / 14).unwrap_or(i64::MAX).max(1);
+    let observations = store::observations::first(conn, group, false, most)?;
     if summaries.is_empty() && observations.is_empty() {
         return Ok(String::new());
     }

@@ -267,14 +267,25 @@ pub fn insert(
 /// A group's observations, most important and newest first; `all` includes
 /// superseded ones and tombstones.
 pub fn list(conn: &Connection, group: &GroupFolder, all: bool) -> Result<Vec<ObservationRow>> {
+    first(conn, group, all, -1)
+}
+
+/// The first `n` of [`list`] (a negative `n`: every one).
+pub fn first(
+    conn: &Connection,
+    group: &GroupFolder,
+    all: bool,
+    n: i64,
+) -> Result<Vec<ObservationRow>> {
     store::query_all(
         conn,
         &format!(
             "SELECT {OBSERVATION_COLUMNS} FROM observations o
              WHERE o.group_folder = ?1 AND (?2 OR o.status = 'active')
-             ORDER BY o.importance DESC, o.created_at DESC, o.id DESC"
+             ORDER BY o.importance DESC, o.created_at DESC, o.id DESC
+             LIMIT ?3"
         ),
-        params![group.as_str(), all],
+        params![group.as_str(), all, n],
         observation_from_row,
     )
 }

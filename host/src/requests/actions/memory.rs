@@ -11,6 +11,7 @@ use g2_core::privacy;
 use super::super::RequestServer;
 use super::super::authorize::{self, Family};
 use crate::groups::Group;
+use crate::memory::context;
 use crate::memory::extract::{Kind, ObservationDraft};
 use crate::memory::recall::{self, Filters, RecallHit};
 use crate::store::observations::{self as obs, Provenance};
@@ -61,9 +62,9 @@ fn day(at: &str) -> &str {
     at.get(..10).unwrap_or(at)
 }
 
+/// [`context::one_line`], cut at `max` characters.
 fn one_line(s: &str, max: usize) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    g2_core::archive::truncate(&s, max).into_owned()
+    g2_core::archive::truncate(&context::one_line(s), max).into_owned()
 }
 
 impl RequestServer {
