@@ -110,7 +110,7 @@ pub struct Agents {
     sockets: Mutex<Vec<Listening>>,
     run_watch: Option<RunWatch>,
     /// Cleans captured memory again on the host, the host's credential
-    /// included.
+    /// included (the archives' redactor, `SessionManager::redactor`).
     redactor: g2_core::privacy::Redactor,
 }
 
@@ -124,7 +124,7 @@ impl Agents {
         gateway: Gateway,
     ) -> Self {
         Agents {
-            redactor: crate::gateway::credentials::redactor(home.root()),
+            redactor: sessions.redactor().clone(),
             home,
             settings,
             store,

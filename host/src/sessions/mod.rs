@@ -107,6 +107,12 @@ impl SessionManager {
         }
     }
 
+    /// What archives are cleaned with (the patterns and the host's own
+    /// credential): memory capture cleans with the same.
+    pub fn redactor(&self) -> &g2_core::privacy::Redactor {
+        &self.archive.redactor
+    }
+
     fn remember(&self, p: &Pointer) {
         self.cache
             .lock()
