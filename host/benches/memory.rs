@@ -8,12 +8,14 @@
 //! session summaries and 500 archives in the group; each run must print
 //! the block.
 //!
-//! **Extraction.** The offline extractor through the processor
-//! (`memory::process::pass`, real SQLite): 2,000 completed prompt batches
+//! **Extraction.** As the host runs it: the processor
+//! (`memory::process::pass`, real SQLite) with the model extractor through
+//! a gateway over the offline provider, on 2,000 completed prompt batches
 //! built from MemoryBank's conversations (`$G2_MEMORY_FIXTURES`, default
-//! `../shared/fixtures/memory/memorybank`), one exchange each, batches per
-//! minute and observations per batch. For a model-backed extractor, the
-//! prompt's size: tokens per batch estimated at 4 characters a token.
+//! `../shared/fixtures/memory/memorybank`), one exchange each: batches per
+//! minute and observations per batch, and the tokens per request the
+//! gateway recorded (the request's size at 4 bytes a token: what the
+//! `anthropic` provider would be sent).
 //!
 //! `cargo build --release -p g2-agent && cargo bench -p g2-host --bench memory`
 
@@ -238,12 +240,25 @@ fn extraction(batches: usize) {
             Ok(chars)
         })
         .unwrap();
-    let extractor: Arc<dyn Extractor> = Arc::new(g2_host::memory::extract::offline::Offline);
     let settings = g2_host::config::MemorySettings {
         max_concurrent: 50,
+        daily_tokens: u64::MAX,
         ..Default::default()
     };
     let rt = common::runtime();
+    // As the host runs it: through a gateway over the offline provider,
+    // each batch one Messages API request, its usage recorded.
+    let gateway = {
+        let _in = rt.enter();
+        g2_host::gateway::Gateway::with_provider(
+            &Default::default(),
+            store.clone(),
+            Arc::new(g2_host::gateway::offline::Offline::new(None)),
+        )
+    };
+    let extractor: Arc<dyn Extractor> = Arc::new(
+        g2_host::memory::extract::model::ModelExtractor::new(gateway.clone(), settings.clone()),
+    );
     let t = Instant::now();
     let (mut done, mut observations) = (0, 0);
     while done < batches {
@@ -260,16 +275,30 @@ fn extraction(batches: usize) {
         observations += p.observations;
     }
     let secs = t.elapsed().as_secs_f64();
+    rt.block_on(gateway.flush());
     println!(
-        "memory extraction (offline, through the processor): {batches} batches in {secs:.1} s = {:.0} batches/min, {:.2} observations per batch",
+        "memory extraction (offline model, through the processor and the gateway): {batches} batches in {secs:.1} s = {:.0} batches/min, {:.2} observations per batch",
         batches as f64 / secs * 60.0,
         observations as f64 / batches as f64
     );
-    // What a model would be sent per batch: the prompt and reply, plus an
-    // instruction of about 1,200 characters.
+    // The requests' own size, as the offline provider estimates it (4
+    // bytes a token): what the anthropic provider would be sent.
+    let lines = store
+        .read_blocking(|c| store::usage::report(c, Some("fam"), None))
+        .unwrap();
+    let memory: Vec<_> = lines
+        .iter()
+        .filter(|l| l.purpose == g2_host::gateway::usage::Purpose::Memory)
+        .collect();
+    let requests: u64 = memory.iter().map(|l| l.requests).sum();
+    let input: u64 = memory.iter().map(|l| l.input_tokens).sum();
+    let output: u64 = memory.iter().map(|l| l.output_tokens).sum();
+    assert!(requests as usize >= batches, "{lines:?}");
     println!(
-        "  a model-backed extractor's input per batch: about {:.0} tokens (4 characters a token)",
-        (chars as f64 / batches as f64 + 1_200.0) / 4.0
+        "  per request (batches and session summaries, {requests} requests): {:.0} input tokens, {:.0} output tokens (exchanges of {:.0} characters)",
+        input as f64 / requests as f64,
+        output as f64 / requests as f64,
+        chars as f64 / batches as f64
     );
 }
 

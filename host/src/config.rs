@@ -57,6 +57,33 @@ pub struct MemorySettings {
     pub inject_tokens: usize,
     /// Tokens of the memory injected with a prompt (relevant hits only).
     pub prompt_inject_tokens: usize,
+    /// Model the `anthropic` provider extracts observations and summaries
+    /// with (one call per prompt batch, one per session summary); the
+    /// offline provider answers with its own rules whatever this says.
+    pub model: String,
+    /// Tokens extraction may use per group and UTC day (counted apart from,
+    /// and also against, the group's `gateway.daily_tokens`); once used,
+    /// the group's jobs wait for the next day. 0 turns extraction off.
+    pub daily_tokens: u64,
+    /// Per-group overrides: `[memory.groups.family] daily_tokens = 50000`.
+    pub groups: std::collections::BTreeMap<String, MemoryGroupLimits>,
+}
+
+/// What `[memory.groups.<folder>]` may override.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryGroupLimits {
+    pub daily_tokens: Option<u64>,
+}
+
+impl MemorySettings {
+    /// The extraction tokens one group may use per day.
+    pub fn daily_tokens_for(&self, group: &str) -> u64 {
+        self.groups
+            .get(group)
+            .and_then(|g| g.daily_tokens)
+            .unwrap_or(self.daily_tokens)
+    }
 }
 
 impl Default for MemorySettings {
@@ -74,6 +101,9 @@ impl Default for MemorySettings {
             max_concurrent: 1,
             inject_tokens: 1_500,
             prompt_inject_tokens: 500,
+            model: "claude-haiku-4-5".into(),
+            daily_tokens: 200_000,
+            groups: Default::default(),
         }
     }
 }

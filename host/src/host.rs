@@ -173,12 +173,16 @@ impl Host {
         let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
         // A pass at start: what a killed host or a dead container left.
         let recovery = crate::memory::recovery::start(store.clone(), settings.memory.clone());
-        // The offline extractor for every provider until a model-backed one
-        // exists (see `memory::extract`).
+        // Extraction goes through the gateway's provider, accounted to the
+        // group under purpose `memory` (the offline model answers it with
+        // its rules).
         let processor = crate::memory::process::start(
             store.clone(),
             settings.memory.clone(),
-            Arc::new(crate::memory::extract::offline::Offline),
+            Arc::new(crate::memory::extract::model::ModelExtractor::new(
+                gateway.clone(),
+                settings.memory.clone(),
+            )),
             Arc::new(Notify::new()),
         );
         let groups = catch_up(&store, &channels, &queue).await?;

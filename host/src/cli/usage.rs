@@ -28,15 +28,25 @@ pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Outp
         let mut w = std::io::stdout().lock();
         writeln!(
             w,
-            "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
-            "day", "group", "provider", "model", "requests", "input", "output", "errors", "refused"
+            "{:<10}  {:<16} {:<7} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+            "day",
+            "group",
+            "purpose",
+            "provider",
+            "model",
+            "requests",
+            "input",
+            "output",
+            "errors",
+            "refused"
         )?;
         for l in lines {
             writeln!(
                 w,
-                "{:<10}  {:<16} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
+                "{:<10}  {:<16} {:<7} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
                 inert_name(&l.day),
                 inert_name(&l.group),
+                l.purpose.as_str(),
                 inert_name(&l.provider),
                 inert_name(&l.model),
                 l.requests,

@@ -3,6 +3,8 @@
 //! Claude Code CLI through every g2 feature.
 //!
 //! Its whole behaviour is a function of the request ([`answer`]):
+//! - A memory extraction request (`memory::extract::model`) gets the
+//!   observations or summary the offline rules find, as the JSON asked for.
 //! - A compaction request (Claude Code's "create a detailed summary of the
 //!   conversation" prompt) gets an `<analysis>`/`<summary>` reply built from
 //!   the messages it was sent.
@@ -652,6 +654,10 @@ impl From<&str> for Refusal {
 
 /// Answers one Messages API request.
 pub fn answer(req: &Value) -> Result<Answer, Refusal> {
+    // The host's own memory extraction (`memory::extract::model`).
+    if let Some(json) = crate::memory::extract::model::answer_offline(req) {
+        return Ok(Answer::text(json));
+    }
     let messages = req["messages"]
         .as_array()
         .ok_or("messages: an array is required")?;

@@ -36,6 +36,34 @@ impl Outcome {
     }
 }
 
+/// What a model request was for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Purpose {
+    /// An agent's turn (a group's socket, or the loopback listener).
+    #[default]
+    Agent,
+    /// The host extracting a group's memory (`memory::extract`).
+    Memory,
+}
+
+impl Purpose {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Agent => "agent",
+            Purpose::Memory => "memory",
+        }
+    }
+
+    pub fn parse(s: &str) -> Purpose {
+        if s == "memory" {
+            Purpose::Memory
+        } else {
+            Purpose::Agent
+        }
+    }
+}
+
 /// Token counts as reported in an Anthropic `usage` object.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
@@ -55,6 +83,7 @@ impl Tokens {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub caller: String,
+    pub purpose: Purpose,
     pub provider: String,
     pub model: String,
     pub tokens: Tokens,
@@ -75,6 +104,8 @@ pub struct Line {
     pub day: String,
     /// Group folder, or `@local` for the loopback listener.
     pub group: String,
+    /// `agent` or `memory`.
+    pub purpose: Purpose,
     pub provider: String,
     pub model: String,
     pub requests: u64,

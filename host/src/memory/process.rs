@@ -24,15 +24,18 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use crate::Result;
 use crate::background::Background;
 use crate::config::MemorySettings;
-use crate::memory::extract::{ActivityInput, BatchInput, Extractor};
+use crate::memory::extract::{
+    ActivityInput, BatchInput, ExtractError, Extractor, ObservationDraft, SummaryDraft,
+};
 use crate::search::question;
 use crate::search::stem;
 use crate::store::memory::BatchRow;
 use crate::store::observations::{self as obs, Provenance, Queue};
 use crate::store::{self, Store};
-use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
 
 /// Attempts before a job is `failed` for good.
 pub const MAX_ATTEMPTS: i64 = 3;
@@ -44,6 +47,8 @@ pub struct Processed {
     pub observations: usize,
     pub summaries: usize,
     pub failed: usize,
+    /// Jobs left waiting for their group's budget.
+    pub deferred: usize,
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -107,149 +112,222 @@ fn retry_at(now: DateTime<Utc>, attempts: i64) -> Option<String> {
     })
 }
 
+/// How one job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Stored: this many observations (0 or 1 for a summary).
+    Stored(usize),
+    /// Failed; retried later or failed for good.
+    Failed,
+    /// Waits for the group's budget.
+    Deferred,
+}
+
+/// How long a group whose budget is used up waits before its jobs are
+/// tried again: until the next UTC day, or 15 minutes when that is sooner
+/// to notice a raised cap.
+fn paused_until(now: DateTime<Utc>) -> String {
+    let tomorrow = (now.date_naive() + chrono::Days::new(1))
+        .and_hms_opt(0, 0, 0)
+        .map(|d| d.and_utc())
+        .unwrap_or(now);
+    ts(tomorrow.min(now + chrono::TimeDelta::minutes(15)))
+}
+
 /// One pass at `now`: queue what is ready, then extract and summarise up
-/// to `max_concurrent` jobs of each kind.
+/// to `max_concurrent` jobs of each kind. The extractor's calls run at
+/// once; their outcomes are stored one by one in the order the jobs were
+/// queued, so a later batch's statement supersedes an earlier one's and
+/// never the other way round.
 pub async fn pass(
     store: &Store,
     extractor: &Arc<dyn Extractor>,
     settings: &MemorySettings,
     now: DateTime<Utc>,
 ) -> Result<Processed> {
+    use futures_util::StreamExt;
     let mut done = Processed::default();
     let n = settings.max_concurrent.max(1);
     let at = ts(now);
-    let batches = store
-        .write({
-            let at = at.clone();
-            move |tx| {
-                store::memory::queue_completed(tx, &at)?;
-                obs::claim(tx, Queue::Batches, &at, n)
-            }
-        })
-        .await?;
-    for key in batches {
-        match extract_batch(store, extractor, key, &at).await {
-            Ok(k) => {
-                done.batches += 1;
-                done.observations += k;
-            }
-            Err(e) => {
-                done.failed += 1;
-                give_up_or_retry(store, Queue::Batches, key, &e, now).await?;
-            }
-        }
-    }
-    let sessions = store
-        .write({
-            let at = at.clone();
-            move |tx| {
-                obs::queue_summaries(tx, &at)?;
-                obs::claim(tx, Queue::Sessions, &at, n)
-            }
-        })
-        .await?;
-    for key in sessions {
-        match summarise(store, extractor, key, &at).await {
-            Ok(()) => done.summaries += 1,
-            Err(e) => {
-                done.failed += 1;
-                give_up_or_retry(store, Queue::Sessions, key, &e, now).await?;
+    for q in [Queue::Batches, Queue::Sessions] {
+        let keys = store
+            .write({
+                let at = at.clone();
+                move |tx| {
+                    match q {
+                        Queue::Batches => store::memory::queue_completed(tx, &at)?,
+                        Queue::Sessions => obs::queue_summaries(tx, &at)?,
+                    };
+                    obs::claim(tx, q, &at, n)
+                }
+            })
+            .await?;
+        let mut extracted = futures_util::stream::iter(keys)
+            .map(|key| extract(store, extractor, q, key))
+            .buffered(n);
+        while let Some(x) = extracted.next().await {
+            match settle(store, x?, q, now).await? {
+                Ended::Stored(k) if q == Queue::Batches => {
+                    done.batches += 1;
+                    done.observations += k;
+                }
+                Ended::Stored(_) => done.summaries += 1,
+                Ended::Failed => done.failed += 1,
+                Ended::Deferred => done.deferred += 1,
             }
         }
     }
     Ok(done)
 }
 
-async fn give_up_or_retry(
+/// A job's extraction, not yet stored.
+enum Extraction {
+    /// Its session was forgotten meanwhile: nothing to store.
+    Gone(i64),
+    Observations {
+        key: i64,
+        group: GroupFolder,
+        session: i64,
+        drafts: Vec<ObservationDraft>,
+    },
+    Summary {
+        session: i64,
+        group: GroupFolder,
+        summary: SummaryDraft,
+    },
+    Failed {
+        key: i64,
+        group: GroupFolder,
+        error: ExtractError,
+    },
+}
+
+/// Reads a claimed job's input and asks the extractor; stores nothing.
+async fn extract(
     store: &Store,
+    extractor: &Arc<dyn Extractor>,
     q: Queue,
     key: i64,
-    e: &Error,
-    now: DateTime<Utc>,
-) -> Result<()> {
+) -> Result<Extraction> {
+    let failed = |group, error| Extraction::Failed { key, group, error };
+    match q {
+        Queue::Batches => {
+            let Some((group, session, row)) =
+                store.read(move |c| store::memory::batch(c, key)).await?
+            else {
+                return Ok(Extraction::Gone(key));
+            };
+            Ok(
+                match extractor.observations(&group, &batch_input(&row)).await {
+                    Ok(drafts) => Extraction::Observations {
+                        key,
+                        group,
+                        session,
+                        drafts,
+                    },
+                    Err(e) => failed(group, e),
+                },
+            )
+        }
+        Queue::Sessions => {
+            let (group, batches) = store
+                .read(move |c| {
+                    let group = store::memory::session_group_by_row(c, key)?;
+                    Ok((group, store::memory::batches_of(c, key)?))
+                })
+                .await?;
+            let Some(group) = group else {
+                return Ok(Extraction::Gone(key));
+            };
+            let inputs: Vec<BatchInput> = batches.iter().map(batch_input).collect();
+            Ok(match extractor.summary(&group, &inputs).await {
+                Ok(summary) => Extraction::Summary {
+                    session: key,
+                    group,
+                    summary,
+                },
+                Err(e) => failed(group, e),
+            })
+        }
+    }
+}
+
+/// Stores a job's outcome and marks it done, failed or waiting, in one
+/// transaction.
+async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> Result<Ended> {
+    let at = ts(now);
+    let (key, group, e) = match x {
+        Extraction::Gone(key) => {
+            store.write(move |tx| obs::done(tx, q, key)).await?;
+            return Ok(Ended::Stored(0));
+        }
+        Extraction::Observations {
+            key,
+            group,
+            session,
+            drafts,
+        } => {
+            let n = store
+                .write(move |tx| {
+                    for d in &drafts {
+                        let from = Provenance {
+                            session: Some(session),
+                            batch: Some(key),
+                            remembered: false,
+                        };
+                        obs::insert(tx, &group, d, from, &at, |old| {
+                            same_statement(old, &d.title)
+                        })?;
+                    }
+                    obs::done(tx, Queue::Batches, key)?;
+                    Ok(drafts.len())
+                })
+                .await?;
+            return Ok(Ended::Stored(n));
+        }
+        Extraction::Summary {
+            session,
+            group,
+            summary,
+        } => {
+            store
+                .write(move |tx| {
+                    obs::insert_summary(tx, &group, session, &summary, &at)?;
+                    obs::done(tx, Queue::Sessions, session)
+                })
+                .await?;
+            return Ok(Ended::Stored(1));
+        }
+        Extraction::Failed { key, group, error } => (key, group, error),
+    };
     let error = e.to_string();
+    if let ExtractError::OverBudget(_) = e {
+        let until = paused_until(now);
+        let waiting = store
+            .write({
+                let (g, error, until) = (group.clone(), error.clone(), until.clone());
+                move |tx| obs::defer_group(tx, &g, (q, key), &until, &error)
+            })
+            .await?;
+        tracing::warn!(%group, jobs = waiting, until = %until, reason = %error,
+            "memory extraction paused for the group");
+        return Ok(Ended::Deferred);
+    }
+    // Invalid output was already asked for again: final at once.
+    let last = matches!(e, ExtractError::Invalid(_));
     store
         .write(move |tx| {
             let attempts = obs::attempts(tx, q, key)?;
-            let retry = retry_at(now, attempts);
+            let retry = if last { None } else { retry_at(now, attempts) };
             if retry.is_none() {
-                tracing::warn!(?q, key, error = %error, "memory job failed for good");
+                tracing::warn!(%group, ?q, key, error = %error, "memory job failed for good");
+            } else {
+                tracing::info!(%group, ?q, key, error = %error, "memory job failed; retried later");
             }
             obs::failed(tx, q, key, &error, retry.as_deref())
         })
-        .await
-}
-
-async fn extract_batch(
-    store: &Store,
-    extractor: &Arc<dyn Extractor>,
-    key: i64,
-    at: &str,
-) -> Result<usize> {
-    let Some((group, session, row)) = store.read(move |c| store::memory::batch(c, key)).await?
-    else {
-        // Its session was forgotten meanwhile: nothing to do.
-        store
-            .write(move |tx| obs::done(tx, Queue::Batches, key))
-            .await?;
-        return Ok(0);
-    };
-    let input = batch_input(&row);
-    let ex = extractor.clone();
-    let drafts = tokio::task::spawn_blocking(move || ex.observations(&input))
-        .await
-        .map_err(|e| Error::Invalid(format!("extractor: {e}")))?
-        .map_err(|e| Error::Invalid(e.to_string()))?;
-    let at = at.to_string();
-    store
-        .write(move |tx| {
-            for d in &drafts {
-                let from = Provenance {
-                    session: Some(session),
-                    batch: Some(key),
-                    remembered: false,
-                };
-                obs::insert(tx, &group, d, from, &at, |old| {
-                    same_statement(old, &d.title)
-                })?;
-            }
-            obs::done(tx, Queue::Batches, key)?;
-            Ok(drafts.len())
-        })
-        .await
-}
-
-async fn summarise(
-    store: &Store,
-    extractor: &Arc<dyn Extractor>,
-    session: i64,
-    at: &str,
-) -> Result<()> {
-    let (group, batches) = store
-        .read(move |c| {
-            let group = store::memory::session_group_by_row(c, session)?;
-            Ok((group, store::memory::batches_of(c, session)?))
-        })
         .await?;
-    let Some(group) = group else {
-        store
-            .write(move |tx| obs::done(tx, Queue::Sessions, session))
-            .await?;
-        return Ok(());
-    };
-    let inputs: Vec<BatchInput> = batches.iter().map(batch_input).collect();
-    let ex = extractor.clone();
-    let summary = tokio::task::spawn_blocking(move || ex.summary(&inputs))
-        .await
-        .map_err(|e| Error::Invalid(format!("extractor: {e}")))?
-        .map_err(|e| Error::Invalid(e.to_string()))?;
-    let at = at.to_string();
-    store
-        .write(move |tx| {
-            obs::insert_summary(tx, &group, session, &summary, &at)?;
-            obs::done(tx, Queue::Sessions, session)
-        })
-        .await
+    Ok(Ended::Failed)
 }
 
 /// Releases claims a killed host left, then runs a pass now and every
@@ -286,18 +364,33 @@ pub fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::extract::{ExtractError, Kind, ObservationDraft, SummaryDraft};
-    use g2_core::validate::GroupFolder;
+    use crate::memory::extract::{Extracted, Kind, ObservationDraft, SummaryDraft};
 
     /// Remembers each prompt as a fact; fails on a prompt saying "fail".
     struct Echo;
 
     impl Extractor for Echo {
-        fn observations(&self, b: &BatchInput) -> Result<Vec<ObservationDraft>, ExtractError> {
+        fn observations<'a>(
+            &'a self,
+            _group: &'a GroupFolder,
+            b: &'a BatchInput,
+        ) -> Extracted<'a, Vec<ObservationDraft>> {
             if b.prompt.contains("fail") {
-                return Err(ExtractError::Invalid("no".into()));
+                return Box::pin(std::future::ready(Err(ExtractError::Unavailable(
+                    "no".into(),
+                ))));
             }
-            Ok(vec![ObservationDraft {
+            if b.prompt.contains("garbled") {
+                return Box::pin(std::future::ready(Err(ExtractError::Invalid(
+                    "not JSON".into(),
+                ))));
+            }
+            if _group.as_str() == "broke" {
+                return Box::pin(std::future::ready(Err(ExtractError::OverBudget(
+                    "used up".into(),
+                ))));
+            }
+            Box::pin(std::future::ready(Ok(vec![ObservationDraft {
                 kind: Kind::Fact,
                 title: b.prompt.clone(),
                 narrative: String::new(),
@@ -305,15 +398,19 @@ mod tests {
                 files: vec![],
                 importance: 5,
                 concerns: b.senders.clone(),
-            }])
+            }])))
         }
 
-        fn summary(&self, bs: &[BatchInput]) -> Result<SummaryDraft, ExtractError> {
-            Ok(SummaryDraft {
+        fn summary<'a>(
+            &'a self,
+            _group: &'a GroupFolder,
+            bs: &'a [BatchInput],
+        ) -> Extracted<'a, SummaryDraft> {
+            Box::pin(std::future::ready(Ok(SummaryDraft {
                 title: bs.first().map(|b| b.prompt.clone()).unwrap_or_default(),
                 request: bs.first().map(|b| b.prompt.clone()).unwrap_or_default(),
                 ..SummaryDraft::default()
-            })
+            })))
         }
     }
 
@@ -409,6 +506,68 @@ mod tests {
             .unwrap()
             .len();
         assert_eq!(n, 1);
+    }
+
+    #[tokio::test]
+    async fn invalid_answers_fail_at_once_and_a_spent_budget_pauses_its_group_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("g2.db"), Duration::from_secs(1)).unwrap();
+        let t0: DateTime<Utc> = "2026-01-01T23:50:00Z".parse().unwrap();
+        s.write_blocking(move |tx| {
+            for (group, prompts) in [
+                ("fam", &["garbled", "the oars are in the shed"][..]),
+                ("broke", &["one", "two", "three"][..]),
+            ] {
+                let g = GroupFolder::new(group).unwrap();
+                let a = store::memory::open_session(tx, &g, group, None, None, &ts(t0))?;
+                for p in prompts {
+                    let b = store::memory::start_batch(tx, a, p, &[], &ts(t0))?;
+                    store::memory::finish_batch(tx, b, None, &ts(t0))?;
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        let ex: Arc<dyn Extractor> = Arc::new(Echo);
+        let settings = MemorySettings {
+            max_concurrent: 10,
+            ..MemorySettings::default()
+        };
+        let p = pass(&s, &ex, &settings, t0).await.unwrap();
+        assert_eq!((p.batches, p.failed, p.deferred), (1, 1, 3), "{p:?}");
+        let states: Vec<(String, i64, Option<String>, Option<String>)> = s
+            .read_blocking(|c| {
+                store::query_all(
+                    c,
+                    "SELECT state, attempts, next_attempt_at, error FROM memory_queue ORDER BY batch_id",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+                )
+            })
+            .unwrap();
+        // Invalid output is final at once, with its reason.
+        assert_eq!(states[0].0, "failed");
+        assert!(states[0].3.as_deref().unwrap().contains("not JSON"));
+        assert_eq!(states[1].0, "done");
+        // The spent group's jobs wait until midnight, no attempt used.
+        for st in &states[2..] {
+            assert_eq!(
+                (st.0.as_str(), st.1, st.2.as_deref()),
+                ("pending", 0, Some("2026-01-02T00:00:00.000Z")),
+                "{states:?}"
+            );
+            assert!(st.3.as_deref().unwrap().contains("used up"));
+        }
+        assert_eq!(
+            pass(&s, &ex, &settings, t0 + chrono::TimeDelta::minutes(5))
+                .await
+                .unwrap(),
+            Processed::default()
+        );
+        assert_eq!(
+            paused_until(t0 - chrono::TimeDelta::hours(5)),
+            "2026-01-01T19:05:00.000Z"
+        );
     }
 
     #[test]

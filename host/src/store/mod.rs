@@ -52,6 +52,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             "../../../migrations/0007_archive_passages.sql"
         )),
         M::up(include_str!("../../../migrations/0008_observations.sql")),
+        M::up(include_str!("../../../migrations/0009_usage_purpose.sql")),
     ])
 });
 

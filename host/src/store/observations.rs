@@ -121,6 +121,39 @@ pub fn failed(
     Ok(())
 }
 
+/// A group's budget for today is used up: its pending jobs (and `key`,
+/// claimed and not tried) wait until `until` with `error` saying why; the
+/// claim's attempt is given back. Returns how many jobs wait.
+pub fn defer_group(
+    tx: &Transaction<'_>,
+    group: &GroupFolder,
+    claimed: (Queue, i64),
+    until: &str,
+    error: &str,
+) -> Result<usize> {
+    let (table, k) = claimed.0.table_key();
+    tx.execute(
+        &format!(
+            "UPDATE {table} SET state = 'pending', attempts = max(attempts - 1, 0)
+             WHERE {k} = ?1 AND state = 'processing'"
+        ),
+        [claimed.1],
+    )?;
+    let batches = tx.execute(
+        "UPDATE memory_queue SET next_attempt_at = ?2, error = ?3
+         WHERE state = 'pending'
+           AND batch_id IN (SELECT id FROM prompt_batches WHERE group_folder = ?1)",
+        params![group.as_str(), until, error],
+    )?;
+    let sessions = tx.execute(
+        "UPDATE summary_queue SET next_attempt_at = ?2, error = ?3
+         WHERE state = 'pending'
+           AND session_id IN (SELECT id FROM memory_sessions WHERE group_folder = ?1)",
+        params![group.as_str(), until, error],
+    )?;
+    Ok(batches + sessions)
+}
+
 /// Completed sessions whose batches are all extracted (or failed for good)
 /// and that have no summary job yet get one.
 pub fn queue_summaries(tx: &Transaction<'_>, now: &str) -> Result<usize> {

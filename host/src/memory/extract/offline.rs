@@ -49,8 +49,10 @@ use regex::Regex;
 
 use g2_core::envelope;
 
+use g2_core::validate::GroupFolder;
+
 use super::{
-    ActivityInput, BatchInput, ExtractError, Extractor, Kind, ObservationDraft, SummaryDraft,
+    ActivityInput, BatchInput, Extracted, Extractor, Kind, ObservationDraft, SummaryDraft,
 };
 
 /// Rules over the captured text (see the module doc).
@@ -58,12 +60,20 @@ use super::{
 pub struct Offline;
 
 impl Extractor for Offline {
-    fn observations(&self, batch: &BatchInput) -> Result<Vec<ObservationDraft>, ExtractError> {
-        Ok(observations(batch))
+    fn observations<'a>(
+        &'a self,
+        _group: &'a GroupFolder,
+        batch: &'a BatchInput,
+    ) -> Extracted<'a, Vec<ObservationDraft>> {
+        Box::pin(std::future::ready(Ok(observations(batch))))
     }
 
-    fn summary(&self, batches: &[BatchInput]) -> Result<SummaryDraft, ExtractError> {
-        Ok(summary(batches))
+    fn summary<'a>(
+        &'a self,
+        _group: &'a GroupFolder,
+        batches: &'a [BatchInput],
+    ) -> Extracted<'a, SummaryDraft> {
+        Box::pin(std::future::ready(Ok(summary(batches))))
     }
 }
 
@@ -97,7 +107,7 @@ struct Found {
 }
 
 /// The observations of one batch, in the order of the text they come from.
-fn observations(batch: &BatchInput) -> Vec<ObservationDraft> {
+pub fn observations(batch: &BatchInput) -> Vec<ObservationDraft> {
     let mut out = Drafts::default();
     for (who, text) in spoken(&batch.prompt, &batch.senders) {
         let who = who.as_deref();
@@ -307,7 +317,7 @@ fn sentences(text: &str) -> Vec<String> {
 
 /// Shortens to at most `max` characters, cut at a word where there is one
 /// and marked with `…`.
-fn shorten(s: &str, max: usize) -> String {
+pub(crate) fn shorten(s: &str, max: usize) -> String {
     let s = s.trim();
     match s.char_indices().nth(max) {
         None => s.to_string(),
@@ -714,7 +724,7 @@ fn discovery(
 
 // ---- the summary ----
 
-fn summary(batches: &[BatchInput]) -> SummaryDraft {
+pub fn summary(batches: &[BatchInput]) -> SummaryDraft {
     let first = batches
         .iter()
         .flat_map(|b| spoken(&b.prompt, &b.senders))
