@@ -14,6 +14,7 @@ mod api;
 mod cli;
 mod corpus;
 mod doctor;
+mod extraction;
 mod fixtures;
 mod gateway;
 mod hardening;

@@ -680,6 +680,15 @@ fn the_agents_memory_tools_reach_their_own_group_only() {
         "{got}"
     );
 
+    // Asked about it, main's agent gets it injected; family's never does,
+    // at the session's start or with the prompt.
+    let q = "where is the boat moored?\ng2:context";
+    let ours = ask(&home, "main", q);
+    assert!(ours.contains("pier 7"), "{ours}");
+    let theirs = ask(&home, "family", q);
+    assert!(!theirs.contains("pier 7"), "{theirs}");
+    assert!(theirs.contains("no memory was injected"), "{theirs}");
+
     // Another group finds nothing of it, and may neither read nor forget it.
     let theirs = ask(&home, "family", "g2:memory-search where is the boat");
     assert!(theirs.contains("Nothing in memory answers"), "{theirs}");
