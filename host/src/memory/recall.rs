@@ -5,12 +5,16 @@
 //! Today's sources are archive passages (each archive cut into exchanges,
 //! `search::passages`). Ranking, in two steps:
 //! 1. FTS5 finds the group's passages holding *any* of the question's
-//!    content words (`search::question`: stop words out, Porter stems) and
-//!    ranks them by BM25, which weighs rare words over common ones; the
-//!    best [`CANDIDATES`] go on. A common word (`search::COMMON`) finds nothing
-//!    when the question has a rarer one (when all are common, passages
-//!    holding all of them are found first); it still counts in step 2. A
-//!    question that names a day also takes that day's passages.
+//!    content words (`search::question`: stop words out, Porter stems) that
+//!    is not common (`search::COMMON`), and ranks them by BM25 among the
+//!    newest `store::recall::SCAN` that match; the best [`CANDIDATES`] go
+//!    on. A common word finds nothing when the question has a rarer one (it
+//!    still counts in step 2). When every word is common, BM25 is not asked
+//!    (its weights would cost a walk over each word's whole posting list):
+//!    the newest passages holding all the words, else any of them, are
+//!    weighed here by BM25 with every word alike. Either way a question's
+//!    cost is bounded by the rows read, not by how many passages hold its
+//!    words. A question that names a day also takes that day's passages.
 //! 2. Each candidate's score is its BM25 relative to the best candidate's,
 //!    plus how much of the question it holds: the share of the content
 //!    words it contains ([`COVERAGE`]: all words beat some), the share of
@@ -33,7 +37,7 @@ use crate::store;
 use g2_core::validate::GroupFolder;
 
 /// Candidates FTS5 hands on to the second step, at least.
-pub const CANDIDATES: usize = 200;
+pub const CANDIDATES: usize = 100;
 /// Weight of the share of the question's words a passage holds.
 pub const COVERAGE: f64 = 0.6;
 /// Weight of the share of the question's word pairs it holds as phrases.
@@ -271,12 +275,7 @@ fn passages(
     q: &Question,
     want: i64,
 ) -> Result<Vec<Candidate>> {
-    let mut rows =
-        store::recall::passage_candidates(conn, &finding_query(conn, q)?, group.as_str(), want)?;
-    if rows.is_empty() && q.fts_terms.len() > 1 {
-        // Every word was common and no passage holds them all: any will do.
-        rows = store::recall::passage_candidates(conn, &q.fts, group.as_str(), want)?;
-    }
+    let (mut rows, ranked) = candidates(conn, group.as_str(), q, want)?;
     if !q.days.is_empty() {
         // "What did we talk about on April 27th?": that day's passages are
         // candidates whatever their words.
@@ -289,6 +288,14 @@ fn passages(
             if !rows.iter().any(|x| x.id == r.id) {
                 rows.push(r);
             }
+        }
+    }
+    if !ranked {
+        // Found without BM25: weighed here, every word alike.
+        let found: Vec<(Vec<u32>, usize)> = rows.iter().map(|r| term_counts(q, &r.text)).collect();
+        let avg = found.iter().map(|f| f.1).sum::<usize>() as f64 / found.len().max(1) as f64;
+        for (r, (tf, len)) in rows.iter_mut().zip(&found) {
+            r.score = equal_weight_bm25(tf, *len, avg);
         }
     }
     let best = rows.iter().map(|r| r.score).fold(f64::MIN, f64::max);
@@ -321,22 +328,68 @@ fn passages(
         .collect())
 }
 
-/// The FTS5 query that finds candidates: any of the question's words that
-/// are not common (`search::COMMON`); when every one is, all of them together
-/// (and, should no passage hold them all, any of them: the caller's
-/// fallback). BM25 gives a common word little weight anyway; leaving it out
-/// of the search keeps a question's cost that of its rare words (ranking
-/// every passage that says "book" in a large group is what would cost).
-fn finding_query(conn: &Connection, q: &Question) -> Result<String> {
-    if q.fts_terms.len() < 2 {
-        return Ok(q.fts.clone());
-    }
+/// The passages that may answer `q`, and whether FTS5 ranked them by BM25.
+///
+/// The question's words that are not common (held by fewer than
+/// `search::COMMON` passages) find the candidates, any of them, ranked by
+/// BM25 among the newest `store::recall::SCAN` that match; a common word
+/// finds nothing when the question has a rarer one (it still counts in
+/// the second step). When every word is common BM25 is not asked: its
+/// weights cost a walk over each word's whole posting list, and common
+/// words weigh about alike anyway. The candidates are then the newest
+/// passages holding all the words, or else any of them, weighed by
+/// [`equal_weight_bm25`]. Either way a question's cost is bounded by the
+/// rows read, not by how many passages hold its words.
+fn candidates(
+    conn: &Connection,
+    group: &str,
+    q: &Question,
+    want: i64,
+) -> Result<(Vec<store::recall::PassageRow>, bool)> {
     let rare = crate::search::rare_terms(conn, store::search::Index::Passages, &q.fts_terms)?;
-    Ok(if rare.is_empty() {
-        q.fts_terms.join(" AND ")
-    } else {
-        rare.join(" OR ")
-    })
+    if !rare.is_empty() {
+        let rows = store::recall::passage_candidates(conn, &rare.join(" OR "), group, want)?;
+        // Rare words may be words no passage holds: then the common ones.
+        if !rows.is_empty() {
+            return Ok((rows, true));
+        }
+    }
+    let mut rows = store::recall::newest_matching(conn, &q.fts_terms.join(" AND "), group, want)?;
+    if rows.is_empty() && q.fts_terms.len() > 1 {
+        rows = store::recall::newest_matching(conn, &q.fts, group, want)?;
+    }
+    Ok((rows, false))
+}
+
+/// How often each of the question's terms occurs in `text`, and its length
+/// in words (stop words included, as the index counts them).
+fn term_counts(q: &Question, text: &str) -> (Vec<u32>, usize) {
+    let mut tf = vec![0_u32; q.terms.len()];
+    let mut len = 0;
+    for w in question::words(text) {
+        len += 1;
+        if question::is_stop(&w) {
+            continue;
+        }
+        let s = stem(&w);
+        if let Some(t) = q.terms.iter().position(|t| *t == s) {
+            tf[t] += 1;
+        }
+    }
+    (tf, len)
+}
+
+/// BM25 (k1 = 1.2, b = 0.75) with every term weighing 1.
+fn equal_weight_bm25(tf: &[u32], len: usize, avg_len: f64) -> f64 {
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+    let norm = K1 * (1.0 - B + B * len as f64 / avg_len.max(1.0));
+    tf.iter()
+        .map(|&f| {
+            let f = f64::from(f);
+            f * (K1 + 1.0) / (f + norm)
+        })
+        .sum()
 }
 
 /// How much of the question the text holds, in one pass over its words:

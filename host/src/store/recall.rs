@@ -77,10 +77,13 @@ pub struct PassageRow {
 const CANDIDATES: &str =
     "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
         a.name, a.path, a.session_id, s.score
- FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
-       FROM passages_fts
-       CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
-       WHERE passages_fts MATCH ?1 AND g.group_folder = ?2
+ FROM (SELECT id, score
+       FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
+             FROM passages_fts
+             CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
+             WHERE passages_fts MATCH ?1 AND g.group_folder = ?2
+             ORDER BY passages_fts.rowid DESC
+             LIMIT ?4)
        ORDER BY score
        LIMIT ?3) AS s
  CROSS JOIN archive_passages p ON p.id = s.id
@@ -89,25 +92,50 @@ const CANDIDATES: &str =
 
 /// Up to `limit` passages of `group` said on one of `days` ("MM-DD", any
 /// year), newest first, with a score of 0: what a question that names a day
-/// is about, whatever its words. Reads the group's passages by the
-/// (group, time) index.
+/// is about, whatever its words. One seek of the (group, time) index per
+/// day and year the group's passages span (the newest 50 years).
 pub fn passages_on_days(
     conn: &Connection,
     group: &str,
     days: &[String],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    let days = serde_json::to_string(days).unwrap_or_default();
+    let span: Option<(String, String)> = conn.query_row(
+        // Two subqueries: SQLite answers a lone min() or max() with one
+        // index seek, both in one select with a scan.
+        "SELECT (SELECT min(at) FROM archive_passages WHERE group_folder = ?1),
+                (SELECT max(at) FROM archive_passages WHERE group_folder = ?1)",
+        [group],
+        |r| {
+            Ok(r.get::<_, Option<String>>(0)?
+                .zip(r.get::<_, Option<String>>(1)?))
+        },
+    )?;
+    let Some((first, last)) = span else {
+        return Ok(Vec::new());
+    };
+    let year = |s: &str| s.get(..4).and_then(|y| y.parse::<i32>().ok());
+    let (Some(first), Some(last)) = (year(&first), year(&last)) else {
+        return Ok(Vec::new());
+    };
+    let prefixes: Vec<String> = (first.max(last - 49)..=last)
+        .flat_map(|y| days.iter().map(move |d| format!("{y:04}-{d}")))
+        .collect();
     crate::store::query_all(
         conn,
         "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
                 a.name, a.path, a.session_id, 0.0
-         FROM archive_passages p
+         FROM json_each(?2) d
+         CROSS JOIN archive_passages p
+           ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'
          CROSS JOIN conversation_archives a ON a.id = p.archive_id
-         WHERE p.group_folder = ?1 AND substr(p.at, 6, 5) IN (SELECT value FROM json_each(?2))
          ORDER BY p.at DESC, p.id
          LIMIT ?3",
-        params![group, days, limit],
+        params![
+            group,
+            serde_json::to_string(&prefixes).unwrap_or_default(),
+            limit
+        ],
         row,
     )
 }
@@ -161,14 +189,46 @@ pub fn passages_between(
     )
 }
 
-/// The best `limit` passages of `group` matching the FTS5 query `fts`.
+/// Passages one candidate query ranks at most: the group's newest that
+/// match. Bounds a question's cost however many passages hold its words
+/// (FTS5 walks a match newest first and stops there; bm25() is computed
+/// for those rows only).
+pub const SCAN: i64 = 500;
+
+/// The best `limit` passages of `group` matching the FTS5 query `fts`,
+/// among its newest [`SCAN`] that match.
 pub fn passage_candidates(
     conn: &Connection,
     fts: &str,
     group: &str,
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(conn, CANDIDATES, params![fts, group, limit], row)
+    crate::store::query_all(conn, CANDIDATES, params![fts, group, limit, SCAN], row)
+}
+
+/// Up to `limit` of the newest passages of `group` matching the FTS5
+/// query `fts`, unranked (score 0): FTS5 walks the match newest first and
+/// stops there, so the cost is that of the rows read, however common the
+/// words.
+pub fn newest_matching(
+    conn: &Connection,
+    fts: &str,
+    group: &str,
+    limit: i64,
+) -> Result<Vec<PassageRow>> {
+    crate::store::query_all(
+        conn,
+        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+                a.name, a.path, a.session_id, 0.0
+         FROM passages_fts
+         CROSS JOIN archive_passages p ON p.id = passages_fts.rowid
+         CROSS JOIN conversation_archives a ON a.id = p.archive_id
+         WHERE passages_fts MATCH ?1 AND p.group_folder = ?2
+         ORDER BY passages_fts.rowid DESC
+         LIMIT ?3",
+        params![fts, group, limit],
+        row,
+    )
 }
 
 #[cfg(test)]
