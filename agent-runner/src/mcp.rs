@@ -59,7 +59,7 @@ pub struct MemorySearchArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct MemoryTimelineArgs {
-    /// A memory id from memory_search (o12, p34, s3).
+    /// A memory id from memory_search (o12, p34, s3, b5).
     pub id: Option<String>,
     /// Or a question: the timeline around its best hit.
     pub query: Option<String>,
@@ -71,7 +71,7 @@ pub struct MemoryTimelineArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct MemoryGetArgs {
-    /// Memory ids from memory_search (o12, p34, s3).
+    /// Memory ids from memory_search (o12, p34, s3, b5).
     pub ids: Vec<String>,
 }
 

@@ -174,6 +174,80 @@ impl PartialEq<String> for GroupFolder {
     }
 }
 
+/// Whose memory a row is: a group's folder, or `global`, the memory every
+/// group reads and none owns (only people write to it). Checked like
+/// [`GroupFolder`] where it comes in; a value always passes [`any_folder`].
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct MemoryFolder(String);
+
+impl std::fmt::Debug for MemoryFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::fmt::Display for MemoryFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl MemoryFolder {
+    /// The global memory's folder.
+    pub const GLOBAL: &'static str = "global";
+
+    /// Checks `name` (see [`any_folder`]).
+    pub fn new(name: impl Into<String>) -> Result<Self, ValidationError> {
+        let name = name.into();
+        any_folder(&name)?;
+        Ok(MemoryFolder(name))
+    }
+
+    pub fn global() -> Self {
+        MemoryFolder(Self::GLOBAL.to_string())
+    }
+
+    pub fn is_global(&self) -> bool {
+        self.0 == Self::GLOBAL
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<GroupFolder> for MemoryFolder {
+    fn from(g: GroupFolder) -> Self {
+        MemoryFolder(g.0)
+    }
+}
+
+impl From<&GroupFolder> for MemoryFolder {
+    fn from(g: &GroupFolder) -> Self {
+        MemoryFolder(g.0.clone())
+    }
+}
+
+impl PartialEq<GroupFolder> for MemoryFolder {
+    fn eq(&self, other: &GroupFolder) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl TryFrom<String> for MemoryFolder {
+    type Error = ValidationError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        MemoryFolder::new(s)
+    }
+}
+
+impl From<MemoryFolder> for String {
+    fn from(m: MemoryFolder) -> String {
+        m.0
+    }
+}
+
 /// Like [`group_folder`] but also accepts the reserved folders; for code that
 /// reads them (the global memory), never for registering a group.
 pub fn any_folder(name: &str) -> Result<&str, ValidationError> {

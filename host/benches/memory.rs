@@ -105,7 +105,7 @@ fn injection(runs: usize) {
                     importance: (i % 10 + 1) as u8,
                     concerns: vec!["Ann".into()],
                 };
-                obs::insert(tx, &m, &d, Provenance::default(), at, |_| false)?;
+                obs::insert(tx, &(&m).into(), &d, Provenance::default(), at, |_| false)?;
             }
             for i in 0..20 {
                 let s = store::memory::open_session(tx, &m, &format!("s{i}"), None, None, at)?;

@@ -29,7 +29,7 @@ use crate::routing::messages;
 use crate::sessions::SessionManager;
 use crate::store::{self, Store};
 use crate::{Error, archives, search};
-use g2_core::validate::GroupFolder;
+use g2_core::validate::{GroupFolder, MemoryFolder};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -220,7 +220,10 @@ impl Api {
                 get(memory_summary),
             )
             .route("/groups/{folder}/memory/search", get(memory_search))
-            .route("/groups/{folder}/memory/observations", get(observations))
+            .route(
+                "/groups/{folder}/memory/observations",
+                get(observations).post(remember),
+            )
             .route(
                 "/groups/{folder}/memory/observations/{id}",
                 delete(forget_observation),
@@ -610,29 +613,58 @@ pub struct ObservationsQuery {
     pub all: bool,
 }
 
+/// A registered group's memory, or `global`'s (every group's, read-only
+/// to their agents).
+async fn memory_owner(api: &Api, folder: String) -> Result<MemoryFolder, ApiError> {
+    let owner = MemoryFolder::new(folder).map_err(|e| Error::Invalid(e.to_string()))?;
+    if !owner.is_global() {
+        let g = GroupFolder::new(owner.as_str()).map_err(|e| Error::Invalid(e.to_string()))?;
+        require_group(api, &g).await?;
+    }
+    Ok(owner)
+}
+
 async fn observations(
     State(api): State<Api>,
-    Path(folder): Path<GroupFolder>,
+    Path(folder): Path<String>,
     Query(q): Query<ObservationsQuery>,
 ) -> ApiResult<Vec<store::observations::ObservationRow>> {
-    require_group(&api, &folder).await?;
+    let owner = memory_owner(&api, folder).await?;
     Ok(Json(
         api.store
-            .read(move |c| store::observations::list(c, &folder, q.all))
+            .read(move |c| store::observations::list(c, &owner, q.all))
             .await?,
     ))
+}
+
+/// `POST /api/groups/{folder}/memory/observations` `{"text": …}`:
+/// remembered (an observation of importance 9); `global` for every group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RememberBody {
+    pub text: String,
+}
+
+async fn remember(
+    State(api): State<Api>,
+    Path(folder): Path<String>,
+    Json(body): Json<RememberBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let owner = memory_owner(&api, folder).await?;
+    let id = crate::memory::remember::remember(&api.store, owner, &body.text).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
 }
 
 /// `DELETE /api/groups/{folder}/memory/observations/{id}`: forgotten (a
 /// tombstone stays); another group's observation is not found.
 async fn forget_observation(
     State(api): State<Api>,
-    Path((folder, id)): Path<(GroupFolder, i64)>,
+    Path((folder, id)): Path<(String, i64)>,
 ) -> Result<StatusCode, ApiError> {
-    require_group(&api, &folder).await?;
+    let owner = memory_owner(&api, folder).await?;
     let done = api
         .store
-        .write(move |tx| store::observations::forget(tx, &folder, id))
+        .write(move |tx| store::observations::forget(tx, &owner, id))
         .await?;
     if !done {
         return Err(Error::NotFound(format!("observation {id}")).into());

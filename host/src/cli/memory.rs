@@ -2,9 +2,10 @@
 
 use anyhow::{Result, anyhow};
 use clap::Subcommand;
+use g2_core::validate::MemoryFolder;
 
 use super::{Ctx, Output, require_group};
-use crate::store;
+use crate::store::{self, Store};
 use crate::terminal::{inert, inert_name};
 
 #[derive(Subcommand)]
@@ -46,7 +47,7 @@ pub(super) enum MemoryCmd {
         #[command(flatten)]
         out: Output,
     },
-    /// A group's observations, most important first.
+    /// A group's observations (or `global`'s), most important first.
     Observations {
         folder: String,
         /// Superseded and forgotten ones too.
@@ -54,6 +55,14 @@ pub(super) enum MemoryCmd {
         all: bool,
         #[command(flatten)]
         out: Output,
+    },
+    /// Remember something for a group, or for every group (`global`,
+    /// read-only to them): an observation of importance 9.
+    Remember {
+        /// A registered group's folder, or `global`.
+        folder: String,
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
     },
     /// A session's summary.
     Summary {
@@ -64,6 +73,15 @@ pub(super) enum MemoryCmd {
     },
     /// Rebuild recall's passages and indexes from the archives and rows.
     Reindex,
+}
+
+/// A registered group's memory, or `global`'s.
+async fn memory_owner(store: &Store, folder: &str) -> Result<MemoryFolder> {
+    let owner = MemoryFolder::new(folder)?;
+    if !owner.is_global() {
+        require_group(store, folder).await?;
+    }
+    Ok(owner)
 }
 
 pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
@@ -173,8 +191,11 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                     for g in &groups {
                         all.extend(crate::memory::recall::recall(c, g, &question, limit)?);
                     }
-                    // Scores of separate recalls are only roughly comparable.
+                    // Scores of separate recalls are only roughly comparable;
+                    // `global`'s memory comes with every group's.
                     all.sort_by(|a, b| b.score.total_cmp(&a.score));
+                    let mut seen = std::collections::HashSet::new();
+                    all.retain(|h| seen.insert((h.kind.clone(), h.id)));
                     all.truncate(limit);
                     Ok(all)
                 })
@@ -201,8 +222,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             })?;
         }
         MemoryCmd::Observations { folder, all, out } => {
-            let group = require_group(&store, &folder).await?;
-            let f = group.folder.clone();
+            let f = memory_owner(&store, &folder).await?;
             let list = store
                 .read(move |c| store::observations::list(c, &f, all))
                 .await?;
@@ -226,6 +246,11 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                 }
                 Ok(())
             })?;
+        }
+        MemoryCmd::Remember { folder, text } => {
+            let owner = memory_owner(&store, &folder).await?;
+            let id = crate::memory::remember::remember(&store, owner, &text.join(" ")).await?;
+            println!("remembered as observation {id}");
         }
         MemoryCmd::Summary { session_id, out } => {
             let id = session_id.clone();

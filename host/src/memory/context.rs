@@ -99,7 +99,9 @@ pub fn session_start(conn: &Connection, group: &GroupFolder, tokens: usize) -> R
     // No more than could fit: the shortest line, `- [fact #1] x` and its
     // line break, is 14 characters.
     let most = i64::try_from(budget / 14).unwrap_or(i64::MAX).max(1);
-    let observations = store::observations::first(conn, group, false, most)?;
+    // The group's own, and `global`'s (every group's, read-only).
+    let observations =
+        store::observations::first(conn, [group.as_str(), recall::GLOBAL], false, most)?;
     if summaries.is_empty() && observations.is_empty() {
         return Ok(String::new());
     }
@@ -135,7 +137,13 @@ pub fn session_start(conn: &Connection, group: &GroupFolder, tokens: usize) -> R
             } else {
                 format!(" ({})", o.concerns.join(", "))
             };
-            let line = format!("- [{} #{}] {}{who}", o.kind, o.id, one_line(&o.title));
+            let whose = if o.group == *group { "" } else { "global " };
+            let line = format!(
+                "- [{whose}{} #{}] {}{who}",
+                o.kind,
+                o.id,
+                one_line(&o.title)
+            );
             if !push_within(&mut body, &line, budget) {
                 break;
             }
@@ -161,6 +169,8 @@ pub fn for_prompt(
     }
     let hits: Vec<RecallHit> = recall::recall(conn, group, prompt, PROMPT_HITS * 2)?
         .into_iter()
+        // A prompt no archive holds yet is likely this very conversation.
+        .filter(|h| h.kind != "prompt")
         .filter(relevant)
         .take(PROMPT_HITS)
         .collect();
@@ -265,7 +275,7 @@ mod tests {
                 let at = "2026-05-01T10:00:00.000Z";
                 obs::insert(
                     tx,
-                    &m,
+                    &(&m).into(),
                     &draft("the boat is moored at pier 7", 8),
                     Default::default(),
                     at,
@@ -273,7 +283,7 @@ mod tests {
                 )?;
                 obs::insert(
                     tx,
-                    &m,
+                    &(&m).into(),
                     &draft("the shed key is under the mat", 3),
                     Default::default(),
                     at,
@@ -281,7 +291,7 @@ mod tests {
                 )?;
                 obs::insert(
                     tx,
-                    &f,
+                    &(&f).into(),
                     &draft("the car is in the garage", 9),
                     Default::default(),
                     at,

@@ -13,3 +13,4 @@ pub mod ingest;
 pub mod process;
 pub mod recall;
 pub mod recovery;
+pub mod remember;

@@ -275,7 +275,7 @@ async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> R
                             batch: Some(key),
                             remembered: false,
                         };
-                        obs::insert(tx, &group, d, from, &at, |old| {
+                        obs::insert(tx, &(&group).into(), d, from, &at, |old| {
                             same_statement(old, &d.title)
                         })?;
                     }
@@ -443,7 +443,9 @@ mod tests {
         let p = pass(&s, &ex, &settings, t0).await.unwrap();
         assert_eq!((p.batches, p.observations, p.failed), (2, 2, 1), "{p:?}");
         // The restatement superseded the first.
-        let list = s.read_blocking(move |c| obs::list(c, &fam, true)).unwrap();
+        let list = s
+            .read_blocking(move |c| obs::list(c, &(&fam).into(), true))
+            .unwrap();
         let active: Vec<&str> = list
             .iter()
             .filter(|o| o.status == "active")
@@ -502,7 +504,7 @@ mod tests {
         assert_eq!(pass(&s, &ex, &settings, t0).await.unwrap().batches, 1);
         assert_eq!(pass(&s, &ex, &settings, t0).await.unwrap().batches, 0);
         let n = s
-            .read_blocking(move |c| obs::list(c, &fam, true))
+            .read_blocking(move |c| obs::list(c, &(&fam).into(), true))
             .unwrap()
             .len();
         assert_eq!(n, 1);

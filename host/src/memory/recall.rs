@@ -46,6 +46,10 @@ pub const PHRASE: f64 = 0.3;
 pub const NAMED_DAY: f64 = 1.0;
 /// Weight of recency (the newest candidate gets all of it).
 pub const RECENCY: f64 = 0.02;
+/// Captured prompts not yet archived that one recall weighs, at most.
+pub const PROMPTS: i64 = 50;
+/// The group whose memory every group recalls, read-only.
+pub const GLOBAL: &str = g2_core::validate::RESERVED_FOLDERS[0];
 /// Most hits one recall returns.
 pub const MAX_LIMIT: usize = 100;
 
@@ -53,10 +57,12 @@ pub const MAX_LIMIT: usize = 100;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecallHit {
     /// What it is: `passage` (a piece of an archived conversation),
+    /// `prompt` (a captured prompt and its reply no archive holds yet),
     /// `observation` (something learned) or `summary` (of a session).
     pub kind: String,
-    /// The passage's, observation's or summary's id.
+    /// The passage's, prompt batch's, observation's or summary's id.
     pub id: i64,
+    /// Its group: the asking group's, or `global` (read-only).
     pub group: String,
     /// The archive's title, the observation's or the summary's.
     pub title: String,
@@ -155,12 +161,17 @@ pub fn recall_with(
     };
     let limit = limit.clamp(1, MAX_LIMIT);
     let want = CANDIDATES.max(limit * 10) as i64;
+    // The group's own memory, and `global`'s, read-only.
+    let groups = [group.as_str(), GLOBAL];
     let mut all: Vec<Candidate> = Vec::new();
     if filters.wants("passage") {
         all.extend(passages(conn, group, &q, want)?);
     }
+    if filters.wants("prompt") {
+        all.extend(prompts(conn, groups, &q)?);
+    }
     if filters.wants("observation") {
-        let rows = store::observations::matching(conn, group, &q.fts, want)?;
+        let rows = store::observations::matching(conn, groups, &q.fts, want)?;
         let best = rows.iter().map(|r| r.1).fold(f64::MIN, f64::max);
         all.extend(rows.into_iter().map(|(o, score)| {
             let text = format!("{}\n{}\n{}", o.title, o.narrative, o.facts.join("\n"));
@@ -168,12 +179,12 @@ pub fn recall_with(
                 hit: RecallHit {
                     kind: "observation".into(),
                     id: o.id,
-                    group: group.to_string(),
+                    group: o.group.to_string(),
                     title: o.title.clone(),
                     observation_kind: Some(o.kind.clone()),
                     session_id: o.session_id.clone(),
                     archive_id: None,
-                    archive_path: None,
+                    archive_path: o.archive_path.clone(),
                     turn_start: None,
                     turn_end: None,
                     at: o.created_at.clone(),
@@ -191,7 +202,7 @@ pub fn recall_with(
         }));
     }
     if filters.wants("summary") {
-        let rows = store::observations::matching_summaries(conn, group, &q.fts, want)?;
+        let rows = store::observations::matching_summaries(conn, groups, &q.fts, want)?;
         let best = rows.iter().map(|r| r.1).fold(f64::MIN, f64::max);
         all.extend(rows.into_iter().map(|(m, score)| {
             let text = [
@@ -207,7 +218,7 @@ pub fn recall_with(
                 hit: RecallHit {
                     kind: "summary".into(),
                     id: m.id,
-                    group: group.to_string(),
+                    group: m.group.to_string(),
                     title: m.title.clone(),
                     observation_kind: None,
                     session_id: Some(m.session_id.clone()),
@@ -275,7 +286,7 @@ fn passages(
     q: &Question,
     want: i64,
 ) -> Result<Vec<Candidate>> {
-    let (mut rows, ranked) = candidates(conn, group.as_str(), q, want)?;
+    let (mut rows, ranked) = candidates(conn, [group.as_str(), GLOBAL], q, want)?;
     if !q.days.is_empty() {
         // "What did we talk about on April 27th?": that day's passages are
         // candidates whatever their words.
@@ -305,7 +316,7 @@ fn passages(
             hit: RecallHit {
                 kind: "passage".into(),
                 id: r.id,
-                group: group.to_string(),
+                group: r.group,
                 title: r.archive_name,
                 observation_kind: None,
                 session_id: r.session_id,
@@ -328,6 +339,53 @@ fn passages(
         .collect())
 }
 
+/// Captured prompts (with their replies) that no archive holds yet: the
+/// live conversation, weighed like common-word passages.
+fn prompts(conn: &Connection, groups: [&str; 2], q: &Question) -> Result<Vec<Candidate>> {
+    let rows = store::recall::unarchived_prompts(conn, &q.fts, groups, PROMPTS)?;
+    let texts: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{}\n{}", r.prompt, r.reply))
+        .collect();
+    let found: Vec<(Vec<u32>, usize)> = texts.iter().map(|t| term_counts(q, t)).collect();
+    let avg = found.iter().map(|f| f.1).sum::<usize>() as f64 / found.len().max(1) as f64;
+    let scores: Vec<f64> = found
+        .iter()
+        .map(|(tf, len)| equal_weight_bm25(tf, *len, avg))
+        .collect();
+    let best = scores.iter().copied().fold(f64::MIN, f64::max);
+    Ok(rows
+        .into_iter()
+        .zip(texts)
+        .zip(scores)
+        .map(|((r, text), score)| Candidate {
+            hit: RecallHit {
+                kind: "prompt".into(),
+                id: r.id,
+                group: r.group,
+                title: g2_core::archive::truncate(&crate::memory::context::one_line(&r.prompt), 80)
+                    .into_owned(),
+                observation_kind: None,
+                session_id: Some(r.session_id),
+                archive_id: None,
+                archive_path: None,
+                turn_start: None,
+                turn_end: None,
+                at: r.at.clone(),
+                snippet: String::new(),
+                score: 0.0,
+                matched_words: 0,
+                question_words: 0,
+            },
+            text,
+            at: r.at,
+            observation_kind: None,
+            relevance: relative(score, best),
+            importance: None,
+        })
+        .collect())
+}
+
 /// The passages that may answer `q`, and whether FTS5 ranked them by BM25.
 ///
 /// The question's words that are not common (held by fewer than
@@ -342,21 +400,21 @@ fn passages(
 /// rows read, not by how many passages hold its words.
 fn candidates(
     conn: &Connection,
-    group: &str,
+    groups: [&str; 2],
     q: &Question,
     want: i64,
 ) -> Result<(Vec<store::recall::PassageRow>, bool)> {
     let rare = crate::search::rare_terms(conn, store::search::Index::Passages, &q.fts_terms)?;
     if !rare.is_empty() {
-        let rows = store::recall::passage_candidates(conn, &rare.join(" OR "), group, want)?;
+        let rows = store::recall::passage_candidates(conn, &rare.join(" OR "), groups, want)?;
         // Rare words may be words no passage holds: then the common ones.
         if !rows.is_empty() {
             return Ok((rows, true));
         }
     }
-    let mut rows = store::recall::newest_matching(conn, &q.fts_terms.join(" AND "), group, want)?;
+    let mut rows = store::recall::newest_matching(conn, &q.fts_terms.join(" AND "), groups, want)?;
     if rows.is_empty() && q.fts_terms.len() > 1 {
-        rows = store::recall::newest_matching(conn, &q.fts, group, want)?;
+        rows = store::recall::newest_matching(conn, &q.fts, groups, want)?;
     }
     Ok((rows, false))
 }
@@ -602,7 +660,7 @@ mod tests {
                 let at = "2026-05-01T10:00:01.000Z";
                 obs::insert(
                     tx,
-                    &f,
+                    &(&f).into(),
                     &draft("the boat is at pier 9"),
                     Default::default(),
                     at,
@@ -610,7 +668,7 @@ mod tests {
                 )?;
                 obs::insert(
                     tx,
-                    &m,
+                    &(&m).into(),
                     &draft("the boat is moored at pier 7"),
                     Default::default(),
                     at,
@@ -655,14 +713,82 @@ mod tests {
         let (f, m) = (fam.clone(), main.clone());
         assert!(
             !store
-                .write_blocking(move |tx| obs::forget(tx, &f, id))
+                .write_blocking(move |tx| obs::forget(tx, &(&f).into(), id))
                 .unwrap()
         );
         assert!(
             store
-                .write_blocking(move |tx| obs::forget(tx, &m, id))
+                .write_blocking(move |tx| obs::forget(tx, &(&m).into(), id))
                 .unwrap()
         );
         assert!(ask(only("observation")).is_empty());
+    }
+
+    #[test]
+    fn global_memory_and_the_live_conversation_are_recalled_too() {
+        use crate::memory::extract::{Kind, ObservationDraft};
+        use crate::store::observations as obs;
+        let (_d, store) = store_with(&[(
+            "main",
+            "2026-05-01T10:00:00.000Z",
+            &md(&[("we talked about the weather", "it was sunny")]),
+        )]);
+        let main = GroupFolder::new("main").unwrap();
+        store
+            .write_blocking(|tx| {
+                let draft = ObservationDraft {
+                    kind: Kind::Fact,
+                    title: "the family doctor is Dr. Lee".into(),
+                    narrative: String::new(),
+                    facts: vec![],
+                    files: vec![],
+                    importance: 9,
+                    concerns: vec![],
+                };
+                let at = "2026-05-01T10:00:01.000Z";
+                let global = g2_core::validate::MemoryFolder::global();
+                obs::insert(tx, &global, &draft, Default::default(), at, |_| false)?;
+                // A session archived at 10:00 whose later prompt is not.
+                let m = GroupFolder::new("main").unwrap();
+                let s = store::memory::open_session(tx, &m, "live", None, None, at)?;
+                for (p, when) in [
+                    ("the lawnmower is in the shed", "2026-05-01T09:00:00.000Z"),
+                    ("the kayak is behind the garage", "2026-05-01T11:00:00.000Z"),
+                ] {
+                    let b = store::memory::start_batch(tx, s, p, &[], when)?;
+                    store::memory::finish_batch(tx, b, Some("noted"), when)?;
+                }
+                tx.execute("UPDATE conversation_archives SET session_id = 'live'", [])?;
+                Ok(())
+            })
+            .unwrap();
+        let ask = |q: &str| {
+            let (m, q) = (main.clone(), q.to_string());
+            store.read_blocking(move |c| recall(c, &m, &q, 5)).unwrap()
+        };
+        let hits = ask("who is our doctor?");
+        assert_eq!(
+            (hits[0].kind.as_str(), hits[0].group.as_str()),
+            ("observation", "global"),
+            "{hits:#?}"
+        );
+        let hits = ask("where is the kayak?");
+        assert_eq!(hits[0].kind, "prompt", "{hits:#?}");
+        assert_eq!(hits[0].session_id.as_deref(), Some("live"));
+        // What the archive holds is recalled as its passage, not as a prompt.
+        assert!(
+            ask("where is the lawnmower?")
+                .iter()
+                .all(|h| h.kind != "prompt"),
+        );
+        // Another group does not see main's prompts, but does see global's.
+        let fam = GroupFolder::new("fam").unwrap();
+        let theirs = store
+            .read_blocking(move |c| {
+                Ok((recall(c, &fam, "kayak", 5)?, recall(c, &fam, "doctor", 5)?))
+            })
+            .unwrap();
+        assert!(theirs.0.is_empty(), "{theirs:#?}");
+        assert_eq!(theirs.1.len(), 1, "{theirs:#?}");
     }
 }

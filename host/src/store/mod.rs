@@ -53,6 +53,9 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         )),
         M::up(include_str!("../../../migrations/0008_observations.sql")),
         M::up(include_str!("../../../migrations/0009_usage_purpose.sql")),
+        M::up(include_str!(
+            "../../../migrations/0010_archives_by_session.sql"
+        )),
     ])
 });
 

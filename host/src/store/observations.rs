@@ -11,7 +11,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::Serialize;
 
-use g2_core::validate::GroupFolder;
+use g2_core::validate::{GroupFolder, MemoryFolder};
 
 use crate::memory::extract::{ObservationDraft, SummaryDraft};
 use crate::{Result, store};
@@ -187,7 +187,7 @@ pub fn pending(conn: &Connection) -> Result<(i64, i64)> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ObservationRow {
     pub id: i64,
-    pub group: GroupFolder,
+    pub group: MemoryFolder,
     pub kind: String,
     pub title: String,
     pub narrative: String,
@@ -202,13 +202,28 @@ pub struct ObservationRow {
     pub session_id: Option<String>,
     pub prompt_number: Option<i64>,
     pub created_at: String,
+    /// The newest archive of the session it came from (relative to the
+    /// home), once the session was archived.
+    pub archive_path: Option<String>,
 }
 
 const OBSERVATION_COLUMNS: &str =
     "o.id, o.group_folder, o.kind, o.title, o.narrative, o.facts, o.files,
     o.concerns, o.importance, o.status, o.superseded_by, o.origin,
     (SELECT content_session_id FROM memory_sessions s WHERE s.id = o.session_id),
-    (SELECT prompt_number FROM prompt_batches b WHERE b.id = o.batch_id), o.created_at";
+    (SELECT prompt_number FROM prompt_batches b WHERE b.id = o.batch_id), o.created_at,
+    (SELECT a.path FROM memory_sessions s
+     CROSS JOIN conversation_archives a ON a.session_id = s.content_session_id
+     WHERE s.id = o.session_id AND a.group_folder = o.group_folder
+     ORDER BY a.created_at DESC LIMIT 1)";
+
+/// A column as a [`MemoryFolder`] (a group's folder or `global`).
+fn memory_folder_at(r: &Row<'_>, i: usize) -> rusqlite::Result<MemoryFolder> {
+    let name: String = r.get(i)?;
+    MemoryFolder::new(name).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
 
 fn observation_from_row(r: &Row<'_>) -> rusqlite::Result<ObservationRow> {
     let list = |i: usize| -> rusqlite::Result<Vec<String>> {
@@ -217,7 +232,7 @@ fn observation_from_row(r: &Row<'_>) -> rusqlite::Result<ObservationRow> {
     };
     Ok(ObservationRow {
         id: r.get(0)?,
-        group: store::folder_at(r, 1)?,
+        group: memory_folder_at(r, 1)?,
         kind: r.get(2)?,
         title: r.get(3)?,
         narrative: r.get(4)?,
@@ -231,6 +246,7 @@ fn observation_from_row(r: &Row<'_>) -> rusqlite::Result<ObservationRow> {
         session_id: r.get(12)?,
         prompt_number: r.get(13)?,
         created_at: r.get(14)?,
+        archive_path: r.get(15)?,
     })
 }
 
@@ -248,7 +264,7 @@ pub struct Provenance {
 /// title says the same (`same_as`) is superseded by it. Returns its id.
 pub fn insert(
     tx: &Transaction<'_>,
-    group: &GroupFolder,
+    group: &MemoryFolder,
     o: &ObservationDraft,
     from: Provenance,
     at: &str,
@@ -299,14 +315,15 @@ pub fn insert(
 
 /// A group's observations, most important and newest first; `all` includes
 /// superseded ones and tombstones.
-pub fn list(conn: &Connection, group: &GroupFolder, all: bool) -> Result<Vec<ObservationRow>> {
-    first(conn, group, all, -1)
+pub fn list(conn: &Connection, group: &MemoryFolder, all: bool) -> Result<Vec<ObservationRow>> {
+    first(conn, [group.as_str(), group.as_str()], all, -1)
 }
 
-/// The first `n` of [`list`] (a negative `n`: every one).
+/// The first `n` of [`list`] over one or two groups (the group and
+/// `global`; a negative `n`: every one).
 pub fn first(
     conn: &Connection,
-    group: &GroupFolder,
+    groups: [&str; 2],
     all: bool,
     n: i64,
 ) -> Result<Vec<ObservationRow>> {
@@ -314,17 +331,17 @@ pub fn first(
         conn,
         &format!(
             "SELECT {OBSERVATION_COLUMNS} FROM observations o
-             WHERE o.group_folder = ?1 AND (?2 OR o.status = 'active')
+             WHERE o.group_folder IN (?1, ?4) AND (?2 OR o.status = 'active')
              ORDER BY o.importance DESC, o.created_at DESC, o.id DESC
              LIMIT ?3"
         ),
-        params![group.as_str(), all, n],
+        params![groups[0], all, n, groups[1]],
         observation_from_row,
     )
 }
 
 /// One observation of the group; None when the group has none such.
-pub fn get(conn: &Connection, group: &GroupFolder, id: i64) -> Result<Option<ObservationRow>> {
+pub fn get(conn: &Connection, group: &MemoryFolder, id: i64) -> Result<Option<ObservationRow>> {
     Ok(conn
         .query_row(
             &format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1 AND o.group_folder = ?2"),
@@ -336,12 +353,12 @@ pub fn get(conn: &Connection, group: &GroupFolder, id: i64) -> Result<Option<Obs
 
 /// The group an observation belongs to (for a person's command, which
 /// names only the id).
-pub fn group_of(conn: &Connection, id: i64) -> Result<Option<GroupFolder>> {
+pub fn group_of(conn: &Connection, id: i64) -> Result<Option<MemoryFolder>> {
     Ok(conn
         .query_row(
             "SELECT group_folder FROM observations WHERE id = ?1",
             [id],
-            |r| store::folder_at(r, 0),
+            |r| memory_folder_at(r, 0),
         )
         .optional()?)
 }
@@ -349,7 +366,7 @@ pub fn group_of(conn: &Connection, id: i64) -> Result<Option<GroupFolder>> {
 /// Forgets an observation of the group: its text is emptied (the index
 /// rows with it) and it stays as a tombstone. False when the group has no
 /// such observation.
-pub fn forget(tx: &Transaction<'_>, group: &GroupFolder, id: i64) -> Result<bool> {
+pub fn forget(tx: &Transaction<'_>, group: &MemoryFolder, id: i64) -> Result<bool> {
     Ok(tx.execute(
         "UPDATE observations SET status = 'forgotten', title = '', narrative = '', facts = '[]',
            files = '[]', concerns = '[]'
@@ -362,7 +379,7 @@ pub fn forget(tx: &Transaction<'_>, group: &GroupFolder, id: i64) -> Result<bool
 /// best first, with their bm25() made "higher is better".
 pub fn matching(
     conn: &Connection,
-    group: &GroupFolder,
+    groups: [&str; 2],
     fts: &str,
     limit: i64,
 ) -> Result<Vec<(ObservationRow, f64)>> {
@@ -373,13 +390,14 @@ pub fn matching(
              FROM (SELECT observations_fts.rowid AS id, bm25(observations_fts, 4.0, 1.0, 2.0) AS score
                    FROM observations_fts
                    CROSS JOIN observations g ON g.id = observations_fts.rowid
-                   WHERE observations_fts MATCH ?1 AND g.group_folder = ?2 AND g.status = 'active'
+                   WHERE observations_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
+                     AND g.status = 'active'
                    ORDER BY score LIMIT ?3) AS s
              CROSS JOIN observations o ON o.id = s.id
              ORDER BY s.score"
         ),
-        params![fts, group.as_str(), limit],
-        |r| Ok((observation_from_row(r)?, -r.get::<_, f64>(15)?)),
+        params![fts, groups[0], limit, groups[1]],
+        |r| Ok((observation_from_row(r)?, -r.get::<_, f64>(16)?)),
     )
 }
 
@@ -389,7 +407,7 @@ pub fn matching(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SummaryRow {
     pub id: i64,
-    pub group: GroupFolder,
+    pub group: MemoryFolder,
     /// Claude Code's session id.
     pub session_id: String,
     pub title: String,
@@ -407,7 +425,7 @@ const SUMMARY_COLUMNS: &str = "m.id, m.group_folder, s.content_session_id, m.tit
 fn summary_from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRow> {
     Ok(SummaryRow {
         id: r.get(0)?,
-        group: store::folder_at(r, 1)?,
+        group: memory_folder_at(r, 1)?,
         session_id: r.get(2)?,
         title: r.get(3)?,
         request: r.get(4)?,
@@ -503,7 +521,7 @@ pub fn latest_summaries(conn: &Connection, group: &GroupFolder, n: i64) -> Resul
 /// bm25() made "higher is better".
 pub fn matching_summaries(
     conn: &Connection,
-    group: &GroupFolder,
+    groups: [&str; 2],
     fts: &str,
     limit: i64,
 ) -> Result<Vec<(SummaryRow, f64)>> {
@@ -514,13 +532,13 @@ pub fn matching_summaries(
              FROM (SELECT summaries_fts.rowid AS id, bm25(summaries_fts, 2.0, 1.0) AS score
                    FROM summaries_fts
                    CROSS JOIN session_summaries g ON g.id = summaries_fts.rowid
-                   WHERE summaries_fts MATCH ?1 AND g.group_folder = ?2
+                   WHERE summaries_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
                    ORDER BY score LIMIT ?3) AS x
              CROSS JOIN session_summaries m ON m.id = x.id
              CROSS JOIN memory_sessions s ON s.id = m.session_id
              ORDER BY x.score"
         ),
-        params![fts, group.as_str(), limit],
+        params![fts, groups[0], limit, groups[1]],
         |r| Ok((summary_from_row(r)?, -r.get::<_, f64>(10)?)),
     )
 }

@@ -72,16 +72,18 @@ pub struct PassageRow {
     pub session_id: Option<String>,
     /// bm25(), made "higher is better".
     pub score: f64,
+    /// Its group (the asking group's, or `global`).
+    pub group: String,
 }
 
 const CANDIDATES: &str =
     "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-        a.name, a.path, a.session_id, s.score
+        a.name, a.path, a.session_id, s.score, p.group_folder
  FROM (SELECT id, score
        FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
              FROM passages_fts
              CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
-             WHERE passages_fts MATCH ?1 AND g.group_folder = ?2
+             WHERE passages_fts MATCH ?1 AND g.group_folder IN (?2, ?5)
              ORDER BY passages_fts.rowid DESC
              LIMIT ?4)
        ORDER BY score
@@ -124,7 +126,7 @@ pub fn passages_on_days(
     crate::store::query_all(
         conn,
         "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-                a.name, a.path, a.session_id, 0.0
+                a.name, a.path, a.session_id, 0.0, p.group_folder
          FROM json_each(?2) d
          CROSS JOIN archive_passages p
            ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'
@@ -153,6 +155,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PassageRow> {
         archive_path: r.get(8)?,
         session_id: r.get(9)?,
         score: -r.get::<_, f64>(10)?,
+        group: r.get(11)?,
     })
 }
 
@@ -165,7 +168,8 @@ const PASSAGE: &str =
 pub fn passage(conn: &Connection, id: i64) -> Result<Option<(String, PassageRow)>> {
     Ok(
         crate::store::query_all(conn, &format!("{PASSAGE} WHERE p.id = ?1"), [id], |r| {
-            Ok((r.get::<_, String>(11)?, row(r)?))
+            let p = row(r)?;
+            Ok((p.group.clone(), p))
         })?
         .into_iter()
         .next(),
@@ -200,10 +204,15 @@ pub const SCAN: i64 = 500;
 pub fn passage_candidates(
     conn: &Connection,
     fts: &str,
-    group: &str,
+    groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(conn, CANDIDATES, params![fts, group, limit, SCAN], row)
+    crate::store::query_all(
+        conn,
+        CANDIDATES,
+        params![fts, groups[0], limit, SCAN, groups[1]],
+        row,
+    )
 }
 
 /// Up to `limit` of the newest passages of `group` matching the FTS5
@@ -213,21 +222,93 @@ pub fn passage_candidates(
 pub fn newest_matching(
     conn: &Connection,
     fts: &str,
-    group: &str,
+    groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
     crate::store::query_all(
         conn,
         "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-                a.name, a.path, a.session_id, 0.0
+                a.name, a.path, a.session_id, 0.0, p.group_folder
          FROM passages_fts
          CROSS JOIN archive_passages p ON p.id = passages_fts.rowid
          CROSS JOIN conversation_archives a ON a.id = p.archive_id
-         WHERE passages_fts MATCH ?1 AND p.group_folder = ?2
+         WHERE passages_fts MATCH ?1 AND p.group_folder IN (?2, ?4)
          ORDER BY passages_fts.rowid DESC
          LIMIT ?3",
-        params![fts, group, limit],
+        params![fts, groups[0], limit, groups[1]],
         row,
+    )
+}
+
+/// A captured prompt that matched, with its reply.
+#[derive(Debug, Clone)]
+pub struct PromptRow {
+    /// The batch's id.
+    pub id: i64,
+    pub group: String,
+    /// Claude Code's session id.
+    pub session_id: String,
+    pub prompt_number: i64,
+    pub prompt: String,
+    pub reply: String,
+    pub at: String,
+}
+
+const PROMPT: &str = "SELECT b.id, b.group_folder, m.content_session_id, b.prompt_number, b.prompt,
+        coalesce(b.reply, ''), b.started_at
+ FROM prompt_batches b CROSS JOIN memory_sessions m ON m.id = b.session_id";
+
+fn prompt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PromptRow> {
+    Ok(PromptRow {
+        id: r.get(0)?,
+        group: r.get(1)?,
+        session_id: r.get(2)?,
+        prompt_number: r.get(3)?,
+        prompt: r.get(4)?,
+        reply: r.get(5)?,
+        at: r.get(6)?,
+    })
+}
+
+/// Up to `limit` of the newest captured prompts of `groups` matching the
+/// FTS5 query `fts` that no archive holds yet (said after their session's
+/// last archive: the live conversation), unranked. Archived prompts are
+/// recalled as archive passages; a prompt still being answered (`active`)
+/// is the asker's own turn and is left out.
+pub fn unarchived_prompts(
+    conn: &Connection,
+    fts: &str,
+    groups: [&str; 2],
+    limit: i64,
+) -> Result<Vec<PromptRow>> {
+    crate::store::query_all(
+        conn,
+        &format!(
+            "{PROMPT}
+             WHERE b.id IN (SELECT prompts_fts.rowid FROM prompts_fts
+                            CROSS JOIN prompt_batches g ON g.id = prompts_fts.rowid
+                            WHERE prompts_fts MATCH ?1 AND g.group_folder IN (?2, ?3)
+                              AND g.status <> 'active'
+                              AND NOT EXISTS (
+                                SELECT 1 FROM memory_sessions gm
+                                CROSS JOIN conversation_archives a
+                                  ON a.session_id = gm.content_session_id
+                                WHERE gm.id = g.session_id AND a.created_at >= g.started_at)
+                            ORDER BY prompts_fts.rowid DESC
+                            LIMIT ?4)
+             ORDER BY b.id DESC"
+        ),
+        params![fts, groups[0], groups[1], limit],
+        prompt_row,
+    )
+}
+
+/// One captured prompt by its batch id.
+pub fn prompt(conn: &Connection, id: i64) -> Result<Option<PromptRow>> {
+    Ok(
+        crate::store::query_all(conn, &format!("{PROMPT} WHERE b.id = ?1"), [id], prompt_row)?
+            .into_iter()
+            .next(),
     )
 }
 
@@ -261,7 +342,7 @@ mod tests {
                     [rec.id],
                     |r| r.get(0),
                 )?;
-                let hits = super::passage_candidates(tx, "\"oars\"", "main", 10)?;
+                let hits = super::passage_candidates(tx, "\"oars\"", ["main", "main"], 10)?;
                 Ok((n, hits))
             })
             .unwrap();

@@ -4,45 +4,45 @@
 //! request server), never read.
 //!
 //! Ids are typed so one index can hold every kind: `o12` an observation,
-//! `p34` an archive passage, `s3` a session summary.
-
-use g2_core::privacy;
+//! `p34` an archive passage, `s3` a session summary, `b5` a captured prompt
+//! no archive holds yet. `global`'s memory is read-only to every group:
+//! found, read and shown in timelines, never forgotten.
 
 use super::super::RequestServer;
 use super::super::authorize::{self, Family};
 use crate::groups::Group;
 use crate::memory::context;
-use crate::memory::extract::{Kind, ObservationDraft};
 use crate::memory::recall::{self, Filters, RecallHit};
-use crate::store::observations::{self as obs, Provenance};
+use crate::store::observations as obs;
 use crate::store::{self, recall as passages};
 use crate::{Error, Result};
-use g2_core::validate::GroupFolder;
+use g2_core::validate::{GroupFolder, MemoryFolder};
 
 /// Most hits one memory_search returns.
 const MAX_HITS: usize = 30;
-/// Longest title of an observation the agent remembers, in characters.
-const TITLE_CHARS: usize = 120;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Id {
     Observation(i64),
     Passage(i64),
     Summary(i64),
+    /// A captured prompt (its batch) no archive holds yet.
+    Prompt(i64),
 }
 
 impl Id {
     fn parse(s: &str) -> Result<Id> {
         let s = s.trim().trim_start_matches('#');
         let (kind, n) = match s.chars().next() {
-            Some(c @ ('o' | 'p' | 's')) => (c, &s[1..]),
+            Some(c @ ('o' | 'p' | 's' | 'b')) => (c, &s[1..]),
             _ => ('o', s),
         };
         let n: i64 = n
             .parse()
-            .map_err(|_| Error::Invalid(format!("{s:?} is not a memory id (o12, p34, s3)")))?;
+            .map_err(|_| Error::Invalid(format!("{s:?} is not a memory id (o12, p34, s3, b5)")))?;
         Ok(match kind {
             'p' => Id::Passage(n),
+            'b' => Id::Prompt(n),
             's' => Id::Summary(n),
             _ => Id::Observation(n),
         })
@@ -52,6 +52,7 @@ impl Id {
         let c = match hit.kind.as_str() {
             "passage" => 'p',
             "summary" => 's',
+            "prompt" => 'b',
             _ => 'o',
         };
         format!("{c}{}", hit.id)
@@ -67,32 +68,86 @@ fn one_line(s: &str, max: usize) -> String {
     g2_core::archive::truncate(&context::one_line(s), max).into_owned()
 }
 
+/// The prompts of a captured session from `at - before` to `at + after`,
+/// `at` marked, under `head`.
+fn around_prompt(
+    head: String,
+    t: &store::memory::Timeline,
+    at: i64,
+    before: i64,
+    after: i64,
+) -> String {
+    let mut s = head;
+    for b in t
+        .batches
+        .iter()
+        .filter(|b| (at - before..=at + after).contains(&b.prompt_number))
+    {
+        let mark = if b.prompt_number == at { " <<" } else { "" };
+        s.push_str(&format!(
+            "\n--- prompt {}{mark} ({})\n{}",
+            b.prompt_number,
+            day(&b.started_at),
+            b.prompt
+        ));
+        if let Some(r) = &b.reply {
+            s.push_str(&format!("\n=> {}", one_line(r, 400)));
+        }
+    }
+    s
+}
+
 impl RequestServer {
-    /// Refuses a memory of another group.
-    fn own_memory(me: &Group, owner: &str, id: &str) -> Result<()> {
-        authorize::check(me, Family::Memory, owner == me.folder.as_str(), || {
+    /// Refuses a memory of another group (`global`'s may be read).
+    fn may(me: &Group, owner: &str, id: &str, read: bool) -> Result<()> {
+        let ok = owner == me.folder.as_str() || (read && owner == recall::GLOBAL);
+        authorize::check(me, Family::Memory, ok, || {
             format!("memory {id} is not group {}'s", me.folder)
         })
     }
 
-    /// Checks that observation `n` exists and is `me`'s.
-    async fn own_observation(&self, me: &Group, n: i64, raw: &str) -> Result<()> {
+    /// Refuses a memory of another group.
+    fn own_memory(me: &Group, owner: &str, id: &str) -> Result<()> {
+        Self::may(me, owner, id, false)
+    }
+
+    /// The group of observation `n`, once checked to be one `me` may read
+    /// (`read`) or change.
+    async fn own_observation(
+        &self,
+        me: &Group,
+        n: i64,
+        raw: &str,
+        read: bool,
+    ) -> Result<MemoryFolder> {
         let owner = self
             .store
             .read(move |c| obs::group_of(c, n))
             .await?
             .ok_or_else(|| Error::NotFound(format!("memory {raw}")))?;
-        Self::own_memory(me, owner.as_str(), raw)
+        Self::may(me, owner.as_str(), raw, read)?;
+        Ok(owner)
     }
 
-    /// Passage `n`, once checked to be `me`'s.
+    /// Passage `n`, once checked to be one `me` may read.
     async fn own_passage(&self, me: &Group, n: i64, raw: &str) -> Result<passages::PassageRow> {
         let (owner, p) = self
             .store
             .read(move |c| passages::passage(c, n))
             .await?
             .ok_or_else(|| Error::NotFound(format!("memory {raw}")))?;
-        Self::own_memory(me, &owner, raw)?;
+        Self::may(me, &owner, raw, true)?;
+        Ok(p)
+    }
+
+    /// Captured prompt `n`, once checked to be one `me` may read.
+    async fn own_prompt(&self, me: &Group, n: i64, raw: &str) -> Result<passages::PromptRow> {
+        let p = self
+            .store
+            .read(move |c| passages::prompt(c, n))
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("memory {raw}")))?;
+        Self::may(me, &p.group, raw, true)?;
         Ok(p)
     }
 
@@ -143,8 +198,7 @@ impl RequestServer {
         let missing = || Error::NotFound(format!("memory {raw}"));
         match id {
             Id::Observation(n) => {
-                self.own_observation(me, n, raw).await?;
-                let g = me.folder.clone();
+                let g = self.own_observation(me, n, raw, true).await?;
                 let o = self
                     .store
                     .read(move |c| obs::get(c, &g, n))
@@ -191,13 +245,28 @@ impl RequestServer {
                     p.text
                 ))
             }
+            Id::Prompt(n) => {
+                let p = self.own_prompt(me, n, raw).await?;
+                let mut s = format!(
+                    "b{} prompt {} of session {} ({}), not archived yet\n{}",
+                    p.id,
+                    p.prompt_number,
+                    p.session_id,
+                    day(&p.at),
+                    p.prompt
+                );
+                if !p.reply.is_empty() {
+                    s.push_str(&format!("\n=> {}", p.reply));
+                }
+                Ok(s)
+            }
             Id::Summary(n) => {
                 let m = self
                     .store
                     .read(move |c| obs::summary_by_id(c, n))
                     .await?
                     .ok_or_else(missing)?;
-                Self::own_memory(me, m.group.as_str(), raw)?;
+                Self::may(me, m.group.as_str(), raw, true)?;
                 let mut s = format!(
                     "s{} summary of session {} ({})\n{}",
                     m.id,
@@ -266,15 +335,18 @@ impl RequestServer {
                 Ok(s)
             }
             Id::Observation(n) => {
-                self.own_observation(me, n, &raw).await?;
-                let g = me.folder.clone();
+                let g = self.own_observation(me, n, &raw, true).await?;
                 let (o, timeline) = self
                     .store
                     .read(move |c| {
                         let o = obs::get(c, &g, n)?;
-                        let t = match o.as_ref().and_then(|o| o.session_id.clone()) {
-                            Some(sid) => store::memory::timeline(c, &g, &sid)?,
-                            None => None,
+                        // `global`'s observations have no sessions.
+                        let t = match (
+                            o.as_ref().and_then(|o| o.session_id.clone()),
+                            GroupFolder::new(g.as_str()),
+                        ) {
+                            (Some(sid), Ok(g)) => store::memory::timeline(c, &g, &sid)?,
+                            _ => None,
                         };
                         Ok((o, t))
                     })
@@ -286,28 +358,28 @@ impl RequestServer {
                         o.id, o.title
                     ));
                 };
-                let at = o.prompt_number.unwrap_or(1);
-                let mut s = format!(
+                let head = format!(
                     "Around o{} (\"{}\") in session {}:",
                     o.id, o.title, t.session.session_id
                 );
-                for b in t
-                    .batches
-                    .iter()
-                    .filter(|b| (at - before..=at + after).contains(&b.prompt_number))
-                {
-                    let mark = if b.prompt_number == at { " <<" } else { "" };
-                    s.push_str(&format!(
-                        "\n--- prompt {}{mark} ({})\n{}",
-                        b.prompt_number,
-                        day(&b.started_at),
-                        b.prompt
-                    ));
-                    if let Some(r) = &b.reply {
-                        s.push_str(&format!("\n=> {}", one_line(r, 400)));
-                    }
-                }
-                Ok(s)
+                Ok(around_prompt(
+                    head,
+                    &t,
+                    o.prompt_number.unwrap_or(1),
+                    before,
+                    after,
+                ))
+            }
+            Id::Prompt(n) => {
+                let p = self.own_prompt(me, n, &raw).await?;
+                let (g, sid) = (GroupFolder::new(&p.group)?, p.session_id.clone());
+                let t = self
+                    .store
+                    .read(move |c| store::memory::timeline(c, &g, &sid))
+                    .await?
+                    .ok_or_else(missing)?;
+                let head = format!("Around {raw} in session {}:", p.session_id);
+                Ok(around_prompt(head, &t, p.prompt_number, before, after))
             }
             Id::Summary(_) => self.one_memory(me, &raw).await,
         }
@@ -315,36 +387,7 @@ impl RequestServer {
 
     pub(super) async fn remember(&self, me: &Group, text: &str) -> Result<String> {
         Self::own_memory(me, me.folder.as_str(), "remember")?;
-        // The agent's text is cleaned like everything memory keeps.
-        let text = privacy::clean(text).trim().to_string();
-        if text.is_empty() {
-            return Err(Error::Invalid(
-                "remember needs something to remember".into(),
-            ));
-        }
-        let draft = ObservationDraft {
-            kind: Kind::Fact,
-            title: one_line(&text, TITLE_CHARS),
-            narrative: text.clone(),
-            facts: Vec::new(),
-            files: Vec::new(),
-            importance: 9,
-            concerns: Vec::new(),
-        };
-        let g: GroupFolder = me.folder.clone();
-        let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        let id = self
-            .store
-            .write(move |tx| {
-                let from = Provenance {
-                    remembered: true,
-                    ..Provenance::default()
-                };
-                obs::insert(tx, &g, &draft, from, &at, |old| {
-                    crate::memory::process::same_statement(old, &draft.title)
-                })
-            })
-            .await?;
+        let id = crate::memory::remember::remember(&self.store, (&me.folder).into(), text).await?;
         Ok(format!("Remembered as o{id}."))
     }
 
@@ -354,8 +397,7 @@ impl RequestServer {
                 "{raw}: only observations (o…) can be forgotten; archives stay"
             )));
         };
-        self.own_observation(me, n, raw).await?;
-        let g = me.folder.clone();
+        let g = self.own_observation(me, n, raw, false).await?;
         self.store.write(move |tx| obs::forget(tx, &g, n)).await?;
         Ok(format!("Forgot o{n}."))
     }
