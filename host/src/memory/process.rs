@@ -409,6 +409,7 @@ mod tests {
             Box::pin(std::future::ready(Ok(SummaryDraft {
                 title: bs.first().map(|b| b.prompt.clone()).unwrap_or_default(),
                 request: bs.first().map(|b| b.prompt.clone()).unwrap_or_default(),
+                completed: format!("{} prompts", bs.len()),
                 ..SummaryDraft::default()
             })))
         }
@@ -569,6 +570,95 @@ mod tests {
         assert_eq!(
             paused_until(t0 - chrono::TimeDelta::hours(5)),
             "2026-01-01T19:05:00.000Z"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_compaction_gets_a_summary_that_the_end_of_the_session_renews() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("g2.db"), Duration::from_secs(1)).unwrap();
+        let fam = GroupFolder::new("fam").unwrap();
+        let t0: DateTime<Utc> = "2026-01-01T10:00:00Z".parse().unwrap();
+        let later = |m: i64| t0 + chrono::TimeDelta::minutes(m);
+        let f = fam.clone();
+        let session = s
+            .write_blocking(move |tx| {
+                let a = store::memory::open_session(tx, &f, "s", None, None, &ts(t0))?;
+                for p in ["the oars are in the shed", "the boat is blue"] {
+                    let b = store::memory::start_batch(tx, a, p, &[], &ts(t0))?;
+                    store::memory::finish_batch(tx, b, None, &ts(t0))?;
+                }
+                // The turn under way when Claude Code compacted.
+                store::memory::start_batch(tx, a, "and the sail?", &[], &ts(t0))?;
+                store::archives::insert(
+                    tx,
+                    &crate::archives::Prepared {
+                        group: f.clone(),
+                        session_id: Some("s".into()),
+                        title: "Boat".into(),
+                        file_name: "boat.md".into(),
+                        rel_path: "groups/fam/conversations/boat.md".into(),
+                        body: "# Boat\n".into(),
+                        trigger: crate::archives::Trigger::Precompact,
+                        created_at: ts(later(1)),
+                        stats: Default::default(),
+                    },
+                )?;
+                Ok(a)
+            })
+            .unwrap();
+        let ex: Arc<dyn Extractor> = Arc::new(Echo);
+        let settings = MemorySettings {
+            max_concurrent: 10,
+            ..MemorySettings::default()
+        };
+        let summary = || {
+            let f = fam.clone();
+            s.read_blocking(move |c| obs::summary(c, &f, "s"))
+                .unwrap()
+                .map(|m| m.completed)
+        };
+        let p = pass(&s, &ex, &settings, later(2)).await.unwrap();
+        assert_eq!((p.batches, p.summaries), (2, 1), "{p:?}");
+        assert_eq!(summary().as_deref(), Some("3 prompts"));
+        // Nothing new: no new summary.
+        let p = pass(&s, &ex, &settings, later(3)).await.unwrap();
+        assert_eq!(p, Processed::default());
+        // The session ends: its summary is made again, over everything.
+        s.write_blocking(move |tx| {
+            let b = store::memory::start_batch(tx, session, "the mast is new", &[], &ts(later(4)))?;
+            store::memory::finish_batch(tx, b, None, &ts(later(4)))?;
+            tx.execute(
+                "UPDATE prompt_batches SET status = 'completed' WHERE status = 'active'",
+                [],
+            )?;
+            store::memory::end_session(tx, session, Some("clear"), &ts(later(5)))?;
+            Ok(())
+        })
+        .unwrap();
+        let p = pass(&s, &ex, &settings, later(6)).await.unwrap();
+        assert_eq!(p.summaries, 1, "{p:?}");
+        assert_eq!(summary().as_deref(), Some("4 prompts"));
+        // Its index follows the newer text.
+        let f = fam.clone();
+        let hits = s
+            .read_blocking(move |c| {
+                crate::memory::recall::recall_with(
+                    c,
+                    &f,
+                    "4 prompts",
+                    5,
+                    &crate::memory::recall::Filters {
+                        kind: Some("summary".into()),
+                        since: None,
+                    },
+                )
+            })
+            .unwrap();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert_eq!(
+            pass(&s, &ex, &settings, later(7)).await.unwrap(),
+            Processed::default()
         );
     }
 

@@ -154,21 +154,50 @@ pub fn defer_group(
     Ok(batches + sessions)
 }
 
-/// Completed sessions whose batches are all extracted (or failed for good)
-/// and that have no summary job yet get one.
+/// Sessions ready for a summary get a summary job: completed sessions, and
+/// sessions that compacted (a `precompact` archive), once every batch that
+/// is not still being answered is extracted (or failed for good). A done
+/// job whose session completed or compacted again after it was queued is
+/// queued again, so the summary grows with the session (the newer summary
+/// replaces the older, `insert_summary`).
 pub fn queue_summaries(tx: &Transaction<'_>, now: &str) -> Result<usize> {
-    Ok(tx.execute(
-        "INSERT INTO summary_queue (session_id, queued_at)
-         SELECT s.id, ?1 FROM memory_sessions s
-         WHERE s.status = 'completed'
-           AND NOT EXISTS (SELECT 1 FROM summary_queue q WHERE q.session_id = s.id)
-           AND EXISTS (SELECT 1 FROM prompt_batches b WHERE b.session_id = s.id)
+    const SETTLED: &str = "EXISTS (SELECT 1 FROM prompt_batches b WHERE b.session_id = s.id)
            AND NOT EXISTS (SELECT 1 FROM prompt_batches b
                            LEFT JOIN memory_queue m ON m.batch_id = b.id
-                           WHERE b.session_id = s.id
-                             AND coalesce(m.state, 'pending') NOT IN ('done', 'failed'))",
+                           WHERE b.session_id = s.id AND b.status <> 'active'
+                             AND coalesce(m.state, 'pending') NOT IN ('done', 'failed'))";
+    let queued = tx.execute(
+        &format!(
+            "INSERT INTO summary_queue (session_id, queued_at)
+             SELECT s.id, ?1 FROM memory_sessions s
+             WHERE (s.status = 'completed'
+                    OR EXISTS (SELECT 1 FROM conversation_archives a
+                               WHERE a.session_id = s.content_session_id
+                                 AND a.trigger = 'precompact'))
+               AND NOT EXISTS (SELECT 1 FROM summary_queue q WHERE q.session_id = s.id)
+               AND {SETTLED}"
+        ),
         [now],
-    )?)
+    )?;
+    let again = tx.execute(
+        &format!(
+            "UPDATE summary_queue AS q
+             SET state = 'pending', attempts = 0, next_attempt_at = NULL, error = NULL,
+                 queued_at = ?1
+             WHERE q.state = 'done'
+               AND EXISTS (
+                 SELECT 1 FROM memory_sessions s
+                 WHERE s.id = q.session_id
+                   AND ((s.status = 'completed' AND s.ended_at > q.queued_at)
+                        OR EXISTS (SELECT 1 FROM conversation_archives a
+                                   WHERE a.session_id = s.content_session_id
+                                     AND a.trigger = 'precompact'
+                                     AND a.created_at > q.queued_at))
+                   AND {SETTLED})"
+        ),
+        [now],
+    )?;
+    Ok(queued + again)
 }
 
 /// How many jobs wait, by queue: (batches, sessions).
@@ -437,8 +466,9 @@ fn summary_from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRow> {
     })
 }
 
-/// Records a session's summary (once: a second is ignored) and fills the
-/// session's title when it has none.
+/// Records a session's summary (a newer one replaces it: the session
+/// compacted again or completed) and fills the session's title when it has
+/// none.
 pub fn insert_summary(
     tx: &Transaction<'_>,
     group: &GroupFolder,
@@ -450,7 +480,10 @@ pub fn insert_summary(
         "INSERT INTO session_summaries (session_id, group_folder, title, request, investigated,
            learned, completed, next_steps, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (session_id) DO NOTHING",
+         ON CONFLICT (session_id) DO UPDATE SET title = excluded.title,
+           request = excluded.request, investigated = excluded.investigated,
+           learned = excluded.learned, completed = excluded.completed,
+           next_steps = excluded.next_steps, created_at = excluded.created_at",
         params![
             session,
             group.as_str(),
