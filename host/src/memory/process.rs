@@ -415,6 +415,15 @@ mod tests {
         }
     }
 
+    /// [`Echo`], with room for every job of a test in one pass.
+    fn echo() -> (Arc<dyn Extractor>, MemorySettings) {
+        let settings = MemorySettings {
+            max_concurrent: 10,
+            ..MemorySettings::default()
+        };
+        (Arc::new(Echo), settings)
+    }
+
     #[tokio::test]
     async fn batches_become_observations_once_and_sessions_summaries() {
         let dir = tempfile::tempdir().unwrap();
@@ -436,11 +445,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let ex: Arc<dyn Extractor> = Arc::new(Echo);
-        let settings = MemorySettings {
-            max_concurrent: 10,
-            ..MemorySettings::default()
-        };
+        let (ex, settings) = echo();
         let p = pass(&s, &ex, &settings, t0).await.unwrap();
         assert_eq!((p.batches, p.observations, p.failed), (2, 2, 1), "{p:?}");
         // The restatement superseded the first.
@@ -531,11 +536,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        let ex: Arc<dyn Extractor> = Arc::new(Echo);
-        let settings = MemorySettings {
-            max_concurrent: 10,
-            ..MemorySettings::default()
-        };
+        let (ex, settings) = echo();
         let p = pass(&s, &ex, &settings, t0).await.unwrap();
         assert_eq!((p.batches, p.failed, p.deferred), (1, 1, 3), "{p:?}");
         let states: Vec<(String, i64, Option<String>, Option<String>)> = s
@@ -607,11 +608,7 @@ mod tests {
                 Ok(a)
             })
             .unwrap();
-        let ex: Arc<dyn Extractor> = Arc::new(Echo);
-        let settings = MemorySettings {
-            max_concurrent: 10,
-            ..MemorySettings::default()
-        };
+        let (ex, settings) = echo();
         let summary = || {
             let f = fam.clone();
             s.read_blocking(move |c| obs::summary(c, &f, "s"))

@@ -373,28 +373,22 @@ pub fn parse_summary(text: &str) -> Result<SummaryDraft, String> {
 /// request is not one): the rules of [`super::offline`] over the batch or
 /// session the request carries, as the JSON asked for.
 pub fn answer_offline(req: &Value) -> Option<String> {
-    let system = match &req["system"] {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => return None,
+    // A string, or text blocks joined.
+    let text_of = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(blocks) => Some(
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
     };
-    if !system.starts_with(MARKER) {
+    if !text_of(&req["system"])?.starts_with(MARKER) {
         return None;
     }
-    let first = req["messages"].get(0)?;
-    let text = match &first["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => return None,
-    };
+    let text = text_of(&req["messages"].get(0)?["content"])?;
     let between = |open: &str, close: &str| -> Option<String> {
         let start = text.find(open)? + open.len();
         let end = text.rfind(close)?;
