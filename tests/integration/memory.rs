@@ -581,6 +581,24 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
         (tomb["status"].as_str(), tomb["title"].as_str()),
         (Some("forgotten"), Some(""))
     );
+    // Gone from injection too: a new session starts without it, and a
+    // question about it brings the archived conversation (which forgetting
+    // an observation leaves), not the observation.
+    post(&s.url, "main", "Bob", "g2:clear Boat").await;
+    main.reply(120).await;
+    post(
+        &s.url,
+        "main",
+        "Bob",
+        "where is the boat moored?\ng2:context",
+    )
+    .await;
+    let shown = main.reply(120).await;
+    let at_start = shown.split("Possibly relevant").next().unwrap_or_default();
+    assert!(at_start.contains("bread on Fridays"), "{shown}");
+    assert!(!at_start.contains("pier 7"), "{shown}");
+    assert!(!shown.contains("[fact #"), "{shown}");
+    assert!(shown.contains("[passage #"), "{shown}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
