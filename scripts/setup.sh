@@ -5,6 +5,8 @@
 #   - Docker engine: installed (Debian `docker.io`) and started in the
 #     background when no engine answers; waits until it does.
 #   - busybox-static and bash-static: the userland of the agent image.
+#   - chromium and chromium-driver: the headless browser the web viewer's
+#     tests drive through WebDriver.
 #   - Claude Code: the version pinned in CLAUDE_CODE_VERSION, from the npm
 #     registry, into the git-ignored tools/ folder.
 #
@@ -43,6 +45,12 @@ if ! [ -x /bin/busybox ] || ! dpkg -s busybox-static >/dev/null 2>&1; then
 fi
 if ! [ -x /bin/bash-static ]; then
   apt_install bash-static
+fi
+
+# --- chromium, chromium-driver ------------------------------------------------
+# The web viewer's tests drive a real headless Chromium through WebDriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  apt_install chromium chromium-driver fonts-dejavu-core
 fi
 
 # --- Docker engine ------------------------------------------------------------

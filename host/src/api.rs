@@ -2,7 +2,8 @@
 //! health. JSON in and out, the same shapes as the CLI's `--json`.
 //!
 //! Invariants: bound to loopback unless a bearer token is configured (then
-//! every `/api` route requires it; `/health` stays open); request bodies are
+//! every `/api` route requires it, or the web viewer's cookie with, for a
+//! request that changes something, its CSRF token; `/health` stays open); request bodies are
 //! limited to [`MAX_BODY`]; errors are `{"error":{"kind","message"}}` with a
 //! status that says whose fault it is (400 bad input, 404 unknown, 409
 //! conflict, 500 ours) — the extractors' rejections (malformed or mistyped
@@ -250,6 +251,7 @@ impl Api {
             .route("/health", get(health))
             .method_not_allowed_fallback(method_not_allowed)
             .nest("/api", api)
+            .merge(crate::viewer::routes(&self))
             .fallback(|| async { ApiError(Error::NotFound("route".into())) })
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(self)
@@ -257,25 +259,31 @@ impl Api {
 }
 
 async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Response {
+    use crate::viewer::{CSRF_HEADER, cookie_token, csrf_token, same_secret};
     if let Some(token) = &api.token {
-        let given = req
+        let bearer = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        // Constant-time enough for a comparison of equal-length secrets.
-        let ok = given.is_some_and(|g| {
-            g.len() == token.len()
-                && g.bytes()
-                    .zip(token.bytes())
-                    .fold(0, |a, (x, y)| a | (x ^ y))
-                    == 0
-        });
+        let ok = if let Some(given) = bearer {
+            same_secret(given, token)
+        } else if let Some(given) = cookie_token(req.headers()) {
+            // The viewer's cookie: a request that changes something must
+            // also carry the page's CSRF token, which another site's page
+            // cannot read.
+            let safe = matches!(req.method().as_str(), "GET" | "HEAD");
+            let csrf = req.headers().get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+            same_secret(given, token)
+                && (safe || csrf.is_some_and(|c| same_secret(c, &csrf_token(token))))
+        } else {
+            false
+        };
         if !ok {
             return error_response(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
-                "a bearer token is required".into(),
+                "a bearer token (or the viewer's cookie and CSRF token) is required".into(),
             );
         }
     }

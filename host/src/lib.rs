@@ -31,6 +31,7 @@ pub mod sessions;
 pub mod store;
 pub mod tasks;
 pub mod terminal;
+pub mod viewer;
 
 pub use error::{Error, Result};
 

@@ -24,3 +24,4 @@ mod routing;
 mod search;
 mod sessions;
 mod stream;
+mod viewer;

@@ -152,6 +152,18 @@ pub fn between(conn: &Connection, after: i64, before: i64) -> Result<Vec<Message
     )
 }
 
+/// The newest `limit` messages of a chat, oldest first.
+pub fn latest(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
+    let mut m = store::query_all(
+        conn,
+        &format!("SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 ORDER BY seq DESC LIMIT ?2"),
+        params![chat_jid, limit as i64],
+        row,
+    )?;
+    m.reverse();
+    Ok(m)
+}
+
 /// Messages of a chat after `after` (a `seq`), oldest first.
 pub fn after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
     store::query_all(

@@ -1,0 +1,88 @@
+// g2's viewer script: live chat over the API's SSE stream, sending
+// messages, and times in the browser's timezone. Text from a group is only
+// ever set as textContent, never as markup.
+"use strict";
+
+function localTimes(root) {
+  for (const t of root.querySelectorAll("time[datetime]")) {
+    const d = new Date(t.getAttribute("datetime"));
+    if (!isNaN(d)) {
+      t.textContent = d.toLocaleString();
+      t.title = t.getAttribute("datetime");
+    }
+  }
+}
+
+function csrf() {
+  const m = document.querySelector('meta[name="g2-csrf"]');
+  return m ? m.content : "";
+}
+
+function messageItem(m) {
+  const li = document.createElement("li");
+  li.className = m.from_bot ? "message bot" : "message";
+  li.dataset.seq = m.seq;
+  const who = document.createElement("span");
+  who.className = "who";
+  who.textContent = m.sender_name || m.sender;
+  const t = document.createElement("time");
+  t.setAttribute("datetime", m.timestamp);
+  t.textContent = m.timestamp;
+  const text = document.createElement("div");
+  text.className = "text";
+  text.textContent = m.text;
+  li.append(who, " ", t, text);
+  localTimes(li);
+  return li;
+}
+
+function chat(list) {
+  const folder = list.dataset.folder;
+  const live = document.getElementById("live");
+  const seen = new Set(Array.from(list.querySelectorAll("[data-seq]"), (li) => li.dataset.seq));
+  const src = new EventSource(
+    "/api/groups/" + encodeURIComponent(folder) + "/stream?after=" + encodeURIComponent(list.dataset.after),
+  );
+  src.onopen = () => { live.textContent = "live"; };
+  src.onerror = () => { live.textContent = "reconnecting…"; };
+  src.addEventListener("message", (e) => {
+    const m = JSON.parse(e.data);
+    if (seen.has(String(m.seq))) return;
+    seen.add(String(m.seq));
+    const empty = document.getElementById("no-messages");
+    if (empty) empty.remove();
+    list.append(messageItem(m));
+    list.lastElementChild.scrollIntoView({ block: "nearest" });
+  });
+
+  const form = document.getElementById("send");
+  const error = document.getElementById("send-error");
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const data = new FormData(form);
+    const sender = String(data.get("sender") || "").trim();
+    const body = { sender: sender, sender_name: sender, text: String(data.get("text") || "") };
+    try {
+      const r = await fetch("/api/groups/" + encodeURIComponent(folder) + "/messages", {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-g2-csrf": csrf() },
+        body: JSON.stringify(body),
+      });
+      if (!r.ok) {
+        const j = await r.json().catch(() => null);
+        error.textContent = (j && j.error && j.error.message) || ("the host answered " + r.status);
+        return;
+      }
+      form.elements.text.value = "";
+    } catch (err) {
+      error.textContent = "the host could not be reached: " + err;
+    }
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  localTimes(document);
+  const list = document.getElementById("messages");
+  if (list) chat(list);
+});

@@ -1,0 +1,409 @@
+//! The web viewer: g2 in a browser, served by `g2 serve` on the API's own
+//! listener at `/` — pages rendered here as HTML, one embedded stylesheet
+//! and one embedded script (`assets/`), nothing fetched from elsewhere.
+//!
+//! Pages (each a stable URL): the groups (`/`), a group's chat
+//! (`/groups/{folder}`, live over the API's SSE stream, with a box to send
+//! a message), its archives (`/groups/{folder}/archives`) and one archive
+//! as a document (`/archives/{id}`, `markdown`).
+//!
+//! Invariants:
+//! - Everything a person or the agent wrote reaches the page escaped
+//!   ([`markdown::escape`], or `textContent` in the script): no text of a
+//!   group can become markup or script of the page.
+//! - Every response carries a Content-Security-Policy without inline
+//!   script or style, so even markup that slipped through could not run.
+//! - Access is the API's: loopback only without `api.token`; with one, the
+//!   viewer asks for it once (`/login`) and keeps it in an HttpOnly,
+//!   SameSite=Strict cookie, and every state-changing API request made
+//!   with that cookie must carry the page's CSRF token
+//!   (`x-g2-csrf`, [`csrf_token`]).
+
+pub mod markdown;
+
+use axum::Router;
+use axum::extract::{Form, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::api::Api;
+use crate::store;
+use crate::{Error, archives};
+use g2_core::validate::GroupFolder;
+use markdown::escape;
+
+/// The cookie the viewer keeps the API token in.
+pub const TOKEN_COOKIE: &str = "g2_token";
+/// The header a state-changing request made with the cookie carries.
+pub const CSRF_HEADER: &str = "x-g2-csrf";
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+    connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+/// Messages a chat page opens with.
+const CHAT_HISTORY: usize = 200;
+
+/// The CSRF token of an API token: derived, so the host keeps no state, and
+/// useless without the cookie (which another site's page cannot send).
+pub fn csrf_token(token: &str) -> String {
+    let digest = Sha256::digest(format!("g2-csrf:{token}").as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The token in a request's viewer cookie.
+pub fn cookie_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| c.trim().strip_prefix(TOKEN_COOKIE)?.strip_prefix('='))
+}
+
+/// Equal, in time that does not depend on where they differ.
+pub fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// The viewer's routes, merged into the API's router.
+pub fn routes(api: &Api) -> Router<Api> {
+    let pages = Router::new()
+        .route("/", get(groups_page))
+        .route("/groups/{folder}", get(chat_page))
+        .route("/groups/{folder}/archives", get(archives_page))
+        .route("/archives/{id}", get(archive_page))
+        .route_layer(middleware::from_fn_with_state(api.clone(), require_login));
+    Router::new()
+        .route("/login", get(login_page).post(login))
+        .route("/assets/app.js", get(app_js))
+        .route("/assets/app.css", get(app_css))
+        .merge(pages)
+        .layer(middleware::from_fn(security_headers))
+}
+
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    resp
+}
+
+/// With `api.token` set, pages need the cookie; without it, the login page.
+async fn require_login(State(api): State<Api>, req: Request, next: Next) -> Response {
+    if let Some(token) = &api.token
+        && !cookie_token(req.headers()).is_some_and(|given| same_secret(given, token))
+    {
+        return Redirect::to("/login").into_response();
+    }
+    next.run(req).await
+}
+
+async fn app_js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        APP_JS,
+    )
+        .into_response()
+}
+
+async fn app_css() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], APP_CSS).into_response()
+}
+
+/// A whole page around `body`; `csrf` goes where the script finds it.
+fn page(api: &Api, title: &str, body: &str) -> Response {
+    let csrf = api.token.as_deref().map(csrf_token).unwrap_or_default();
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+<meta name=\"g2-csrf\" content=\"{csrf}\">\
+<title>{title} · g2</title>\
+<link rel=\"stylesheet\" href=\"/assets/app.css\">\
+<script src=\"/assets/app.js\" defer></script></head>\
+<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a></nav></header>\
+<main>{body}</main></body></html>",
+        title = escape(title),
+    );
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
+}
+
+/// An error as a page, in words.
+fn error_page(api: &Api, status: StatusCode, what: &str) -> Response {
+    let mut r = page(
+        api,
+        "Error",
+        &format!(
+            "<h1>Something went wrong</h1><p class=\"error\">{}</p>",
+            escape(what)
+        ),
+    );
+    *r.status_mut() = status;
+    r
+}
+
+fn failed(api: &Api, e: Error) -> Response {
+    match e {
+        Error::NotFound(what) => {
+            error_page(api, StatusCode::NOT_FOUND, &format!("{what} was not found"))
+        }
+        Error::Validation(_) | Error::Invalid(_) => {
+            error_page(api, StatusCode::BAD_REQUEST, &e.to_string())
+        }
+        e => {
+            tracing::error!(error = %e, "viewer page failed");
+            error_page(
+                api,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the host could not read this page; its log says why",
+            )
+        }
+    }
+}
+
+/// A time the browser shows in its own timezone (the text is UTC until
+/// the script rewrites it).
+fn time(at: &str) -> String {
+    let at = escape(at);
+    format!("<time datetime=\"{at}\">{at}</time>")
+}
+
+async fn login_page(State(api): State<Api>) -> Response {
+    page(
+        &api,
+        "Sign in",
+        "<h1>Sign in</h1><p>This host asks for its API token (<code>api.token</code>).</p>\
+<form method=\"post\" action=\"/login\" class=\"stack\">\
+<label>Token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" required></label>\
+<button type=\"submit\">Sign in</button></form>",
+    )
+}
+
+#[derive(Deserialize)]
+struct Login {
+    token: String,
+}
+
+async fn login(State(api): State<Api>, Form(l): Form<Login>) -> Response {
+    let Some(token) = &api.token else {
+        return Redirect::to("/").into_response();
+    };
+    if !same_secret(l.token.trim(), token) {
+        return error_page(
+            &api,
+            StatusCode::UNAUTHORIZED,
+            "that is not this host's token",
+        );
+    }
+    let cookie = format!("{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+    let mut r = Redirect::to("/").into_response();
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+async fn groups_page(State(api): State<Api>) -> Response {
+    let list = match api.store.read(store::groups::list).await {
+        Ok(l) => l,
+        Err(e) => return failed(&api, e),
+    };
+    let status = match &api.queue {
+        Some(q) => q.status().await,
+        None => None,
+    };
+    let mut body = String::from("<h1>Groups</h1>");
+    if list.is_empty() {
+        body.push_str("<p class=\"empty\">No groups yet — register one with <code>g2 groups add &lt;folder&gt;</code>.</p>");
+    } else {
+        body.push_str("<ul class=\"cards\">");
+        for g in &list {
+            let state = status
+                .as_ref()
+                .and_then(|s| {
+                    if let Some(r) = s.running.iter().find(|r| r.group == g.folder) {
+                        Some(if r.outstanding > 0 { "working" } else { "idle" })
+                    } else if s.waiting.contains(&g.folder) {
+                        Some("waiting")
+                    } else {
+                        None
+                    }
+                })
+                .unwrap_or("no container");
+            let f = escape(g.folder.as_str());
+            body.push_str(&format!(
+                "<li class=\"card\"><a href=\"/groups/{f}\"><strong>{name}</strong></a> \
+<span class=\"muted\">{f}{main}</span><br><span class=\"status\">{state}</span> · \
+<a href=\"/groups/{f}/archives\">archives</a></li>",
+                name = escape(&g.name),
+                main = if g.is_main { " · main" } else { "" },
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    page(&api, "Groups", &body)
+}
+
+async fn chat_page(
+    State(api): State<Api>,
+    axum::extract::Path(folder): axum::extract::Path<String>,
+) -> Response {
+    let folder = match GroupFolder::new(folder) {
+        Ok(f) => f,
+        Err(e) => return failed(&api, Error::Validation(e)),
+    };
+    let group = match crate::groups::require(&api.store, &folder).await {
+        Ok(g) => g,
+        Err(e) => return failed(&api, e),
+    };
+    let jid = group.jid.clone();
+    let messages = match api
+        .store
+        .read(move |c| store::messages::latest(c, &jid, CHAT_HISTORY))
+        .await
+    {
+        Ok(m) => m,
+        Err(e) => return failed(&api, e),
+    };
+    let f = escape(folder.as_str());
+    let last = messages.last().map_or(0, |m| m.seq);
+    let mut body = format!(
+        "<h1>{name}</h1><p class=\"muted\">{f} · <a href=\"/groups/{f}/archives\">archives</a> · \
+<span id=\"live\">connecting…</span></p>\
+<ol id=\"messages\" class=\"messages\" data-folder=\"{f}\" data-after=\"{last}\">",
+        name = escape(&group.name),
+    );
+    if messages.is_empty() {
+        body.push_str(
+            "<li class=\"empty\" id=\"no-messages\">No messages yet — say something below.</li>",
+        );
+    }
+    for m in &messages {
+        body.push_str(&message_item(m));
+    }
+    body.push_str(
+        "</ol><form id=\"send\" class=\"send\">\
+<label>Name <input name=\"sender\" value=\"Web\" required maxlength=\"200\"></label>\
+<label class=\"grow\">Message <textarea name=\"text\" required rows=\"2\"></textarea></label>\
+<button type=\"submit\">Send</button><p id=\"send-error\" class=\"error\" role=\"alert\"></p></form>",
+    );
+    page(&api, &group.name, &body)
+}
+
+/// One chat message as a list item (the script builds the same shape).
+fn message_item(m: &crate::routing::messages::Message) -> String {
+    let who = m.sender_name.as_deref().unwrap_or(&m.sender);
+    format!(
+        "<li class=\"message{bot}\" data-seq=\"{seq}\"><span class=\"who\">{who}</span> {t}\
+<div class=\"text\">{text}</div></li>",
+        bot = if m.from_bot { " bot" } else { "" },
+        seq = m.seq,
+        who = escape(who),
+        t = time(&m.timestamp),
+        text = escape(&m.text),
+    )
+}
+
+async fn archives_page(
+    State(api): State<Api>,
+    axum::extract::Path(folder): axum::extract::Path<String>,
+) -> Response {
+    if let Err(e) = g2_core::validate::any_folder(&folder) {
+        return failed(&api, Error::Validation(e));
+    }
+    let f = folder.clone();
+    let list = match api.store.read(move |c| store::archives::list(c, &f)).await {
+        Ok(l) => l,
+        Err(e) => return failed(&api, e),
+    };
+    let f = escape(&folder);
+    let mut body =
+        format!("<h1>Archives</h1><p class=\"muted\"><a href=\"/groups/{f}\">{f}</a></p>");
+    if list.is_empty() {
+        body.push_str("<p class=\"empty\">No archives yet — clear a session to create one.</p>");
+    } else {
+        body.push_str("<ul class=\"list\">");
+        for a in &list {
+            body.push_str(&format!(
+                "<li><a href=\"/archives/{id}\">{name}</a> <span class=\"muted\">{t} · {trigger}</span></li>",
+                id = a.id,
+                name = escape(&a.name),
+                t = time(&a.created_at),
+                trigger = escape(a.trigger.as_str()),
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    page(&api, "Archives", &body)
+}
+
+async fn archive_page(
+    State(api): State<Api>,
+    axum::extract::Path(id): axum::extract::Path<i64>,
+) -> Response {
+    let rec = match api.store.read(move |c| store::archives::get(c, id)).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return failed(&api, Error::NotFound(format!("archive {id}"))),
+        Err(e) => return failed(&api, e),
+    };
+    let (home, r) = (api.home.clone(), rec.clone());
+    let rendered = tokio::task::spawn_blocking(move || {
+        archives::read_markdown(&home, &r).and_then(|md| match md {
+            Some(md) => Ok(markdown::render(&md)),
+            None => Err(Error::NotFound(format!("the file of archive {}", r.id))),
+        })
+    })
+    .await;
+    let (html, headings) = match rendered {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => return failed(&api, e),
+        Err(e) => return failed(&api, Error::from(e)),
+    };
+    let f = escape(rec.group.as_str());
+    let mut body = format!(
+        "<p class=\"muted\"><a href=\"/groups/{f}/archives\">{f} archives</a> · {t}{session}</p>",
+        t = time(&rec.created_at),
+        session = rec
+            .session_id
+            .as_deref()
+            .map(|s| format!(" · session <code>{}</code>", escape(s)))
+            .unwrap_or_default(),
+    );
+    // A table of contents for a long document.
+    if headings.len() > 3 {
+        body.push_str("<nav class=\"toc\" aria-label=\"Contents\"><ol>");
+        for h in &headings {
+            body.push_str(&format!(
+                "<li class=\"l{}\"><a href=\"#{}\">{}</a></li>",
+                h.level,
+                h.id,
+                escape(&h.text)
+            ));
+        }
+        body.push_str("</ol></nav>");
+    }
+    body.push_str("<article class=\"archive\">");
+    body.push_str(&html);
+    body.push_str("</article>");
+    page(&api, &rec.name, &body)
+}

@@ -1,0 +1,270 @@
+//! The web viewer in a real headless Chromium, driven through WebDriver
+//! (Debian's `chromium` and `chromium-driver`, from `scripts/setup.sh`),
+//! against `g2 serve` with real Docker and Claude Code on the offline
+//! model. Each test saves a screenshot of its last page under
+//! `$CARGO_TARGET_TMPDIR/viewer/`.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+use crate::support::*;
+
+/// A chromedriver and a headless Chromium session; both end when dropped.
+struct Browser {
+    client: Client,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn browser_present() -> bool {
+    let runs = |exe: &str| {
+        Command::new(exe)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    require(
+        "chromium and chromedriver",
+        runs("chromium") && runs("chromedriver"),
+    )
+}
+
+impl Browser {
+    async fn start() -> Browser {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromedriver");
+        let profile = tempfile::tempdir().unwrap();
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({ "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1200,900",
+                format!("--user-data-dir={}", profile.path().display()),
+            ] }),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let client = loop {
+            match ClientBuilder::rustls()
+                .expect("a TLS setup for the WebDriver client")
+                .capabilities(caps.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(c) => break c,
+                Err(e) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "chromedriver never answered: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
+        Browser {
+            client,
+            driver,
+            _profile: profile,
+        }
+    }
+
+    /// Waits until `script` (a JS expression) is true in the page.
+    async fn until(&self, what: &str, script: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let v = self
+                .client
+                .execute(&format!("return !!({script});"), vec![])
+                .await
+                .unwrap();
+            if v == json!(true) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn eval(&self, script: &str) -> serde_json::Value {
+        self.client
+            .execute(&format!("return ({script});"), vec![])
+            .await
+            .unwrap()
+    }
+
+    /// Saves the page as `{name}.png` under the tests' output folder.
+    async fn screenshot(&self, name: &str) {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer");
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = self.client.screenshot().await.unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_from_the_chat_page_is_answered_without_a_reload() {
+    if !image_ready() || !browser_present() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let b = Browser::start().await;
+    b.client.goto(&format!("{}/", s.url)).await.unwrap();
+    assert_eq!(b.client.title().await.unwrap(), "Groups · g2");
+    let link = b
+        .client
+        .find(Locator::Css("a[href='/groups/main']"))
+        .await
+        .unwrap();
+    link.click().await.unwrap();
+    b.until(
+        "the chat page is live",
+        "document.getElementById('live').textContent === 'live'",
+    )
+    .await;
+    // Marks this page load: a reload would lose it.
+    b.eval("window.g2Marker = 42").await;
+    let text = b
+        .client
+        .find(Locator::Css("#send textarea[name=text]"))
+        .await
+        .unwrap();
+    text.send_keys("hello").await.unwrap();
+    b.client
+        .find(Locator::Css("#send button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.until(
+        "the quoted reply",
+        "Array.from(document.querySelectorAll('.message.bot .text')).some(e => e.textContent.includes('hello'))",
+    )
+    .await;
+    assert_eq!(b.eval("window.g2Marker").await, json!(42), "no reload");
+    // The sent message is there once, from the page's sender.
+    let mine = b
+        .eval("Array.from(document.querySelectorAll('.message:not(.bot) .text')).filter(e => e.textContent === 'hello').length")
+        .await;
+    assert_eq!(mine, json!(1));
+    b.screenshot("chat_reply").await;
+}
+
+const HOSTILE: &str =
+    "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>";
+
+/// No script of a group's ran, no image was shown, nothing was fetched
+/// for the markup's `x`.
+async fn no_harm(b: &Browser, page: &str) {
+    let title = b.client.title().await.unwrap();
+    assert!(!title.contains("pwned"), "{page}: {title}");
+    let imgs = b.eval("document.querySelectorAll('img').length").await;
+    assert_eq!(imgs, json!(0), "{page}");
+    let scripts = b
+        .eval("Array.from(document.scripts).filter(s => !s.src.endsWith('/assets/app.js')).length")
+        .await;
+    assert_eq!(scripts, json!(0), "{page}");
+    let fetched = b
+        .eval("performance.getEntriesByType('resource').filter(r => /\\/x$/.test(r.name)).length")
+        .await;
+    assert_eq!(fetched, json!(0), "{page}: a request left for x");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_markup_in_chat_and_archives_is_shown_as_text() {
+    if !image_ready() || !browser_present() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(&s.url, "main", "Mallory", HOSTILE).await;
+    main.reply(120).await;
+    // The conversation is archived with the markup in it.
+    let r = http_client()
+        .post(format!("{}/api/groups/main/session/clear", s.url))
+        .json(&json!({ "name": "Hostile" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!("{}/groups/main", s.url))
+        .await
+        .unwrap();
+    b.until(
+        "the chat page is live",
+        "document.getElementById('live').textContent === 'live'",
+    )
+    .await;
+    b.until(
+        "the markup shown as text",
+        "Array.from(document.querySelectorAll('.message .text')).some(e => e.textContent.includes('<script>document.title'))",
+    )
+    .await;
+    no_harm(&b, "chat").await;
+
+    b.client
+        .goto(&format!("{}/groups/main/archives", s.url))
+        .await
+        .unwrap();
+    let link = b.client.find(Locator::LinkText("Hostile")).await.unwrap();
+    link.click().await.unwrap();
+    b.until(
+        "the archive page",
+        "document.querySelector('article.archive') !== null",
+    )
+    .await;
+    let heading = b
+        .eval("document.querySelector('article h1').textContent")
+        .await;
+    assert_eq!(heading, json!("Hostile"));
+    let shown = b
+        .eval("document.querySelector('article').textContent.includes('<script>document.title')")
+        .await;
+    assert_eq!(shown, json!(true));
+    no_harm(&b, "archive").await;
+    // The policy that would stop script that slipped through.
+    let csp = http_client()
+        .get(format!("{}/groups/main/archives", s.url))
+        .send()
+        .await
+        .unwrap()
+        .headers()
+        .get("content-security-policy")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    b.screenshot("hostile_archive").await;
+}
