@@ -45,6 +45,9 @@ fn browser_present() -> bool {
 
 impl Browser {
     async fn start() -> Browser {
+        // The WebDriver client speaks rustls; ring is the provider the host
+        // already uses (a second install is refused, which is fine).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -267,4 +270,219 @@ async fn hostile_markup_in_chat_and_archives_is_shown_as_text() {
         "{csp}"
     );
     b.screenshot("hostile_archive").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
+    if !image_ready() || !browser_present() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(
+        &s.url,
+        "main",
+        "Ann",
+        "the lighthouse keeper feeds the gulls at dawn",
+    )
+    .await;
+    main.reply(120).await;
+
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!("{}/groups/main/sessions", s.url))
+        .await
+        .unwrap();
+    let name = b
+        .client
+        .find(Locator::Css("#clear input[name=name]"))
+        .await
+        .unwrap();
+    name.send_keys("Lighthouse").await.unwrap();
+    b.client
+        .find(Locator::Css("#clear button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The page asks before it clears.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.client.get_alert_text().await.is_err() {
+        assert!(Instant::now() < deadline, "no confirmation was asked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.client.accept_alert().await.unwrap();
+    b.until(
+        "the bookmark with its archive",
+        "Array.from(document.querySelectorAll('.list li')).some(li => li.textContent.includes('Lighthouse') && li.querySelector('a[href^=\"/archives/\"]'))",
+    )
+    .await;
+    b.client
+        .find(Locator::Css(".list li a[href^='/archives/']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.until(
+        "the archive page",
+        "document.querySelector('article.archive') !== null",
+    )
+    .await;
+    // Rendered as a document: a heading and paragraphs, the names in bold.
+    assert_eq!(
+        b.eval("document.querySelector('article h1').textContent")
+            .await,
+        json!("Lighthouse")
+    );
+    let paragraphs = b
+        .eval("document.querySelectorAll('article p').length")
+        .await;
+    assert!(paragraphs.as_u64() >= Some(2), "{paragraphs}");
+    assert_eq!(
+        b.eval("Array.from(document.querySelectorAll('article strong')).some(e => e.textContent === 'Ann')")
+            .await,
+        json!(true)
+    );
+    // Found from the search page, in people's words.
+    b.client.goto(&format!("{}/search", s.url)).await.unwrap();
+    let q = b.client.find(Locator::Css("input[name=q]")).await.unwrap();
+    q.send_keys("who feeds the gulls?").await.unwrap();
+    b.client
+        .find(Locator::Css("form[role=search] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.until(
+        "the archive among the hits",
+        "document.getElementById('archive-hits') !== null",
+    )
+    .await;
+    assert_eq!(
+        b.eval("document.querySelector('#archive-hits li a').textContent")
+            .await,
+        json!("Lighthouse")
+    );
+    assert_eq!(
+        b.eval("document.querySelector('#archive-hits mark') !== null")
+            .await,
+        json!(true)
+    );
+    b.screenshot("search_after_clear").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
+    if !image_ready() || !browser_present() {
+        return;
+    }
+    let home = TestHome::new();
+    let token = "tok-viewer-0123456789";
+    let s = serve(&home, &[("G2_API__TOKEN", token)]);
+    let b = Browser::start().await;
+    // Refused without it: the pages send to the sign-in, the API says no.
+    b.client
+        .goto(&format!("{}/groups/main", s.url))
+        .await
+        .unwrap();
+    assert_eq!(b.client.title().await.unwrap(), "Sign in · g2");
+    let r = http_client()
+        .get(format!("{}/api/groups", s.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    // A wrong token is refused; the right one is asked for once.
+    let sign_in = |t: &'static str| {
+        let b = &b;
+        async move {
+            let field = b
+                .client
+                .find(Locator::Css("input[name=token]"))
+                .await
+                .unwrap();
+            field.send_keys(t).await.unwrap();
+            b.client
+                .find(Locator::Css("form button[type=submit]"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+        }
+    };
+    sign_in("tok-wrong-0123456789").await;
+    b.until("the refusal", "document.querySelector('.error') !== null")
+        .await;
+    b.client.goto(&format!("{}/login", s.url)).await.unwrap();
+    sign_in(token).await;
+    b.until("the groups page", "document.title === 'Groups · g2'")
+        .await;
+    b.client
+        .goto(&format!("{}/groups/main", s.url))
+        .await
+        .unwrap();
+    assert_eq!(b.client.title().await.unwrap(), "Main · g2");
+    // The cookie is out of the page's reach.
+    assert_eq!(b.eval("document.cookie").await, json!(""));
+    // From the page: a post without the CSRF token is refused, with it taken.
+    let status = |with_csrf: bool| {
+        let b = &b;
+        async move {
+            let headers = if with_csrf {
+                "{'content-type': 'application/json', 'x-g2-csrf': document.querySelector('meta[name=g2-csrf]').content}"
+            } else {
+                "{'content-type': 'application/json'}"
+            };
+            let script = format!(
+                "const done = arguments[0]; fetch('/api/groups/main/messages', {{method: 'POST', headers: {headers}, \
+                 body: JSON.stringify({{sender: 'Web', text: 'csrf check'}})}}).then(r => done(r.status), e => done(String(e)));"
+            );
+            b.client.execute_async(&script, vec![]).await.unwrap()
+        }
+    };
+    assert_eq!(status(false).await, json!(401));
+    assert_eq!(status(true).await, json!(202));
+    // A cross-site form post carries no cookie (SameSite=Strict) and no
+    // CSRF token: refused.
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other_url = format!("http://localhost:{}", other.local_addr().unwrap().port());
+    let form = format!(
+        "<!doctype html><form id=f method=post enctype=text/plain action=\"{}/api/groups/main/messages\">\
+         <input name='{{\"sender\":\"x\",\"text\":\"forged\",\"pad\":\"' value='\"}}'></form>\
+         <script>document.getElementById('f').submit()</script>",
+        s.url
+    );
+    tokio::spawn(async move {
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::get(move || {
+                let form = form.clone();
+                async move { axum::response::Html(form) }
+            }),
+        );
+        axum::serve(other, app).await.unwrap();
+    });
+    b.client.goto(&other_url).await.unwrap();
+    b.until(
+        "the forged post's answer",
+        "document.body && document.body.innerText.includes('unauthorized')",
+    )
+    .await;
+    let forged = home
+        .store()
+        .read_blocking(|c| {
+            Ok(c.query_row(
+                "SELECT count(*) FROM messages WHERE content LIKE '%forged%'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?)
+        })
+        .unwrap();
+    assert_eq!(forged, 0);
+    b.screenshot("cross_site_refused").await;
 }

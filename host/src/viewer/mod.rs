@@ -4,8 +4,12 @@
 //!
 //! Pages (each a stable URL): the groups (`/`), a group's chat
 //! (`/groups/{folder}`, live over the API's SSE stream, with a box to send
-//! a message), its archives (`/groups/{folder}/archives`) and one archive
-//! as a document (`/archives/{id}`, `markdown`).
+//! a message), its sessions (`/groups/{folder}/sessions`: clear and resume
+//! through the API, each bookmark linked to its archive), its archives
+//! (`/groups/{folder}/archives`), one archive as a document
+//! (`/archives/{id}`, `markdown`), and search over archives and memory
+//! (`/search?q=`). Actions are forms the script sends to the API as JSON
+//! (`data-api`), after a confirmation (`data-confirm`).
 //!
 //! Invariants:
 //! - Everything a person or the agent wrote reaches the page escaped
@@ -80,6 +84,8 @@ pub fn routes(api: &Api) -> Router<Api> {
         .route("/", get(groups_page))
         .route("/groups/{folder}", get(chat_page))
         .route("/groups/{folder}/archives", get(archives_page))
+        .route("/groups/{folder}/sessions", get(sessions_page))
+        .route("/search", get(search_page))
         .route("/archives/{id}", get(archive_page))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_login));
     Router::new()
@@ -141,7 +147,7 @@ fn page(api: &Api, title: &str, body: &str) -> Response {
 <title>{title} · g2</title>\
 <link rel=\"stylesheet\" href=\"/assets/app.css\">\
 <script src=\"/assets/app.js\" defer></script></head>\
-<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a></nav></header>\
+<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a> <a href=\"/search\">Search</a></nav></header>\
 <main>{body}</main></body></html>",
         title = escape(title),
     );
@@ -254,7 +260,7 @@ async fn groups_page(State(api): State<Api>) -> Response {
             body.push_str(&format!(
                 "<li class=\"card\"><a href=\"/groups/{f}\"><strong>{name}</strong></a> \
 <span class=\"muted\">{f}{main}</span><br><span class=\"status\">{state}</span> · \
-<a href=\"/groups/{f}/archives\">archives</a></li>",
+<a href=\"/groups/{f}/sessions\">sessions</a> · <a href=\"/groups/{f}/archives\">archives</a></li>",
                 name = escape(&g.name),
                 main = if g.is_main { " · main" } else { "" },
             ));
@@ -288,8 +294,8 @@ async fn chat_page(
     let f = escape(folder.as_str());
     let last = messages.last().map_or(0, |m| m.seq);
     let mut body = format!(
-        "<h1>{name}</h1><p class=\"muted\">{f} · <a href=\"/groups/{f}/archives\">archives</a> · \
-<span id=\"live\">connecting…</span></p>\
+        "<h1>{name}</h1><p class=\"muted\">{f} · <a href=\"/groups/{f}/sessions\">sessions</a> · \
+<a href=\"/groups/{f}/archives\">archives</a> · <span id=\"live\">connecting…</span></p>\
 <ol id=\"messages\" class=\"messages\" data-folder=\"{f}\" data-after=\"{last}\">",
         name = escape(&group.name),
     );
@@ -406,4 +412,241 @@ async fn archive_page(
     body.push_str(&html);
     body.push_str("</article>");
     page(&api, &rec.name, &body)
+}
+
+async fn sessions_page(
+    State(api): State<Api>,
+    axum::extract::Path(folder): axum::extract::Path<String>,
+) -> Response {
+    let folder = match GroupFolder::new(folder) {
+        Ok(f) => f,
+        Err(e) => return failed(&api, Error::Validation(e)),
+    };
+    let group = match crate::groups::require(&api.store, &folder).await {
+        Ok(g) => g,
+        Err(e) => return failed(&api, e),
+    };
+    let read = async {
+        let pointer = api.sessions.get(&folder).await?;
+        let history = api.sessions.history(&folder).await?;
+        let f = folder.clone();
+        let archives = api
+            .store
+            .read(move |c| store::archives::list(c, f.as_str()))
+            .await?;
+        Ok::<_, Error>((pointer, history, archives))
+    };
+    let (pointer, history, archives) = match read.await {
+        Ok(x) => x,
+        Err(e) => return failed(&api, e),
+    };
+    // A session's newest archive (the list is newest first).
+    let archive_of = |sid: &str| {
+        archives
+            .iter()
+            .find(|a| a.session_id.as_deref() == Some(sid))
+            .map(|a| a.id)
+    };
+    let f = escape(folder.as_str());
+    let mut body = format!(
+        "<h1>Sessions</h1><p class=\"muted\"><a href=\"/groups/{f}\">{name}</a> · \
+<a href=\"/groups/{f}/archives\">archives</a></p><h2>Active</h2>",
+        name = escape(&group.name)
+    );
+    match &pointer.session_id {
+        Some(sid) => {
+            body.push_str(&format!(
+                "<p>Session <code>{sid}</code>{since}</p>\
+<form class=\"send\" id=\"clear\" data-api=\"/api/groups/{f}/session/clear\" \
+data-confirm=\"Archive and clear the active session?\">\
+<label class=\"grow\">Name for its archive <input name=\"name\" required maxlength=\"200\"></label>\
+<button type=\"submit\">Clear…</button><p class=\"error\" role=\"alert\"></p></form>",
+                sid = escape(sid),
+                since = pointer
+                    .created_at
+                    .as_deref()
+                    .map(|t| format!(", since {}", time(t)))
+                    .unwrap_or_default(),
+            ));
+        }
+        None => {
+            body.push_str("<p class=\"empty\">No active session — the next message starts one.</p>")
+        }
+    }
+    body.push_str("<h2>Earlier sessions</h2>");
+    if history.is_empty() {
+        body.push_str(
+            "<p class=\"empty\">None yet — a cleared session is kept here to resume.</p>",
+        );
+    } else {
+        body.push_str("<ul class=\"list\">");
+        for h in &history {
+            let archive = archive_of(&h.session_id)
+                .map(|id| format!(" · <a href=\"/archives/{id}\">archive</a>"))
+                .unwrap_or_default();
+            body.push_str(&format!(
+                "<li><strong>{name}</strong> <span class=\"muted\">{started} → {archived}</span>{archive}\
+<form class=\"inline\" data-api=\"/api/groups/{f}/session/resume\" data-confirm=\"Resume “{name}”? The active session is bookmarked first.\">\
+<input type=\"hidden\" name=\"history_id\" value=\"{id}\" data-number>\
+<button type=\"submit\">Resume</button><span class=\"error\" role=\"alert\"></span></form></li>",
+                name = escape(&h.name),
+                started = time(&h.created_at),
+                archived = time(&h.archived_at),
+                id = h.id,
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    page(&api, "Sessions", &body)
+}
+
+#[derive(Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    group: Option<String>,
+}
+
+/// A snippet whose matches are marked `[` `]`, as HTML with `<mark>`.
+fn marked(snippet: &str) -> String {
+    let mut out = String::new();
+    let mut open = false;
+    for part in snippet.split_inclusive(['[', ']']) {
+        let (text, mark) = match part.chars().last() {
+            Some(c @ ('[' | ']')) => (&part[..part.len() - 1], Some(c)),
+            _ => (part, None),
+        };
+        out.push_str(&escape(text));
+        match mark {
+            Some('[') if !open => {
+                out.push_str("<mark>");
+                open = true;
+            }
+            Some(']') if open => {
+                out.push_str("</mark>");
+                open = false;
+            }
+            Some(c) => out.push(c),
+            None => {}
+        }
+    }
+    if open {
+        out.push_str("</mark>");
+    }
+    out
+}
+
+async fn search_page(
+    State(api): State<Api>,
+    axum::extract::Query(q): axum::extract::Query<SearchQuery>,
+) -> Response {
+    let question = q.q.trim().to_string();
+    let mut body = format!(
+        "<h1>Search</h1><form method=\"get\" action=\"/search\" class=\"send\" role=\"search\">\
+<label class=\"grow\">Archives and memory <input type=\"search\" name=\"q\" value=\"{}\" autofocus></label>\
+<button type=\"submit\">Search</button></form>",
+        escape(&question)
+    );
+    if question.is_empty() {
+        body.push_str(
+            "<p class=\"empty\">Ask in your own words, e.g. “where is the boat moored?”.</p>",
+        );
+        return page(&api, "Search", &body);
+    }
+    let group = q.group.clone();
+    let found = api
+        .store
+        .read(move |c| {
+            let archives = match crate::search::search(c, &question, group.as_deref(), 10) {
+                Ok(h) => h,
+                Err(Error::Invalid(_)) => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            let groups: Vec<GroupFolder> = match &group {
+                Some(g) => GroupFolder::new(g.as_str()).into_iter().collect(),
+                None => store::groups::list(c)?
+                    .into_iter()
+                    .map(|g| g.folder)
+                    .collect(),
+            };
+            let mut memory = Vec::new();
+            for g in &groups {
+                memory.extend(crate::memory::recall::recall(c, g, &question, 10)?);
+            }
+            memory.sort_by(|a, b| b.score.total_cmp(&a.score));
+            let mut seen = std::collections::HashSet::new();
+            memory.retain(|h| seen.insert((h.kind.clone(), h.id)));
+            memory.truncate(10);
+            Ok((archives, memory))
+        })
+        .await;
+    let (archives, memory) = match found {
+        Ok(x) => x,
+        Err(e) => return failed(&api, e),
+    };
+    body.push_str("<h2>Archives</h2>");
+    if archives.is_empty() {
+        body.push_str("<p class=\"empty\">No archive holds these words.</p>");
+    } else {
+        body.push_str("<ul class=\"list results\" id=\"archive-hits\">");
+        for h in &archives {
+            body.push_str(&format!(
+                "<li><a href=\"/archives/{id}\">{name}</a> <span class=\"muted\">{g} · {t}</span>\
+<div class=\"snippet\">{snip}</div></li>",
+                id = h.archive_id,
+                name = escape(&h.name),
+                g = escape(&h.group),
+                t = time(&h.created_at),
+                snip = marked(&h.snippet),
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    body.push_str("<h2>Memory</h2>");
+    if memory.is_empty() {
+        body.push_str("<p class=\"empty\">Nothing in memory answers that.</p>");
+    } else {
+        body.push_str("<ul class=\"list results\" id=\"memory-hits\">");
+        for h in &memory {
+            let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
+            let title = match h.archive_id {
+                Some(id) if h.kind == "passage" => {
+                    format!("<a href=\"/archives/{id}\">{}</a>", escape(&h.title))
+                }
+                _ => escape(&h.title),
+            };
+            body.push_str(&format!(
+                "<li><span class=\"tag\">{kind}</span> {title} <span class=\"muted\">{g} · {t}</span>\
+<div class=\"snippet\">{snip}</div></li>",
+                kind = escape(kind),
+                g = escape(&h.group),
+                t = time(&h.at),
+                snip = marked(&h.snippet),
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    page(&api, "Search", &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_mark_matches_and_escape_the_rest() {
+        assert_eq!(
+            marked("the [boat] <b>is</b> [moored"),
+            "the <mark>boat</mark> &lt;b&gt;is&lt;/b&gt; <mark>moored</mark>"
+        );
+        assert_eq!(marked("a ] b"), "a ] b");
+        assert_eq!(csrf_token("t"), csrf_token("t"));
+        assert_ne!(csrf_token("t"), csrf_token("u"));
+        let mut h = axum::http::HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; g2_token=sekrit; b=2"),
+        );
+        assert_eq!(cookie_token(&h), Some("sekrit"));
+    }
 }

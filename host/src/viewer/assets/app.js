@@ -81,8 +81,41 @@ function chat(list) {
   });
 }
 
+// A form with data-api is sent to that API route as JSON (fields marked
+// data-number as numbers), after data-confirm is confirmed; the page is
+// then reloaded to show the new state. Errors are shown in its alert.
+function apiForm(form) {
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const error = form.querySelector('[role="alert"]');
+    if (error) error.textContent = "";
+    if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return;
+    const body = {};
+    for (const el of form.elements) {
+      if (!el.name) continue;
+      body[el.name] = "number" in el.dataset ? Number(el.value) : el.value;
+    }
+    try {
+      const r = await fetch(form.dataset.api, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-g2-csrf": csrf() },
+        body: JSON.stringify(body),
+      });
+      if (!r.ok) {
+        const j = await r.json().catch(() => null);
+        if (error) error.textContent = (j && j.error && j.error.message) || ("the host answered " + r.status);
+        return;
+      }
+      window.location.reload();
+    } catch (err) {
+      if (error) error.textContent = "the host could not be reached: " + err;
+    }
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
   const list = document.getElementById("messages");
   if (list) chat(list);
+  for (const form of document.querySelectorAll("form[data-api]")) apiForm(form);
 });
