@@ -470,7 +470,9 @@ data-confirm=\"Archive and clear the active session?\">\
             ));
         }
         None => {
-            body.push_str("<p class=\"empty\">No active session — the next message starts one.</p>")
+            body.push_str(
+                "<p class=\"empty\">No active session — the next message starts one.</p>",
+            );
         }
     }
     body.push_str("<h2>Earlier sessions</h2>");
