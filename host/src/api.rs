@@ -49,6 +49,8 @@ pub struct Api {
     pub queue: Option<crate::routing::queue::QueueHandle>,
     /// Container settings (the groups' disk quotas).
     pub container: crate::container::ContainerSettings,
+    /// What sessions are given from memory (the viewer shows it).
+    pub memory: crate::config::MemorySettings,
 }
 
 /// An error as the API reports it.
@@ -221,6 +223,7 @@ impl Api {
                 get(memory_summary),
             )
             .route("/groups/{folder}/memory/search", get(memory_search))
+            .route("/groups/{folder}/memory/stream", get(memory_stream))
             .route(
                 "/groups/{folder}/memory/observations",
                 get(observations).post(remember),
@@ -537,6 +540,61 @@ async fn session_history(
 ) -> ApiResult<Vec<crate::sessions::HistoryEntry>> {
     require_group(&api, &folder).await?;
     Ok(Json(api.sessions.history(&folder).await?))
+}
+
+/// How often the memory feed looks for new records.
+const MEMORY_FEED_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Server-sent events of what the group's memory stores from now on
+/// (`event: memory`, data = a `store::memory::FeedItem`): prompts, tool
+/// calls, observations and summaries, oldest first, each once.
+async fn memory_stream(
+    State(api): State<Api>,
+    Path(folder): Path<GroupFolder>,
+) -> Result<
+    axum::response::sse::Sse<
+        impl futures_util::Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>>,
+    >,
+    ApiError,
+> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    require_group(&api, &folder).await?;
+    let f = folder.clone();
+    let start = api
+        .store
+        .read(move |c| store::memory::feed_now(c, &f))
+        .await?;
+    let state = (
+        api.store.clone(),
+        folder,
+        start,
+        std::collections::VecDeque::new(),
+    );
+    let events =
+        futures_util::stream::unfold(state, |(store, group, mut at, mut queue)| async move {
+            loop {
+                if let Some(item) = queue.pop_front() {
+                    let ev = Event::default()
+                        .event("memory")
+                        .json_data(&item)
+                        .unwrap_or_else(|_| Event::default().comment("unreadable record"));
+                    return Some((Ok(ev), (store, group, at, queue)));
+                }
+                tokio::time::sleep(MEMORY_FEED_EVERY).await;
+                let g = group.clone();
+                match store
+                    .read(move |c| store::memory::feed_after(c, &g, at, 100))
+                    .await
+                {
+                    Ok((items, next)) => {
+                        at = next;
+                        queue.extend(items);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "memory feed: reading failed"),
+                }
+            }
+        });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
 }
 
 /// `GET /api/groups/{folder}/memory/sessions`: what was captured of the

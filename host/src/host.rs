@@ -196,6 +196,7 @@ impl Host {
             channels,
             queue: Some(queue.clone()),
             container: settings.container.clone(),
+            memory: settings.memory.clone(),
         };
         let listener = tokio::net::TcpListener::bind(addr)
             .await

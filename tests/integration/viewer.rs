@@ -486,3 +486,83 @@ async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
     assert_eq!(forged, 0);
     b.screenshot("cross_site_refused").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
+    if !image_ready() || !browser_present() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
+    let b = Browser::start().await;
+    b.client
+        .goto(&format!("{}/groups/main/memory", s.url))
+        .await
+        .unwrap();
+    b.until(
+        "the feed is live",
+        "document.getElementById('feed-live').textContent === 'live'",
+    )
+    .await;
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(
+        &s.url,
+        "main",
+        "Ann",
+        "remember that the boat is moored at pier 7",
+    )
+    .await;
+    main.reply(120).await;
+    // Stored while the page is open: the prompt, then what was learned.
+    b.until(
+        "the observation in the live feed",
+        "Array.from(document.querySelectorAll('#feed li[data-kind=observation]')).some(li => li.textContent.includes('the boat is moored at pier 7'))",
+    )
+    .await;
+    assert_eq!(
+        b.eval("document.querySelector('#feed li[data-kind=prompt]') !== null")
+            .await,
+        json!(true)
+    );
+    // Filtered by kind.
+    b.eval("(() => { const k = document.getElementById('feed-kind'); k.value = 'observation'; k.dispatchEvent(new Event('change')); return true; })()")
+        .await;
+    assert_eq!(
+        b.eval("Array.from(document.querySelectorAll('#feed li[data-kind=prompt]')).every(li => li.hidden)").await,
+        json!(true)
+    );
+    // After a reload: the block the next session starts with, as the agent
+    // sees it, and the observation with a forget button.
+    b.client.refresh().await.unwrap();
+    let next = b
+        .eval("document.getElementById('next-context').textContent")
+        .await;
+    let next = next.as_str().unwrap_or_default().to_string();
+    assert!(
+        next.starts_with("<g2-memory>") && next.contains("pier 7"),
+        "{next}"
+    );
+    b.client
+        .find(Locator::Css(
+            "#observations form[data-method=DELETE] button",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.client.get_alert_text().await.is_err() {
+        assert!(Instant::now() < deadline, "no confirmation was asked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.client.accept_alert().await.unwrap();
+    b.until(
+        "the observation gone",
+        "document.getElementById('observations') === null",
+    )
+    .await;
+    let list = get_json(&format!("{}/api/groups/main/memory/observations", s.url)).await;
+    assert_eq!(list, serde_json::Value::Array(vec![]), "{list}");
+    b.screenshot("memory_forgotten").await;
+}

@@ -8,7 +8,7 @@
 //! of another group is never found, and never taken over.
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
 
@@ -747,4 +747,114 @@ mod tests {
         );
         assert!(s.read_blocking(|c| sessions(c, &fam)).unwrap().is_empty());
     }
+}
+
+/// Where a group's memory feed has got to: the last id seen of each kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeedCursor {
+    pub prompt: i64,
+    pub tool: i64,
+    pub observation: i64,
+    pub summary: i64,
+}
+
+/// One record of the memory feed, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FeedItem {
+    /// `prompt`, `tool`, `observation` or `summary`.
+    pub kind: &'static str,
+    pub id: i64,
+    /// Claude Code's session id it belongs to, when it has one.
+    pub session_id: Option<String>,
+    /// The prompt, the tool and its input, the observation's kind and
+    /// title, the summary's title.
+    pub text: String,
+    pub at: String,
+}
+
+/// The group's cursor as of now: a feed that starts here shows what comes.
+pub fn feed_now(conn: &Connection, group: &GroupFolder) -> Result<FeedCursor> {
+    Ok(conn.query_row(
+        "SELECT (SELECT coalesce(max(id), 0) FROM prompt_batches WHERE group_folder = ?1),
+                (SELECT coalesce(max(id), 0) FROM activities WHERE group_folder = ?1),
+                (SELECT coalesce(max(id), 0) FROM observations WHERE group_folder = ?1),
+                (SELECT coalesce(max(id), 0) FROM session_summaries WHERE group_folder = ?1)",
+        [group.as_str()],
+        |r| {
+            Ok(FeedCursor {
+                prompt: r.get(0)?,
+                tool: r.get(1)?,
+                observation: r.get(2)?,
+                summary: r.get(3)?,
+            })
+        },
+    )?)
+}
+
+/// What the group stored after `from` (at most `limit` of each kind),
+/// oldest first, and the cursor after it.
+pub fn feed_after(
+    conn: &Connection,
+    group: &GroupFolder,
+    from: FeedCursor,
+    limit: i64,
+) -> Result<(Vec<FeedItem>, FeedCursor)> {
+    let g = group.as_str();
+    let mut items = Vec::new();
+    let mut to = from;
+    let item = |kind: &'static str| {
+        move |r: &Row<'_>| -> rusqlite::Result<FeedItem> {
+            Ok(FeedItem {
+                kind,
+                id: r.get(0)?,
+                session_id: r.get(1)?,
+                text: r.get(2)?,
+                at: r.get(3)?,
+            })
+        }
+    };
+    for (kind, sql, after) in [
+        (
+            "prompt",
+            "SELECT b.id, s.content_session_id, b.prompt, b.started_at FROM prompt_batches b
+             CROSS JOIN memory_sessions s ON s.id = b.session_id
+             WHERE b.group_folder = ?1 AND b.id > ?2 ORDER BY b.id LIMIT ?3",
+            from.prompt,
+        ),
+        (
+            "tool",
+            "SELECT a.id, s.content_session_id, a.tool || ' ' || a.input, a.at FROM activities a
+             CROSS JOIN memory_sessions s ON s.id = a.session_id
+             WHERE a.group_folder = ?1 AND a.id > ?2 ORDER BY a.id LIMIT ?3",
+            from.tool,
+        ),
+        (
+            "observation",
+            "SELECT o.id, s.content_session_id, o.kind || ': ' || o.title, o.created_at
+             FROM observations o LEFT JOIN memory_sessions s ON s.id = o.session_id
+             WHERE o.group_folder = ?1 AND o.id > ?2 AND o.status <> 'forgotten'
+             ORDER BY o.id LIMIT ?3",
+            from.observation,
+        ),
+        (
+            "summary",
+            "SELECT m.id, s.content_session_id, m.title, m.created_at FROM session_summaries m
+             CROSS JOIN memory_sessions s ON s.id = m.session_id
+             WHERE m.group_folder = ?1 AND m.id > ?2 ORDER BY m.id LIMIT ?3",
+            from.summary,
+        ),
+    ] {
+        let rows = store::query_all(conn, sql, params![g, after, limit], item(kind))?;
+        if let Some(last) = rows.last() {
+            match kind {
+                "prompt" => to.prompt = last.id,
+                "tool" => to.tool = last.id,
+                "observation" => to.observation = last.id,
+                _ => to.summary = last.id,
+            }
+        }
+        items.extend(rows);
+    }
+    items.sort_by(|a, b| a.at.cmp(&b.at));
+    Ok((items, to))
 }

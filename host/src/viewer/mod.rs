@@ -7,8 +7,11 @@
 //! a message), its sessions (`/groups/{folder}/sessions`: clear and resume
 //! through the API, each bookmark linked to its archive), its archives
 //! (`/groups/{folder}/archives`), one archive as a document
-//! (`/archives/{id}`, `markdown`), and search over archives and memory
-//! (`/search?q=`). Actions are forms the script sends to the API as JSON
+//! (`/archives/{id}`, `markdown`), its memory (`/groups/{folder}/memory`:
+//! the block the next session starts with, exactly as the agent will see
+//! it, a live feed of what is stored, the observations with their
+//! provenance and forget buttons, the summaries), and search over
+//! archives and memory (`/search?q=`). Actions are forms the script sends to the API as JSON
 //! (`data-api`), after a confirmation (`data-confirm`).
 //!
 //! Invariants:
@@ -85,6 +88,7 @@ pub fn routes(api: &Api) -> Router<Api> {
         .route("/groups/{folder}", get(chat_page))
         .route("/groups/{folder}/archives", get(archives_page))
         .route("/groups/{folder}/sessions", get(sessions_page))
+        .route("/groups/{folder}/memory", get(memory_page))
         .route("/search", get(search_page))
         .route("/archives/{id}", get(archive_page))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_login));
@@ -260,7 +264,8 @@ async fn groups_page(State(api): State<Api>) -> Response {
             body.push_str(&format!(
                 "<li class=\"card\"><a href=\"/groups/{f}\"><strong>{name}</strong></a> \
 <span class=\"muted\">{f}{main}</span><br><span class=\"status\">{state}</span> · \
-<a href=\"/groups/{f}/sessions\">sessions</a> · <a href=\"/groups/{f}/archives\">archives</a></li>",
+<a href=\"/groups/{f}/sessions\">sessions</a> · <a href=\"/groups/{f}/archives\">archives</a> · \
+<a href=\"/groups/{f}/memory\">memory</a></li>",
                 name = escape(&g.name),
                 main = if g.is_main { " · main" } else { "" },
             ));
@@ -295,7 +300,8 @@ async fn chat_page(
     let last = messages.last().map_or(0, |m| m.seq);
     let mut body = format!(
         "<h1>{name}</h1><p class=\"muted\">{f} · <a href=\"/groups/{f}/sessions\">sessions</a> · \
-<a href=\"/groups/{f}/archives\">archives</a> · <span id=\"live\">connecting…</span></p>\
+<a href=\"/groups/{f}/archives\">archives</a> · <a href=\"/groups/{f}/memory\">memory</a> · \
+<span id=\"live\">connecting…</span></p>\
 <ol id=\"messages\" class=\"messages\" data-folder=\"{f}\" data-after=\"{last}\">",
         name = escape(&group.name),
     );
@@ -629,6 +635,128 @@ async fn search_page(
         body.push_str("</ul>");
     }
     page(&api, "Search", &body)
+}
+
+async fn memory_page(
+    State(api): State<Api>,
+    axum::extract::Path(folder): axum::extract::Path<String>,
+) -> Response {
+    let folder = match GroupFolder::new(folder) {
+        Ok(f) => f,
+        Err(e) => return failed(&api, Error::Validation(e)),
+    };
+    let group = match crate::groups::require(&api.store, &folder).await {
+        Ok(g) => g,
+        Err(e) => return failed(&api, e),
+    };
+    let (f, tokens) = (folder.clone(), api.memory.inject_tokens);
+    let read = api
+        .store
+        .read(move |c| {
+            let next = crate::memory::context::session_start(c, &f, tokens)?;
+            let observations = store::observations::list(c, &(&f).into(), false)?;
+            let summaries = store::observations::latest_summaries(c, &f, 10)?;
+            Ok((next, observations, summaries))
+        })
+        .await;
+    let (next, observations, summaries) = match read {
+        Ok(x) => x,
+        Err(e) => return failed(&api, e),
+    };
+    let f = escape(folder.as_str());
+    let mut body = format!(
+        "<h1>Memory</h1><p class=\"muted\"><a href=\"/groups/{f}\">{name}</a> · \
+<a href=\"/groups/{f}/sessions\">sessions</a> · <a href=\"/groups/{f}/archives\">archives</a></p>\
+<h2>The next session starts with</h2>",
+        name = escape(&group.name)
+    );
+    if next.is_empty() {
+        body.push_str("<p class=\"empty\">Nothing yet — memory builds up as the group talks.</p>");
+    } else {
+        body.push_str(&format!(
+            "<pre class=\"context\" id=\"next-context\">{}</pre>",
+            escape(&next)
+        ));
+    }
+    body.push_str(&format!(
+        "<h2>Live</h2><p><label>Show <select id=\"feed-kind\">\
+<option value=\"\">everything</option><option value=\"prompt\">prompts</option>\
+<option value=\"tool\">tool calls</option><option value=\"observation\">observations</option>\
+<option value=\"summary\">summaries</option></select></label> \
+<span id=\"feed-live\" class=\"muted\">connecting…</span></p>\
+<ol id=\"feed\" class=\"list feed\" data-folder=\"{f}\"><li class=\"empty\" id=\"feed-empty\">\
+What the group's memory stores from now on appears here.</li></ol><h2>Observations</h2>"
+    ));
+    if observations.is_empty() {
+        body.push_str("<p class=\"empty\">No observations yet — they are extracted from each answered prompt.</p>");
+    } else {
+        body.push_str("<ul class=\"list\" id=\"observations\">");
+        for o in &observations {
+            let mut from = Vec::new();
+            if let Some(sid) = &o.session_id {
+                let prompt = o
+                    .prompt_number
+                    .map(|n| format!(", prompt {n}"))
+                    .unwrap_or_default();
+                from.push(format!("session <code>{}</code>{prompt}", escape(sid)));
+            }
+            if o.archive_path.is_some() {
+                from.push(format!("<a href=\"/groups/{f}/archives\">archived</a>"));
+            }
+            if o.origin == "remembered" {
+                from.push("asked to remember".into());
+            }
+            body.push_str(&format!(
+                "<li id=\"o{id}\"><span class=\"tag\">{kind}</span> {title} \
+<span class=\"muted\">importance {imp}{who} · {t}{from}</span>\
+<form class=\"inline\" data-api=\"/api/groups/{f}/memory/observations/{id}\" data-method=\"DELETE\" \
+data-confirm=\"Forget this observation? It leaves recall and injection.\">\
+<button type=\"submit\">Forget</button><span class=\"error\" role=\"alert\"></span></form></li>",
+                id = o.id,
+                kind = escape(&o.kind),
+                title = escape(&o.title),
+                imp = o.importance,
+                who = if o.concerns.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · about {}", escape(&o.concerns.join(", ")))
+                },
+                t = time(&o.created_at),
+                from = if from.is_empty() { String::new() } else { format!(" · {}", from.join(" · ")) },
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    body.push_str("<h2>Session summaries</h2>");
+    if summaries.is_empty() {
+        body.push_str("<p class=\"empty\">No summaries yet — a session is summarised when it compacts or ends.</p>");
+    } else {
+        body.push_str("<ul class=\"list\">");
+        for m in &summaries {
+            body.push_str(&format!(
+                "<li><strong>{title}</strong> <span class=\"muted\">{t} · session <code>{sid}</code></span>",
+                title = escape(&m.title),
+                t = time(&m.created_at),
+                sid = escape(&m.session_id),
+            ));
+            for (k, v) in [
+                ("Asked", &m.request),
+                ("Learned", &m.learned),
+                ("Done", &m.completed),
+                ("Next", &m.next_steps),
+            ] {
+                if !v.trim().is_empty() {
+                    body.push_str(&format!(
+                        "<div><span class=\"muted\">{k}:</span> {}</div>",
+                        escape(v)
+                    ));
+                }
+            }
+            body.push_str("</li>");
+        }
+        body.push_str("</ul>");
+    }
+    page(&api, "Memory", &body)
 }
 
 #[cfg(test)]

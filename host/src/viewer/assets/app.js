@@ -95,12 +95,14 @@ function apiForm(form) {
       if (!el.name) continue;
       body[el.name] = "number" in el.dataset ? Number(el.value) : el.value;
     }
+    const method = form.dataset.method || "POST";
+    const init = { method: method, headers: { "x-g2-csrf": csrf() } };
+    if (method !== "DELETE") {
+      init.headers["content-type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
     try {
-      const r = await fetch(form.dataset.api, {
-        method: "POST",
-        headers: { "content-type": "application/json", "x-g2-csrf": csrf() },
-        body: JSON.stringify(body),
-      });
+      const r = await fetch(form.dataset.api, init);
       if (!r.ok) {
         const j = await r.json().catch(() => null);
         if (error) error.textContent = (j && j.error && j.error.message) || ("the host answered " + r.status);
@@ -113,9 +115,49 @@ function apiForm(form) {
   });
 }
 
+// The memory page's live feed: what the group's memory stores, as it is
+// stored, filtered by kind.
+function memoryFeed(list) {
+  const live = document.getElementById("feed-live");
+  const kind = document.getElementById("feed-kind");
+  const show = (li) => { li.hidden = kind.value !== "" && li.dataset.kind !== kind.value; };
+  kind.addEventListener("change", () => { for (const li of list.querySelectorAll("li[data-kind]")) show(li); });
+  const src = new EventSource("/api/groups/" + encodeURIComponent(list.dataset.folder) + "/memory/stream");
+  src.onopen = () => { live.textContent = "live"; };
+  src.onerror = () => { live.textContent = "reconnecting…"; };
+  src.addEventListener("memory", (e) => {
+    const m = JSON.parse(e.data);
+    const empty = document.getElementById("feed-empty");
+    if (empty) empty.remove();
+    const li = document.createElement("li");
+    li.dataset.kind = m.kind;
+    const tag = document.createElement("span");
+    tag.className = "tag";
+    tag.textContent = m.kind;
+    const text = document.createElement("span");
+    text.className = "text";
+    text.textContent = " " + m.text + " ";
+    const t = document.createElement("time");
+    t.setAttribute("datetime", m.at);
+    t.textContent = m.at;
+    li.append(tag, text, t);
+    if (m.session_id) {
+      const s = document.createElement("span");
+      s.className = "muted";
+      s.textContent = " · session " + m.session_id;
+      li.append(s);
+    }
+    localTimes(li);
+    show(li);
+    list.prepend(li);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
   const list = document.getElementById("messages");
   if (list) chat(list);
+  const feed = document.getElementById("feed");
+  if (feed) memoryFeed(feed);
   for (const form of document.querySelectorAll("form[data-api]")) apiForm(form);
 });
