@@ -51,6 +51,8 @@ pub struct Api {
     pub container: crate::container::ContainerSettings,
     /// What sessions are given from memory (the viewer shows it).
     pub memory: crate::config::MemorySettings,
+    /// The groups' model budgets (the viewer shows them).
+    pub gateway: crate::config::GatewaySettings,
 }
 
 /// An error as the API reports it.

@@ -197,6 +197,7 @@ impl Host {
             queue: Some(queue.clone()),
             container: settings.container.clone(),
             memory: settings.memory.clone(),
+            gateway: settings.gateway.clone(),
         };
         let listener = tokio::net::TcpListener::bind(addr)
             .await

@@ -566,3 +566,109 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
     assert_eq!(list, serde_json::Value::Array(vec![]), "{list}");
     b.screenshot("memory_forgotten").await;
 }
+
+/// Clicks `selector`, accepts the page's confirmation, and waits for `done`.
+async fn confirm_click(b: &Browser, selector: &str, done: &str) {
+    b.client
+        .find(Locator::Css(selector))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.client.get_alert_text().await.is_err() {
+        assert!(Instant::now() < deadline, "no confirmation was asked");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.client.accept_alert().await.unwrap();
+    b.until(done, done).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_tasks_and_usage_pages_show_and_act() {
+    if !image_ready() || !browser_present() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(
+        &s.url,
+        "main",
+        "Ann",
+        "g2:schedule interval 3600000 water the plants",
+    )
+    .await;
+    main.reply(120).await;
+
+    let b = Browser::start().await;
+    // Register a group from the page.
+    b.client.goto(&format!("{}/", s.url)).await.unwrap();
+    let field = |name: &'static str| {
+        let b = &b;
+        async move {
+            b.client
+                .find(Locator::Css(&format!("#register input[name={name}]")))
+                .await
+                .unwrap()
+        }
+    };
+    field("folder").await.send_keys("family").await.unwrap();
+    field("name").await.send_keys("Family").await.unwrap();
+    b.client
+        .find(Locator::Css("#register button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.until(
+        "the new group",
+        "document.querySelector(\"a[href='/groups/family']\") !== null",
+    )
+    .await;
+    // Main's card: its session and today's tokens.
+    let card = b
+        .eval("Array.from(document.querySelectorAll('#groups li')).find(li => li.querySelector(\"a[href='/groups/main']\")).textContent")
+        .await;
+    let card = card.as_str().unwrap_or_default().to_string();
+    assert!(
+        card.contains("session") && card.contains("tokens today"),
+        "{card}"
+    );
+    assert!(!card.contains(" 0 tokens today"), "{card}");
+
+    // The task, paused from its page.
+    b.client.goto(&format!("{}/tasks", s.url)).await.unwrap();
+    let listed = b.eval("document.getElementById('tasks').textContent").await;
+    assert!(
+        listed
+            .as_str()
+            .unwrap_or_default()
+            .contains("water the plants"),
+        "{listed}"
+    );
+    confirm_click(
+        &b,
+        "#tasks form[data-api$='/pause'] button",
+        "document.getElementById('tasks').textContent.includes('paused')",
+    )
+    .await;
+    let tasks = get_json(&format!("{}/api/groups/main/tasks", s.url)).await;
+    assert_eq!(tasks[0]["status"], "paused", "{tasks}");
+
+    // Usage: a chart drawn by the server, and the table.
+    b.client.goto(&format!("{}/usage", s.url)).await.unwrap();
+    assert_eq!(
+        b.eval("document.querySelectorAll('svg.chart rect').length > 0")
+            .await,
+        json!(true)
+    );
+    assert_eq!(
+        b.eval("document.querySelector('table.usage tbody').textContent.includes('main')")
+            .await,
+        json!(true)
+    );
+    b.screenshot("usage").await;
+}

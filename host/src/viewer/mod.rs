@@ -11,7 +11,9 @@
 //! the block the next session starts with, exactly as the agent will see
 //! it, a live feed of what is stored, the observations with their
 //! provenance and forget buttons, the summaries), and search over
-//! archives and memory (`/search?q=`). Actions are forms the script sends to the API as JSON
+//! archives and memory (`/search?q=`), the scheduled tasks (`/tasks`,
+//! `/tasks/{id}` with its run log; pause, resume, cancel) and model usage
+//! (`/usage`: a chart drawn here as SVG, budgets and refusals). Actions are forms the script sends to the API as JSON
 //! (`data-api`), after a confirmation (`data-confirm`).
 //!
 //! Invariants:
@@ -90,6 +92,9 @@ pub fn routes(api: &Api) -> Router<Api> {
         .route("/groups/{folder}/sessions", get(sessions_page))
         .route("/groups/{folder}/memory", get(memory_page))
         .route("/search", get(search_page))
+        .route("/tasks", get(tasks_page))
+        .route("/tasks/{id}", get(task_page))
+        .route("/usage", get(usage_page))
         .route("/archives/{id}", get(archive_page))
         .route_layer(middleware::from_fn_with_state(api.clone(), require_login));
     Router::new()
@@ -151,7 +156,7 @@ fn page(api: &Api, title: &str, body: &str) -> Response {
 <title>{title} · g2</title>\
 <link rel=\"stylesheet\" href=\"/assets/app.css\">\
 <script src=\"/assets/app.js\" defer></script></head>\
-<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a> <a href=\"/search\">Search</a></nav></header>\
+<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a> <a href=\"/search\">Search</a> <a href=\"/tasks\">Tasks</a> <a href=\"/usage\">Usage</a></nav></header>\
 <main>{body}</main></body></html>",
         title = escape(title),
     );
@@ -233,8 +238,35 @@ async fn login(State(api): State<Api>, Form(l): Form<Login>) -> Response {
     r
 }
 
+/// What the groups page shows of one group beside its row.
+struct GroupLine {
+    group: crate::groups::Group,
+    session: Option<String>,
+    last: Option<crate::routing::messages::Message>,
+    failing: Option<crate::routing::rules::Failing>,
+    tokens_today: u64,
+}
+
 async fn groups_page(State(api): State<Api>) -> Response {
-    let list = match api.store.read(store::groups::list).await {
+    let today = crate::gateway::usage::today();
+    let read = api
+        .store
+        .read(move |c| {
+            let mut out = Vec::new();
+            for group in store::groups::list(c)? {
+                let f = group.folder.clone();
+                out.push(GroupLine {
+                    session: store::sessions::pointer(c, &f)?.session_id,
+                    last: store::messages::latest(c, &group.jid, 1)?.pop(),
+                    failing: crate::routing::rules::failing(c, f.as_str())?,
+                    tokens_today: store::usage::tokens_on(c, f.as_str(), &today, None)?,
+                    group,
+                });
+            }
+            Ok(out)
+        })
+        .await;
+    let list = match read {
         Ok(l) => l,
         Err(e) => return failed(&api, e),
     };
@@ -244,34 +276,82 @@ async fn groups_page(State(api): State<Api>) -> Response {
     };
     let mut body = String::from("<h1>Groups</h1>");
     if list.is_empty() {
-        body.push_str("<p class=\"empty\">No groups yet — register one with <code>g2 groups add &lt;folder&gt;</code>.</p>");
+        body.push_str("<p class=\"empty\">No groups yet — register one below.</p>");
     } else {
-        body.push_str("<ul class=\"cards\">");
-        for g in &list {
-            let state = status
-                .as_ref()
-                .and_then(|s| {
+        body.push_str("<ul class=\"cards\" id=\"groups\">");
+        for line in &list {
+            let g = &line.group;
+            let state = match &status {
+                Some(s) => {
                     if let Some(r) = s.running.iter().find(|r| r.group == g.folder) {
-                        Some(if r.outstanding > 0 { "working" } else { "idle" })
-                    } else if s.waiting.contains(&g.folder) {
-                        Some("waiting")
+                        if r.outstanding > 0 {
+                            "working".to_string()
+                        } else {
+                            "idle".to_string()
+                        }
+                    } else if let Some(pos) = s.waiting.iter().position(|w| *w == g.folder) {
+                        format!("waiting for a slot ({} in line)", pos + 1)
                     } else {
-                        None
+                        "no container".to_string()
                     }
-                })
-                .unwrap_or("no container");
+                }
+                None => "no container".to_string(),
+            };
             let f = escape(g.folder.as_str());
+            let failing = line
+                .failing
+                .as_ref()
+                .map(|x| {
+                    format!(
+                        "<div class=\"error\">failing since {}: {}</div>",
+                        time(&x.since),
+                        escape(&x.error)
+                    )
+                })
+                .unwrap_or_default();
+            let last = line
+                .last
+                .as_ref()
+                .map(|m| {
+                    format!(
+                        "<div class=\"snippet\">{}: {} {}</div>",
+                        escape(m.sender_name.as_deref().unwrap_or(&m.sender)),
+                        escape(&g2_core::archive::truncate(
+                            &crate::memory::context::one_line(&m.text),
+                            120
+                        )),
+                        time(&m.timestamp)
+                    )
+                })
+                .unwrap_or_default();
+            let budget = api
+                .gateway
+                .limits_for(g.folder.as_str())
+                .daily_tokens
+                .map(|b| format!(" of {b}"))
+                .unwrap_or_default();
             body.push_str(&format!(
                 "<li class=\"card\"><a href=\"/groups/{f}\"><strong>{name}</strong></a> \
-<span class=\"muted\">{f}{main}</span><br><span class=\"status\">{state}</span> · \
-<a href=\"/groups/{f}/sessions\">sessions</a> · <a href=\"/groups/{f}/archives\">archives</a> · \
-<a href=\"/groups/{f}/memory\">memory</a></li>",
+<span class=\"muted\">{f}{main}</span><br><span class=\"status\">{state}</span> · {session} · \
+{tokens}{budget} tokens today{failing}{last}<div><a href=\"/groups/{f}/sessions\">sessions</a> · \
+<a href=\"/groups/{f}/archives\">archives</a> · <a href=\"/groups/{f}/memory\">memory</a></div></li>",
                 name = escape(&g.name),
                 main = if g.is_main { " · main" } else { "" },
+                session = match &line.session {
+                    Some(s) => format!("session <code>{}</code>", escape(s.get(..8).unwrap_or(s))),
+                    None => "no active session".into(),
+                },
+                tokens = line.tokens_today,
             ));
         }
         body.push_str("</ul>");
     }
+    body.push_str(
+        "<h2>Register a group</h2><form class=\"send\" id=\"register\" data-api=\"/api/groups\">\
+<label>Folder <input name=\"folder\" required pattern=\"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\" maxlength=\"64\"></label>\
+<label class=\"grow\">Name <input name=\"name\" required maxlength=\"200\"></label>\
+<button type=\"submit\">Register</button><p class=\"error\" role=\"alert\"></p></form>",
+    );
     page(&api, "Groups", &body)
 }
 
@@ -301,7 +381,7 @@ async fn chat_page(
     let mut body = format!(
         "<h1>{name}</h1><p class=\"muted\">{f} · <a href=\"/groups/{f}/sessions\">sessions</a> · \
 <a href=\"/groups/{f}/archives\">archives</a> · <a href=\"/groups/{f}/memory\">memory</a> · \
-<span id=\"live\">connecting…</span></p>\
+<span id=\"live\">connecting…</span> <span id=\"agent-status\" class=\"status\" aria-live=\"polite\"></span></p>\
 <ol id=\"messages\" class=\"messages\" data-folder=\"{f}\" data-after=\"{last}\">",
         name = escape(&group.name),
     );
@@ -757,6 +837,248 @@ data-confirm=\"Forget this observation? It leaves recall and injection.\">\
         body.push_str("</ul>");
     }
     page(&api, "Memory", &body)
+}
+
+/// The actions a task in `status` can take, as forms the script sends.
+fn task_actions(id: &str, status: &str) -> String {
+    let id_enc = escape(id);
+    let mut out = String::new();
+    let mut form = |action: &str, label: &str, confirm: &str| {
+        out.push_str(&format!(
+            "<form class=\"inline\" data-api=\"/api/tasks/{id_enc}/{action}\" data-confirm=\"{confirm}\">\
+<button type=\"submit\">{label}</button><span class=\"error\" role=\"alert\"></span></form>"
+        ));
+    };
+    match status {
+        "active" => {
+            form("pause", "Pause", "Pause this task?");
+            form("cancel", "Cancel", "Cancel this task for good?");
+        }
+        "paused" => {
+            form("resume", "Resume", "Resume this task?");
+            form("cancel", "Cancel", "Cancel this task for good?");
+        }
+        _ => {}
+    }
+    out
+}
+
+async fn tasks_page(State(api): State<Api>) -> Response {
+    let tasks = match api.store.read(|c| store::tasks::list(c, None)).await {
+        Ok(t) => t,
+        Err(e) => return failed(&api, e),
+    };
+    let mut body = String::from("<h1>Scheduled tasks</h1>");
+    if tasks.is_empty() {
+        body.push_str(
+            "<p class=\"empty\">No tasks yet — ask an agent to schedule one \
+(“remind us every Monday at 9 to water the plants”).</p>",
+        );
+    } else {
+        body.push_str("<ul class=\"list\" id=\"tasks\">");
+        for t in &tasks {
+            let id = escape(&t.id);
+            body.push_str(&format!(
+                "<li><a href=\"/tasks/{id}\">{prompt}</a> <span class=\"muted\">{g} · {kind} {value} · {status}</span>\
+<div class=\"muted\">next {next} · last {last}</div>{result}{actions}</li>",
+                prompt = escape(&crate::memory::context::one_line(&t.prompt)),
+                g = escape(t.group_folder.as_str()),
+                kind = escape(&t.schedule_type),
+                value = escape(&t.schedule_value),
+                status = escape(&t.status),
+                next = t.next_run.as_deref().map(time).unwrap_or_else(|| "—".into()),
+                last = t.last_run.as_deref().map(time).unwrap_or_else(|| "never".into()),
+                result = t
+                    .last_result
+                    .as_deref()
+                    .map(|r| format!("<div class=\"snippet\">{}</div>", escape(r)))
+                    .unwrap_or_default(),
+                actions = task_actions(&t.id, &t.status),
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    page(&api, "Tasks", &body)
+}
+
+async fn task_page(
+    State(api): State<Api>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    let key = id.clone();
+    let read = api
+        .store
+        .read(move |c| {
+            Ok((
+                store::tasks::get(c, &key)?,
+                store::tasks::runs(c, &key, 50)?,
+            ))
+        })
+        .await;
+    let (task, runs) = match read {
+        Ok((Some(t), runs)) => (t, runs),
+        Ok((None, _)) => return failed(&api, Error::NotFound(format!("task {id:?}"))),
+        Err(e) => return failed(&api, e),
+    };
+    let mut body = format!(
+        "<h1>Task</h1><p class=\"muted\"><a href=\"/tasks\">tasks</a> · <a href=\"/groups/{g}\">{g}</a> · \
+{kind} {value} ({tz}) · {status}</p><pre class=\"context\">{prompt}</pre><p>next {next}</p>{actions}<h2>Runs</h2>",
+        g = escape(task.group_folder.as_str()),
+        kind = escape(&task.schedule_type),
+        value = escape(&task.schedule_value),
+        tz = escape(&task.timezone),
+        status = escape(&task.status),
+        prompt = escape(&task.prompt),
+        next = task
+            .next_run
+            .as_deref()
+            .map(time)
+            .unwrap_or_else(|| "—".into()),
+        actions = task_actions(&task.id, &task.status),
+    );
+    if runs.is_empty() {
+        body.push_str("<p class=\"empty\">Not run yet.</p>");
+    } else {
+        body.push_str("<ul class=\"list\" id=\"runs\">");
+        for r in &runs {
+            body.push_str(&format!(
+                "<li>{t} <span class=\"muted\">{status} · {ms} ms</span><div class=\"snippet\">{text}</div></li>",
+                t = time(&r.run_at),
+                status = escape(&r.status),
+                ms = r.duration_ms,
+                text = escape(r.result.as_deref().or(r.error.as_deref()).unwrap_or("")),
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    page(&api, "Task", &body)
+}
+
+/// Colours of the usage chart's groups, in turn.
+const PALETTE: [&str; 6] = [
+    "#2457c5", "#c55a24", "#2a9d5b", "#8e44ad", "#c5a024", "#5f6b7a",
+];
+
+/// Tokens per day and group as stacked bars, drawn as SVG.
+fn usage_chart(
+    lines: &[crate::gateway::usage::Line],
+    days: &[String],
+    groups: &[String],
+) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 180.0;
+    let total = |day: &str, g: &str| -> u64 {
+        lines
+            .iter()
+            .filter(|l| l.day == day && l.group == g)
+            .map(|l| {
+                l.input_tokens + l.output_tokens + l.cache_read_tokens + l.cache_creation_tokens
+            })
+            .sum()
+    };
+    let max = days
+        .iter()
+        .map(|d| groups.iter().map(|g| total(d, g)).sum::<u64>())
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let step = W / days.len().max(1) as f64;
+    let mut svg = format!(
+        "<svg class=\"chart\" viewBox=\"0 0 {W} {h}\" role=\"img\" aria-label=\"Tokens per day and group\">",
+        h = H + 20.0
+    );
+    for (i, d) in days.iter().enumerate() {
+        let mut y = H;
+        for (k, g) in groups.iter().enumerate() {
+            let n = total(d, g);
+            if n == 0 {
+                continue;
+            }
+            let h = n as f64 / max * (H - 10.0);
+            y -= h;
+            svg.push_str(&format!(
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{c}\"><title>{title}</title></rect>",
+                x = i as f64 * step + 2.0,
+                w = (step - 4.0).max(1.0),
+                c = PALETTE[k % PALETTE.len()],
+                title = escape(&format!("{d} · {g}: {n} tokens")),
+            ));
+        }
+        if days.len() <= 14 || i % 5 == 4 {
+            svg.push_str(&format!(
+                "<text x=\"{x:.1}\" y=\"{ty}\" font-size=\"10\" fill=\"currentColor\">{label}</text>",
+                x = i as f64 * step + 2.0,
+                ty = H + 14.0,
+                label = escape(d.get(5..).unwrap_or(d)),
+            ));
+        }
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+async fn usage_page(State(api): State<Api>) -> Response {
+    let since = crate::gateway::usage::since(30);
+    let lines = match api
+        .store
+        .read(move |c| store::usage::report(c, None, Some(&since)))
+        .await
+    {
+        Ok(l) => l,
+        Err(e) => return failed(&api, e),
+    };
+    let mut body =
+        String::from("<h1>Model usage</h1><p class=\"muted\">The last 30 days, UTC.</p>");
+    if lines.is_empty() {
+        body.push_str(
+            "<p class=\"empty\">No model requests yet — they are counted as the agents answer.</p>",
+        );
+        return page(&api, "Usage", &body);
+    }
+    // Every day of the range, used or not, so a bar's width means a day.
+    let today = chrono::Utc::now().date_naive();
+    let days: Vec<String> = (0..30)
+        .rev()
+        .filter_map(|back| today.checked_sub_days(chrono::Days::new(back)))
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .collect();
+    let mut groups: Vec<String> = lines.iter().map(|l| l.group.clone()).collect();
+    groups.sort();
+    groups.dedup();
+    body.push_str(&usage_chart(&lines, &days, &groups));
+    body.push_str("<p class=\"legend\">");
+    for (k, g) in groups.iter().enumerate() {
+        body.push_str(&format!(
+            "<span class=\"swatch s{}\"></span> {} ",
+            k % PALETTE.len(),
+            escape(g)
+        ));
+    }
+    body.push_str("</p><table class=\"usage\"><thead><tr><th>day</th><th>group</th><th>for</th><th>model</th>\
+<th>requests</th><th>input</th><th>output</th><th>errors</th><th>refused</th><th>daily budget</th></tr></thead><tbody>");
+    for l in &lines {
+        let budget = if l.group.starts_with('@') {
+            None
+        } else {
+            api.gateway.limits_for(&l.group).daily_tokens
+        };
+        body.push_str(&format!(
+            "<tr><td>{day}</td><td>{g}</td><td>{p}</td><td>{m}</td><td>{r}</td><td>{i}</td><td>{o}</td>\
+<td>{e}</td><td>{x}</td><td>{b}</td></tr>",
+            day = escape(&l.day),
+            g = escape(&l.group),
+            p = l.purpose.as_str(),
+            m = escape(&l.model),
+            r = l.requests,
+            i = l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens,
+            o = l.output_tokens,
+            e = l.errors,
+            x = l.refused,
+            b = budget.map(|b| b.to_string()).unwrap_or_else(|| "none".into()),
+        ));
+    }
+    body.push_str("</tbody></table>");
+    page(&api, "Usage", &body)
 }
 
 #[cfg(test)]

@@ -55,6 +55,22 @@ function chat(list) {
     list.lastElementChild.scrollIntoView({ block: "nearest" });
   });
 
+  // The agent's state while it works, from the queue.
+  const agent = document.getElementById("agent-status");
+  const poll = async () => {
+    try {
+      const r = await fetch("/api/queue");
+      if (!r.ok) return;
+      const q = await r.json();
+      const mine = (q.running || []).find((x) => x.group === folder);
+      const waiting = (q.waiting || []).indexOf(folder);
+      agent.textContent = mine && mine.outstanding > 0 ? "· the agent is working…"
+        : waiting >= 0 ? "· waiting for a free container" : "";
+    } catch (_) { /* the next poll tries again */ }
+  };
+  poll();
+  setInterval(poll, 2000);
+
   const form = document.getElementById("send");
   const error = document.getElementById("send-error");
   form.addEventListener("submit", async (e) => {
