@@ -984,7 +984,8 @@ fn usage_chart(
         .max(1) as f64;
     let step = W / days.len().max(1) as f64;
     let mut svg = format!(
-        "<svg class=\"chart\" viewBox=\"0 0 {W} {h}\" role=\"img\" aria-label=\"Tokens per day and group\">",
+        "<svg class=\"chart\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"Tokens per day and group\">",
+        w = W + 30.0,
         h = H + 20.0
     );
     for (i, d) in days.iter().enumerate() {
