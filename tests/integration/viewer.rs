@@ -531,6 +531,16 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
         b.eval("Array.from(document.querySelectorAll('#feed li[data-kind=prompt]')).every(li => li.hidden)").await,
         json!(true)
     );
+    // And by session: another session's records hide.
+    b.eval("(() => { const s = document.getElementById('feed-session'); s.value = 'not-this-one'; s.dispatchEvent(new Event('input')); return true; })()")
+        .await;
+    assert_eq!(
+        b.eval(
+            "Array.from(document.querySelectorAll('#feed li[data-kind]')).every(li => li.hidden)"
+        )
+        .await,
+        json!(true)
+    );
     // After a reload: the block the next session starts with, as the agent
     // sees it, and the observation with a forget button.
     b.client.refresh().await.unwrap();

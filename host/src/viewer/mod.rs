@@ -697,10 +697,17 @@ async fn search_page(
         body.push_str("<ul class=\"list results\" id=\"memory-hits\">");
         for h in &memory {
             let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
-            let title = match h.archive_id {
-                Some(id) if h.kind == "passage" => {
+            // Each hit links to where it can be read whole.
+            let title = match (h.kind.as_str(), h.archive_id) {
+                ("passage", Some(id)) => {
                     format!("<a href=\"/archives/{id}\">{}</a>", escape(&h.title))
                 }
+                ("observation", _) if h.group != "global" => format!(
+                    "<a href=\"/groups/{}/memory#o{}\">{}</a>",
+                    escape(&h.group),
+                    h.id,
+                    escape(&h.title)
+                ),
                 _ => escape(&h.title),
             };
             body.push_str(&format!(
@@ -763,6 +770,7 @@ async fn memory_page(
 <option value=\"\">everything</option><option value=\"prompt\">prompts</option>\
 <option value=\"tool\">tool calls</option><option value=\"observation\">observations</option>\
 <option value=\"summary\">summaries</option></select></label> \
+<label>Session <input id=\"feed-session\" size=\"12\" placeholder=\"any\"></label> \
 <span id=\"feed-live\" class=\"muted\">connecting…</span></p>\
 <ol id=\"feed\" class=\"list feed\" data-folder=\"{f}\"><li class=\"empty\" id=\"feed-empty\">\
 What the group's memory stores from now on appears here.</li></ol><h2>Observations</h2>"

@@ -136,8 +136,14 @@ function apiForm(form) {
 function memoryFeed(list) {
   const live = document.getElementById("feed-live");
   const kind = document.getElementById("feed-kind");
-  const show = (li) => { li.hidden = kind.value !== "" && li.dataset.kind !== kind.value; };
-  kind.addEventListener("change", () => { for (const li of list.querySelectorAll("li[data-kind]")) show(li); });
+  const session = document.getElementById("feed-session");
+  const show = (li) => {
+    li.hidden = (kind.value !== "" && li.dataset.kind !== kind.value)
+      || (session.value.trim() !== "" && !(li.dataset.session || "").startsWith(session.value.trim()));
+  };
+  const all = () => { for (const li of list.querySelectorAll("li[data-kind]")) show(li); };
+  kind.addEventListener("change", all);
+  session.addEventListener("input", all);
   const src = new EventSource("/api/groups/" + encodeURIComponent(list.dataset.folder) + "/memory/stream");
   src.onopen = () => { live.textContent = "live"; };
   src.onerror = () => { live.textContent = "reconnecting…"; };
@@ -147,6 +153,7 @@ function memoryFeed(list) {
     if (empty) empty.remove();
     const li = document.createElement("li");
     li.dataset.kind = m.kind;
+    li.dataset.session = m.session_id || "";
     const tag = document.createElement("span");
     tag.className = "tag";
     tag.textContent = m.kind;
