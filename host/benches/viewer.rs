@@ -18,6 +18,7 @@
 mod common;
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -129,6 +130,7 @@ fn main() {
         .port();
     let mut driver = Command::new("chromedriver")
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -138,6 +140,7 @@ fn main() {
     caps.insert(
         "goog:chromeOptions".into(),
         json!({ "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--disable-crash-reporter", "--disable-breakpad",
             format!("--user-data-dir={}", profile.path().display())] }),
     );
     rt.block_on(async {
@@ -176,6 +179,9 @@ fn main() {
         }
         client.close().await.unwrap();
     });
-    let _ = driver.kill();
+    // chromedriver leads its own process group, with the browser in it.
+    if let Some(pid) = rustix::process::Pid::from_raw(driver.id() as i32) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
     let _ = driver.wait();
 }

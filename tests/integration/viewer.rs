@@ -5,6 +5,7 @@
 //! `$CARGO_TARGET_TMPDIR/viewer/`.
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,7 +24,12 @@ struct Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        // chromedriver leads its own process group, and the browser it
+        // started is in it: the whole group goes, even after a failed test
+        // that never closed its session.
+        if let Some(pid) = rustix::process::Pid::from_raw(self.driver.id() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
         let _ = self.driver.wait();
     }
 }
@@ -55,6 +61,7 @@ impl Browser {
             .port();
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -65,7 +72,7 @@ impl Browser {
             "goog:chromeOptions".into(),
             json!({ "args": [
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1200,900",
+                "--window-size=1200,900", "--disable-crash-reporter", "--disable-breakpad",
                 format!("--user-data-dir={}", profile.path().display()),
             ] }),
         );
