@@ -126,21 +126,9 @@ fn allowed(url: &str) -> bool {
         || (lower.starts_with('#') && !lower.contains(':'))
 }
 
-/// Escapes text for HTML content and double-quoted attributes.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// Escapes text for HTML content and quoted attributes: the same five
+/// characters as the chat envelope's XML (`&apos;` is HTML5 too).
+pub use g2_core::envelope::escape;
 
 #[cfg(test)]
 mod tests {

@@ -355,18 +355,23 @@ async fn groups_page(State(api): State<Api>) -> Response {
     page(&api, "Groups", &body)
 }
 
+/// The registered group a page's path names, or the error page.
+async fn registered(api: &Api, folder: String) -> Result<crate::groups::Group, Response> {
+    let folder = GroupFolder::new(folder).map_err(|e| failed(api, Error::Validation(e)))?;
+    crate::groups::require(&api.store, &folder)
+        .await
+        .map_err(|e| failed(api, e))
+}
+
 async fn chat_page(
     State(api): State<Api>,
     axum::extract::Path(folder): axum::extract::Path<String>,
 ) -> Response {
-    let folder = match GroupFolder::new(folder) {
-        Ok(f) => f,
-        Err(e) => return failed(&api, Error::Validation(e)),
-    };
-    let group = match crate::groups::require(&api.store, &folder).await {
+    let group = match registered(&api, folder).await {
         Ok(g) => g,
-        Err(e) => return failed(&api, e),
+        Err(page) => return page,
     };
+    let folder = group.folder.clone();
     let jid = group.jid.clone();
     let messages = match api
         .store
@@ -504,14 +509,11 @@ async fn sessions_page(
     State(api): State<Api>,
     axum::extract::Path(folder): axum::extract::Path<String>,
 ) -> Response {
-    let folder = match GroupFolder::new(folder) {
-        Ok(f) => f,
-        Err(e) => return failed(&api, Error::Validation(e)),
-    };
-    let group = match crate::groups::require(&api.store, &folder).await {
+    let group = match registered(&api, folder).await {
         Ok(g) => g,
-        Err(e) => return failed(&api, e),
+        Err(page) => return page,
     };
+    let folder = group.folder.clone();
     let read = async {
         let pointer = api.sessions.get(&folder).await?;
         let history = api.sessions.history(&folder).await?;
@@ -728,14 +730,11 @@ async fn memory_page(
     State(api): State<Api>,
     axum::extract::Path(folder): axum::extract::Path<String>,
 ) -> Response {
-    let folder = match GroupFolder::new(folder) {
-        Ok(f) => f,
-        Err(e) => return failed(&api, Error::Validation(e)),
-    };
-    let group = match crate::groups::require(&api.store, &folder).await {
+    let group = match registered(&api, folder).await {
         Ok(g) => g,
-        Err(e) => return failed(&api, e),
+        Err(page) => return page,
     };
+    let folder = group.folder.clone();
     let (f, tokens) = (folder.clone(), api.memory.inject_tokens);
     let read = api
         .store
