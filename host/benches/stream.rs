@@ -6,7 +6,9 @@
 //! post being sent to the listener reading it.
 //!
 //! `cargo bench -p g2-host --bench stream` (`G2_BENCH_MESSAGES` sets N,
-//! default 5,000; `G2_BENCH_LISTENERS` the listeners, default 1,000).
+//! default 5,000; `G2_BENCH_LISTENERS` the listeners, default 1,000). The
+//! host is started with `api.max_connections` raised to fit them: at its
+//! default (256) the listeners past the bound wait to be accepted.
 
 // Tests and benches fail loudly: an unwrap is the assertion.
 #![allow(clippy::unwrap_used)]
@@ -43,7 +45,10 @@ fn main() {
     let total = common::env_or("G2_BENCH_MESSAGES", 5_000);
     let listeners = common::env_or("G2_BENCH_LISTENERS", 1_000);
     let home = common::home_with_bench_group();
-    let serve = Serve::start(home.path(), &[]);
+    // Every listener holds a connection: the API's bound (256 by
+    // default) must leave room for them and the posting clients.
+    let room = (listeners + CLIENTS + 64).to_string();
+    let serve = Serve::start(home.path(), &[("G2_API__MAX_CONNECTIONS", room.as_str())]);
     let post_url = format!("{}/api/groups/bench/messages", serve.url);
     let stream_url = format!("{}/api/groups/bench/stream", serve.url);
     let rt = common::runtime();
