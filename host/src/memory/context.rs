@@ -27,7 +27,7 @@ use axum::{Json, Router};
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use g2_core::validate::GroupFolder;
+use g2_core::validate::{GroupFolder, MemoryFolder};
 
 use crate::Result;
 use crate::config::MemorySettings;
@@ -101,7 +101,7 @@ pub fn session_start(conn: &Connection, group: &GroupFolder, tokens: usize) -> R
     let most = i64::try_from(budget / 14).unwrap_or(i64::MAX).max(1);
     // The group's own, and `global`'s (every group's, read-only).
     let observations =
-        store::observations::first(conn, [group.as_str(), recall::GLOBAL], false, most)?;
+        store::observations::first(conn, [group.as_str(), MemoryFolder::GLOBAL], false, most)?;
     if summaries.is_empty() && observations.is_empty() {
         return Ok(String::new());
     }

@@ -34,7 +34,7 @@ use crate::Result;
 use crate::search::question::{self, Question};
 use crate::search::{SnippetTerms, make_snippet, stem};
 use crate::store;
-use g2_core::validate::GroupFolder;
+use g2_core::validate::{GroupFolder, MemoryFolder};
 
 /// Candidates FTS5 hands on to the second step, at least.
 pub const CANDIDATES: usize = 100;
@@ -48,8 +48,6 @@ pub const NAMED_DAY: f64 = 1.0;
 pub const RECENCY: f64 = 0.02;
 /// Captured prompts not yet archived that one recall weighs, at most.
 pub const PROMPTS: i64 = 50;
-/// The group whose memory every group recalls, read-only.
-pub const GLOBAL: &str = g2_core::validate::RESERVED_FOLDERS[0];
 /// Most hits one recall returns.
 pub const MAX_LIMIT: usize = 100;
 
@@ -162,7 +160,7 @@ pub fn recall_with(
     let limit = limit.clamp(1, MAX_LIMIT);
     let want = CANDIDATES.max(limit * 10) as i64;
     // The group's own memory, and `global`'s, read-only.
-    let groups = [group.as_str(), GLOBAL];
+    let groups = [group.as_str(), MemoryFolder::GLOBAL];
     let mut all: Vec<Candidate> = Vec::new();
     if filters.wants("passage") {
         all.extend(passages(conn, group, &q, want)?);
@@ -286,7 +284,7 @@ fn passages(
     q: &Question,
     want: i64,
 ) -> Result<Vec<Candidate>> {
-    let (mut rows, ranked) = candidates(conn, [group.as_str(), GLOBAL], q, want)?;
+    let (mut rows, ranked) = candidates(conn, [group.as_str(), MemoryFolder::GLOBAL], q, want)?;
     if !q.days.is_empty() {
         // "What did we talk about on April 27th?": that day's passages are
         // candidates whatever their words.
@@ -303,10 +301,9 @@ fn passages(
     }
     if !ranked {
         // Found without BM25: weighed here, every word alike.
-        let found: Vec<(Vec<u32>, usize)> = rows.iter().map(|r| term_counts(q, &r.text)).collect();
-        let avg = found.iter().map(|f| f.1).sum::<usize>() as f64 / found.len().max(1) as f64;
-        for (r, (tf, len)) in rows.iter_mut().zip(&found) {
-            r.score = equal_weight_bm25(tf, *len, avg);
+        let scores = weigh_alike(q, rows.iter().map(|r| r.text.as_str()));
+        for (r, score) in rows.iter_mut().zip(scores) {
+            r.score = score;
         }
     }
     let best = rows.iter().map(|r| r.score).fold(f64::MIN, f64::max);
@@ -347,12 +344,7 @@ fn prompts(conn: &Connection, groups: [&str; 2], q: &Question) -> Result<Vec<Can
         .iter()
         .map(|r| format!("{}\n{}", r.prompt, r.reply))
         .collect();
-    let found: Vec<(Vec<u32>, usize)> = texts.iter().map(|t| term_counts(q, t)).collect();
-    let avg = found.iter().map(|f| f.1).sum::<usize>() as f64 / found.len().max(1) as f64;
-    let scores: Vec<f64> = found
-        .iter()
-        .map(|(tf, len)| equal_weight_bm25(tf, *len, avg))
-        .collect();
+    let scores = weigh_alike(q, texts.iter().map(String::as_str));
     let best = scores.iter().copied().fold(f64::MIN, f64::max);
     Ok(rows
         .into_iter()
@@ -435,6 +427,17 @@ fn term_counts(q: &Question, text: &str) -> (Vec<u32>, usize) {
         }
     }
     (tf, len)
+}
+
+/// [`equal_weight_bm25`] of each text, lengths measured against the
+/// texts' own average.
+fn weigh_alike<'a>(q: &Question, texts: impl Iterator<Item = &'a str>) -> Vec<f64> {
+    let found: Vec<(Vec<u32>, usize)> = texts.map(|t| term_counts(q, t)).collect();
+    let avg = found.iter().map(|f| f.1).sum::<usize>() as f64 / found.len().max(1) as f64;
+    found
+        .iter()
+        .map(|(tf, len)| equal_weight_bm25(tf, *len, avg))
+        .collect()
 }
 
 /// BM25 (k1 = 1.2, b = 0.75) with every term weighing 1.
@@ -746,7 +749,7 @@ mod tests {
                     concerns: vec![],
                 };
                 let at = "2026-05-01T10:00:01.000Z";
-                let global = g2_core::validate::MemoryFolder::global();
+                let global = MemoryFolder::global();
                 obs::insert(tx, &global, &draft, Default::default(), at, |_| false)?;
                 // A session archived at 10:00 whose later prompt is not.
                 let m = GroupFolder::new("main").unwrap();

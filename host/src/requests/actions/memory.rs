@@ -100,7 +100,7 @@ fn around_prompt(
 impl RequestServer {
     /// Refuses a memory of another group (`global`'s may be read).
     fn may(me: &Group, owner: &str, id: &str, read: bool) -> Result<()> {
-        let ok = owner == me.folder.as_str() || (read && owner == recall::GLOBAL);
+        let ok = owner == me.folder.as_str() || (read && owner == MemoryFolder::GLOBAL);
         authorize::check(me, Family::Memory, ok, || {
             format!("memory {id} is not group {}'s", me.folder)
         })
