@@ -17,16 +17,12 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Samples, Serve, env_or, fmt_dur, init_home};
 use g2_core::validate::GroupFolder;
 use g2_host::archives::{Prepared, Trigger};
 use g2_host::store::Store;
-use serde_json::json;
 
 /// A 1 MB archive of `main`, recorded as the host records archives.
 fn big_archive(home: &std::path::Path) -> i64 {
@@ -122,66 +118,30 @@ fn main() {
     }
 
     // The browser's own timing.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut driver = Command::new("chromedriver")
-        .arg(format!("--port={port}"))
-        .process_group(0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromedriver (scripts/setup.sh installs it)");
-    let profile = tempfile::tempdir().unwrap();
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        json!({ "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            "--disable-crash-reporter", "--disable-breakpad",
-            format!("--user-data-dir={}", profile.path().display())] }),
-    );
     rt.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let client = loop {
-            match fantoccini::ClientBuilder::rustls()
-                .unwrap()
-                .capabilities(caps.clone())
-                .connect(&format!("http://127.0.0.1:{port}"))
-                .await
-            {
-                Ok(c) => break c,
-                Err(e) => {
-                    assert!(Instant::now() < deadline, "chromedriver: {e}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        };
+        let b = common::browser::Browser::start().await;
         println!("viewer: browser time (navigation start to load end, p50 of 10)");
-        for (label, path) in [("groups page", "/".to_string()), ("1 MB archive", format!("/archives/{id}"))] {
+        for (label, path) in [
+            ("groups page", "/".to_string()),
+            ("1 MB archive", format!("/archives/{id}")),
+        ] {
             let mut samples = Vec::new();
             for _ in 0..10 {
-                client.goto(&format!("{}{path}", serve.url)).await.unwrap();
-                let v = client
-                    .execute(
-                        "const n = performance.getEntriesByType('navigation')[0]; return [n.responseEnd, n.loadEventEnd];",
-                        vec![],
-                    )
+                b.client
+                    .goto(&format!("{}{path}", serve.url))
                     .await
                     .unwrap();
-                let load = v[1].as_f64().unwrap();
-                samples.push(Duration::from_secs_f64(load / 1000.0));
+                let load = b
+                    .eval("performance.getEntriesByType('navigation')[0].loadEventEnd")
+                    .await;
+                samples.push(Duration::from_secs_f64(load.as_f64().unwrap() / 1000.0));
             }
             let s = Samples::of(samples);
-            println!("  {label:<14} p50 {:>9}  max {:>9}", fmt_dur(s.at(0.5)), fmt_dur(s.at(1.0)));
+            println!(
+                "  {label:<14} p50 {:>9}  max {:>9}",
+                fmt_dur(s.at(0.5)),
+                fmt_dur(s.at(1.0))
+            );
         }
-        client.close().await.unwrap();
     });
-    // chromedriver leads its own process group, with the browser in it.
-    if let Some(pid) = rustix::process::Pid::from_raw(driver.id() as i32) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-    let _ = driver.wait();
 }

@@ -11,6 +11,7 @@ mod support;
 
 mod agents;
 mod api;
+mod browser;
 mod cli;
 mod corpus;
 mod doctor;

@@ -4,35 +4,13 @@
 //! model. Each test saves a screenshot of its last page under
 //! `$CARGO_TARGET_TMPDIR/viewer/`.
 
-use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::Locator;
 use serde_json::json;
 
+use crate::browser::Browser;
 use crate::support::*;
-
-/// A chromedriver and a headless Chromium session; both end when dropped.
-struct Browser {
-    client: Client,
-    driver: Child,
-    _profile: tempfile::TempDir,
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        // chromedriver leads its own process group, and the browser it
-        // started is in it: the whole group goes, even after a failed test
-        // that never closed its session.
-        if let Some(pid) = rustix::process::Pid::from_raw(self.driver.id() as i32) {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-        let _ = self.driver.wait();
-    }
-}
 
 fn browser_present() -> bool {
     let runs = |exe: &str| {
@@ -47,93 +25,6 @@ fn browser_present() -> bool {
         "chromium and chromedriver",
         runs("chromium") && runs("chromedriver"),
     )
-}
-
-impl Browser {
-    async fn start() -> Browser {
-        // The WebDriver client speaks rustls; ring is the provider the host
-        // already uses (a second install is refused, which is fine).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let driver = Command::new("chromedriver")
-            .arg(format!("--port={port}"))
-            .process_group(0)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting chromedriver");
-        let profile = tempfile::tempdir().unwrap();
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({ "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1200,900", "--disable-crash-reporter", "--disable-breakpad",
-                format!("--user-data-dir={}", profile.path().display()),
-            ] }),
-        );
-        let url = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let client = loop {
-            match ClientBuilder::rustls()
-                .expect("a TLS setup for the WebDriver client")
-                .capabilities(caps.clone())
-                .connect(&url)
-                .await
-            {
-                Ok(c) => break c,
-                Err(e) => {
-                    assert!(
-                        Instant::now() < deadline,
-                        "chromedriver never answered: {e}"
-                    );
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-        };
-        Browser {
-            client,
-            driver,
-            _profile: profile,
-        }
-    }
-
-    /// Waits until `script` (a JS expression) is true in the page.
-    async fn until(&self, what: &str, script: &str) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let v = self
-                .client
-                .execute(&format!("return !!({script});"), vec![])
-                .await
-                .unwrap();
-            if v == json!(true) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "never: {what}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn eval(&self, script: &str) -> serde_json::Value {
-        self.client
-            .execute(&format!("return ({script});"), vec![])
-            .await
-            .unwrap()
-    }
-
-    /// Saves the page as `{name}.png` under the tests' output folder.
-    async fn screenshot(&self, name: &str) {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("viewer");
-        std::fs::create_dir_all(&dir).unwrap();
-        let png = self.client.screenshot().await.unwrap();
-        assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
-        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -307,21 +198,9 @@ async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
         .await
         .unwrap();
     name.send_keys("Lighthouse").await.unwrap();
-    b.client
-        .find(Locator::Css("#clear button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
     // The page asks before it clears.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.client.get_alert_text().await.is_err() {
-        assert!(Instant::now() < deadline, "no confirmation was asked");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    b.client.accept_alert().await.unwrap();
-    b.until(
+    b.confirm_click(
+        "#clear button[type=submit]",
         "the bookmark with its archive",
         "Array.from(document.querySelectorAll('.list li')).some(li => li.textContent.includes('Lighthouse') && li.querySelector('a[href^=\"/archives/\"]'))",
     )
@@ -559,22 +438,8 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
         next.starts_with("<g2-memory>") && next.contains("pier 7"),
         "{next}"
     );
-    b.client
-        .find(Locator::Css(
-            "#observations form[data-method=DELETE] button",
-        ))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.client.get_alert_text().await.is_err() {
-        assert!(Instant::now() < deadline, "no confirmation was asked");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    b.client.accept_alert().await.unwrap();
-    b.until(
+    b.confirm_click(
+        "#observations form[data-method=DELETE] button",
         "the observation gone",
         "document.getElementById('observations') === null",
     )
@@ -582,24 +447,6 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
     let list = get_json(&format!("{}/api/groups/main/memory/observations", s.url)).await;
     assert_eq!(list, serde_json::Value::Array(vec![]), "{list}");
     b.screenshot("memory_forgotten").await;
-}
-
-/// Clicks `selector`, accepts the page's confirmation, and waits for `done`.
-async fn confirm_click(b: &Browser, selector: &str, done: &str) {
-    b.client
-        .find(Locator::Css(selector))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.client.get_alert_text().await.is_err() {
-        assert!(Instant::now() < deadline, "no confirmation was asked");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    b.client.accept_alert().await.unwrap();
-    b.until(done, done).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -666,9 +513,9 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
             .contains("water the plants"),
         "{listed}"
     );
-    confirm_click(
-        &b,
+    b.confirm_click(
         "#tasks form[data-api$='/pause'] button",
+        "the task paused",
         "document.getElementById('tasks').textContent.includes('paused')",
     )
     .await;

@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 #[path = "../../../tests/integration/serve_process.rs"]
 mod serve_process;
 
+// The tests' headless Chromium, for the viewer's bench.
+#[path = "../../../tests/integration/browser.rs"]
+pub mod browser;
+
 /// The `g2` binary Cargo built along with the bench (same profile, so
 /// `target/release/g2` under `cargo bench`), or `$G2_BIN`.
 pub fn g2_binary() -> PathBuf {
