@@ -14,7 +14,7 @@
 //! removes everything after it: when in doubt, private stays private.
 //!
 //! **Secrets.** Keys and tokens of well-known shapes (Anthropic, OpenAI,
-//! AWS access keys, GitHub, Slack, bearer tokens, PEM private keys) and the
+//! AWS access keys, GitHub, Slack, Telegram bot tokens, bearer tokens, PEM private keys) and the
 //! values of `password=` / `secret=` / `token=` / `api_key=` assignments
 //! (also as YAML `key: value`, JSON `"key": "value"` and JSON escaped inside
 //! a JSON string) are replaced with `[redacted:<kind>]`; an assignment keeps
@@ -131,7 +131,7 @@ impl Pattern {
     }
 }
 
-static PATTERNS: [Pattern; 8] = [
+static PATTERNS: [Pattern; 9] = [
     Pattern::new(
         "private-key",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
@@ -171,6 +171,15 @@ static PATTERNS: [Pattern; 8] = [
         "slack-token",
         r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",
         &["xox"],
+        false,
+        false,
+    ),
+    // A Telegram bot token: the bot's id, a colon, then characters
+    // that start with "AA" (about 35).
+    Pattern::new(
+        "telegram-bot-token",
+        r"\b\d{5,12}:AA[A-Za-z0-9_\-]{30,40}\b",
+        &[":AA"],
         false,
         false,
     ),
@@ -345,6 +354,10 @@ mod tests {
                 "gh [redacted:github-token] x",
             ),
             ("xoxb-123456789012-abcdefABCDEF", "[redacted:slack-token]"),
+            (
+                "bot 110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw here",
+                "bot [redacted:telegram-bot-token] here",
+            ),
             (
                 "Authorization: Bearer abc.def.ghijklmnopqrstuvwxyz",
                 "Authorization: [redacted:bearer-token]",

@@ -44,7 +44,7 @@ pub struct Api {
     pub provider: String,
     pub token: Option<String>,
     /// Inbound messages go in here; its live stream feeds the SSE streams.
-    pub channels: crate::routing::channels::Channels,
+    pub channels: crate::channels::Channels,
     /// The group queue (`g2 serve`); None when nothing routes messages.
     pub queue: Option<crate::routing::queue::QueueHandle>,
     /// Container settings (the groups' disk quotas).

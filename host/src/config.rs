@@ -28,6 +28,51 @@ pub struct Settings {
     pub api: ApiSettings,
     pub queue: QueueSettings,
     pub memory: MemorySettings,
+    pub channels: ChannelSettings,
+}
+
+/// Chat platforms (`[channels.*]`); the HTTP API is always on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChannelSettings {
+    pub telegram: TelegramSettings,
+}
+
+/// `[channels.telegram]`. The bot token is not a setting: it is read from
+/// `TELEGRAM_BOT_TOKEN` (the environment or `{home}/.env`), so it is never
+/// in `g2.toml`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelegramSettings {
+    pub enabled: bool,
+    /// The Bot API server (a self-hosted one, or a local one in tests).
+    pub api_url: String,
+    /// How long one `getUpdates` waits for news (long polling).
+    pub poll_timeout_secs: u64,
+    /// What a chat that is not registered gets.
+    pub unregistered: Unregistered,
+}
+
+impl Default for TelegramSettings {
+    fn default() -> Self {
+        TelegramSettings {
+            enabled: false,
+            api_url: "https://api.telegram.org".into(),
+            poll_timeout_secs: 30,
+            unregistered: Unregistered::Ignore,
+        }
+    }
+}
+
+/// What a chat that is not registered as a group gets.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Unregistered {
+    /// Nothing: its messages are dropped unread.
+    Ignore,
+    /// One reply, the first time it addresses the bot, saying how to
+    /// register it (with its chat id).
+    Notice,
 }
 
 /// Memory capture (`[memory]`): what is kept of each group's agent
@@ -391,6 +436,7 @@ impl Default for Settings {
             api: ApiSettings::default(),
             queue: QueueSettings::default(),
             memory: MemorySettings::default(),
+            channels: ChannelSettings::default(),
         }
     }
 }
@@ -496,6 +542,20 @@ impl Settings {
         for folder in gw.groups.keys() {
             g2_core::validate::group_folder(folder)
                 .map_err(|e| Error::Config(format!("gateway.groups: {e}")))?;
+        }
+        let tg = &self.channels.telegram;
+        if url::Url::parse(&tg.api_url)
+            .map_or(true, |u| !matches!(u.scheme(), "http" | "https") || u.cannot_be_a_base())
+        {
+            return Err(Error::Config(format!(
+                "channels.telegram.api_url {:?}: use an http:// or https:// URL",
+                tg.api_url
+            )));
+        }
+        if tg.poll_timeout_secs > 120 {
+            return Err(Error::Config(
+                "channels.telegram.poll_timeout_secs: at most 120".into(),
+            ));
         }
         Ok(())
     }

@@ -67,6 +67,7 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("model", check_model(home, settings)),
         Check::new("image", check_image(settings).await),
         Check::new("disk", check_disk(home, settings).await),
+        Check::new("telegram", check_telegram(home, settings).await),
     ]
 }
 
@@ -155,6 +156,28 @@ async fn check_image(settings: &Settings) -> Result<String, Problem> {
 
 /// Which provider the gateway would use, and from where the credential
 /// comes (never its value).
+/// The Telegram channel: off, or its token checked with `getMe`.
+async fn check_telegram(home: &Home, settings: &Settings) -> Result<String, Problem> {
+    use crate::channels::telegram::{self, Token};
+    let tg = &settings.channels.telegram;
+    if !tg.enabled {
+        return Ok("not enabled ([channels.telegram] enabled = false)".into());
+    }
+    let token = Token::find(home.root()).ok_or_else(|| {
+        Problem(format!(
+            "enabled, but {} is not set (in the environment or {{home}}/.env)",
+            telegram::TOKEN_VARIABLE
+        ))
+    })?;
+    let bot = telegram::client(tg, &token).map_err(Problem::from_error)?;
+    let check = tokio::time::timeout(Duration::from_secs(15), telegram::identify(&bot));
+    match check.await {
+        Ok(Ok(me)) => Ok(format!("bot @{} (id {}) at {}", me.username, me.id, tg.api_url)),
+        Ok(Err(why)) => Err(Problem(format!("getMe at {} failed: {why}", tg.api_url))),
+        Err(_) => Err(Problem(format!("getMe at {} did not answer in 15 s", tg.api_url))),
+    }
+}
+
 fn check_model(home: &Home, settings: &Settings) -> Result<String, Problem> {
     let choice =
         crate::gateway::choose(&settings.gateway, home.root()).map_err(Problem::from_error)?;

@@ -30,7 +30,7 @@ use crate::gateway::{Gateway, Listening};
 use crate::home::Home;
 use crate::lock::HostLock;
 use crate::requests::{Links, RequestServer};
-use crate::routing::channels::Channels;
+use crate::channels::Channels;
 use crate::routing::queue::{self, QueueHandle};
 use crate::sessions::SessionManager;
 use crate::store::{self, Store};
@@ -61,6 +61,8 @@ pub struct Host {
     recovery: Background,
     /// The memory processor (observations and summaries).
     processor: Background,
+    /// Telegram's polling loop, when the channel is enabled.
+    telegram: Option<Background>,
     queue: QueueHandle,
     requests: Background,
     worker: JoinHandle<()>,
@@ -93,7 +95,11 @@ impl Host {
         let runtime = agent_runtime(home, settings, report).await?;
         let (queue, inbox) = queue::channel();
         let tasks_changed = Arc::new(Notify::new());
-        let channels = Channels::new(store.clone()).with_router(queue.wake_sender());
+        let telegram = telegram(home, settings, &store)?;
+        let mut channels = Channels::new(store.clone()).with_router(queue.wake_sender());
+        if let Some(tg) = &telegram {
+            channels = channels.with(tg.clone());
+        }
         let sessions = sessions(home, settings, &store);
         let agents = Arc::new(agents(
             home,
@@ -186,6 +192,9 @@ impl Host {
             Arc::new(Notify::new()),
         );
         let groups = catch_up(&store, &channels, &queue).await?;
+        // Updates are taken in once the router and the queue are up.
+        let telegram =
+            telegram.map(|tg| tg.start(channels.clone(), settings.channels.telegram.clone()));
         let api = Api {
             home: home.clone(),
             store: store.clone(),
@@ -221,6 +230,7 @@ impl Host {
             schedule,
             recovery,
             processor,
+            telegram,
             queue,
             requests,
             worker,
@@ -253,6 +263,9 @@ impl Host {
         self.stop_api.notify_one();
         let _ = self.server.await;
         tracing::info!(target: LOG, "shutting down: closing containers");
+        if let Some(t) = self.telegram {
+            t.stop().await;
+        }
         self.schedule.stop().await;
         self.recovery.stop().await;
         self.processor.stop().await;
@@ -283,6 +296,28 @@ async fn catch_up(store: &Store, channels: &Channels, queue: &QueueHandle) -> Re
         queue.wake(&g.folder);
     }
     Ok(groups.len())
+}
+
+/// The Telegram channel, when `[channels.telegram]` is enabled: its
+/// token must be set.
+fn telegram(
+    home: &Home,
+    settings: &Settings,
+    store: &Store,
+) -> Result<Option<Arc<crate::channels::telegram::Telegram>>> {
+    use crate::channels::telegram::{self, Telegram, Token};
+    let tg = &settings.channels.telegram;
+    if !tg.enabled {
+        return Ok(None);
+    }
+    let token = Token::find(home.root()).ok_or_else(|| {
+        Error::Startup(format!(
+            "channels.telegram is enabled but {} is not set (in the environment or {})",
+            telegram::TOKEN_VARIABLE,
+            home.root().join(".env").display()
+        ))
+    })?;
+    Ok(Some(Telegram::new(telegram::client(tg, &token)?, store.clone())))
 }
 
 /// The home's database, with the settings' busy timeout.

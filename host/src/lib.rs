@@ -11,6 +11,7 @@ pub mod agent;
 pub mod api;
 pub mod archives;
 pub mod background;
+pub mod channels;
 pub mod chat;
 pub mod cli;
 pub mod config;

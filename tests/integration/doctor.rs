@@ -18,7 +18,8 @@ fn doctor_reports_every_part() {
             "claude-code",
             "model",
             "image",
-            "disk"
+            "disk",
+            "telegram"
         ]
     );
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();

@@ -11,7 +11,9 @@ mod support;
 
 mod agents;
 mod api;
+mod bot_api;
 mod browser;
+mod channels;
 mod cli;
 mod corpus;
 mod doctor;
@@ -25,4 +27,5 @@ mod routing;
 mod search;
 mod sessions;
 mod stream;
+mod telegram;
 mod viewer;

@@ -143,7 +143,7 @@ impl TestHome {
     /// What agent requests reach, without a queue or scheduler.
     pub fn links(&self) -> g2_host::requests::Links {
         g2_host::requests::Links {
-            channels: g2_host::routing::channels::Channels::new(self.store()),
+            channels: g2_host::channels::Channels::new(self.store()),
             assistant_name: "G2".into(),
             session_changed: None,
             tasks_changed: None,
@@ -317,11 +317,21 @@ pub struct Serve {
     pub child: Child,
     pub url: String,
     home_label: String,
+    log: PathBuf,
 }
 
 impl Drop for Serve {
     fn drop(&mut self) {
         serve_process::stop(&mut self.child);
+        // A failing test shows what the host said.
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            eprintln!("--- the end of serve.log ---");
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+        }
         // Whatever a killed host left (tests kill it on purpose).
         let ids = Command::new("docker")
             .args([
@@ -358,6 +368,7 @@ pub fn serve(home: &TestHome, env: &[(&str, &str)]) -> Serve {
         child,
         url,
         home_label: g2_host::container::home_label(home.path()),
+        log: home.path().join("serve.log"),
     }
 }
 

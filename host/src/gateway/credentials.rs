@@ -12,7 +12,12 @@ use g2_core::privacy::Redactor;
 /// found: what the host cleans archives and captured memory with, so the
 /// credential is redacted even in a shape no pattern knows.
 pub fn redactor(home: &Path) -> Redactor {
-    Redactor::with_literals(Credential::find(home).map(|c| c.value))
+    Redactor::with_literals(
+        Credential::find(home)
+            .map(|c| c.value)
+            .into_iter()
+            .chain(secret(home, crate::channels::telegram::TOKEN_VARIABLE).map(|(v, _)| v)),
+    )
 }
 
 /// Where the credential came from (for `g2 doctor`), never the value.
@@ -20,6 +25,19 @@ pub fn redactor(home: &Path) -> Redactor {
 pub enum Source {
     Environment,
     DotEnv,
+}
+
+/// A secret the host holds (a model credential, a bot token): from the
+/// environment, else from `{home}/.env`, trimmed; empty counts as unset.
+pub fn secret(home: &Path, name: &str) -> Option<(String, Source)> {
+    if let Some(v) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
+        return Some((v.trim().to_string(), Source::Environment));
+    }
+    let file = dotenvy::from_path_iter(home.join(".env")).ok()?;
+    file.filter_map(Result::ok)
+        .filter(|(k, v)| k == name && !v.trim().is_empty())
+        .last()
+        .map(|(_, v)| (v.trim().to_string(), Source::DotEnv))
 }
 
 #[derive(Clone)]
@@ -52,36 +70,18 @@ impl Credential {
     /// Looks in the environment, then in `{home}/.env`; `ANTHROPIC_API_KEY`
     /// before `ANTHROPIC_AUTH_TOKEN`. Empty values count as unset.
     pub fn find(home: &Path) -> Option<Credential> {
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let file: Vec<(String, String)> = dotenvy::from_path_iter(home.join(".env"))
-            .map(|it| it.filter_map(Result::ok).collect())
-            .unwrap_or_default();
-        let dotenv = |name: &str| {
-            file.iter()
-                .rev()
-                .find(|(k, v)| k == name && !v.trim().is_empty())
-                .map(|(_, v)| v.clone())
-        };
-        for (name, kind) in [
+        [
             ("ANTHROPIC_API_KEY", Kind::ApiKey),
             ("ANTHROPIC_AUTH_TOKEN", Kind::AuthToken),
-        ] {
-            if let Some(v) = env(name) {
-                return Some(Credential {
-                    kind,
-                    value: v.trim().to_string(),
-                    source: Source::Environment,
-                });
-            }
-            if let Some(v) = dotenv(name) {
-                return Some(Credential {
-                    kind,
-                    value: v.trim().to_string(),
-                    source: Source::DotEnv,
-                });
-            }
-        }
-        None
+        ]
+        .into_iter()
+        .find_map(|(name, kind)| {
+            secret(home, name).map(|(value, source)| Credential {
+                kind,
+                value,
+                source,
+            })
+        })
     }
 
     /// The variable it came from.

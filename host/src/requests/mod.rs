@@ -24,7 +24,7 @@ use g2_core::wire::{TaskRequest, TaskResponse};
 
 use crate::Error;
 use crate::home::Home;
-use crate::routing::channels::Channels;
+use crate::channels::Channels;
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use g2_core::validate::GroupFolder;

@@ -30,15 +30,35 @@ pub struct Message {
     pub timestamp: String,
     /// Written by the assistant.
     pub from_bot: bool,
+    /// The channel saw it address the assistant (a mention of the bot, a
+    /// reply to one of its messages, a private chat): it wakes the agent
+    /// like a trigger.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub addressed: bool,
+    /// The assistant's answer to this message (`seq`): the one that woke it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<i64>,
 }
 
-/// An inbound message as a channel hands it over.
-#[derive(Debug, Clone, Deserialize)]
+/// An inbound message as a channel hands it over. Only `sender`,
+/// `sender_name` and `text` come from the HTTP API; the rest is what a
+/// platform's channel knows.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Inbound {
     pub sender: String,
     pub sender_name: Option<String>,
     pub text: String,
+    /// The platform's id of the message, unique in its chat: a message
+    /// handed over twice is stored once.
+    #[serde(skip)]
+    pub external_id: Option<String>,
+    /// The platform's thread (forum topic) it was posted in.
+    #[serde(skip)]
+    pub thread: Option<String>,
+    /// It addresses the assistant (see [`Message::addressed`]).
+    #[serde(skip)]
+    pub addressed: bool,
 }
 
 impl Inbound {

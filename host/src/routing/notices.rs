@@ -91,7 +91,7 @@ pub fn give_up(
         .map(|m| m.sender.clone())
         .collect();
     let text = text(&senders, why, how);
-    let m = store::messages::insert_outbound(tx, &group.jid, sender, &text, delivered)?;
+    let m = store::messages::insert_outbound(tx, &group.jid, sender, &text, None, delivered)?;
     router::advance(tx, &group.folder, upto)?;
     router::mark_failing(tx, &group.folder, why)?;
     Ok(m)

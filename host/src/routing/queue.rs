@@ -41,7 +41,7 @@ use crate::Result;
 use crate::agent::{self, Agents, RunOptions, RunReport, Turn};
 use crate::config::QueueSettings;
 use crate::groups::Group;
-use crate::routing::channels::Channels;
+use crate::channels::Channels;
 use crate::routing::notices::{self, GiveUp};
 use crate::routing::rules as router;
 use crate::store::{self, Store};
@@ -450,6 +450,7 @@ impl Queue {
                     let home = self.agents.home();
                     match agent::send_follow_up(home, folder, &b.prompt) {
                         Ok(_) => {
+                            self.channels.working(folder, true);
                             outstanding.push_back(b.upto);
                             *sent_upto = b.upto;
                             run.epoch += 1;
@@ -590,6 +591,7 @@ impl Queue {
                 let Some(b) = self.pending(&group).await else {
                     return;
                 };
+                self.channels.working(folder, true);
                 let kind = Kind::Messages {
                     outstanding: VecDeque::from([b.upto]),
                     sent_upto: b.upto,
@@ -700,6 +702,9 @@ impl Queue {
                     tracing::warn!(group = %folder, "a turn nobody asked for; ignored");
                     return;
                 };
+                if outstanding.is_empty() {
+                    self.channels.working(folder, false);
+                }
                 match turn {
                     Turn::Reply(text) => {
                         g.retries = 0;
@@ -793,6 +798,7 @@ impl Queue {
             return;
         }
         let run = g.run.take().expect("checked above");
+        self.channels.working(folder, false);
         match run.kind {
             Kind::Messages {
                 outstanding,

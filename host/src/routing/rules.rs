@@ -125,17 +125,28 @@ pub fn next_batch(conn: &Connection, group: &Group, after: i64) -> Result<Option
 /// Whether these pending messages wake the group's agent.
 pub fn wakes(group: &Group, pending: &[Message]) -> bool {
     if group.is_main || !group.requires_trigger {
-        return true;
+        return !pending.is_empty();
     }
+    triggering(group, pending).is_some()
+}
+
+/// The newest of these messages that calls the agent: one its channel saw
+/// address it (a mention of the bot, a reply to it), or one that matches
+/// the group's trigger.
+pub fn triggering<'a>(group: &Group, pending: &'a [Message]) -> Option<&'a Message> {
     let pattern = group.trigger_pattern.clone().unwrap_or_default();
-    match crate::groups::trigger_regex(&pattern) {
-        Ok(re) => pending.iter().any(|m| re.is_match(m.text.trim())),
+    let re = match crate::groups::trigger_regex(&pattern) {
+        Ok(re) => Some(re),
         Err(e) => {
             // Patterns are checked when stored; a bad one must not wake on everything.
             tracing::warn!(group = %group.folder, error = %e, "trigger pattern does not compile");
-            false
+            None
         }
-    }
+    };
+    pending
+        .iter()
+        .rev()
+        .find(|m| m.addressed || re.as_ref().is_some_and(|re| re.is_match(m.text.trim())))
 }
 
 /// The pending messages as one routed prompt (see [`g2_core::envelope`]):
@@ -168,9 +179,10 @@ pub fn strip_internal(text: &str) -> String {
 }
 
 /// Stores the agent's reply to the messages up to `upto` and moves the
-/// cursor, in one transaction. Nothing is stored when the reply is empty
-/// once internal notes are removed (the cursor still moves: the messages
-/// were handled).
+/// cursor, in one transaction. The reply answers the message that woke
+/// the agent ([`triggering`]; the newest when every message wakes it).
+/// Nothing is stored when the reply is empty once internal notes are
+/// removed (the cursor still moves: the messages were handled).
 pub fn deliver_reply(
     tx: &Transaction<'_>,
     group: &Group,
@@ -183,8 +195,14 @@ pub fn deliver_reply(
     let stored = if text.is_empty() {
         None
     } else {
+        let after = cursor(tx, &group.folder)?;
+        let mut answered = store::messages::inbound_after(tx, &group.jid, after, MAX_BATCH)?;
+        answered.retain(|m| m.seq <= upto);
+        let reply_to = triggering(group, &answered)
+            .or(answered.last())
+            .map(|m| m.seq);
         Some(store::messages::insert_outbound(
-            tx, &group.jid, sender, &text, delivered,
+            tx, &group.jid, sender, &text, reply_to, delivered,
         )?)
     };
     advance(tx, &group.folder, upto)?;
@@ -234,6 +252,8 @@ mod tests {
             text: text.into(),
             timestamp: "2026-01-01T00:00:00.000Z".into(),
             from_bot: false,
+            addressed: false,
+            reply_to: None,
         }
     }
 
@@ -310,9 +330,11 @@ mod tests {
                             sender: "u1".into(),
                             sender_name: None,
                             text: t,
+                            ..Default::default()
                         },
                     )
                 })
+                .unwrap()
                 .unwrap()
         };
         let m1 = post("context first");
@@ -414,7 +436,8 @@ mod tests {
                         let text = if trigger { format!("@Andy {marker}") } else { marker.clone() };
                         let jid = g.jid.clone();
                         let m = store
-                            .write_blocking(move |tx| store::messages::insert_inbound(tx, &jid, "http", &Inbound { sender: "u1".into(), sender_name: None, text }))
+                            .write_blocking(move |tx| store::messages::insert_inbound(tx, &jid, "http", &Inbound { sender: "u1".into(), sender_name: None, text, ..Default::default() }))
+                            .unwrap()
                             .unwrap();
                         newest = m.seq;
                         people.push((m.seq, marker, trigger));
@@ -422,7 +445,7 @@ mod tests {
                     Op::Bot => {
                         let (jid, marker) = (g.jid.clone(), format!("[bot {n}]"));
                         bots.push(marker.clone());
-                        newest = store.write_blocking(move |tx| store::messages::insert_outbound(tx, &jid, "Andy", &marker, true)).unwrap().seq;
+                        newest = store.write_blocking(move |tx| store::messages::insert_outbound(tx, &jid, "Andy", &marker, None, true)).unwrap().seq;
                     }
                     Op::Answer => {
                         let g2 = g.clone();

@@ -90,6 +90,17 @@ pub fn get(conn: &Connection, folder: &str) -> Result<Option<Group>> {
         .optional()?)
 }
 
+/// The group whose chat this is.
+pub fn by_jid(conn: &Connection, jid: &str) -> Result<Option<Group>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM registered_groups WHERE jid = ?1"),
+            [jid],
+            from_row,
+        )
+        .optional()?)
+}
+
 pub fn main_group(conn: &Connection) -> Result<Option<Group>> {
     Ok(conn
         .query_row(

@@ -1,18 +1,19 @@
 //! The `messages` and `chats` tables: the message log.
 
-use rusqlite::{Connection, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::routing::messages::{Inbound, Message};
 use crate::{Result, store};
 
 /// Stores an inbound message for a chat (creating the chat row on first
-/// use); returns it with its `seq`.
+/// use); returns it with its `seq`, or `None` when a message with the same
+/// platform id (`external_id`) is already stored in the chat.
 pub fn insert_inbound(
     tx: &Transaction<'_>,
     chat_jid: &str,
     channel: &str,
     m: &Inbound,
-) -> Result<Message> {
+) -> Result<Option<Message>> {
     m.check()?;
     let now = crate::now_rfc3339();
     // Cached: a batch runs these once per message in one transaction.
@@ -22,9 +23,27 @@ pub fn insert_inbound(
     )?
     .execute(params![chat_jid, channel, now])?;
     let id = uuid::Uuid::new_v4().to_string();
-    tx.prepare_cached("INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?
-        .execute(params![id, chat_jid, m.sender.trim(), m.sender_name, m.text, now])?;
-    Ok(Message {
+    let added = tx
+        .prepare_cached(
+            "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, external_id, thread, addressed)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (chat_jid, external_id) WHERE external_id IS NOT NULL DO NOTHING",
+        )?
+        .execute(params![
+            id,
+            chat_jid,
+            m.sender.trim(),
+            m.sender_name,
+            m.text,
+            now,
+            m.external_id,
+            m.thread,
+            m.addressed
+        ])?;
+    if added == 0 {
+        return Ok(None);
+    }
+    Ok(Some(Message {
         seq: tx.last_insert_rowid(),
         id,
         chat_jid: chat_jid.to_string(),
@@ -33,16 +52,62 @@ pub fn insert_inbound(
         text: m.text.clone(),
         timestamp: now,
         from_bot: false,
-    })
+        addressed: m.addressed,
+        reply_to: None,
+    }))
 }
 
-/// Stores a message of the assistant for a chat. `delivered` is true when
-/// storing it is its delivery (the HTTP channel: the log and its stream).
+/// Replaces the text of an inbound message (by its platform id) that is
+/// still pending, i.e. stored after `after`; whether one was.
+pub fn edit_pending(
+    tx: &Transaction<'_>,
+    chat_jid: &str,
+    external_id: &str,
+    text: &str,
+    after: i64,
+) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE messages SET content = ?3
+         WHERE chat_jid = ?1 AND external_id = ?2 AND seq > ?4 AND is_bot = 0",
+        params![chat_jid, external_id, text, after],
+    )? > 0)
+}
+
+/// What a platform knows a stored message by: its id there, and the
+/// thread it was posted in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    pub chat_jid: String,
+    pub external_id: Option<String>,
+    pub thread: Option<String>,
+}
+
+/// The platform reference of the message with this `seq`.
+pub fn reference(conn: &Connection, seq: i64) -> Result<Option<Reference>> {
+    Ok(conn
+        .query_row(
+            "SELECT chat_jid, external_id, thread FROM messages WHERE seq = ?1",
+            [seq],
+            |r| {
+                Ok(Reference {
+                    chat_jid: r.get(0)?,
+                    external_id: r.get(1)?,
+                    thread: r.get(2)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+/// Stores a message of the assistant for a chat, answering the message
+/// `reply_to` (a `seq`) if any. `delivered` is true when storing it is its
+/// delivery (the HTTP channel: the log and its stream).
 pub fn insert_outbound(
     tx: &Transaction<'_>,
     chat_jid: &str,
     sender: &str,
     text: &str,
+    reply_to: Option<i64>,
     delivered: bool,
 ) -> Result<Message> {
     let now = crate::now_rfc3339();
@@ -53,9 +118,9 @@ pub fn insert_outbound(
     )?;
     let id = uuid::Uuid::new_v4().to_string();
     tx.execute(
-        "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at)
-         VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END)",
-        params![id, chat_jid, sender, text, now, delivered],
+        "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at, reply_to)
+         VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END, ?7)",
+        params![id, chat_jid, sender, text, now, delivered, reply_to],
     )?;
     Ok(Message {
         seq: tx.last_insert_rowid(),
@@ -66,6 +131,8 @@ pub fn insert_outbound(
         text: text.to_string(),
         timestamp: now,
         from_bot: true,
+        addressed: false,
+        reply_to,
     })
 }
 
@@ -78,19 +145,21 @@ pub fn mark_delivered(tx: &Transaction<'_>, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Outbound messages a channel has not confirmed yet (for redelivery).
-pub fn undelivered(conn: &Connection, limit: usize) -> Result<Vec<Message>> {
+/// Outbound messages after `after` (a `seq`) that a channel has not
+/// confirmed yet (for redelivery), oldest first.
+pub fn undelivered(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {
     store::query_all(
         conn,
         &format!(
-            "SELECT {COLUMNS} FROM messages WHERE is_bot = 1 AND delivered_at IS NULL ORDER BY seq LIMIT ?1"
+            "SELECT {COLUMNS} FROM messages WHERE is_bot = 1 AND delivered_at IS NULL AND seq > ?1 ORDER BY seq LIMIT ?2"
         ),
-        params![limit as i64],
+        params![after, limit as i64],
         row,
     )
 }
 
-const COLUMNS: &str = "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot";
+const COLUMNS: &str =
+    "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot, addressed, reply_to";
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     Ok(Message {
@@ -102,6 +171,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         text: r.get(5)?,
         timestamp: r.get(6)?,
         from_bot: r.get(7)?,
+        addressed: r.get(8)?,
+        reply_to: r.get(9)?,
     })
 }
 

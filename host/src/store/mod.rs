@@ -25,6 +25,7 @@ use crate::Result;
 use crate::error::IoContext;
 
 pub mod archives;
+pub mod deliveries;
 pub mod groups;
 pub mod memory;
 pub mod messages;
@@ -56,6 +57,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../../../migrations/0010_archives_by_session.sql"
         )),
+        M::up(include_str!("../../../migrations/0011_channels.sql")),
     ])
 });
 

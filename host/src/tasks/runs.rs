@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 
 use super::Task;
 use crate::agent::RunReport;
-use crate::routing::channels::Channels;
+use crate::channels::Channels;
 use crate::store::Store;
 
 /// What the run of a task came to: the reply it gave, else the error it

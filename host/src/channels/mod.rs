@@ -1,17 +1,21 @@
 //! Channels: where chat messages come from and replies go to.
 //!
 //! A [`Channel`] carries some chats (by jid) to people: the HTTP API and
-//! its SSE stream (which `g2 chat` uses from a terminal) today; Telegram,
-//! Slack or Discord later. Adding one means implementing the trait and
-//! registering it in [`Channels`]; the router and the queue never see
-//! channels, only the message log.
+//! its SSE stream (which `g2 chat` uses from a terminal), and
+//! [`telegram`]. Adding one means implementing the trait, registering it
+//! in [`Channels`], and running the conformance suite
+//! (`tests/integration/channels.rs`) against it; the router and the queue
+//! never see channels, only the message log.
 //!
-//! - Inbound: a channel calls [`Channels::receive`], which hands the message
-//!   to the sequencer and answers once it is stored, published, and the
-//!   router is woken for the chat's group.
+//! - Inbound: a channel calls [`Channels::receive`] (one message) or
+//!   [`Channels::take_in`] (a platform's batch, with its own progress mark
+//!   written in the same transaction), which hand the messages to the
+//!   sequencer and answer once they are stored, published, and the router
+//!   is woken for their groups.
 //! - Outbound: whoever stored an assistant message calls
-//!   [`Channels::deliver`]; the sequencer publishes it, and it is sent
-//!   through the channel that owns the chat, then marked delivered.
+//!   [`Channels::deliver`]; the sequencer publishes it, and [`outbox`]
+//!   sends it through the channel that owns the chat, in order per chat,
+//!   exactly once (or, when a host died mid-request, at most once).
 //!
 //! The sequencer is one task. It commits the inbound messages that are
 //! queued together in one transaction (group commit) and publishes, after
@@ -25,9 +29,13 @@
 //! published in `seq` order, so a stream reader that catches up from the
 //! store by `seq` sees everything exactly once.
 
+pub mod outbox;
+pub mod telegram;
+
 use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -53,9 +61,52 @@ pub trait Channel: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Whether this channel carries the chat.
     fn owns(&self, chat_jid: &str) -> bool;
-    /// Delivers an assistant message. Storing a message never waits on
-    /// this; a failure leaves it undelivered for a later attempt.
-    fn send<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<()>>;
+    /// Storing a message in the log is its delivery (the HTTP channel):
+    /// nothing is sent.
+    fn delivered_by_storing(&self) -> bool {
+        false
+    }
+    /// The texts a message is sent as, in order (a platform's length
+    /// limit splits long ones). The same message must give the same parts
+    /// every time: a restarted host resumes at the first part not sent.
+    fn parts(&self, m: &Message) -> Vec<String> {
+        vec![m.text.clone()]
+    }
+    /// Sends one part of an assistant message; answers the platform's id
+    /// of what it posted. Storing a message never waits on this.
+    fn send<'a>(
+        &'a self,
+        m: &'a Message,
+        part: usize,
+        text: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<String, SendError>>;
+    /// Shows the chat that the assistant is working (repeated every few
+    /// seconds while it is); platforms without an indicator do nothing.
+    fn typing<'a>(&'a self, _chat_jid: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Why a part was not sent, and so what happens next (see [`outbox`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SendError {
+    /// The platform asks to wait; not sent. Sent again after the wait.
+    #[error("rate limited: retry after {0:?}")]
+    RetryAfter(Duration),
+    /// Not sent (the platform answered with an error, or could not be
+    /// reached). Sent again after a backoff.
+    #[error("{0}")]
+    Transient(String),
+    /// The request may have reached the platform. Never sent again.
+    #[error("{0}")]
+    Uncertain(String),
+    /// The chat cannot be reached (the bot was removed or blocked): the
+    /// group is marked failing with this reason.
+    #[error("{0}")]
+    Gone(String),
+    /// This message is refused for good.
+    #[error("{0}")]
+    Rejected(String),
 }
 
 /// The built-in channel: the message log, read through the HTTP API
@@ -73,9 +124,63 @@ impl Channel for HttpChannel {
         true
     }
 
-    fn send<'a>(&'a self, _message: &'a Message) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async { Ok(()) })
+    fn delivered_by_storing(&self) -> bool {
+        true
     }
+
+    fn send<'a>(
+        &'a self,
+        _m: &'a Message,
+        _part: usize,
+        _text: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
+        Box::pin(async { Ok(String::new()) })
+    }
+}
+
+/// What a channel hands in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Intake {
+    /// A new message for a group's chat.
+    New { folder: GroupFolder, m: Inbound },
+    /// The platform edited a message it handed in before: the new text
+    /// replaces the stored one while that is still pending (not handed to
+    /// the agent); an answered message stays as it was answered.
+    Edit {
+        folder: GroupFolder,
+        external_id: String,
+        text: String,
+    },
+}
+
+impl Intake {
+    fn folder(&self) -> &GroupFolder {
+        match self {
+            Intake::New { folder, .. } | Intake::Edit { folder, .. } => folder,
+        }
+    }
+}
+
+/// What became of one [`Intake`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Taken {
+    Stored(Message),
+    /// Its platform id was stored before (handed in twice).
+    Duplicate,
+    /// An edit that replaced a pending message's text.
+    Edited,
+    /// An edit of a message that is answered, in flight, or unknown.
+    Unchanged,
+}
+
+/// A channel's progress (a `router_state` key and value, such as the
+/// next Telegram update to fetch), written in the transaction that
+/// stores what it took in: a host killed at any point neither loses nor
+/// takes in twice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub key: String,
+    pub value: String,
 }
 
 /// A published message with its JSON, serialized once for every listener.
@@ -94,11 +199,11 @@ impl Live {
 
 /// What the sequencer is asked to do.
 enum Job {
-    /// Store a checked inbound message for a group's chat and answer.
-    Inbound {
-        folder: GroupFolder,
-        m: Inbound,
-        done: oneshot::Sender<Result<Message>>,
+    /// Store what a channel took in (and its mark) and answer.
+    Take {
+        items: Vec<Intake>,
+        mark: Option<Mark>,
+        done: oneshot::Sender<Vec<Result<Taken>>>,
     },
     /// Someone committed messages: publish what is new.
     Stored,
@@ -119,6 +224,7 @@ pub struct Channels {
     list: Arc<Vec<Arc<dyn Channel>>>,
     events: broadcast::Sender<Arc<Live>>,
     sequencer: Arc<Sequencer>,
+    outbox: Arc<outbox::Outbox>,
     /// Folders with new inbound messages, for the router.
     wake: Option<mpsc::UnboundedSender<GroupFolder>>,
 }
@@ -132,6 +238,7 @@ impl Channels {
             0
         });
         Channels {
+            outbox: Arc::new(outbox::Outbox::new(store.clone())),
             store,
             list: Arc::new(vec![Arc::new(HttpChannel)]),
             events: broadcast::channel(LISTENER_BUFFER).0,
@@ -243,17 +350,14 @@ impl Channels {
         })
     }
 
-    fn channel_for(&self, chat_jid: &str) -> Arc<dyn Channel> {
-        self.list
-            .iter()
-            .find(|c| c.owns(chat_jid))
-            .cloned()
-            .unwrap_or_else(|| Arc::new(HttpChannel))
+    /// The channel that carries a chat.
+    pub fn channel_for(&self, chat_jid: &str) -> Arc<dyn Channel> {
+        owner(&self.list, chat_jid)
     }
 
     /// Whether storing a message for this chat delivers it.
     pub fn stored_is_delivered(&self, chat_jid: &str) -> bool {
-        self.channel_for(chat_jid).name() == HttpChannel.name()
+        self.channel_for(chat_jid).delivered_by_storing()
     }
 
     /// Takes in a message for a group's chat: stored, published, routed
@@ -262,47 +366,59 @@ impl Channels {
         // The group is looked up in the batch's transaction (no read of
         // its own per message).
         m.check()?;
-        let (done, stored) = oneshot::channel();
+        let taken = self
+            .take_in(
+                vec![Intake::New {
+                    folder: folder.clone(),
+                    m,
+                }],
+                None,
+            )
+            .await?;
+        match taken.into_iter().next() {
+            Some(Ok(Taken::Stored(m))) => Ok(m),
+            Some(Ok(_)) => Err(Error::Conflict("this message was stored before".into())),
+            Some(Err(e)) => Err(e),
+            None => Err(stopped()),
+        }
+    }
+
+    /// Takes in what a channel received, in order, and writes its `mark`
+    /// in the same transaction; answers for each item. An item that cannot
+    /// be stored (a group removed meanwhile, a message refused) is answered
+    /// with its error and the others are stored; the mark is written all
+    /// the same.
+    pub async fn take_in(
+        &self,
+        items: Vec<Intake>,
+        mark: Option<Mark>,
+    ) -> Result<Vec<Result<Taken>>> {
+        let (done, taken) = oneshot::channel();
         self.jobs()
-            .send(Job::Inbound {
-                folder: folder.clone(),
-                m,
-                done,
-            })
+            .send(Job::Take { items, mark, done })
             .await
             .map_err(|_| stopped())?;
-        stored.await.map_err(|_| stopped())?
+        taken.await.map_err(|_| stopped())
     }
 
     /// Publishes an assistant message that was just stored (in `seq`
-    /// order, through the sequencer) and sends it through its chat's
-    /// channel — in the background, so a slow network never holds up the
-    /// caller (the queue serves every group).
+    /// order, through the sequencer) and hands it to its chat's channel
+    /// through the outbox, which sends in the background: a slow network
+    /// never holds up the caller (the queue serves every group).
     pub async fn deliver(&self, m: Message) {
         if self.jobs().send(Job::Stored).await.is_err() {
             tracing::error!("the message sequencer stopped; a message was not published");
         }
         let channel = self.channel_for(&m.chat_jid);
-        if channel.name() == HttpChannel.name() {
-            return;
+        if !channel.delivered_by_storing() {
+            self.outbox.push(channel, m);
         }
-        let store = self.store.clone();
-        tokio::spawn(async move {
-            match channel.send(&m).await {
-                Ok(()) => {
-                    let id = m.id.clone();
-                    if let Err(e) = store
-                        .write(move |tx| store::messages::mark_delivered(tx, &id))
-                        .await
-                    {
-                        tracing::warn!(error = %e, "could not mark a message delivered");
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(channel = channel.name(), chat = %m.chat_jid, error = %e, "delivery failed; kept for a retry");
-                }
-            }
-        });
+    }
+
+    /// Shows a group's chat that its agent is working (a typing
+    /// indicator, where the platform has one), until called with `false`.
+    pub fn working(&self, folder: &GroupFolder, on: bool) {
+        self.outbox.working(&self.list, folder, on);
     }
 
     /// Stores an assistant message for a chat (outside any cursor: a
@@ -319,31 +435,51 @@ impl Channels {
         );
         let m = self
             .store
-            .write(move |tx| store::messages::insert_outbound(tx, &jid, &sender, &text, delivered))
+            .write(move |tx| {
+                store::messages::insert_outbound(tx, &jid, &sender, &text, None, delivered)
+            })
             .await?;
         self.deliver(m.clone()).await;
         Ok(Some(m))
     }
 
-    /// Sends what other channels have not confirmed yet (at start).
+    /// Sends what other channels have not confirmed yet (at start), in
+    /// order per chat; a part an earlier host was sending when it died is
+    /// not sent again ([`outbox`]).
     pub async fn redeliver(&self) -> Result<usize> {
-        let pending = self
-            .store
-            .read(|c| store::messages::undelivered(c, 1000))
-            .await?;
-        let n = pending.len();
-        for m in pending {
-            if !self.stored_is_delivered(&m.chat_jid) {
-                self.deliver(m).await;
-            } else {
-                let id = m.id.clone();
-                self.store
-                    .write(move |tx| store::messages::mark_delivered(tx, &id))
-                    .await?;
+        let mut n = 0;
+        let mut after = 0;
+        loop {
+            let pending = self
+                .store
+                .read(move |c| store::messages::undelivered(c, after, PAGE))
+                .await?;
+            let Some(last) = pending.last() else {
+                return Ok(n);
+            };
+            after = last.seq;
+            n += pending.len();
+            for m in pending {
+                let channel = self.channel_for(&m.chat_jid);
+                if channel.delivered_by_storing() {
+                    let id = m.id.clone();
+                    self.store
+                        .write(move |tx| store::messages::mark_delivered(tx, &id))
+                        .await?;
+                } else {
+                    self.outbox.push(channel, m);
+                }
             }
         }
-        Ok(n)
     }
+}
+
+/// The channel that carries a chat: the first that owns it.
+fn owner(list: &[Arc<dyn Channel>], chat_jid: &str) -> Arc<dyn Channel> {
+    list.iter()
+        .find(|c| c.owns(chat_jid))
+        .cloned()
+        .unwrap_or_else(|| Arc::new(HttpChannel))
 }
 
 fn stopped() -> Error {
@@ -353,10 +489,10 @@ fn stopped() -> Error {
     )
 }
 
-/// The sequencer: takes whatever is queued (up to [`MAX_BATCH`] inbound
-/// messages), commits it in one transaction, then publishes everything
-/// stored since `published`, in `seq` order, rings the router once per
-/// group, and answers the receivers.
+/// The sequencer: takes whatever is queued (up to [`MAX_BATCH`] jobs),
+/// commits it in one transaction, then publishes everything stored since
+/// `published`, in `seq` order, rings the router once per group, and
+/// answers the channels.
 /// Ends when every [`Channels`] is gone.
 async fn sequence(
     store: Store,
@@ -368,57 +504,87 @@ async fn sequence(
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (mut items, mut dones) = (Vec::new(), Vec::new());
+        let mut takes = Vec::new();
         for job in batch.drain(..) {
-            if let Job::Inbound { folder, m, done } = job {
-                items.push((folder, m));
-                dones.push(done);
+            if let Job::Take { items, mark, done } = job {
+                takes.push((items, mark, done));
             }
         }
-        if items.is_empty() {
+        if takes.is_empty() {
             published = publish_stored(&store, &events, published).await;
             continue;
         }
-        let (after, items) = (published, Arc::new(items));
-        let (batch_items, batch_list) = (items.clone(), list.clone());
+        let (dones, takes): (Vec<_>, Vec<_>) = takes
+            .into_iter()
+            .map(|(items, mark, done)| (done, (items, mark)))
+            .unzip();
+        let (after, takes) = (published, Arc::new(takes));
+        let (batch_takes, batch_list) = (takes.clone(), list.clone());
         let committed = store
             .write(move |tx| {
-                let answers = store_inbound(tx, &batch_list, &batch_items)?;
+                let mut answers = Vec::with_capacity(batch_takes.len());
+                for (items, mark) in batch_takes.iter() {
+                    answers.push(store_inbound(tx, &batch_list, items, mark.as_ref())?);
+                }
                 // Ours are consecutive; what others stored before them is
                 // committed (we hold the write lock) and not yet published.
-                let first = answers.iter().flatten().next().map_or(i64::MAX, |m| m.seq);
+                let first = answers
+                    .iter()
+                    .flatten()
+                    .find_map(|a| match a {
+                        Ok(Taken::Stored(m)) => Some(m.seq),
+                        _ => None,
+                    })
+                    .unwrap_or(i64::MAX);
                 let others = store::messages::between(tx, after, first)?;
                 Ok((others, answers))
             })
             .await;
-        let answers = match committed {
+        let answers: Vec<Vec<Result<Taken>>> = match committed {
             Ok((others, answers)) => {
-                for m in others.into_iter().chain(answers.iter().flatten().cloned()) {
+                let ours = answers.iter().flatten().filter_map(|a| match a {
+                    Ok(Taken::Stored(m)) => Some(m.clone()),
+                    _ => None,
+                });
+                for m in others.into_iter().chain(ours) {
                     published = m.seq;
                     let _ = events.send(Live::new(m));
                 }
                 answers
             }
             Err(e) => {
-                // One bad message must not sink the others: each alone.
-                tracing::warn!(error = %e, n = items.len(), "a batch of messages did not commit; storing them one by one");
-                let mut answers = Vec::with_capacity(dones.len());
-                for i in 0..items.len() {
-                    let (items, list) = (items.clone(), list.clone());
+                // One bad job must not sink the others: each alone.
+                tracing::warn!(error = %e, n = takes.len(), "a batch of messages did not commit; storing them one by one");
+                let mut answers = Vec::with_capacity(takes.len());
+                for i in 0..takes.len() {
+                    let (these, list) = (takes.clone(), list.clone());
                     let one = store
-                        .write(move |tx| store_inbound(tx, &list, &items[i..=i]))
+                        .write(move |tx| {
+                            let (items, mark) = &these[i];
+                            store_inbound(tx, &list, items, mark.as_ref())
+                        })
                         .await;
-                    answers.push(one.and_then(|mut a| a.pop().unwrap_or_else(|| Err(stopped()))));
+                    answers.push(one.unwrap_or_else(|e| {
+                        let why = e.to_string();
+                        takes[i]
+                            .0
+                            .iter()
+                            .map(|_| Err(Error::Invalid(why.clone())))
+                            .collect()
+                    }));
                 }
                 published = publish_stored(&store, &events, published).await;
                 answers
             }
         };
-        // Published, then the router, then the senders.
+        // Published, then the router, then the channels.
         let mut folders: Vec<&GroupFolder> = Vec::new();
-        for ((folder, _), answer) in items.iter().zip(&answers) {
-            if answer.is_ok() && !folders.contains(&folder) {
-                folders.push(folder);
+        for ((items, _), answer) in takes.iter().zip(&answers) {
+            for (item, a) in items.iter().zip(answer) {
+                let wakes = matches!(a, Ok(Taken::Stored(_) | Taken::Edited));
+                if wakes && !folders.contains(&item.folder()) {
+                    folders.push(item.folder());
+                }
             }
         }
         ring(&wake, &folders);
@@ -428,35 +594,64 @@ async fn sequence(
     }
 }
 
-/// Stores inbound messages in the caller's transaction, each for its
-/// group's chat (looked up once per group); a message for a group that is
-/// not registered is answered "not found" and the rest are stored.
+/// Stores what a channel took in, in the caller's transaction, each item
+/// for its group's chat (looked up once per group), then its mark. An item
+/// for a group that is not registered is answered "not found", one that is
+/// refused with why, and the rest are stored.
 fn store_inbound(
     tx: &rusqlite::Transaction<'_>,
     list: &[Arc<dyn Channel>],
-    items: &[(GroupFolder, Inbound)],
-) -> Result<Vec<Result<Message>>> {
-    let mut chats: Vec<(&str, Option<(String, &'static str)>)> = Vec::new();
+    items: &[Intake],
+    mark: Option<&Mark>,
+) -> Result<Vec<Result<Taken>>> {
+    let mut chats: Vec<(&GroupFolder, Option<(String, &'static str)>)> = Vec::new();
     let mut answers = Vec::with_capacity(items.len());
-    for (folder, m) in items {
-        let chat = match chats.iter().find(|(f, _)| f == folder) {
+    for item in items {
+        let folder = item.folder();
+        let chat = match chats.iter().find(|(f, _)| *f == folder) {
             Some((_, c)) => c.clone(),
             None => {
-                let c = store::groups::get(tx, folder)?.map(|g| {
-                    let channel = list
-                        .iter()
-                        .find(|c| c.owns(&g.jid))
-                        .map_or(HttpChannel.name(), |c| c.name());
-                    (g.jid, channel)
-                });
+                let c = store::groups::get(tx, folder)?
+                    .map(|g| (g.jid.clone(), owner(list, &g.jid).name()));
                 chats.push((folder, c.clone()));
                 c
             }
         };
-        answers.push(match chat {
-            Some((jid, channel)) => Ok(store::messages::insert_inbound(tx, &jid, channel, m)?),
-            None => Err(Error::NotFound(format!("group {folder:?}"))),
+        let Some((jid, channel)) = chat else {
+            answers.push(Err(Error::NotFound(format!("group {folder:?}"))));
+            continue;
+        };
+        answers.push(match item {
+            Intake::New { m, .. } => match m.check() {
+                Ok(()) => Ok(store::messages::insert_inbound(tx, &jid, channel, m)?
+                    .map_or(Taken::Duplicate, Taken::Stored)),
+                Err(e) => Err(e),
+            },
+            Intake::Edit {
+                external_id, text, ..
+            } => {
+                // Neither answered nor handed to the agent yet.
+                let cursor = crate::routing::rules::cursor(tx, folder)?;
+                let inflight = crate::routing::rules::inflight(tx, folder)?.unwrap_or(0);
+                let edited = !text.trim().is_empty()
+                    && text.len() <= crate::routing::messages::MAX_TEXT
+                    && store::messages::edit_pending(
+                        tx,
+                        &jid,
+                        external_id,
+                        text,
+                        cursor.max(inflight),
+                    )?;
+                Ok(if edited {
+                    Taken::Edited
+                } else {
+                    Taken::Unchanged
+                })
+            }
         });
+    }
+    if let Some(mark) = mark {
+        store::router_state::set(tx, &mark.key, &mark.value)?;
     }
     Ok(answers)
 }
@@ -518,9 +713,14 @@ mod tests {
         fn owns(&self, jid: &str) -> bool {
             jid.starts_with("rec:")
         }
-        fn send<'a>(&'a self, m: &'a Message) -> BoxFuture<'a, Result<()>> {
-            self.0.lock().unwrap().push(m.text.clone());
-            Box::pin(async { Ok(()) })
+        fn send<'a>(
+            &'a self,
+            _m: &'a Message,
+            _part: usize,
+            text: &'a str,
+        ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
+            self.0.lock().unwrap().push(text.to_string());
+            Box::pin(async { Ok("1".to_string()) })
         }
     }
 
@@ -528,7 +728,7 @@ mod tests {
     async fn a_new_channel_plugs_in_without_the_router() {
         let d = tempfile::tempdir().unwrap();
         let store =
-            Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+            Store::open(&d.path().join("g2.db"), Duration::from_secs(1)).unwrap();
         let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
         let (tx, mut rx) = mpsc::unbounded_channel();
         let ch = Channels::new(store.clone())
@@ -554,6 +754,7 @@ mod tests {
                     sender: "u".into(),
                     sender_name: None,
                     text: "hi".into(),
+                    ..Default::default()
                 },
             )
             .await
@@ -580,19 +781,19 @@ mod tests {
         // Sent in the background, then marked delivered.
         for _ in 0..100 {
             if store
-                .read(|c| store::messages::undelivered(c, 10))
+                .read(|c| store::messages::undelivered(c, 0, 10))
                 .await
                 .unwrap()
                 .is_empty()
             {
                 break;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(rec.0.lock().unwrap().as_slice(), ["hello"]);
         assert!(
             store
-                .read(|c| store::messages::undelivered(c, 10))
+                .read(|c| store::messages::undelivered(c, 0, 10))
                 .await
                 .unwrap()
                 .is_empty(),
@@ -610,7 +811,7 @@ mod tests {
     async fn store_with_fam() -> (tempfile::TempDir, Store, String) {
         let d = tempfile::tempdir().unwrap();
         let store =
-            Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+            Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
         let g = groups::NewGroup {
             folder: "fam".into(),
             name: "Fam".into(),
@@ -644,6 +845,7 @@ mod tests {
                             sender: format!("u{p}"),
                             sender_name: None,
                             text: format!("{i}"),
+                            ..Default::default()
                         },
                     )
                     .await
@@ -683,6 +885,7 @@ mod tests {
                     sender: "u".into(),
                     sender_name: None,
                     text: "x".into(),
+                    ..Default::default()
                 },
             )
             .await;

@@ -1,0 +1,357 @@
+//! The agent's markdown as Telegram messages: split into parts within
+//! Telegram's length limit, each rendered in Telegram's HTML formatting
+//! (`parse_mode = HTML`, the subset the Bot API documents: `b`, `i`, `s`,
+//! `code`, `pre`, `a`, `blockquote`).
+//!
+//! HTML rather than MarkdownV2 because its escaping is three characters
+//! (`&`, `<`, `>`) in text and one more (`"`) in attributes, where
+//! MarkdownV2 reserves eighteen that differ inside code and links. What
+//! the subset lacks is written out: headings in bold, list items with
+//! bullets or numbers, tables as rows of cells, images as their alt text.
+//! Raw HTML in the markdown is shown as text, never passed through.
+//!
+//! Splitting keeps markdown blocks whole (paragraphs, lists, code blocks)
+//! while a part stays within [`MAX_CHARS`] both as HTML and as the plain
+//! source (the fallback when Telegram rejects the formatting). A block
+//! longer than that alone is cut at line ends, then at spaces; a fenced
+//! code block's pieces each get their own fences.
+
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+
+/// The most characters Telegram takes in one message (it counts UTF-16
+/// code units).
+pub const MAX_CHARS: usize = 4096;
+
+fn options() -> Options {
+    Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS
+}
+
+/// Length as Telegram counts it.
+fn units(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+/// Whether a piece of markdown fits in one message, formatted or plain.
+fn fits(markdown: &str) -> bool {
+    units(markdown) <= MAX_CHARS && units(&html(markdown)) <= MAX_CHARS
+}
+
+/// The markdown split into the parts it is sent as, in order; the same
+/// text always gives the same parts.
+pub fn split(markdown: &str) -> Vec<String> {
+    let markdown = markdown.trim();
+    if fits(markdown) {
+        return vec![markdown.to_string()];
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for block in blocks(markdown) {
+        let joined = if current.is_empty() {
+            block.to_string()
+        } else {
+            format!("{current}\n\n{block}")
+        };
+        if fits(&joined) {
+            current = joined;
+            continue;
+        }
+        if !current.is_empty() {
+            parts.push(std::mem::take(&mut current));
+        }
+        if fits(block) {
+            current = block.to_string();
+        } else {
+            parts.extend(cut(block));
+        }
+    }
+    if !current.is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
+/// The top-level blocks of the markdown, as slices of it.
+fn blocks(markdown: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (event, range) in Parser::new_ext(markdown, options()).into_offset_iter() {
+        match event {
+            Event::Start(_) => {
+                if depth == 0 {
+                    start = range.start;
+                }
+                depth += 1;
+            }
+            Event::End(_) => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    out.push(markdown[start..range.end].trim_end());
+                }
+            }
+            // A rule, or HTML at the top level.
+            _ if depth == 0 => out.push(markdown[range].trim_end()),
+            _ => {}
+        }
+    }
+    out.retain(|b| !b.trim().is_empty());
+    out
+}
+
+/// A block too long for one message, in pieces that fit.
+fn cut(block: &str) -> Vec<String> {
+    let fence = ["```", "~~~"].into_iter().find(|f| block.starts_with(f));
+    let (open, inner, close) = match fence {
+        Some(f) => {
+            let first = block.find('\n').unwrap_or(block.len());
+            let body = block[first..].trim_start_matches('\n');
+            let body = body.trim_end().strip_suffix(f).unwrap_or(body);
+            (format!("{}\n", &block[..first]), body, format!("\n{f}"))
+        }
+        None => (String::new(), block, String::new()),
+    };
+    let wrap = |s: &str| format!("{open}{s}{close}");
+    let mut pieces = Vec::new();
+    let mut current = String::new();
+    for word in pieces_of(inner) {
+        let joined = format!("{current}{word}");
+        if fits(&wrap(&joined)) {
+            current = joined;
+            continue;
+        }
+        if !current.is_empty() {
+            pieces.push(wrap(current.trim_end()));
+            current.clear();
+        }
+        // A single word too long for a message: cut it by characters.
+        let mut rest = word;
+        while !fits(&wrap(rest)) {
+            let mut n = rest.len().min(MAX_CHARS / 2);
+            while !rest.is_char_boundary(n) {
+                n -= 1;
+            }
+            // Escaping can triple a character's length.
+            while n > 1 && !fits(&wrap(&rest[..n])) {
+                n /= 2;
+                while !rest.is_char_boundary(n) {
+                    n -= 1;
+                }
+            }
+            pieces.push(wrap(&rest[..n]));
+            rest = &rest[n..];
+        }
+        current = rest.to_string();
+    }
+    if !current.trim().is_empty() {
+        pieces.push(wrap(current.trim_end()));
+    }
+    pieces
+}
+
+/// Lines (with their ends) of a text, and the words of a line too long.
+fn pieces_of(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if units(line) <= MAX_CHARS / 2 {
+            out.push(line);
+        } else {
+            out.extend(line.split_inclusive(' '));
+        }
+    }
+    out
+}
+
+/// Escapes text for Telegram's HTML.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Links Telegram opens, and that are safe to offer.
+fn linkable(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    ["http://", "https://", "mailto:", "tg://"]
+        .iter()
+        .any(|s| lower.starts_with(s))
+}
+
+/// A piece of markdown as Telegram HTML.
+pub fn html(markdown: &str) -> String {
+    let mut out = String::new();
+    // Per open list: the next number (None: bullets).
+    let mut lists: Vec<Option<u64>> = Vec::new();
+    let mut links: Vec<bool> = Vec::new();
+    for event in Parser::new_ext(markdown, options()) {
+        match event {
+            Event::Start(tag) => match tag {
+                Tag::Paragraph => {}
+                Tag::Heading { .. } => out.push_str("<b>"),
+                Tag::BlockQuote(_) => out.push_str("<blockquote>"),
+                Tag::CodeBlock(CodeBlockKind::Fenced(lang)) if !lang.trim().is_empty() => {
+                    let lang: String = lang
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .chars()
+                        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+'))
+                        .collect();
+                    out.push_str(&format!("<pre><code class=\"language-{lang}\">"));
+                }
+                Tag::CodeBlock(_) => out.push_str("<pre><code>"),
+                Tag::List(first) => {
+                    if !out.is_empty() && !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    lists.push(first);
+                }
+                Tag::Item => {
+                    let depth = lists.len().saturating_sub(1);
+                    out.push_str(&"  ".repeat(depth));
+                    match lists.last_mut() {
+                        Some(Some(n)) => {
+                            out.push_str(&format!("{n}. "));
+                            *n += 1;
+                        }
+                        _ => out.push_str("• "),
+                    }
+                }
+                Tag::Emphasis => out.push_str("<i>"),
+                Tag::Strong => out.push_str("<b>"),
+                Tag::Strikethrough => out.push_str("<s>"),
+                Tag::Link { dest_url, .. } => {
+                    let ok = linkable(&dest_url);
+                    if ok {
+                        out.push_str(&format!("<a href=\"{}\">", escape(&dest_url)));
+                    }
+                    links.push(ok);
+                }
+                Tag::TableCell => {
+                    if !out.ends_with('\n') && !out.is_empty() && !out.ends_with("| ") {
+                        out.push_str(" | ");
+                    }
+                }
+                _ => {}
+            },
+            Event::End(tag) => match tag {
+                TagEnd::Paragraph => out.push_str("\n\n"),
+                TagEnd::Heading(_) => out.push_str("</b>\n\n"),
+                TagEnd::BlockQuote(_) => {
+                    trim_end(&mut out);
+                    out.push_str("</blockquote>\n\n");
+                }
+                TagEnd::CodeBlock => {
+                    if out.ends_with('\n') {
+                        out.pop();
+                    }
+                    out.push_str("</code></pre>\n\n");
+                }
+                TagEnd::List(_) => {
+                    lists.pop();
+                    if lists.is_empty() {
+                        trim_end(&mut out);
+                        out.push_str("\n\n");
+                    }
+                }
+                TagEnd::Item => {
+                    trim_end(&mut out);
+                    out.push('\n');
+                }
+                TagEnd::Emphasis => out.push_str("</i>"),
+                TagEnd::Strong => out.push_str("</b>"),
+                TagEnd::Strikethrough => out.push_str("</s>"),
+                TagEnd::Link => {
+                    if links.pop() == Some(true) {
+                        out.push_str("</a>");
+                    }
+                }
+                TagEnd::TableHead | TagEnd::TableRow => out.push('\n'),
+                TagEnd::Table => out.push('\n'),
+                _ => {}
+            },
+            // An image's alt text comes as text.
+            Event::Text(t) => out.push_str(&escape(&t)),
+            Event::Code(t) => out.push_str(&format!("<code>{}</code>", escape(&t))),
+            Event::Html(t) | Event::InlineHtml(t) => out.push_str(&escape(&t)),
+            Event::SoftBreak | Event::HardBreak => out.push('\n'),
+            Event::Rule => out.push_str("——————\n\n"),
+            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
+            Event::FootnoteReference(t) => out.push_str(&format!("[{}]", escape(&t))),
+            Event::InlineMath(t) | Event::DisplayMath(t) => out.push_str(&escape(&t)),
+        }
+    }
+    trim_end(&mut out);
+    out
+}
+
+fn trim_end(s: &mut String) {
+    let n = s.trim_end().len();
+    s.truncate(n);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_becomes_telegram_html_with_escaping() {
+        assert_eq!(html("**bold** and _it_ & <b>x</b>"), "<b>bold</b> and <i>it</i> &amp; &lt;b&gt;x&lt;/b&gt;");
+        assert_eq!(html("# Title\n\ntext"), "<b>Title</b>\n\ntext");
+        assert_eq!(
+            html("```rust\nlet a = 1 < 2;\n```"),
+            "<pre><code class=\"language-rust\">let a = 1 &lt; 2;</code></pre>"
+        );
+        assert_eq!(html("`a<b`"), "<code>a&lt;b</code>");
+        assert_eq!(html("- one\n- two\n\n1. a\n2. b"), "• one\n• two\n\n1. a\n2. b");
+        assert_eq!(
+            html("[site](https://x.y/?a=1&b=\"2\") [bad](javascript:alert(1))"),
+            "<a href=\"https://x.y/?a=1&amp;b=&quot;2&quot;\">site</a> bad"
+        );
+        assert_eq!(html("> quoted\n> more"), "<blockquote>quoted\nmore</blockquote>");
+        assert_eq!(html("~~gone~~"), "<s>gone</s>");
+        assert_eq!(html("![a cat](https://x/c.png)"), "a cat");
+    }
+
+    #[test]
+    fn long_texts_split_on_paragraphs_in_order_and_within_the_limit() {
+        let paras: Vec<String> = (0..50)
+            .map(|i| format!("Paragraph {i}: {}", "word ".repeat(20).trim_end()))
+            .collect();
+        let text = paras.join("\n\n");
+        assert!(text.len() > 5000);
+        let parts = split(&text);
+        assert_eq!(parts.len(), 2, "{parts:?}");
+        assert!(parts.iter().all(|p| fits(p)));
+        // Whole paragraphs, in order, nothing lost.
+        assert_eq!(parts.join("\n\n"), text.trim());
+        assert!(parts[1].starts_with("Paragraph "));
+        assert_eq!(split("short"), ["short"]);
+        assert_eq!(split(&text), parts, "the same text splits the same way");
+    }
+
+    #[test]
+    fn oversized_blocks_are_cut_and_code_keeps_its_fences() {
+        let code = format!("```\n{}```", "let x = 1;\n".repeat(800));
+        let parts = split(&code);
+        assert!(parts.len() >= 2);
+        for p in &parts {
+            assert!(fits(p), "{} units", units(p));
+            assert!(p.starts_with("```\n") && p.ends_with("\n```"), "{p:.40}");
+        }
+        let word = "x".repeat(10_000);
+        let parts = split(&word);
+        assert!(parts.iter().all(|p| fits(p)));
+        assert_eq!(parts.concat(), word);
+        // Escaping counts: a text of '<' is three times longer as HTML.
+        let angles = "<".repeat(5000);
+        assert!(split(&angles).iter().all(|p| fits(p)));
+    }
+}

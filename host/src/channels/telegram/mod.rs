@@ -1,0 +1,394 @@
+//! Telegram: group chats, private chats and forum topics through the Bot
+//! API, with `teloxide-core` as the typed client.
+//!
+//! - **Chats.** A chat is the jid `tg:<chat_id>`; a forum topic is
+//!   `tg:<chat_id>:<topic_id>` ([`Jid`]). A topic registered as a group of
+//!   its own is its own agent, memory and session; a topic that is not
+//!   shares its chat's group, and the reply goes back into the topic it
+//!   was asked in (the message's thread is stored with it).
+//! - **Inbound** ([`inbound`]): one long-polling loop calls `getUpdates`
+//!   and hands each batch to [`Channels::take_in`] with the next offset as
+//!   its [`Mark`], so the updates and the offset commit together: a host
+//!   killed before the commit fetches the same updates again, one killed
+//!   after it never sees them again, and a message stored twice is stored
+//!   once anyway (its Telegram message id is unique in its chat).
+//! - **Outbound**: a message is split by [`format::split`], each part sent
+//!   as HTML ([`format::html`]) and, when Telegram rejects the formatting
+//!   ("can't parse entities"), again as plain text. The first part quotes
+//!   the message that woke the agent (not in private chats, where every
+//!   message does). [`crate::channels::outbox`] does the ordering, the
+//!   waiting and the exactly-once bookkeeping; this module says what each
+//!   Bot API error means ([`send_error`]).
+//!
+//! The token is read from [`TOKEN_VARIABLE`] (the environment or
+//! `{home}/.env`), kept in the client, and never logged: teloxide removes
+//! it from the URLs of its network errors, and the redactor of archives
+//! and memory knows it.
+
+pub mod format;
+mod inbound;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use futures_util::future::BoxFuture;
+use teloxide_core::payloads::{SendChatActionSetters, SendMessageSetters};
+use teloxide_core::requests::{Request, Requester};
+use teloxide_core::types::{
+    ChatAction, ChatId, MessageId, ParseMode, ReplyParameters, ThreadId,
+};
+use teloxide_core::{ApiError, Bot, RequestError};
+
+use super::{Channel, Channels, SendError};
+use crate::background::Background;
+use crate::config::TelegramSettings;
+use crate::routing::messages::Message;
+use crate::store::{self, Store};
+use crate::{Error, Result};
+
+/// Where the bot token is read from (the environment, then `{home}/.env`).
+pub const TOKEN_VARIABLE: &str = "TELEGRAM_BOT_TOKEN";
+/// The jid prefix of Telegram chats.
+pub const PREFIX: &str = "tg:";
+/// The channel's name, stored with its chats.
+const NAME: &str = "telegram";
+
+/// A Telegram chat, or one forum topic of it, as a jid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Jid {
+    pub chat: i64,
+    pub topic: Option<i32>,
+}
+
+impl Jid {
+    /// `tg:<chat_id>` or `tg:<chat_id>:<topic_id>`; None for anything
+    /// else.
+    pub fn parse(jid: &str) -> Option<Jid> {
+        let rest = jid.strip_prefix(PREFIX)?;
+        let (chat, topic) = match rest.split_once(':') {
+            Some((c, t)) => (c, Some(t)),
+            None => (rest, None),
+        };
+        let chat: i64 = chat.parse().ok().filter(|c| *c != 0)?;
+        let topic = match topic {
+            Some(t) => Some(t.parse::<i32>().ok().filter(|t| *t > 0)?),
+            None => None,
+        };
+        // No sign, spaces or leading zeros the number would not print back.
+        let jid_back = Jid { chat, topic };
+        (jid_back.to_string() == jid).then_some(jid_back)
+    }
+
+    /// A private chat with one person (positive ids; groups are negative).
+    pub fn is_private(&self) -> bool {
+        self.chat > 0
+    }
+}
+
+impl fmt::Display for Jid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.topic {
+            Some(t) => write!(f, "{PREFIX}{}:{t}", self.chat),
+            None => write!(f, "{PREFIX}{}", self.chat),
+        }
+    }
+}
+
+/// Checks a jid that claims to be Telegram's (at registration).
+pub fn check_jid(jid: &str) -> Result<()> {
+    if jid.starts_with(PREFIX) && Jid::parse(jid).is_none() {
+        return Err(Error::Invalid(format!(
+            "jid {jid:?}: a Telegram chat is tg:<chat_id> (e.g. tg:-1001234567890), \
+             a forum topic tg:<chat_id>:<topic_id>"
+        )));
+    }
+    Ok(())
+}
+
+/// The bot token: shown nowhere.
+#[derive(Clone)]
+pub struct Token(String);
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(redacted)")
+    }
+}
+
+impl Token {
+    /// The token from the environment or `{home}/.env`.
+    pub fn find(home: &Path) -> Option<Token> {
+        crate::gateway::credentials::secret(home, TOKEN_VARIABLE).map(|(v, _)| Token(v))
+    }
+}
+
+/// The bot as `getMe` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub id: u64,
+    /// Without the `@`.
+    pub username: String,
+}
+
+/// A Bot API client for the settings' server.
+pub fn client(settings: &TelegramSettings, token: &Token) -> Result<Bot> {
+    let url = url::Url::parse(&settings.api_url)
+        .map_err(|e| Error::Config(format!("channels.telegram.api_url: {e}")))?;
+    let http = teloxide_core::net::default_reqwest_settings()
+        .build()
+        .map_err(|e| Error::Config(format!("the Telegram client: {e}")))?;
+    Ok(Bot::with_client(token.0.clone(), http).set_api_url(url))
+}
+
+/// Asks the Bot API who the bot is (`getMe`): checks the token.
+pub async fn identify(bot: &Bot) -> std::result::Result<Identity, String> {
+    let me = bot.get_me().send().await.map_err(|e| match e {
+        RequestError::Api(ApiError::InvalidToken) => {
+            format!("the Bot API refused the token ({e}); check {TOKEN_VARIABLE}")
+        }
+        e => e.to_string(),
+    })?;
+    Ok(Identity {
+        id: me.user.id.0,
+        username: me.user.username.clone().unwrap_or_default(),
+    })
+}
+
+/// The Telegram channel.
+pub struct Telegram {
+    bot: Bot,
+    store: Store,
+    /// Known once `getMe` answered (before the first update is read).
+    me: OnceLock<Identity>,
+}
+
+impl Telegram {
+    pub fn new(bot: Bot, store: Store) -> Arc<Telegram> {
+        Arc::new(Telegram {
+            bot,
+            store,
+            me: OnceLock::new(),
+        })
+    }
+
+    /// Starts the long-polling loop that takes updates in through
+    /// `channels` (which must carry this channel).
+    pub fn start(self: &Arc<Self>, channels: Channels, settings: TelegramSettings) -> Background {
+        let tg = self.clone();
+        Background::spawn(move |stop| inbound::poll(tg, channels, settings, stop))
+    }
+
+    /// Sends a text to a chat as it is, outside the message log (the
+    /// notice to an unregistered chat).
+    async fn notify(&self, chat: i64, text: &str) -> std::result::Result<(), SendError> {
+        self.bot
+            .send_message(ChatId(chat), text)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(send_error)
+    }
+
+    async fn post(
+        &self,
+        jid: Jid,
+        html: Option<String>,
+        plain: &str,
+        thread: Option<i32>,
+        quote: Option<i32>,
+    ) -> std::result::Result<teloxide_core::types::Message, RequestError> {
+        let mut req = match html {
+            Some(h) => self
+                .bot
+                .send_message(ChatId(jid.chat), h)
+                .parse_mode(ParseMode::Html),
+            None => self.bot.send_message(ChatId(jid.chat), plain),
+        };
+        if let Some(t) = thread {
+            req = req.message_thread_id(ThreadId(MessageId(t)));
+        }
+        if let Some(q) = quote {
+            req = req.reply_parameters(ReplyParameters::new(MessageId(q)).allow_sending_without_reply());
+        }
+        req.send().await
+    }
+}
+
+impl Channel for Telegram {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn owns(&self, chat_jid: &str) -> bool {
+        chat_jid.starts_with(PREFIX)
+    }
+
+    fn parts(&self, m: &Message) -> Vec<String> {
+        format::split(&m.text)
+    }
+
+    fn send<'a>(
+        &'a self,
+        m: &'a Message,
+        part: usize,
+        text: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
+        Box::pin(async move {
+            let jid = Jid::parse(&m.chat_jid)
+                .ok_or_else(|| SendError::Rejected(format!("{:?} is not a Telegram chat", m.chat_jid)))?;
+            // What it answers: its Telegram id (to quote) and topic.
+            let answered = match m.reply_to {
+                Some(seq) => self
+                    .store
+                    .read(move |c| store::messages::reference(c, seq))
+                    .await
+                    .map_err(|e| SendError::Transient(e.to_string()))?
+                    .filter(|r| r.chat_jid == m.chat_jid),
+                None => None,
+            };
+            let thread = jid.topic.or_else(|| {
+                answered
+                    .as_ref()
+                    .and_then(|r| r.thread.as_deref()?.parse().ok())
+            });
+            let quote = answered
+                .as_ref()
+                .filter(|_| part == 0 && !jid.is_private())
+                .and_then(|r| r.external_id.as_deref()?.parse().ok());
+            let sent = match self
+                .post(jid, Some(format::html(text)), text, thread, quote)
+                .await
+            {
+                Err(RequestError::Api(ApiError::CantParseEntities(why))) => {
+                    tracing::warn!(chat = %m.chat_jid, error = %why, "Telegram rejected the formatting; sending the part as plain text");
+                    self.post(jid, None, text, thread, quote).await
+                }
+                other => other,
+            };
+            sent.map(|msg| msg.id.0.to_string()).map_err(send_error)
+        })
+    }
+
+    fn typing<'a>(&'a self, chat_jid: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(jid) = Jid::parse(chat_jid) else {
+                return;
+            };
+            let mut req = self.bot.send_chat_action(ChatId(jid.chat), ChatAction::Typing);
+            if let Some(t) = jid.topic {
+                req = req.message_thread_id(ThreadId(MessageId(t)));
+            }
+            if let Err(e) = req.send().await {
+                tracing::debug!(chat = %chat_jid, error = %e, "typing indicator");
+            }
+        })
+    }
+}
+
+/// What a Bot API error means for the part that was being sent.
+fn send_error(e: RequestError) -> SendError {
+    match e {
+        RequestError::RetryAfter(s) => SendError::RetryAfter(s.duration()),
+        RequestError::MigrateToChatId(id) => SendError::Gone(format!(
+            "the group became a supergroup: register it again as {PREFIX}{}",
+            id.0
+        )),
+        RequestError::Api(api) => {
+            let why = api.to_string();
+            match api {
+                ApiError::BotBlocked
+                | ApiError::BotKicked
+                | ApiError::BotKickedFromSupergroup
+                | ApiError::BotKickedFromChannel
+                | ApiError::UserDeactivated
+                | ApiError::CantInitiateConversation
+                | ApiError::CantTalkWithBots
+                | ApiError::ChatNotFound
+                | ApiError::GroupDeactivated
+                | ApiError::NotEnoughRightsToPostMessages
+                | ApiError::InvalidToken => SendError::Gone(why),
+                ApiError::Unknown(d) if d.starts_with("Forbidden") => SendError::Gone(d),
+                // Telegram's own trouble: the message was not taken.
+                ApiError::Unknown(d)
+                    if d.starts_with("Internal Server Error")
+                        || d.starts_with("Bad Gateway")
+                        || d.starts_with("Too Many Requests") =>
+                {
+                    SendError::Transient(d)
+                }
+                _ => SendError::Rejected(why),
+            }
+        }
+        // The request never left: safe to send again.
+        RequestError::Network(e) if e.is_connect() || e.is_builder() => {
+            SendError::Transient(e.to_string())
+        }
+        // It may have arrived; its answer did not.
+        RequestError::Network(e) => SendError::Uncertain(e.to_string()),
+        RequestError::InvalidJson { .. } => {
+            SendError::Uncertain("the Bot API answered with something that is not its JSON".into())
+        }
+        RequestError::Io(e) => SendError::Transient(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jids_name_a_chat_or_a_topic_and_nothing_else() {
+        assert_eq!(
+            Jid::parse("tg:-1001234567890"),
+            Some(Jid {
+                chat: -1001234567890,
+                topic: None
+            })
+        );
+        assert_eq!(
+            Jid::parse("tg:-100123:7"),
+            Some(Jid {
+                chat: -100123,
+                topic: Some(7)
+            })
+        );
+        assert!(Jid::parse("tg:42").unwrap().is_private());
+        for bad in [
+            "tg:", "tg:abc", "tg:0", "tg:+5", "tg:-00", "tg:1:0", "tg:1:-3", "tg:1:2:3", "tg: 1",
+            "local:x", "tg:007",
+        ] {
+            assert_eq!(Jid::parse(bad), None, "{bad}");
+        }
+        assert!(check_jid("tg:-1").is_ok() && check_jid("local:x").is_ok());
+        assert!(check_jid("tg:x").is_err());
+    }
+
+    #[test]
+    fn bot_api_errors_decide_what_happens_to_a_part() {
+        use teloxide_core::types::Seconds;
+        assert_eq!(
+            send_error(RequestError::RetryAfter(Seconds::from_seconds(3))),
+            SendError::RetryAfter(std::time::Duration::from_secs(3))
+        );
+        assert!(matches!(
+            send_error(RequestError::Api(ApiError::BotKickedFromSupergroup)),
+            SendError::Gone(_)
+        ));
+        assert!(matches!(
+            send_error(RequestError::Api(ApiError::Unknown(
+                "Forbidden: bot was kicked from the group chat".into()
+            ))),
+            SendError::Gone(_)
+        ));
+        assert!(matches!(
+            send_error(RequestError::Api(ApiError::MessageIsTooLong)),
+            SendError::Rejected(_)
+        ));
+        assert!(matches!(
+            send_error(RequestError::MigrateToChatId(ChatId(-100_5))),
+            SendError::Gone(w) if w.contains("tg:-1005")
+        ));
+        assert!(format!("{:?}", Token("123:secret".into())).contains("redacted"));
+    }
+}

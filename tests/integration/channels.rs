@@ -1,0 +1,219 @@
+//! The channel conformance suite: what every channel must do, run
+//! through the `Channel` trait by a real `g2 serve` (real Docker, the
+//! real Claude Code, the offline model) for each platform. A new platform
+//! adds a [`Platform`] variant (how a person speaks there, how the
+//! assistant's messages are seen there) and runs [`suite`].
+//!
+//! - store before route: every message is in the log, in the order it
+//!   came, before its answer;
+//! - ordering: answers come back in the order the questions were asked,
+//!   each question answered once;
+//! - ownership: a chat's answers go out only through the channel that
+//!   owns it;
+//! - no echo: the assistant's own messages, seen again on the platform,
+//!   wake nothing;
+//! - exactly once across a restart: a host killed mid-turn answers after
+//!   it starts again, once.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::bot_api::{BOT_ID, BotApi};
+use crate::support::*;
+
+enum Platform {
+    Http,
+    Telegram(BotApi),
+}
+
+/// The chat of the group under test on the platform.
+const TG_CHAT: i64 = -100_400;
+
+impl Platform {
+    fn register(&self, home: &TestHome) {
+        match self {
+            Platform::Http => home.ok(&["groups", "add", "one", "--name", "One"]),
+            Platform::Telegram(_) => home.ok(&[
+                "groups",
+                "add",
+                "one",
+                "--jid",
+                &format!("tg:{TG_CHAT}"),
+                "--name",
+                "One",
+            ]),
+        };
+        // Another group on the HTTP channel, for ownership.
+        home.ok(&["groups", "add", "web", "--name", "Web"]);
+    }
+
+    fn serve(&self, home: &TestHome) -> Serve {
+        match self {
+            Platform::Http => serve(home, &[]),
+            Platform::Telegram(api) => crate::telegram::serve_with(home, api, &[]),
+        }
+    }
+
+    /// A person addresses the assistant in the group's chat.
+    async fn say(&self, s: &Serve, who: &str, text: &str) {
+        match self {
+            Platform::Http => {
+                post(&s.url, "one", who, &format!("@G2\n{text}")).await;
+            }
+            Platform::Telegram(api) => {
+                api.message(TG_CHAT, 9000 + who.len() as i64, who, &format!("@g2bot\n{text}"), json!({}));
+            }
+        }
+    }
+
+    /// The platform shows the assistant's own message again.
+    async fn echo(&self, s: &Serve, text: &str) {
+        match self {
+            // The log's own messages are what its readers see; the router
+            // never takes the assistant's.
+            Platform::Http => {
+                let _ = s;
+                let _ = text;
+            }
+            Platform::Telegram(api) => {
+                api.push(
+                    "message",
+                    TG_CHAT,
+                    json!({ "id": BOT_ID, "is_bot": true, "first_name": "G2", "username": "g2bot" }),
+                    text,
+                    json!({}),
+                );
+            }
+        }
+    }
+
+    /// What people in the group's chat were sent, in order.
+    async fn replies(&self, s: &Serve) -> Vec<String> {
+        match self {
+            Platform::Http => bot_messages(&s.url, "one")
+                .await
+                .iter()
+                .map(|m| m["text"].as_str().unwrap_or_default().to_string())
+                .collect(),
+            Platform::Telegram(api) => api.sent_to(TG_CHAT).into_iter().map(|m| m.text).collect(),
+        }
+    }
+
+    /// Everything any platform chat was sent (ownership).
+    fn platform_sent(&self) -> Vec<String> {
+        match self {
+            Platform::Http => Vec::new(),
+            Platform::Telegram(api) => api.sent().into_iter().map(|m| m.text).collect(),
+        }
+    }
+
+    async fn wait_for(&self, s: &Serve, what: &str, secs: u64) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let r = self.replies(s).await;
+            if r.iter().any(|t| t.contains(what)) {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "no reply with {what:?}: {r:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn suite(p: Platform) {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    p.register(&home);
+    let mut s = p.serve(&home);
+
+    // Store before route, and ordering.
+    for i in 1..=3 {
+        p.say(&s, "ann", &format!("question-{i}")).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    p.wait_for(&s, "question-3", 180).await;
+    let replies = p.replies(&s).await;
+    let all = replies.join("\n");
+    let at: Vec<usize> = (1..=3)
+        .map(|i| {
+            let q = format!("question-{i}");
+            assert_eq!(all.matches(&q).count(), 1, "{q} answered once: {replies:?}");
+            all.find(&q).unwrap()
+        })
+        .collect();
+    assert!(at[0] < at[1] && at[1] < at[2], "answered in order: {replies:?}");
+    let log = get_json(&format!("{}/api/groups/one/messages?limit=100", s.url)).await;
+    let log = log.as_array().unwrap();
+    let asked: Vec<&str> = log
+        .iter()
+        .filter(|m| m["from_bot"] == false)
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked.len(), 3, "{log:?}");
+    assert!(asked.iter().enumerate().all(|(i, t)| t.ends_with(&format!("question-{}", i + 1))));
+    let first_answer = log.iter().position(|m| m["from_bot"] == true).unwrap();
+    assert!(first_answer > 0, "stored before it was answered");
+
+    // Ownership: the HTTP group's answer stays in the log.
+    post(&s.url, "web", "bob", "@G2 web-question").await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while bot_messages(&s.url, "web").await.is_empty() {
+        assert!(Instant::now() < deadline, "web never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!p.platform_sent().iter().any(|t| t.contains("web-question")));
+
+    // No echo.
+    let before = p.replies(&s).await.len();
+    p.echo(&s, "@g2bot question-echo").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(p.replies(&s).await.len(), before, "nothing answered the echo");
+
+    // Exactly once across a restart: killed mid-turn.
+    p.say(&s, "ann", "g2:bash sleep 5; echo slow-answer").await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while home.store().read(|c| {
+        Ok(c.query_row(
+            "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:one'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )?)
+    })
+    .await
+    .unwrap()
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the turn never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let s = p.serve(&home);
+    p.wait_for(&s, "slow-answer", 180).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let replies = p.replies(&s).await;
+    assert_eq!(
+        replies.iter().filter(|t| t.contains("slow-answer")).count(),
+        1,
+        "{replies:?}"
+    );
+    assert_eq!(
+        replies.iter().filter(|t| t.contains("question-")).count(),
+        before,
+        "nothing answered twice: {replies:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_channel_conforms() {
+    suite(Platform::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_telegram_channel_conforms() {
+    suite(Platform::Telegram(BotApi::start().await)).await;
+}

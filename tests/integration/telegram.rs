@@ -1,0 +1,215 @@
+//! The Telegram channel end to end: `g2 serve` with real Docker, the real
+//! Claude Code and the offline model, against the local Bot API server of
+//! [`crate::bot_api`]: mentions and context, unregistered chats, long
+//! replies, rejected formatting, rate limits, a removed bot, and a host
+//! killed after fetching updates and after sending a reply.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::bot_api::{BOT_ID, BotApi, Failure, TOKEN};
+use crate::support::*;
+
+/// `g2 serve`'s environment for the channel at `api`.
+pub fn env(api: &BotApi) -> Vec<(&'static str, String)> {
+    vec![
+        ("G2_CHANNELS__TELEGRAM__ENABLED", "true".into()),
+        ("G2_CHANNELS__TELEGRAM__API_URL", api.url.clone()),
+        ("G2_CHANNELS__TELEGRAM__POLL_TIMEOUT_SECS", "5".into()),
+        ("TELEGRAM_BOT_TOKEN", TOKEN.into()),
+    ]
+}
+
+pub fn serve_with(home: &TestHome, api: &BotApi, more: &[(&'static str, &str)]) -> Serve {
+    let env = env(api);
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend_from_slice(more);
+    serve(home, &all)
+}
+
+/// Messages stored for a chat (people's and the assistant's).
+async fn stored(base: &str, folder: &str) -> Vec<serde_json::Value> {
+    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
+    if !image_ready() {
+        return;
+    }
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "family", "--jid", "tg:-100200", "--name", "Family"]);
+    let s = serve_with(&home, &api, &[]);
+
+    api.message(-100200, 42, "Ann", "we need milk", json!({}));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(api.sent_to(-100200).is_empty(), "no mention, no answer");
+    let asked = api.message(-100200, 43, "Bob", "@g2bot hello", json!({}));
+    let sent = api.wait_sent(-100200, 1, 120).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let reply = &sent[0];
+    assert!(reply.text.contains("Offline model (g2) received"), "{reply:?}");
+    assert!(
+        reply.text.contains("we need milk") && reply.text.contains("@g2bot hello"),
+        "the unmentioned message went along as context: {reply:?}"
+    );
+    assert_eq!(reply.reply_to, Some(asked), "a reply to the mention");
+    assert_eq!(reply.parse_mode.as_deref(), Some("HTML"));
+    assert!(
+        api.actions().contains(&(-100200, "typing".to_string())),
+        "a typing indicator while the agent worked"
+    );
+    // Stored with who said it, and the reply marked sent.
+    let log = stored(&s.url, "family").await;
+    let people: Vec<_> = log.iter().filter(|m| m["from_bot"] == false).collect();
+    assert_eq!(people.len(), 2);
+    assert_eq!(people[0]["sender"], "42");
+    assert_eq!(people[0]["sender_name"], "Ann");
+    assert_eq!(people[1]["addressed"], true);
+
+    // A reply to one of the bot's messages calls it too.
+    api.message(
+        -100200,
+        42,
+        "Ann",
+        "and bread?",
+        json!({ "reply_to_message": { "message_id": reply.message_id, "date": 1, "chat": { "id": -100200, "type": "supergroup", "title": "Family" }, "from": { "id": BOT_ID, "is_bot": true, "first_name": "G2" }, "text": "x" } }),
+    );
+    let sent = api.wait_sent(-100200, 2, 120).await;
+    assert!(sent[1].text.contains("and bread?"), "{:?}", sent[1]);
+
+    // Another bot, and the bot itself, are never routed.
+    api.push("message", -100200, json!({ "id": 555, "is_bot": true, "first_name": "Other" }), "@g2bot ping", json!({}));
+    api.push("message", -100200, json!({ "id": BOT_ID, "is_bot": true, "first_name": "G2" }), "@g2bot echo", json!({}));
+    // An unregistered chat gets nothing, and nothing of it is stored.
+    api.message(-100999, 44, "Eve", "@g2bot anyone?", json!({}));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(api.sent_to(-100200).len(), 2);
+    assert!(api.sent_to(-100999).is_empty());
+    assert_eq!(stored(&s.url, "family").await.len(), 5, "two bots' messages not stored");
+    let strangers: i64 = home
+        .store()
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM messages WHERE chat_jid LIKE 'tg:-100999%'",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(strangers, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_replies_rejected_formatting_rate_limits_and_a_removed_bot() {
+    if !image_ready() {
+        return;
+    }
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    // A private chat: every message addresses the bot.
+    home.ok(&["groups", "add", "ann", "--jid", "tg:4242", "--name", "Ann"]);
+    home.ok(&["groups", "add", "club", "--jid", "tg:-100300", "--name", "Club"]);
+    let s = serve_with(&home, &api, &[("G2_CHANNELS__TELEGRAM__UNREGISTERED", "notice")]);
+
+    // Three results of ~1,900 characters, in paragraphs: over 5,000.
+    let fill = |w: &str| {
+        format!(
+            "g2:bash for i in $(seq 1 26); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
+        )
+    };
+    api.fail_next_send(Failure::TooMany(1));
+    let asked_at = Instant::now();
+    api.message(4242, 4242, "Ann", &[fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n"), json!({}));
+    let sent = api.wait_sent(4242, 2, 180).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent_now = api.sent_to(4242);
+    assert_eq!(sent_now.len(), 2, "two messages: {sent_now:?}");
+    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
+    assert!(total > 5000, "{total} characters");
+    assert!(sent[0].text.contains("Alpha paragraph 1,"), "{:.200}", sent[0].text);
+    assert!(sent[1].text.contains("Gamma paragraph 26,"), "in order: {:.200}", sent[1].text);
+    assert!(sent.iter().all(|m| m.text.encode_utf16().count() <= 4096));
+    assert!(sent[0].message_id < sent[1].message_id);
+    assert_eq!(api.rejected(), 1, "one 429");
+    assert!(sent[0].at - asked_at >= Duration::from_secs(1), "waited retry_after");
+    assert_eq!(sent[0].reply_to, None, "no quote in a private chat");
+
+    // Formatting Telegram refuses is sent again as plain text, not lost.
+    api.fail_next_send(Failure::BadFormatting);
+    api.message(4242, 4242, "Ann", "make this *bold*", json!({}));
+    let sent = api.wait_sent(4242, 3, 120).await;
+    assert_eq!(sent[2].parse_mode, None, "{:?}", sent[2]);
+    assert!(sent[2].text.contains("make this *bold*"), "{:?}", sent[2]);
+    assert_eq!(api.rejected(), 2);
+
+    // The bot removed from a chat: 403, and the group is marked failing.
+    api.kick(-100300);
+    api.message(-100300, 7, "Cy", "@g2bot still there?", json!({}));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
+        if let Some(e) = st["failing"]["error"].as_str() {
+            assert!(e.contains("kicked"), "{e}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "club never marked failing: {st}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // An unregistered chat that calls the bot is told once how to register.
+    api.message(-100777, 8, "Dee", "@g2bot hi", json!({}));
+    api.message(-100777, 8, "Dee", "@g2bot hello?", json!({}));
+    let notice = api.wait_sent(-100777, 1, 30).await;
+    assert!(notice[0].text.contains("tg:-100777"), "{:?}", notice[0]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(api.sent_to(-100777).len(), 1, "once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_after_sending_does_not_send_again() {
+    if !image_ready() {
+        return;
+    }
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "ann", "--jid", "tg:4243", "--name", "Ann"]);
+    let mut s = serve_with(&home, &api, &[]);
+    // Telegram takes the reply; the host dies before it hears back.
+    api.fail_next_send(Failure::Hold);
+    api.message(4243, 4243, "Ann", "first question", json!({}));
+    api.wait_sent(4243, 1, 120).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+
+    let s = serve_with(&home, &api, &[]);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let sent = api.sent_to(4243);
+    assert_eq!(sent.len(), 1, "not sent again: {sent:?}");
+    let log = stored(&s.url, "ann").await;
+    assert_eq!(
+        log.iter().filter(|m| m["from_bot"] == true).count(),
+        1,
+        "answered once: {log:?}"
+    );
+    let state: String = home
+        .store()
+        .read(|c| Ok(c.query_row("SELECT state FROM deliveries", [], |r| r.get(0))?))
+        .await
+        .unwrap();
+    assert_eq!(state, "uncertain");
+    // The chat goes on.
+    api.message(4243, 4243, "Ann", "second question", json!({}));
+    let sent = api.wait_sent(4243, 2, 120).await;
+    assert!(sent[1].text.contains("second question"), "{:?}", sent[1]);
+    let update = api.last_update_id();
+    assert_eq!(api.times_fetched(update), 1, "no update fetched twice");
+}
+
