@@ -123,7 +123,7 @@ pub struct RegisterArgs {
     pub folder: String,
     /// The group's display name.
     pub name: String,
-    /// The chat's jid (see available_groups.json). Default: "local:{folder}".
+    /// The chat's jid: "tg:<chat_id>" for a Telegram chat ("tg:<chat_id>:<topic_id>" for a forum topic), else see available_groups.json. Default: "local:{folder}".
     pub jid: Option<String>,
     /// Regex a message must match to wake the agent. Default: "@" followed by the assistant's name at the start.
     pub trigger: Option<String>,

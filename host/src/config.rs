@@ -544,9 +544,9 @@ impl Settings {
                 .map_err(|e| Error::Config(format!("gateway.groups: {e}")))?;
         }
         let tg = &self.channels.telegram;
-        if url::Url::parse(&tg.api_url)
-            .map_or(true, |u| !matches!(u.scheme(), "http" | "https") || u.cannot_be_a_base())
-        {
+        if url::Url::parse(&tg.api_url).map_or(true, |u| {
+            !matches!(u.scheme(), "http" | "https") || u.cannot_be_a_base()
+        }) {
             return Err(Error::Config(format!(
                 "channels.telegram.api_url {:?}: use an http:// or https:// URL",
                 tg.api_url

@@ -172,9 +172,15 @@ async fn check_telegram(home: &Home, settings: &Settings) -> Result<String, Prob
     let bot = telegram::client(tg, &token).map_err(Problem::from_error)?;
     let check = tokio::time::timeout(Duration::from_secs(15), telegram::identify(&bot));
     match check.await {
-        Ok(Ok(me)) => Ok(format!("bot @{} (id {}) at {}", me.username, me.id, tg.api_url)),
+        Ok(Ok(me)) => Ok(format!(
+            "bot @{} (id {}) at {}",
+            me.username, me.id, tg.api_url
+        )),
         Ok(Err(why)) => Err(Problem(format!("getMe at {} failed: {why}", tg.api_url))),
-        Err(_) => Err(Problem(format!("getMe at {} did not answer in 15 s", tg.api_url))),
+        Err(_) => Err(Problem(format!(
+            "getMe at {} did not answer in 15 s",
+            tg.api_url
+        ))),
     }
 }
 

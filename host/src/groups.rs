@@ -157,6 +157,22 @@ mod tests {
     }
 
     #[test]
+    fn telegram_jids_are_checked_at_registration() {
+        let g = |jid: &str| {
+            NewGroup {
+                folder: "tg".into(),
+                name: "TG".into(),
+                jid: Some(jid.into()),
+                ..Default::default()
+            }
+            .into_group("G2")
+        };
+        assert!(g("tg:-1001234567890").is_ok() && g("tg:-100123:4").is_ok());
+        let e = g("tg:family").unwrap_err().to_string();
+        assert!(e.contains("tg:<chat_id>"), "{e}");
+    }
+
+    #[test]
     fn defaults_and_conflicts() {
         let (_d, s) = store();
         let main = NewGroup {

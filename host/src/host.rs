@@ -23,6 +23,7 @@ use g2_core::validate::GroupFolder;
 use crate::agent::Agents;
 use crate::api::Api;
 use crate::background::Background;
+use crate::channels::Channels;
 use crate::config::Settings;
 use crate::container::docker::DockerRuntime;
 use crate::container::image;
@@ -30,7 +31,6 @@ use crate::gateway::{Gateway, Listening};
 use crate::home::Home;
 use crate::lock::HostLock;
 use crate::requests::{Links, RequestServer};
-use crate::channels::Channels;
 use crate::routing::queue::{self, QueueHandle};
 use crate::sessions::SessionManager;
 use crate::store::{self, Store};
@@ -317,7 +317,10 @@ fn telegram(
             home.root().join(".env").display()
         ))
     })?;
-    Ok(Some(Telegram::new(telegram::client(tg, &token)?, store.clone())))
+    Ok(Some(Telegram::new(
+        telegram::client(tg, &token)?,
+        store.clone(),
+    )))
 }
 
 /// The home's database, with the settings' busy timeout.

@@ -110,8 +110,22 @@ fn now() -> i64 {
 /// `&` only in `&lt;`, `&gt;`, `&amp;`, `&quot;` or a numeric entity.
 pub fn check_html(text: &str) -> Result<(), String> {
     const TAGS: &[&str] = &[
-        "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a",
-        "code", "pre", "blockquote", "tg-emoji",
+        "b",
+        "strong",
+        "i",
+        "em",
+        "u",
+        "ins",
+        "s",
+        "strike",
+        "del",
+        "span",
+        "tg-spoiler",
+        "a",
+        "code",
+        "pre",
+        "blockquote",
+        "tg-emoji",
     ];
     let mut open: Vec<String> = Vec::new();
     let mut rest = text;
@@ -120,13 +134,13 @@ pub fn check_html(text: &str) -> Result<(), String> {
         let pos = at + i;
         let tail = &rest[i..];
         if tail.starts_with('&') {
-            let end = tail
-                .find(';')
-                .ok_or(format!("Can't find end of the entity starting at byte offset {pos}"))?;
+            let end = tail.find(';').ok_or(format!(
+                "Can't find end of the entity starting at byte offset {pos}"
+            ))?;
             let name = &tail[1..end];
-            let numeric = name.strip_prefix('#').is_some_and(|n| {
-                !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())
-            });
+            let numeric = name
+                .strip_prefix('#')
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
             if !(numeric || ["lt", "gt", "amp", "quot"].contains(&name)) {
                 return Err(format!("Unsupported entity at byte offset {pos}"));
             }
@@ -141,12 +155,19 @@ pub fn check_html(text: &str) -> Result<(), String> {
         if let Some(name) = inside.strip_prefix('/') {
             match open.pop() {
                 Some(o) if o == name.trim() => {}
-                _ => return Err(format!("Unmatched end tag at byte offset {pos}, expected \"</{}>\", found \"</{name}>\"", open.last().cloned().unwrap_or_default())),
+                _ => {
+                    return Err(format!(
+                        "Unmatched end tag at byte offset {pos}, expected \"</{}>\", found \"</{name}>\"",
+                        open.last().cloned().unwrap_or_default()
+                    ));
+                }
             }
         } else {
             let name = inside.split_whitespace().next().unwrap_or_default();
             if !TAGS.contains(&name) {
-                return Err(format!("Unsupported start tag \"{name}\" at byte offset {pos}"));
+                return Err(format!(
+                    "Unsupported start tag \"{name}\" at byte offset {pos}"
+                ));
             }
             open.push(name.to_string());
         }
@@ -154,7 +175,9 @@ pub fn check_html(text: &str) -> Result<(), String> {
         at = pos + end + 1;
     }
     match open.last() {
-        Some(t) => Err(format!("Can't find end tag corresponding to start tag \"{t}\"")),
+        Some(t) => Err(format!(
+            "Can't find end tag corresponding to start tag \"{t}\""
+        )),
         None => Ok(()),
     }
 }
@@ -202,7 +225,9 @@ impl BotApi {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Queues an update with a message from `user` (`name`) in `chat`;
@@ -262,7 +287,10 @@ impl BotApi {
 
     /// What was sent to one chat.
     pub fn sent_to(&self, chat_id: i64) -> Vec<Sent> {
-        self.sent().into_iter().filter(|s| s.chat_id == chat_id).collect()
+        self.sent()
+            .into_iter()
+            .filter(|s| s.chat_id == chat_id)
+            .collect()
     }
 
     /// `sendChatAction`s: chat and action.
@@ -320,7 +348,10 @@ async fn handle(State(api): State<BotApi>, uri: Uri, body: Option<Json<Value>>) 
     // The client percent-encodes the token's colon.
     let path = uri.path().replace("%3A", ":").replace("%3a", ":");
     let mut parts = path.split('/').filter(|p| !p.is_empty());
-    let (bot, method) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let (bot, method) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
     if parts.next().is_some() || !bot.starts_with("bot") {
         return error(404, "Not Found", None);
     }
@@ -371,7 +402,10 @@ async fn get_updates(api: &BotApi, body: &Value) -> Response {
                 .retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
             if !inner.updates.is_empty() {
                 let batch: Vec<Value> = inner.updates.iter().take(100).cloned().collect();
-                let ids = batch.iter().map(|u| u["update_id"].as_i64().unwrap()).collect();
+                let ids = batch
+                    .iter()
+                    .map(|u| u["update_id"].as_i64().unwrap())
+                    .collect();
                 inner.fetched.push((Instant::now(), ids));
                 return ok(json!(batch));
             }
@@ -393,7 +427,11 @@ async fn send_message(api: &BotApi, body: &Value) -> Response {
             Some(_) => true,
             None => false,
         };
-        if take { inner.failures.pop_front() } else { None }
+        if take {
+            inner.failures.pop_front()
+        } else {
+            None
+        }
     };
     let refuse = |code, why: &str, p| {
         api.lock().rejected += 1;
@@ -408,7 +446,11 @@ async fn send_message(api: &BotApi, body: &Value) -> Response {
             );
         }
         Some(Failure::BadFormatting) => {
-            return refuse(400, "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0", None);
+            return refuse(
+                400,
+                "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0",
+                None,
+            );
         }
         _ => {}
     }
@@ -418,10 +460,14 @@ async fn send_message(api: &BotApi, body: &Value) -> Response {
     if text.trim().is_empty() {
         return refuse(400, "Bad Request: message text is empty", None);
     }
-    if parse_mode.as_deref() == Some("HTML") {
-        if let Err(why) = check_html(&text) {
-            return refuse(400, &format!("Bad Request: can't parse entities: {why}"), None);
-        }
+    if parse_mode.as_deref() == Some("HTML")
+        && let Err(why) = check_html(&text)
+    {
+        return refuse(
+            400,
+            &format!("Bad Request: can't parse entities: {why}"),
+            None,
+        );
     }
     // Telegram counts the text after entities are parsed.
     let visible = if parse_mode.is_some() {

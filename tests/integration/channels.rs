@@ -62,7 +62,13 @@ impl Platform {
                 post(&s.url, "one", who, &format!("@G2\n{text}")).await;
             }
             Platform::Telegram(api) => {
-                api.message(TG_CHAT, 9000 + who.len() as i64, who, &format!("@g2bot\n{text}"), json!({}));
+                api.message(
+                    TG_CHAT,
+                    9000 + who.len() as i64,
+                    who,
+                    &format!("@g2bot\n{text}"),
+                    json!({}),
+                );
             }
         }
     }
@@ -144,7 +150,10 @@ async fn suite(p: Platform) {
             all.find(&q).unwrap()
         })
         .collect();
-    assert!(at[0] < at[1] && at[1] < at[2], "answered in order: {replies:?}");
+    assert!(
+        at[0] < at[1] && at[1] < at[2],
+        "answered in order: {replies:?}"
+    );
     let log = get_json(&format!("{}/api/groups/one/messages?limit=100", s.url)).await;
     let log = log.as_array().unwrap();
     let asked: Vec<&str> = log
@@ -153,7 +162,12 @@ async fn suite(p: Platform) {
         .map(|m| m["text"].as_str().unwrap())
         .collect();
     assert_eq!(asked.len(), 3, "{log:?}");
-    assert!(asked.iter().enumerate().all(|(i, t)| t.ends_with(&format!("question-{}", i + 1))));
+    assert!(
+        asked
+            .iter()
+            .enumerate()
+            .all(|(i, t)| t.ends_with(&format!("question-{}", i + 1)))
+    );
     let first_answer = log.iter().position(|m| m["from_bot"] == true).unwrap();
     assert!(first_answer > 0, "stored before it was answered");
 
@@ -170,20 +184,26 @@ async fn suite(p: Platform) {
     let before = p.replies(&s).await.len();
     p.echo(&s, "@g2bot question-echo").await;
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(p.replies(&s).await.len(), before, "nothing answered the echo");
+    assert_eq!(
+        p.replies(&s).await.len(),
+        before,
+        "nothing answered the echo"
+    );
 
     // Exactly once across a restart: killed mid-turn.
     p.say(&s, "ann", "g2:bash sleep 5; echo slow-answer").await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while home.store().read(|c| {
-        Ok(c.query_row(
-            "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:one'",
-            [],
-            |r| r.get::<_, i64>(0),
-        )?)
-    })
-    .await
-    .unwrap()
+    while home
+        .store()
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:one'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?)
+        })
+        .await
+        .unwrap()
         == 0
     {
         assert!(Instant::now() < deadline, "the turn never started");

@@ -44,7 +44,15 @@ async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
     }
     let api = BotApi::start().await;
     let home = TestHome::new();
-    home.ok(&["groups", "add", "family", "--jid", "tg:-100200", "--name", "Family"]);
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--jid",
+        "tg:-100200",
+        "--name",
+        "Family",
+    ]);
     let s = serve_with(&home, &api, &[]);
 
     api.message(-100200, 42, "Ann", "we need milk", json!({}));
@@ -54,7 +62,10 @@ async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
     let sent = api.wait_sent(-100200, 1, 120).await;
     assert_eq!(sent.len(), 1, "{sent:?}");
     let reply = &sent[0];
-    assert!(reply.text.contains("Offline model (g2) received"), "{reply:?}");
+    assert!(
+        reply.text.contains("Offline model (g2) received"),
+        "{reply:?}"
+    );
     assert!(
         reply.text.contains("we need milk") && reply.text.contains("@g2bot hello"),
         "the unmentioned message went along as context: {reply:?}"
@@ -85,14 +96,30 @@ async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
     assert!(sent[1].text.contains("and bread?"), "{:?}", sent[1]);
 
     // Another bot, and the bot itself, are never routed.
-    api.push("message", -100200, json!({ "id": 555, "is_bot": true, "first_name": "Other" }), "@g2bot ping", json!({}));
-    api.push("message", -100200, json!({ "id": BOT_ID, "is_bot": true, "first_name": "G2" }), "@g2bot echo", json!({}));
+    api.push(
+        "message",
+        -100200,
+        json!({ "id": 555, "is_bot": true, "first_name": "Other" }),
+        "@g2bot ping",
+        json!({}),
+    );
+    api.push(
+        "message",
+        -100200,
+        json!({ "id": BOT_ID, "is_bot": true, "first_name": "G2" }),
+        "@g2bot echo",
+        json!({}),
+    );
     // An unregistered chat gets nothing, and nothing of it is stored.
     api.message(-100999, 44, "Eve", "@g2bot anyone?", json!({}));
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(api.sent_to(-100200).len(), 2);
     assert!(api.sent_to(-100999).is_empty());
-    assert_eq!(stored(&s.url, "family").await.len(), 5, "two bots' messages not stored");
+    assert_eq!(
+        stored(&s.url, "family").await.len(),
+        5,
+        "two bots' messages not stored"
+    );
     let strangers: i64 = home
         .store()
         .read(|c| {
@@ -105,6 +132,66 @@ async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
         .await
         .unwrap();
     assert_eq!(strangers, 0);
+    // The token is in no container and in no log line.
+    for c in containers_of(&home) {
+        let out = std::process::Command::new("docker")
+            .args(["inspect", &c])
+            .output()
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN), "{c}");
+    }
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(log.contains("polling for updates") && !log.contains(TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_token_with_get_me() {
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    let url = api.url.clone();
+    let home2 = TestHome::new();
+    let (good, bad, off) = tokio::task::spawn_blocking(move || {
+        let env = [
+            ("G2_CHANNELS__TELEGRAM__ENABLED", "true"),
+            ("G2_CHANNELS__TELEGRAM__API_URL", url.as_str()),
+            ("TELEGRAM_BOT_TOKEN", TOKEN),
+        ];
+        let check = |home: &TestHome, env: &[(&str, &str)]| {
+            let out = home.g2_with(&["doctor", "--json"], env);
+            let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            checks
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "telegram")
+                .cloned()
+                .unwrap()
+        };
+        let good = check(&home, &env);
+        let mut wrong = env;
+        wrong[2] = (
+            "TELEGRAM_BOT_TOKEN",
+            "42:AAwrong-token-wrong-token-wrong-tok",
+        );
+        let bad = check(&home, &wrong);
+        let off = check(&home2, &[]);
+        (good, bad, off)
+    })
+    .await
+    .unwrap();
+    assert_eq!(good["ok"], true, "{good}");
+    assert!(
+        good["detail"].as_str().unwrap().contains("@g2bot"),
+        "{good}"
+    );
+    assert_eq!(bad["ok"], false, "{bad}");
+    let why = bad["detail"].as_str().unwrap();
+    assert!(
+        why.contains("refused the token") && !why.contains("AAwrong"),
+        "{why}"
+    );
+    assert_eq!(off["ok"], true, "{off}");
+    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,8 +203,20 @@ async fn long_replies_rejected_formatting_rate_limits_and_a_removed_bot() {
     let home = TestHome::new();
     // A private chat: every message addresses the bot.
     home.ok(&["groups", "add", "ann", "--jid", "tg:4242", "--name", "Ann"]);
-    home.ok(&["groups", "add", "club", "--jid", "tg:-100300", "--name", "Club"]);
-    let s = serve_with(&home, &api, &[("G2_CHANNELS__TELEGRAM__UNREGISTERED", "notice")]);
+    home.ok(&[
+        "groups",
+        "add",
+        "club",
+        "--jid",
+        "tg:-100300",
+        "--name",
+        "Club",
+    ]);
+    let s = serve_with(
+        &home,
+        &api,
+        &[("G2_CHANNELS__TELEGRAM__UNREGISTERED", "notice")],
+    );
 
     // Three results of ~1,900 characters, in paragraphs: over 5,000.
     let fill = |w: &str| {
@@ -127,19 +226,36 @@ async fn long_replies_rejected_formatting_rate_limits_and_a_removed_bot() {
     };
     api.fail_next_send(Failure::TooMany(1));
     let asked_at = Instant::now();
-    api.message(4242, 4242, "Ann", &[fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n"), json!({}));
+    api.message(
+        4242,
+        4242,
+        "Ann",
+        &[fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n"),
+        json!({}),
+    );
     let sent = api.wait_sent(4242, 2, 180).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let sent_now = api.sent_to(4242);
     assert_eq!(sent_now.len(), 2, "two messages: {sent_now:?}");
     let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
     assert!(total > 5000, "{total} characters");
-    assert!(sent[0].text.contains("Alpha paragraph 1,"), "{:.200}", sent[0].text);
-    assert!(sent[1].text.contains("Gamma paragraph 26,"), "in order: {:.200}", sent[1].text);
+    assert!(
+        sent[0].text.contains("Alpha paragraph 1,"),
+        "{:.200}",
+        sent[0].text
+    );
+    assert!(
+        sent[1].text.contains("Gamma paragraph 26,"),
+        "in order: {:.200}",
+        sent[1].text
+    );
     assert!(sent.iter().all(|m| m.text.encode_utf16().count() <= 4096));
     assert!(sent[0].message_id < sent[1].message_id);
     assert_eq!(api.rejected(), 1, "one 429");
-    assert!(sent[0].at - asked_at >= Duration::from_secs(1), "waited retry_after");
+    assert!(
+        sent[0].at - asked_at >= Duration::from_secs(1),
+        "waited retry_after"
+    );
     assert_eq!(sent[0].reply_to, None, "no quote in a private chat");
 
     // Formatting Telegram refuses is sent again as plain text, not lost.
@@ -213,3 +329,51 @@ async fn a_host_killed_after_sending_does_not_send_again() {
     assert_eq!(api.times_fetched(update), 1, "no update fetched twice");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_after_fetching_answers_each_update_once() {
+    if !image_ready() {
+        return;
+    }
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "ann", "--jid", "tg:4244", "--name", "Ann"]);
+    let mut s = serve_with(&home, &api, &[]);
+    api.message(
+        4244,
+        4244,
+        "Ann",
+        "g2:bash sleep 3; echo fetched-once",
+        json!({}),
+    );
+    api.message(4244, 4244, "Ann", "g2:bash echo second-line", json!({}));
+    let last = api.last_update_id();
+    // Killed as soon as the updates were handed out: before or after they
+    // were stored, never answered.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.fetched_at(last).is_none() {
+        assert!(Instant::now() < deadline, "never fetched");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    assert!(api.sent_to(4244).is_empty());
+
+    let s = serve_with(&home, &api, &[]);
+    let sent = api.wait_sent(4244, 1, 180).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let sent_now = api.sent_to(4244);
+    assert_eq!(sent_now.len(), sent.len(), "{sent_now:?}");
+    let all: String = sent_now.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(
+        all.matches("fetched-once").count(),
+        2,
+        "the command and its output, once: {all}"
+    );
+    assert_eq!(all.matches("second-line").count(), 2, "{all}");
+    let people: Vec<_> = stored(&s.url, "ann")
+        .await
+        .into_iter()
+        .filter(|m| m["from_bot"] == false)
+        .collect();
+    assert_eq!(people.len(), 2, "each update stored once: {people:?}");
+}

@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 #[path = "../../../tests/integration/serve_process.rs"]
 mod serve_process;
 
+// The tests' local Telegram Bot API server, for the channel's bench.
+#[path = "../../../tests/integration/bot_api.rs"]
+pub mod bot_api;
+
 // The tests' headless Chromium, for the viewer's bench.
 #[path = "../../../tests/integration/browser.rs"]
 pub mod browser;

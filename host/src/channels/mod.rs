@@ -727,8 +727,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_channel_plugs_in_without_the_router() {
         let d = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(&d.path().join("g2.db"), Duration::from_secs(1)).unwrap();
+        let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(1)).unwrap();
         let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
         let (tx, mut rx) = mpsc::unbounded_channel();
         let ch = Channels::new(store.clone())
@@ -810,8 +809,7 @@ mod tests {
     /// A store with the group `fam` registered; its chat's jid.
     async fn store_with_fam() -> (tempfile::TempDir, Store, String) {
         let d = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+        let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
         let g = groups::NewGroup {
             folder: "fam".into(),
             name: "Fam".into(),
@@ -825,6 +823,75 @@ mod tests {
             .await
             .unwrap();
         (d, store, jid)
+    }
+
+    #[tokio::test]
+    async fn a_platform_batch_commits_with_its_mark_once_and_edits_only_what_is_pending() {
+        let (_d, store, jid) = store_with_fam().await;
+        let ch = Channels::new(store.clone());
+        let fam = GroupFolder::new("fam").unwrap();
+        let new = |id: &str, text: &str| Intake::New {
+            folder: fam.clone(),
+            m: Inbound {
+                sender: "42".into(),
+                sender_name: None,
+                text: text.into(),
+                external_id: Some(id.into()),
+                ..Default::default()
+            },
+        };
+        let mark = |v: &str| {
+            Some(Mark {
+                key: "test:offset".into(),
+                value: v.into(),
+            })
+        };
+        let taken = ch
+            .take_in(vec![new("1", "one"), new("2", "two")], mark("3"))
+            .await
+            .unwrap();
+        assert!(matches!(&taken[0], Ok(Taken::Stored(m)) if m.text == "one"));
+        let offset = store
+            .read(|c| store::router_state::get(c, "test:offset"))
+            .await
+            .unwrap();
+        assert_eq!(offset.as_deref(), Some("3"));
+        // Handed in again (a host killed before its mark): stored once.
+        let again = ch.take_in(vec![new("2", "two")], mark("3")).await.unwrap();
+        assert!(matches!(again[0], Ok(Taken::Duplicate)), "{again:?}");
+        // An edit of a pending message replaces its text ...
+        let edit = |id: &str, text: &str| Intake::Edit {
+            folder: fam.clone(),
+            external_id: id.into(),
+            text: text.into(),
+        };
+        let e = ch
+            .take_in(vec![edit("1", "one, fixed")], None)
+            .await
+            .unwrap();
+        assert!(matches!(e[0], Ok(Taken::Edited)), "{e:?}");
+        // ... not one that was answered.
+        let seq2 = match &taken[1] {
+            Ok(Taken::Stored(m)) => m.seq,
+            other => panic!("{other:?}"),
+        };
+        store
+            .write(move |tx| crate::routing::rules::advance(tx, "fam", seq2))
+            .await
+            .unwrap();
+        let e = ch
+            .take_in(vec![edit("2", "rewritten")], None)
+            .await
+            .unwrap();
+        assert!(matches!(e[0], Ok(Taken::Unchanged)), "{e:?}");
+        let texts: Vec<String> = store
+            .read(move |c| store::messages::after(c, &jid, 0, 10))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(texts, ["one, fixed", "two"]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

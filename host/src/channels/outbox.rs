@@ -138,7 +138,15 @@ async fn send_message(store: &Store, channel: &dyn Channel, m: &Message) -> Resu
                     channel = channel.name(), chat = %m.chat_jid, message = %m.id, part,
                     "a host stopped while sending this part; it may have been posted, so it is not sent again"
                 );
-                record(store, m, part, State::Uncertain, None, Some("host stopped mid-send")).await?;
+                record(
+                    store,
+                    m,
+                    part,
+                    State::Uncertain,
+                    None,
+                    Some("host stopped mid-send"),
+                )
+                .await?;
                 continue;
             }
             None => {}
@@ -230,14 +238,7 @@ async fn record(
     );
     store
         .write(move |tx| {
-            deliveries::set(
-                tx,
-                &id,
-                part,
-                state,
-                external.as_deref(),
-                detail.as_deref(),
-            )
+            deliveries::set(tx, &id, part, state, external.as_deref(), detail.as_deref())
         })
         .await
 }

@@ -23,8 +23,8 @@ use tokio::sync::mpsc;
 use g2_core::wire::{TaskRequest, TaskResponse};
 
 use crate::Error;
-use crate::home::Home;
 use crate::channels::Channels;
+use crate::home::Home;
 use crate::sessions::SessionManager;
 use crate::store::Store;
 use g2_core::validate::GroupFolder;

@@ -39,9 +39,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::Result;
 use crate::agent::{self, Agents, RunOptions, RunReport, Turn};
+use crate::channels::Channels;
 use crate::config::QueueSettings;
 use crate::groups::Group;
-use crate::channels::Channels;
 use crate::routing::notices::{self, GiveUp};
 use crate::routing::rules as router;
 use crate::store::{self, Store};

@@ -161,7 +161,8 @@ fn pieces_of(text: &str) -> Vec<&str> {
     out
 }
 
-/// Escapes text for Telegram's HTML.
+/// Escapes text for Telegram's HTML, which knows only these four named
+/// entities (`&apos;`, which `g2_core::envelope::escape` writes, it rejects).
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -234,10 +235,10 @@ pub fn html(markdown: &str) -> String {
                     }
                     links.push(ok);
                 }
-                Tag::TableCell => {
-                    if !out.ends_with('\n') && !out.is_empty() && !out.ends_with("| ") {
-                        out.push_str(" | ");
-                    }
+                Tag::TableCell
+                    if !out.ends_with('\n') && !out.is_empty() && !out.ends_with("| ") =>
+                {
+                    out.push_str(" | ");
                 }
                 _ => {}
             },
@@ -268,11 +269,7 @@ pub fn html(markdown: &str) -> String {
                 TagEnd::Emphasis => out.push_str("</i>"),
                 TagEnd::Strong => out.push_str("</b>"),
                 TagEnd::Strikethrough => out.push_str("</s>"),
-                TagEnd::Link => {
-                    if links.pop() == Some(true) {
-                        out.push_str("</a>");
-                    }
-                }
+                TagEnd::Link if links.pop() == Some(true) => out.push_str("</a>"),
                 TagEnd::TableHead | TagEnd::TableRow => out.push('\n'),
                 TagEnd::Table => out.push('\n'),
                 _ => {}
@@ -303,19 +300,28 @@ mod tests {
 
     #[test]
     fn markdown_becomes_telegram_html_with_escaping() {
-        assert_eq!(html("**bold** and _it_ & <b>x</b>"), "<b>bold</b> and <i>it</i> &amp; &lt;b&gt;x&lt;/b&gt;");
+        assert_eq!(
+            html("**bold** and _it_ & <b>x</b>"),
+            "<b>bold</b> and <i>it</i> &amp; &lt;b&gt;x&lt;/b&gt;"
+        );
         assert_eq!(html("# Title\n\ntext"), "<b>Title</b>\n\ntext");
         assert_eq!(
             html("```rust\nlet a = 1 < 2;\n```"),
             "<pre><code class=\"language-rust\">let a = 1 &lt; 2;</code></pre>"
         );
         assert_eq!(html("`a<b`"), "<code>a&lt;b</code>");
-        assert_eq!(html("- one\n- two\n\n1. a\n2. b"), "• one\n• two\n\n1. a\n2. b");
+        assert_eq!(
+            html("- one\n- two\n\n1. a\n2. b"),
+            "• one\n• two\n\n1. a\n2. b"
+        );
         assert_eq!(
             html("[site](https://x.y/?a=1&b=\"2\") [bad](javascript:alert(1))"),
             "<a href=\"https://x.y/?a=1&amp;b=&quot;2&quot;\">site</a> bad"
         );
-        assert_eq!(html("> quoted\n> more"), "<blockquote>quoted\nmore</blockquote>");
+        assert_eq!(
+            html("> quoted\n> more"),
+            "<blockquote>quoted\nmore</blockquote>"
+        );
         assert_eq!(html("~~gone~~"), "<s>gone</s>");
         assert_eq!(html("![a cat](https://x/c.png)"), "a cat");
     }

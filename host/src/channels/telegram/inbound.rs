@@ -38,7 +38,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 pub(super) enum Decision {
     Take(Intake),
     /// A message in a chat no group is registered for.
-    Unregistered { chat: i64, addressed: bool },
+    Unregistered {
+        chat: i64,
+        addressed: bool,
+    },
     /// Nothing for us (why, for the debug log).
     Skip(&'static str),
 }
@@ -103,7 +106,9 @@ pub(super) async fn poll(
                 let wait = match &e {
                     RequestError::RetryAfter(s) => s.duration(),
                     RequestError::Api(ApiError::TerminatedByOtherGetUpdates) => {
-                        tracing::error!("telegram: another process is polling this bot's updates; only one may");
+                        tracing::error!(
+                            "telegram: another process is polling this bot's updates; only one may"
+                        );
                         backoff
                     }
                     _ => {
@@ -166,7 +171,9 @@ async fn take(
                     strangers.push(chat);
                 }
             }
-            Decision::Skip(why) => tracing::debug!(update = u.id.0, why, "telegram: update skipped"),
+            Decision::Skip(why) => {
+                tracing::debug!(update = u.id.0, why, "telegram: update skipped");
+            }
         }
     }
     // A notice goes out at most once per chat: marked before it is sent.
@@ -262,10 +269,7 @@ pub(super) fn classify(
         });
     }
     let (sender, sender_name) = match (&msg.sender_chat, anonymous_admin) {
-        (Some(c), true) => (
-            format!("chat:{}", c.id.0),
-            c.title().map(str::to_string),
-        ),
+        (Some(c), true) => (format!("chat:{}", c.id.0), c.title().map(str::to_string)),
         _ => {
             let full = match &from.last_name {
                 Some(l) => format!("{} {l}", from.first_name),
@@ -405,7 +409,11 @@ mod tests {
         u
     }
 
-    fn message(chat: serde_json::Value, from: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    fn message(
+        chat: serde_json::Value,
+        from: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> serde_json::Value {
         let mut m = json!({ "message_id": 11, "date": 1_700_000_000, "chat": chat, "from": from });
         if let (Some(m), Some(e)) = (m.as_object_mut(), extra.as_object()) {
             m.extend(e.clone());
@@ -424,7 +432,10 @@ mod tests {
     fn groups() -> HashMap<String, GroupFolder> {
         HashMap::from([
             ("tg:-100123".to_string(), GroupFolder::new("fam").unwrap()),
-            ("tg:-100123:5".to_string(), GroupFolder::new("trips").unwrap()),
+            (
+                "tg:-100123:5".to_string(),
+                GroupFolder::new("trips").unwrap(),
+            ),
         ])
     }
 
@@ -439,61 +450,132 @@ mod tests {
     fn mentions_replies_and_private_chats_address_the_bot() {
         let mention = update(
             "message",
-            message(group(), alice(), json!({ "text": "@G2bot hello", "entities": [{ "type": "mention", "offset": 0, "length": 6 }] })),
+            message(
+                group(),
+                alice(),
+                json!({ "text": "@G2bot hello", "entities": [{ "type": "mention", "offset": 0, "length": 6 }] }),
+            ),
         );
         let (folder, m) = taken(classify(&mention, &me(), &groups()));
         assert_eq!(folder, "fam");
         assert!(m.addressed);
-        assert_eq!((m.sender.as_str(), m.sender_name.as_deref()), ("42", Some("Alice B")));
+        assert_eq!(
+            (m.sender.as_str(), m.sender_name.as_deref()),
+            ("42", Some("Alice B"))
+        );
         assert_eq!(m.external_id.as_deref(), Some("11"));
         let other = update(
             "message",
-            message(group(), alice(), json!({ "text": "@someone hi", "entities": [{ "type": "mention", "offset": 0, "length": 8 }] })),
+            message(
+                group(),
+                alice(),
+                json!({ "text": "@someone hi", "entities": [{ "type": "mention", "offset": 0, "length": 8 }] }),
+            ),
         );
         assert!(!taken(classify(&other, &me(), &groups())).1.addressed);
         let reply = update(
             "message",
-            message(group(), alice(), json!({ "text": "and?", "reply_to_message": message(group(), json!({ "id": 999, "is_bot": true, "first_name": "G2" }), json!({ "text": "hi" })) })),
+            message(
+                group(),
+                alice(),
+                json!({ "text": "and?", "reply_to_message": message(group(), json!({ "id": 999, "is_bot": true, "first_name": "G2" }), json!({ "text": "hi" })) }),
+            ),
         );
         assert!(taken(classify(&reply, &me(), &groups())).1.addressed);
         let private = update(
             "message",
-            message(json!({ "id": 42, "type": "private", "first_name": "Alice" }), alice(), json!({ "text": "hi" })),
+            message(
+                json!({ "id": 42, "type": "private", "first_name": "Alice" }),
+                alice(),
+                json!({ "text": "hi" }),
+            ),
         );
         assert_eq!(
             classify(&private, &me(), &groups()),
-            Decision::Unregistered { chat: 42, addressed: true }
+            Decision::Unregistered {
+                chat: 42,
+                addressed: true
+            }
         );
     }
 
     #[test]
     fn bots_media_topics_and_edits() {
-        let own = update("message", message(group(), json!({ "id": 999, "is_bot": true, "first_name": "G2" }), json!({ "text": "x" })));
-        assert!(matches!(classify(&own, &me(), &groups()), Decision::Skip(_)));
-        let bot = update("message", message(group(), json!({ "id": 5, "is_bot": true, "first_name": "B" }), json!({ "text": "x" })));
-        assert!(matches!(classify(&bot, &me(), &groups()), Decision::Skip(_)));
+        let own = update(
+            "message",
+            message(
+                group(),
+                json!({ "id": 999, "is_bot": true, "first_name": "G2" }),
+                json!({ "text": "x" }),
+            ),
+        );
+        assert!(matches!(
+            classify(&own, &me(), &groups()),
+            Decision::Skip(_)
+        ));
+        let bot = update(
+            "message",
+            message(
+                group(),
+                json!({ "id": 5, "is_bot": true, "first_name": "B" }),
+                json!({ "text": "x" }),
+            ),
+        );
+        assert!(matches!(
+            classify(&bot, &me(), &groups()),
+            Decision::Skip(_)
+        ));
         let doc = update(
             "message",
-            message(group(), alice(), json!({ "document": { "file_id": "f", "file_unique_id": "u", "file_size": 10, "file_name": "plan.pdf" }, "caption": "read this" })),
+            message(
+                group(),
+                alice(),
+                json!({ "document": { "file_id": "f", "file_unique_id": "u", "file_size": 10, "file_name": "plan.pdf" }, "caption": "read this" }),
+            ),
         );
-        assert_eq!(taken(classify(&doc, &me(), &groups())).1.text, "[document: plan.pdf] read this");
+        assert_eq!(
+            taken(classify(&doc, &me(), &groups())).1.text,
+            "[document: plan.pdf] read this"
+        );
         let voice = update(
             "message",
-            message(group(), alice(), json!({ "voice": { "file_id": "f", "file_unique_id": "u", "file_size": 10, "duration": 3, "mime_type": "audio/ogg" } })),
+            message(
+                group(),
+                alice(),
+                json!({ "voice": { "file_id": "f", "file_unique_id": "u", "file_size": 10, "duration": 3, "mime_type": "audio/ogg" } }),
+            ),
         );
-        assert_eq!(taken(classify(&voice, &me(), &groups())).1.text, "[voice message]");
+        assert_eq!(
+            taken(classify(&voice, &me(), &groups())).1.text,
+            "[voice message]"
+        );
         let in_topic = update(
             "message",
-            message(group(), alice(), json!({ "text": "t5", "message_thread_id": 5, "is_topic_message": true })),
+            message(
+                group(),
+                alice(),
+                json!({ "text": "t5", "message_thread_id": 5, "is_topic_message": true }),
+            ),
         );
         assert_eq!(taken(classify(&in_topic, &me(), &groups())).0, "trips");
         let other_topic = update(
             "message",
-            message(group(), alice(), json!({ "text": "t9", "message_thread_id": 9, "is_topic_message": true })),
+            message(
+                group(),
+                alice(),
+                json!({ "text": "t9", "message_thread_id": 9, "is_topic_message": true }),
+            ),
         );
         let (f, m) = taken(classify(&other_topic, &me(), &groups()));
         assert_eq!((f.as_str(), m.thread.as_deref()), ("fam", Some("9")));
-        let edit = update("edited_message", message(group(), alice(), json!({ "text": "fixed", "edit_date": 1_700_000_100 })));
+        let edit = update(
+            "edited_message",
+            message(
+                group(),
+                alice(),
+                json!({ "text": "fixed", "edit_date": 1_700_000_100 }),
+            ),
+        );
         assert_eq!(
             classify(&edit, &me(), &groups()),
             Decision::Take(Intake::Edit {
@@ -502,7 +584,13 @@ mod tests {
                 text: "fixed".into()
             })
         );
-        let joined = update("message", message(group(), alice(), json!({ "new_chat_members": [alice()] })));
-        assert!(matches!(classify(&joined, &me(), &groups()), Decision::Skip(_)));
+        let joined = update(
+            "message",
+            message(group(), alice(), json!({ "new_chat_members": [alice()] })),
+        );
+        assert!(matches!(
+            classify(&joined, &me(), &groups()),
+            Decision::Skip(_)
+        ));
     }
 }

@@ -35,9 +35,7 @@ use std::sync::{Arc, OnceLock};
 use futures_util::future::BoxFuture;
 use teloxide_core::payloads::{SendChatActionSetters, SendMessageSetters};
 use teloxide_core::requests::{Request, Requester};
-use teloxide_core::types::{
-    ChatAction, ChatId, MessageId, ParseMode, ReplyParameters, ThreadId,
-};
+use teloxide_core::types::{ChatAction, ChatId, MessageId, ParseMode, ReplyParameters, ThreadId};
 use teloxide_core::{ApiError, Bot, RequestError};
 
 use super::{Channel, Channels, SendError};
@@ -209,7 +207,8 @@ impl Telegram {
             req = req.message_thread_id(ThreadId(MessageId(t)));
         }
         if let Some(q) = quote {
-            req = req.reply_parameters(ReplyParameters::new(MessageId(q)).allow_sending_without_reply());
+            req = req
+                .reply_parameters(ReplyParameters::new(MessageId(q)).allow_sending_without_reply());
         }
         req.send().await
     }
@@ -235,8 +234,9 @@ impl Channel for Telegram {
         text: &'a str,
     ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
         Box::pin(async move {
-            let jid = Jid::parse(&m.chat_jid)
-                .ok_or_else(|| SendError::Rejected(format!("{:?} is not a Telegram chat", m.chat_jid)))?;
+            let jid = Jid::parse(&m.chat_jid).ok_or_else(|| {
+                SendError::Rejected(format!("{:?} is not a Telegram chat", m.chat_jid))
+            })?;
             // What it answers: its Telegram id (to quote) and topic.
             let answered = match m.reply_to {
                 Some(seq) => self
@@ -275,7 +275,9 @@ impl Channel for Telegram {
             let Some(jid) = Jid::parse(chat_jid) else {
                 return;
             };
-            let mut req = self.bot.send_chat_action(ChatId(jid.chat), ChatAction::Typing);
+            let mut req = self
+                .bot
+                .send_chat_action(ChatId(jid.chat), ChatAction::Typing);
             if let Some(t) = jid.topic {
                 req = req.message_thread_id(ThreadId(MessageId(t)));
             }
@@ -386,7 +388,7 @@ mod tests {
             SendError::Rejected(_)
         ));
         assert!(matches!(
-            send_error(RequestError::MigrateToChatId(ChatId(-100_5))),
+            send_error(RequestError::MigrateToChatId(ChatId(-1005))),
             SendError::Gone(w) if w.contains("tg:-1005")
         ));
         assert!(format!("{:?}", Token("123:secret".into())).contains("redacted"));

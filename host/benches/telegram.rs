@@ -1,0 +1,208 @@
+//! Telegram latency: an update handed to g2 by `getUpdates` → the reply's
+//! `sendMessage` arriving at the Bot API, with a warm container (real
+//! `g2 serve`, real Docker, real Claude Code in the agent image, the
+//! offline model, the local Bot API server of the integration tests).
+//! The HTTP channel is measured in the same run, interleaved, as the
+//! reference: `POST …/messages` → the reply on the SSE stream. The model's
+//! own time (the gateway's `duration_ms` of the group's agent requests in
+//! each message's window) is subtracted from both.
+//!
+//! `cargo bench -p g2-host --bench telegram` (`G2_BENCH_MESSAGES`, default
+//! 200). Needs the agent image (`g2 image build`).
+
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use common::bot_api::{BotApi, TOKEN};
+use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
+
+/// A private chat with the bot: every message is for it.
+const CHAT: i64 = 4242;
+
+/// One measured message: its window on the wall clock and its duration.
+struct Window {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    total: Duration,
+}
+
+fn main() {
+    let n: usize = common::env_or("G2_BENCH_MESSAGES", 200);
+    let home = tempfile::tempdir().unwrap();
+    init_home(home.path());
+    let ok = command(g2_binary())
+        .arg("--home")
+        .arg(home.path())
+        .args([
+            "groups",
+            "add",
+            "tg",
+            "--jid",
+            &format!("tg:{CHAT}"),
+            "--name",
+            "TG",
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "g2 groups add failed");
+    let rt = common::runtime();
+    let api = rt.block_on(BotApi::start());
+    let serve = Serve::start(
+        home.path(),
+        &[
+            ("G2_CHANNELS__TELEGRAM__ENABLED", "true"),
+            ("G2_CHANNELS__TELEGRAM__API_URL", &api.url),
+            ("TELEGRAM_BOT_TOKEN", TOKEN),
+        ],
+    );
+    let base = serve.url.clone();
+    let (tg, http) = rt.block_on(async move {
+        let client = reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .build()
+            .unwrap();
+        let resp = client
+            .get(format!("{base}/api/groups/main/stream"))
+            .send()
+            .await
+            .unwrap();
+        let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(Instant, String)>();
+        tokio::spawn(async move {
+            let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
+            while let Some(m) = messages.next().await {
+                if m.from_bot {
+                    let _ = tx.send((Instant::now(), m.text));
+                }
+            }
+        });
+        let post = |text: String| {
+            let (client, url) = (client.clone(), format!("{base}/api/groups/main/messages"));
+            async move {
+                let r = client
+                    .post(url)
+                    .json(&json!({ "sender": "bench", "text": text }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 202);
+            }
+        };
+        // Both containers started, then warm.
+        post("warm up".into()).await;
+        api.message(CHAT, CHAT, "Bench", "warm up", json!({}));
+        tokio::time::timeout(Duration::from_secs(180), replies.recv())
+            .await
+            .expect("no HTTP reply")
+            .unwrap();
+        api.wait_sent(CHAT, 1, 180).await;
+        let (mut tg, mut http) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            // Telegram: handed out by getUpdates -> sendMessage taken.
+            let text = format!("tg ping {i}");
+            let before = api.sent_to(CHAT).len();
+            api.message(CHAT, CHAT, "Bench", &text, json!({}));
+            let update = api.last_update_id();
+            let sent = api.wait_sent(CHAT, before + 1, 60).await;
+            let reply = sent.last().unwrap();
+            assert!(reply.text.contains(&text), "{}", reply.text);
+            let fetched = api.fetched_at(update).expect("fetched");
+            let total = reply.at - fetched;
+            let to = Utc::now() - chrono::Duration::from_std(Instant::now() - reply.at).unwrap();
+            tg.push(Window {
+                from: to - chrono::Duration::from_std(total).unwrap(),
+                to,
+                total,
+            });
+            // HTTP: accepted -> on the stream.
+            let text = format!("http ping {i}");
+            let from = Utc::now();
+            let t0 = Instant::now();
+            post(text.clone()).await;
+            let (at, reply) = tokio::time::timeout(Duration::from_secs(60), replies.recv())
+                .await
+                .expect("no reply")
+                .unwrap();
+            assert!(reply.contains(&text), "{reply}");
+            http.push(Window {
+                from,
+                to: from + chrono::Duration::from_std(at - t0).unwrap(),
+                total: at - t0,
+            });
+        }
+        (tg, http)
+    });
+    drop(serve);
+    let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
+    let usage = |caller: &str| -> Vec<(DateTime<Utc>, i64)> {
+        let mut stmt = conn
+            .prepare(
+                "SELECT started_at, duration_ms FROM model_usage
+                 WHERE caller = ?1 AND purpose = 'agent' ORDER BY id",
+            )
+            .unwrap();
+        stmt.query_map([caller], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })
+        .unwrap()
+        .map(|r| {
+            let (s, d) = r.unwrap();
+            (
+                DateTime::parse_from_rfc3339(&s)
+                    .unwrap()
+                    .with_timezone(&Utc),
+                d,
+            )
+        })
+        .collect()
+    };
+    println!("telegram: {n} messages each way to warm containers (offline model)");
+    for (name, windows, caller) in [
+        (
+            "telegram  update fetched -> sendMessage at the Bot API",
+            tg,
+            "tg",
+        ),
+        (
+            "http      accepted -> reply on the SSE stream          ",
+            http,
+            "main",
+        ),
+    ] {
+        let rows = usage(caller);
+        // The clocks are read a moment apart: a millisecond of slack.
+        let slack = chrono::Duration::milliseconds(2);
+        let (mut total, mut model, mut net) = (Vec::new(), Vec::new(), Vec::new());
+        for w in &windows {
+            let m: i64 = rows
+                .iter()
+                .filter(|(s, _)| *s >= w.from - slack && *s <= w.to + slack)
+                .map(|(_, d)| *d)
+                .sum();
+            let m = Duration::from_millis(m as u64);
+            total.push(w.total);
+            model.push(m);
+            net.push(w.total.saturating_sub(m));
+        }
+        let (t, m, x) = (Samples::of(total), Samples::of(model), Samples::of(net));
+        println!(
+            "  {name}  total p50 {} p99 {}  model p50 {} p99 {}  minus model p50 {} p99 {}",
+            fmt_dur(t.at(0.5)),
+            fmt_dur(t.at(0.99)),
+            fmt_dur(m.at(0.5)),
+            fmt_dur(m.at(0.99)),
+            fmt_dur(x.at(0.5)),
+            fmt_dur(x.at(0.99)),
+        );
+    }
+}
