@@ -40,6 +40,8 @@ use crate::{Error, Result};
 /// The log target of `g2 serve`'s own lines: the binary's, as `G2_LOG`
 /// filters (`g2=info`) know it.
 const LOG: &str = "g2";
+/// How long a stopping host waits for the replies it still sends.
+const OUTBOX_GRACE: Duration = Duration::from_secs(10);
 
 /// Where the wiring says what it does on the way: notes for people (the
 /// CLI's stderr) and results (its stdout; today only an image built on
@@ -63,6 +65,8 @@ pub struct Host {
     processor: Background,
     /// Telegram's polling loop, when the channel is enabled.
     telegram: Option<Background>,
+    /// What sends the replies the queue stores on its way down.
+    channels: Channels,
     queue: QueueHandle,
     requests: Background,
     worker: JoinHandle<()>,
@@ -202,7 +206,7 @@ impl Host {
             assistant_name: settings.assistant_name.clone(),
             provider: choice.kind.as_str().to_string(),
             token: settings.api.token.clone(),
-            channels,
+            channels: channels.clone(),
             queue: Some(queue.clone()),
             container: settings.container.clone(),
             memory: settings.memory.clone(),
@@ -231,6 +235,7 @@ impl Host {
             recovery,
             processor,
             telegram,
+            channels,
             queue,
             requests,
             worker,
@@ -270,6 +275,11 @@ impl Host {
         self.recovery.stop().await;
         self.processor.stop().await;
         self.queue.shutdown().await;
+        // The last replies go out before the host does (a platform's slow
+        // answer is not waited for long: what is left goes at next start).
+        if !self.channels.flush(OUTBOX_GRACE).await {
+            tracing::warn!(target: LOG, "replies still being sent at shutdown; the next start finishes them");
+        }
         self.requests.stop().await;
         self.worker.abort();
         stop_gateway(self.gateway, self.sockets).await;

@@ -415,6 +415,12 @@ impl Channels {
         }
     }
 
+    /// Waits (at most `limit`) for what the outbox has to send; whether it
+    /// all went.
+    pub async fn flush(&self, limit: Duration) -> bool {
+        self.outbox.flush(limit).await
+    }
+
     /// Shows a group's chat that its agent is working (a typing
     /// indicator, where the platform has one), until called with `false`.
     pub fn working(&self, folder: &GroupFolder, on: bool) {

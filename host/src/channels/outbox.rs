@@ -26,6 +26,7 @@
 //! [`Channels::redeliver`]: super::Channels::redeliver
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -54,6 +55,8 @@ pub struct Outbox {
     store: Store,
     queues: Mutex<Queues>,
     typing: Mutex<HashMap<GroupFolder, AbortHandle>>,
+    /// Messages pushed and not finished yet (for [`Outbox::flush`]).
+    pending: Arc<AtomicUsize>,
 }
 
 impl Outbox {
@@ -62,12 +65,28 @@ impl Outbox {
             store,
             queues: Mutex::default(),
             typing: Mutex::default(),
+            pending: Arc::default(),
         }
+    }
+
+    /// Waits until every message pushed so far is finished, or `limit`
+    /// passed; whether they were. A host stopping calls this so that a
+    /// reply stored last is sent, not left `sending` for the next start.
+    pub async fn flush(&self, limit: Duration) -> bool {
+        let until = tokio::time::Instant::now() + limit;
+        while self.pending.load(Ordering::Acquire) > 0 {
+            if tokio::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
     }
 
     /// Queues a message for its chat's worker (started on first use).
     pub fn push(&self, channel: Arc<dyn Channel>, m: Message) {
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        self.pending.fetch_add(1, Ordering::AcqRel);
         let jid = m.chat_jid.clone();
         let mut item = Some((channel, m));
         if let Some(q) = queues.get(&jid) {
@@ -79,7 +98,7 @@ impl Outbox {
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(item.expect("not sent"));
         queues.insert(jid, tx);
-        tokio::spawn(worker(self.store.clone(), rx));
+        tokio::spawn(worker(self.store.clone(), self.pending.clone(), rx));
     }
 
     /// Starts (or stops) renewing a group's typing indicator.
@@ -115,13 +134,18 @@ impl Outbox {
 }
 
 /// Sends one chat's messages, in the order they were queued.
-async fn worker(store: Store, mut rx: mpsc::UnboundedReceiver<(Arc<dyn Channel>, Message)>) {
+async fn worker(
+    store: Store,
+    pending: Arc<AtomicUsize>,
+    mut rx: mpsc::UnboundedReceiver<(Arc<dyn Channel>, Message)>,
+) {
     while let Some((channel, m)) = rx.recv().await {
         if let Err(e) = send_message(&store, channel.as_ref(), &m).await {
             // The store failed: the message stays undelivered and the next
             // start sends what is left of it.
             tracing::error!(chat = %m.chat_jid, error = %e, "recording a delivery; left for the next start");
         }
+        pending.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -241,4 +265,135 @@ async fn record(
             deliveries::set(tx, &id, part, state, external.as_deref(), detail.as_deref())
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::NewGroup;
+    use futures_util::future::BoxFuture;
+    use std::collections::VecDeque;
+
+    /// A channel that splits on `|` and answers each send from a script
+    /// (then `Ok`), recording what it sent.
+    struct Scripted {
+        script: Mutex<VecDeque<SendError>>,
+        sent: Mutex<Vec<String>>,
+    }
+
+    impl Channel for Scripted {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn owns(&self, jid: &str) -> bool {
+            jid.starts_with("s:")
+        }
+        fn parts(&self, m: &Message) -> Vec<String> {
+            m.text.split('|').map(str::to_string).collect()
+        }
+        fn send<'a>(
+            &'a self,
+            _m: &'a Message,
+            _part: usize,
+            text: &'a str,
+        ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
+            let next = self.script.lock().unwrap().pop_front();
+            Box::pin(async move {
+                match next {
+                    Some(e) => Err(e),
+                    None => {
+                        let mut sent = self.sent.lock().unwrap();
+                        sent.push(text.to_string());
+                        Ok(sent.len().to_string())
+                    }
+                }
+            })
+        }
+    }
+
+    async fn setup(script: Vec<SendError>) -> (tempfile::TempDir, Store, Arc<Scripted>) {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+        let g = NewGroup {
+            folder: "fam".into(),
+            name: "Fam".into(),
+            jid: Some("s:1".into()),
+            ..Default::default()
+        }
+        .into_group("Andy")
+        .unwrap();
+        store
+            .write(move |tx| store::groups::add(tx, &g))
+            .await
+            .unwrap();
+        let ch = Arc::new(Scripted {
+            script: Mutex::new(script.into()),
+            sent: Mutex::default(),
+        });
+        (d, store, ch)
+    }
+
+    async fn outbound(store: &Store, text: &str) -> Message {
+        let text = text.to_string();
+        store
+            .write(move |tx| {
+                store::messages::insert_outbound(tx, "s:1", "Andy", &text, None, false)
+            })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn parts_go_in_order_after_waits_and_a_part_left_sending_is_never_sent() {
+        let (_d, store, ch) = setup(vec![
+            SendError::RetryAfter(Duration::from_secs(1)),
+            SendError::Transient("connection refused".into()),
+        ])
+        .await;
+        let outbox = Outbox::new(store.clone());
+        let first = outbound(&store, "a|b").await;
+        let second = outbound(&store, "c").await;
+        // A host died while sending `second`'s only part.
+        let id = second.id.clone();
+        store
+            .write(move |tx| deliveries::set(tx, &id, 0, State::Sending, None, None))
+            .await
+            .unwrap();
+        outbox.push(ch.clone(), first);
+        outbox.push(ch.clone(), second.clone());
+        assert!(outbox.flush(Duration::from_secs(60)).await);
+        assert_eq!(ch.sent.lock().unwrap().as_slice(), ["a", "b"]);
+        let id = second.id.clone();
+        let parts = store.read(move |c| deliveries::of(c, &id)).await.unwrap();
+        assert_eq!(parts[0].state, State::Uncertain);
+        assert!(
+            store
+                .read(|c| store::messages::undelivered(c, 0, 10))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Pushed again (a restart): nothing is sent twice.
+        outbox.push(ch.clone(), outbound(&store, "d").await);
+        assert!(outbox.flush(Duration::from_secs(60)).await);
+        assert_eq!(ch.sent.lock().unwrap().as_slice(), ["a", "b", "d"]);
+    }
+
+    #[tokio::test]
+    async fn a_chat_that_is_gone_marks_its_group_failing() {
+        let (_d, store, ch) = setup(vec![SendError::Gone(
+            "Forbidden: bot was kicked from the group chat".into(),
+        )])
+        .await;
+        let outbox = Outbox::new(store.clone());
+        outbox.push(ch.clone(), outbound(&store, "x|y").await);
+        assert!(outbox.flush(Duration::from_secs(10)).await);
+        assert!(ch.sent.lock().unwrap().is_empty(), "the rest is not sent");
+        let failing = store
+            .read(|c| crate::routing::rules::failing(c, "fam"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(failing.error.contains("kicked"), "{failing:?}");
+    }
 }
