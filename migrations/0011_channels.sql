@@ -28,5 +28,6 @@ CREATE TABLE deliveries (
     PRIMARY KEY (message_id, part)
 ) STRICT, WITHOUT ROWID;
 
--- What the channels have not confirmed yet, read at every start.
-CREATE INDEX messages_undelivered ON messages (seq) WHERE is_bot = 1 AND delivered_at IS NULL;
+-- What the channels have not confirmed yet: read by each chat's sender,
+-- and at every start.
+CREATE INDEX messages_undelivered ON messages (chat_jid, seq) WHERE is_bot = 1 AND delivered_at IS NULL;

@@ -169,7 +169,8 @@ async fn check_telegram(home: &Home, settings: &Settings) -> Result<String, Prob
             telegram::TOKEN_VARIABLE
         ))
     })?;
-    let bot = telegram::client(tg, &token).map_err(Problem::from_error)?;
+    let bot =
+        telegram::client(tg, &token, telegram::REQUEST_TIMEOUT).map_err(Problem::from_error)?;
     let check = tokio::time::timeout(Duration::from_secs(15), telegram::identify(&bot));
     match check.await {
         Ok(Ok(me)) => Ok(format!(

@@ -327,10 +327,7 @@ fn telegram(
             home.root().join(".env").display()
         ))
     })?;
-    Ok(Some(Telegram::new(
-        telegram::client(tg, &token)?,
-        store.clone(),
-    )))
+    Ok(Some(Telegram::new(tg, &token, store.clone())?))
 }
 
 /// The home's database, with the settings' busy timeout.

@@ -377,3 +377,31 @@ async fn a_host_killed_after_fetching_answers_each_update_once() {
         .collect();
     assert_eq!(people.len(), 2, "each update stored once: {people:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_long_poll_outlasts_the_request_timeout() {
+    if !image_ready() {
+        return;
+    }
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    // Longer than a request's 17 s: the poll's own client must wait.
+    let _s = serve_with(
+        &home,
+        &api,
+        &[
+            ("G2_CHANNELS__TELEGRAM__POLL_TIMEOUT_SECS", "20"),
+            ("G2_CHANNELS__TELEGRAM__UNREGISTERED", "notice"),
+        ],
+    );
+    tokio::time::sleep(Duration::from_secs(23)).await;
+    let asked = Instant::now();
+    api.message(-100888, 9, "Flo", "@g2bot hello?", json!({}));
+    let notice = api.wait_sent(-100888, 1, 10).await;
+    assert!(
+        notice[0].at - asked < Duration::from_secs(2),
+        "taken at once by the waiting poll"
+    );
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(!log.contains("getUpdates failed"), "{log}");
+}

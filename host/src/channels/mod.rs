@@ -355,9 +355,12 @@ impl Channels {
         owner(&self.list, chat_jid)
     }
 
-    /// Whether storing a message for this chat delivers it.
+    /// Whether storing a message for this chat delivers it: the HTTP
+    /// channel's chats. A platform's chat whose channel is not running
+    /// (Telegram disabled, or `g2 run`) is not: its messages wait,
+    /// undelivered, for a host that runs it.
     pub fn stored_is_delivered(&self, chat_jid: &str) -> bool {
-        self.channel_for(chat_jid).delivered_by_storing()
+        self.channel_for(chat_jid).delivered_by_storing() && !on_a_platform(chat_jid)
     }
 
     /// Takes in a message for a group's chat: stored, published, routed
@@ -411,7 +414,7 @@ impl Channels {
         }
         let channel = self.channel_for(&m.chat_jid);
         if !channel.delivered_by_storing() {
-            self.outbox.push(channel, m);
+            self.outbox.push(channel, &m.chat_jid);
         }
     }
 
@@ -451,33 +454,49 @@ impl Channels {
 
     /// Sends what other channels have not confirmed yet (at start), in
     /// order per chat; a part an earlier host was sending when it died is
-    /// not sent again ([`outbox`]).
+    /// not sent again ([`outbox`]). Messages of a platform that is not
+    /// running stay for a host that runs it. Returns how many messages
+    /// wait.
     pub async fn redeliver(&self) -> Result<usize> {
         let mut n = 0;
         let mut after = 0;
+        let mut chats: Vec<String> = Vec::new();
         loop {
             let pending = self
                 .store
                 .read(move |c| store::messages::undelivered(c, after, PAGE))
                 .await?;
             let Some(last) = pending.last() else {
-                return Ok(n);
+                break;
             };
             after = last.seq;
             n += pending.len();
             for m in pending {
-                let channel = self.channel_for(&m.chat_jid);
-                if channel.delivered_by_storing() {
+                if self.stored_is_delivered(&m.chat_jid) {
                     let id = m.id.clone();
                     self.store
                         .write(move |tx| store::messages::mark_delivered(tx, &id))
                         .await?;
-                } else {
-                    self.outbox.push(channel, m);
+                } else if !chats.contains(&m.chat_jid) {
+                    chats.push(m.chat_jid);
                 }
             }
         }
+        for jid in chats {
+            let channel = self.channel_for(&jid);
+            if channel.delivered_by_storing() {
+                tracing::warn!(chat = %jid, "replies wait for a channel that is not enabled");
+            } else {
+                self.outbox.push(channel, &jid);
+            }
+        }
+        Ok(n)
     }
+}
+
+/// Whether a jid names a chat on a chat platform (not the HTTP API's log).
+fn on_a_platform(chat_jid: &str) -> bool {
+    chat_jid.starts_with(telegram::PREFIX)
 }
 
 /// The channel that carries a chat: the first that owns it.

@@ -2,9 +2,13 @@
 //! `seq` order per chat, each part exactly once where the platform lets us
 //! know, and at most once where it cannot.
 //!
-//! Each chat has one worker task and a queue; messages of one chat are
-//! sent one after another, those of different chats at the same time.
-//! For each part of a message ([`Channel::parts`]) the worker:
+//! Each chat has one worker task. [`Outbox::push`] only tells it that the
+//! chat has work; the worker reads the chat's undelivered messages from
+//! the store in `seq` order and sends them one after another (chats at the
+//! same time). Reading from the store, not from the callers, keeps the
+//! order whoever stored the messages and however their calls interleave,
+//! and a store error only delays the chat: the worker reads again after a
+//! backoff. For each part of a message ([`Channel::parts`]) the worker:
 //!
 //! 1. skips it if `deliveries` says it was sent, failed, or is uncertain;
 //! 2. finds it `sending`: a host died between asking the platform and
@@ -20,8 +24,8 @@
 //!    with the platform's reason) or the message is refused.
 //!
 //! When every part is settled the message is marked delivered; a host
-//! that starts finds the others with [`Channels::redeliver`] and pushes
-//! them here again.
+//! that starts pushes every chat with undelivered messages
+//! ([`Channels::redeliver`]).
 //!
 //! [`Channels::redeliver`]: super::Channels::redeliver
 
@@ -48,14 +52,17 @@ const TYPING_EVERY: Duration = Duration::from_secs(4);
 /// The longest a typing indicator is kept up without an answer.
 const TYPING_AT_MOST: Duration = Duration::from_secs(600);
 
-type Queues = HashMap<String, mpsc::UnboundedSender<(Arc<dyn Channel>, Message)>>;
+/// Messages a worker reads from the store at a time.
+const PAGE: usize = 100;
+
+type Queues = HashMap<String, mpsc::UnboundedSender<()>>;
 
 /// The per-chat send queues and typing indicators.
 pub struct Outbox {
     store: Store,
     queues: Mutex<Queues>,
     typing: Mutex<HashMap<GroupFolder, AbortHandle>>,
-    /// Messages pushed and not finished yet (for [`Outbox::flush`]).
+    /// Pushes not yet worked through (for [`Outbox::flush`]).
     pending: Arc<AtomicUsize>,
 }
 
@@ -69,7 +76,7 @@ impl Outbox {
         }
     }
 
-    /// Waits until every message pushed so far is finished, or `limit`
+    /// Waits until every chat pushed so far was worked through, or `limit`
     /// passed; whether they were. A host stopping calls this so that a
     /// reply stored last is sent, not left `sending` for the next start.
     pub async fn flush(&self, limit: Duration) -> bool {
@@ -83,22 +90,24 @@ impl Outbox {
         true
     }
 
-    /// Queues a message for its chat's worker (started on first use).
-    pub fn push(&self, channel: Arc<dyn Channel>, m: Message) {
+    /// Tells a chat's worker (started on first use) that the chat has
+    /// messages to send.
+    pub fn push(&self, channel: Arc<dyn Channel>, chat_jid: &str) {
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         self.pending.fetch_add(1, Ordering::AcqRel);
-        let jid = m.chat_jid.clone();
-        let mut item = Some((channel, m));
-        if let Some(q) = queues.get(&jid) {
-            match q.send(item.take().expect("set above")) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(back)) => item = Some(back),
-            }
+        if queues.get(chat_jid).is_some_and(|q| q.send(()).is_ok()) {
+            return;
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(item.expect("not sent"));
-        queues.insert(jid, tx);
-        tokio::spawn(worker(self.store.clone(), self.pending.clone(), rx));
+        let _ = tx.send(());
+        queues.insert(chat_jid.to_string(), tx);
+        tokio::spawn(worker(
+            self.store.clone(),
+            channel,
+            chat_jid.to_string(),
+            self.pending.clone(),
+            rx,
+        ));
     }
 
     /// Starts (or stops) renewing a group's typing indicator.
@@ -133,19 +142,51 @@ impl Outbox {
     }
 }
 
-/// Sends one chat's messages, in the order they were queued.
+/// Sends one chat's undelivered messages in `seq` order each time it is
+/// told there are some.
 async fn worker(
     store: Store,
+    channel: Arc<dyn Channel>,
+    chat_jid: String,
     pending: Arc<AtomicUsize>,
-    mut rx: mpsc::UnboundedReceiver<(Arc<dyn Channel>, Message)>,
+    mut rx: mpsc::UnboundedReceiver<()>,
 ) {
-    while let Some((channel, m)) = rx.recv().await {
-        if let Err(e) = send_message(&store, channel.as_ref(), &m).await {
-            // The store failed: the message stays undelivered and the next
-            // start sends what is left of it.
-            tracing::error!(chat = %m.chat_jid, error = %e, "recording a delivery; left for the next start");
+    let mut backoff = Duration::from_secs(1);
+    while rx.recv().await.is_some() {
+        let mut pushes = 1;
+        while rx.try_recv().is_ok() {
+            pushes += 1;
         }
-        pending.fetch_sub(1, Ordering::AcqRel);
+        loop {
+            let jid = chat_jid.clone();
+            let done = match store
+                .read(move |c| store::messages::undelivered_in(c, &jid, PAGE))
+                .await
+            {
+                Ok(page) if page.is_empty() => break,
+                Ok(page) => {
+                    let mut outcome = Ok(());
+                    for m in &page {
+                        outcome = send_message(&store, channel.as_ref(), m).await;
+                        if outcome.is_err() {
+                            break;
+                        }
+                    }
+                    outcome
+                }
+                Err(e) => Err(e),
+            };
+            match done {
+                Ok(()) => backoff = Duration::from_secs(1),
+                Err(e) => {
+                    // The store failed: nothing is skipped; read again later.
+                    tracing::error!(chat = %chat_jid, error = %e, retry_in = ?backoff, "recording a delivery");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        pending.fetch_sub(pushes, Ordering::AcqRel);
     }
 }
 
@@ -359,8 +400,8 @@ mod tests {
             .write(move |tx| deliveries::set(tx, &id, 0, State::Sending, None, None))
             .await
             .unwrap();
-        outbox.push(ch.clone(), first);
-        outbox.push(ch.clone(), second.clone());
+        let _ = first;
+        outbox.push(ch.clone(), "s:1");
         assert!(outbox.flush(Duration::from_secs(60)).await);
         assert_eq!(ch.sent.lock().unwrap().as_slice(), ["a", "b"]);
         let id = second.id.clone();
@@ -374,7 +415,8 @@ mod tests {
                 .is_empty()
         );
         // Pushed again (a restart): nothing is sent twice.
-        outbox.push(ch.clone(), outbound(&store, "d").await);
+        outbound(&store, "d").await;
+        outbox.push(ch.clone(), "s:1");
         assert!(outbox.flush(Duration::from_secs(60)).await);
         assert_eq!(ch.sent.lock().unwrap().as_slice(), ["a", "b", "d"]);
     }
@@ -386,7 +428,8 @@ mod tests {
         )])
         .await;
         let outbox = Outbox::new(store.clone());
-        outbox.push(ch.clone(), outbound(&store, "x|y").await);
+        outbound(&store, "x|y").await;
+        outbox.push(ch.clone(), "s:1");
         assert!(outbox.flush(Duration::from_secs(10)).await);
         assert!(ch.sent.lock().unwrap().is_empty(), "the rest is not sent");
         let failing = store

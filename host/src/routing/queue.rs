@@ -448,14 +448,15 @@ impl Queue {
                 };
                 if let Some(b) = batch {
                     let home = self.agents.home();
+                    // Marked before the agent has it: an edit that comes
+                    // later no longer changes these messages.
+                    mark_inflight(&self.store, folder, b.upto).await;
                     match agent::send_follow_up(home, folder, &b.prompt) {
                         Ok(_) => {
                             self.channels.working(folder, true);
                             outstanding.push_back(b.upto);
                             *sent_upto = b.upto;
                             run.epoch += 1;
-                            let (store, f, upto) = (self.store.clone(), folder.clone(), b.upto);
-                            tokio::spawn(async move { mark_inflight(&store, &f, upto).await });
                         }
                         Err(e) => {
                             tracing::error!(group = %folder, error = %e, "writing a follow-up");

@@ -145,6 +145,19 @@ pub fn mark_delivered(tx: &Transaction<'_>, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// One chat's outbound messages a channel has not confirmed yet, oldest
+/// first.
+pub fn undelivered_in(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
+    store::query_all(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM messages WHERE is_bot = 1 AND delivered_at IS NULL AND chat_jid = ?1 ORDER BY seq LIMIT ?2"
+        ),
+        params![chat_jid, limit as i64],
+        row,
+    )
+}
+
 /// Outbound messages after `after` (a `seq`) that a channel has not
 /// confirmed yet (for redelivery), oldest first.
 pub fn undelivered(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {

@@ -98,17 +98,37 @@ fn blocks(markdown: &str) -> Vec<&str> {
     out
 }
 
+/// The fence of a fenced code block (its opening line, and the closing
+/// fence), as the parser sees it.
+fn fence_of(block: &str) -> Option<(String, String)> {
+    let fenced = matches!(
+        Parser::new_ext(block, options()).next(),
+        Some(Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))))
+    );
+    if !fenced {
+        return None;
+    }
+    let first = block.lines().next()?.trim_start();
+    let mark = first.chars().next()?;
+    let run: String = first.chars().take_while(|c| *c == mark).collect();
+    Some((first.to_string(), run))
+}
+
 /// A block too long for one message, in pieces that fit.
 fn cut(block: &str) -> Vec<String> {
-    let fence = ["```", "~~~"].into_iter().find(|f| block.starts_with(f));
-    let (open, inner, close) = match fence {
-        Some(f) => {
-            let first = block.find('\n').unwrap_or(block.len());
-            let body = block[first..].trim_start_matches('\n');
-            let body = body.trim_end().strip_suffix(f).unwrap_or(body);
-            (format!("{}\n", &block[..first]), body, format!("\n{f}"))
+    let (open, inner, close) = match fence_of(block) {
+        Some((first, run)) => {
+            let body = block.split_once('\n').map_or("", |(_, b)| b).trim_end();
+            let body = body.strip_suffix(run.as_str()).unwrap_or(body);
+            (format!("{first}\n"), body, format!("\n{run}"))
         }
         None => (String::new(), block, String::new()),
+    };
+    // A fence line too long to fit with anything: the text without it.
+    let (open, close) = if fits(&format!("{open}x{close}")) {
+        (open, close)
+    } else {
+        (String::new(), String::new())
     };
     let wrap = |s: &str| format!("{open}{s}{close}");
     let mut pieces = Vec::new();
@@ -119,23 +139,20 @@ fn cut(block: &str) -> Vec<String> {
             current = joined;
             continue;
         }
-        if !current.is_empty() {
+        if !current.trim().is_empty() {
             pieces.push(wrap(current.trim_end()));
-            current.clear();
         }
-        // A single word too long for a message: cut it by characters.
+        current.clear();
+        // A single word too long for a message: cut it by characters,
+        // always at least one (escaping can triple a character's length).
         let mut rest = word;
-        while !fits(&wrap(rest)) {
+        while !rest.is_empty() && !fits(&wrap(rest)) {
             let mut n = rest.len().min(MAX_CHARS / 2);
-            while !rest.is_char_boundary(n) {
-                n -= 1;
+            while n > 0 && !(rest.is_char_boundary(n) && fits(&wrap(&rest[..n]))) {
+                n = if n > 64 { n / 2 } else { n - 1 };
             }
-            // Escaping can triple a character's length.
-            while n > 1 && !fits(&wrap(&rest[..n])) {
-                n /= 2;
-                while !rest.is_char_boundary(n) {
-                    n -= 1;
-                }
+            if n == 0 {
+                n = rest.chars().next().map_or(rest.len(), char::len_utf8);
             }
             pieces.push(wrap(&rest[..n]));
             rest = &rest[n..];
@@ -359,5 +376,25 @@ mod tests {
         // Escaping counts: a text of '<' is three times longer as HTML.
         let angles = "<".repeat(5000);
         assert!(split(&angles).iter().all(|p| fits(p)));
+        // Hostile shapes end, and lose nothing but the fences.
+        let long_fence = format!("```{}\ncode\n```", "a".repeat(5000));
+        let parts = split(&long_fence);
+        assert!(!parts.is_empty() && parts.iter().all(|p| fits(p)));
+        assert!(parts.concat().contains("code"));
+        let inline = format!("```ls``` is {}", "word ".repeat(1200));
+        let parts = split(&inline);
+        assert!(parts.len() >= 2 && parts.iter().all(|p| fits(p)));
+        assert!(
+            parts[0].starts_with("```ls``` is"),
+            "kept, not taken for a fence"
+        );
+        let wide = "😀".repeat(3000);
+        assert_eq!(split(&wide).concat(), wide);
+        let four = format!("````\n{}````", "x\n".repeat(3000));
+        assert!(
+            split(&four)
+                .iter()
+                .all(|p| p.starts_with("````\n") && p.ends_with("\n````"))
+        );
     }
 }

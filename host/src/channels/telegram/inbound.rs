@@ -88,7 +88,7 @@ pub(super) async fn poll(
             }
         };
         let request = tg
-            .bot
+            .poller
             .get_updates()
             .offset(offset)
             .timeout(settings.poll_timeout_secs as u32)
@@ -112,7 +112,8 @@ pub(super) async fn poll(
                         backoff
                     }
                     _ => {
-                        tracing::warn!(error = %e, retry_in = ?backoff, "telegram: getUpdates failed");
+                        let why = super::describe(&e, tg.bot.token());
+                        tracing::warn!(error = %why, retry_in = ?backoff, "telegram: getUpdates failed");
                         backoff
                     }
                 };
@@ -127,7 +128,24 @@ pub(super) async fn poll(
         let Some(last) = updates.iter().map(|u| u.id.0).max() else {
             continue;
         };
-        match take(&tg, &channels, &settings, &me, &updates, last).await {
+        let taken = match take(&tg, &channels, &settings, &me, &updates, last).await {
+            // Stored, or refused item by item: the offset moved on.
+            Ok(()) => store
+                .read(|c| store::router_state::get(c, OFFSET_KEY))
+                .await
+                .map(|v| v.and_then(|v| v.parse::<i64>().ok()) > Some(i64::from(offset)))
+                .and_then(|moved| {
+                    if moved {
+                        Ok(())
+                    } else {
+                        Err(crate::Error::Invalid(
+                            "the update offset did not move".into(),
+                        ))
+                    }
+                }),
+            Err(e) => Err(e),
+        };
+        match taken {
             Ok(()) => {}
             Err(e) => {
                 // Not stored and the offset did not move: fetched again.
@@ -281,17 +299,21 @@ pub(super) fn classify(
             (from.id.0.to_string(), name)
         }
     };
-    Decision::Take(Intake::New {
-        folder,
-        m: Inbound {
-            sender,
-            sender_name: sender_name.map(|n| clean_name(&n)),
-            text,
-            external_id: Some(msg.id.0.to_string()),
-            thread: topic.map(|t| t.to_string()),
-            addressed,
-        },
-    })
+    let mut m = Inbound {
+        sender,
+        sender_name: sender_name
+            .map(|n| clean_name(&n))
+            .filter(|n| !n.is_empty()),
+        text,
+        external_id: Some(msg.id.0.to_string()),
+        thread: topic.map(|t| t.to_string()),
+        addressed,
+    };
+    // A name the log refuses must not cost the message.
+    if m.check().is_err() {
+        m.sender_name = None;
+    }
+    Decision::Take(Intake::New { folder, m })
 }
 
 /// Whether a group message calls the bot: a mention of its username, a
@@ -377,9 +399,13 @@ fn clip(s: &str) -> String {
     s[..end].to_string()
 }
 
-/// A display name without control characters, at most 200 bytes.
+/// A display name without control or bidi characters (the message log
+/// refuses them), at most 200 bytes.
 fn clean_name(name: &str) -> String {
-    let mut out: String = name.chars().filter(|c| !c.is_control()).collect();
+    let mut out: String = name
+        .chars()
+        .filter(|c| !c.is_control() && !crate::terminal::is_bidi_control(*c))
+        .collect();
     while out.len() > 200 {
         out.pop();
     }

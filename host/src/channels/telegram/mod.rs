@@ -31,6 +31,7 @@ mod inbound;
 use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use teloxide_core::payloads::{SendChatActionSetters, SendMessageSetters};
@@ -129,14 +130,36 @@ pub struct Identity {
     pub username: String,
 }
 
-/// A Bot API client for the settings' server.
-pub fn client(settings: &TelegramSettings, token: &Token) -> Result<Bot> {
+/// How long a request other than a long poll may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(17);
+
+/// A Bot API client for the settings' server whose requests give up after
+/// `timeout` (a long poll's client needs more than its poll).
+pub fn client(settings: &TelegramSettings, token: &Token, timeout: Duration) -> Result<Bot> {
     let url = url::Url::parse(&settings.api_url)
         .map_err(|e| Error::Config(format!("channels.telegram.api_url: {e}")))?;
     let http = teloxide_core::net::default_reqwest_settings()
+        .timeout(timeout)
         .build()
         .map_err(|e| Error::Config(format!("the Telegram client: {e}")))?;
     Ok(Bot::with_client(token.0.clone(), http).set_api_url(url))
+}
+
+/// A Bot API error in words, without anything the server echoed back
+/// (an answer that is not the API's JSON is not shown) and never the
+/// token.
+pub fn describe(e: &RequestError, token: &str) -> String {
+    let text = match e {
+        RequestError::InvalidJson { .. } => {
+            "the Bot API answered with something that is not its JSON".to_string()
+        }
+        e => e.to_string(),
+    };
+    if token.is_empty() {
+        text
+    } else {
+        text.replace(token, "[redacted]")
+    }
 }
 
 /// Asks the Bot API who the bot is (`getMe`): checks the token.
@@ -145,7 +168,7 @@ pub async fn identify(bot: &Bot) -> std::result::Result<Identity, String> {
         RequestError::Api(ApiError::InvalidToken) => {
             format!("the Bot API refused the token ({e}); check {TOKEN_VARIABLE}")
         }
-        e => e.to_string(),
+        e => describe(&e, bot.token()),
     })?;
     Ok(Identity {
         id: me.user.id.0,
@@ -155,19 +178,24 @@ pub async fn identify(bot: &Bot) -> std::result::Result<Identity, String> {
 
 /// The Telegram channel.
 pub struct Telegram {
+    /// Sends, with [`REQUEST_TIMEOUT`].
     bot: Bot,
+    /// Long polls, with a timeout longer than the poll.
+    poller: Bot,
     store: Store,
     /// Known once `getMe` answered (before the first update is read).
     me: OnceLock<Identity>,
 }
 
 impl Telegram {
-    pub fn new(bot: Bot, store: Store) -> Arc<Telegram> {
-        Arc::new(Telegram {
-            bot,
+    pub fn new(settings: &TelegramSettings, token: &Token, store: Store) -> Result<Arc<Telegram>> {
+        let poll = Duration::from_secs(settings.poll_timeout_secs) + REQUEST_TIMEOUT;
+        Ok(Arc::new(Telegram {
+            bot: client(settings, token, REQUEST_TIMEOUT)?,
+            poller: client(settings, token, poll)?,
             store,
             me: OnceLock::new(),
-        })
+        }))
     }
 
     /// Starts the long-polling loop that takes updates in through
@@ -308,8 +336,10 @@ fn send_error(e: RequestError) -> SendError {
                 | ApiError::CantTalkWithBots
                 | ApiError::ChatNotFound
                 | ApiError::GroupDeactivated
-                | ApiError::NotEnoughRightsToPostMessages
-                | ApiError::InvalidToken => SendError::Gone(why),
+                | ApiError::NotEnoughRightsToPostMessages => SendError::Gone(why),
+                // The token was revoked: no chat is to blame; sent again
+                // once a host with a good token runs.
+                ApiError::InvalidToken => SendError::Transient(why),
                 ApiError::Unknown(d) if d.starts_with("Forbidden") => SendError::Gone(d),
                 // Telegram's own trouble: the message was not taken.
                 ApiError::Unknown(d)
@@ -371,7 +401,7 @@ mod tests {
         use teloxide_core::types::Seconds;
         assert_eq!(
             send_error(RequestError::RetryAfter(Seconds::from_seconds(3))),
-            SendError::RetryAfter(std::time::Duration::from_secs(3))
+            SendError::RetryAfter(Duration::from_secs(3))
         );
         assert!(matches!(
             send_error(RequestError::Api(ApiError::BotKickedFromSupergroup)),
