@@ -405,3 +405,59 @@ async fn an_idle_long_poll_outlasts_the_request_timeout() {
     let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
     assert!(!log.contains("getUpdates failed"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forum_topics_are_groups_of_their_own_or_share_the_chats() {
+    if !image_ready() {
+        return;
+    }
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "fam",
+        "--jid",
+        "tg:-100500",
+        "--name",
+        "Fam",
+    ]);
+    home.ok(&[
+        "groups",
+        "add",
+        "trips",
+        "--jid",
+        "tg:-100500:7",
+        "--name",
+        "Trips",
+    ]);
+    let s = serve_with(&home, &api, &[]);
+    let topic = |t: i64| json!({ "message_thread_id": t, "is_topic_message": true });
+
+    // Topic 7 is its own group: send_message and the reply go into it.
+    let asked = api.message(
+        -100500,
+        42,
+        "Ann",
+        "@g2bot\ng2:send progress-in-topic",
+        topic(7),
+    );
+    let sent = api.wait_sent(-100500, 2, 120).await;
+    assert!(sent[0].text.contains("progress-in-topic"), "{sent:?}");
+    assert!(sent.iter().all(|m| m.thread == Some(7)), "{sent:?}");
+    assert_eq!(sent[1].reply_to, Some(asked));
+    // Topic 9 has none: the chat's group answers, back in topic 9.
+    let asked = api.message(-100500, 42, "Ann", "@g2bot hi from nine", topic(9));
+    let sent = api.wait_sent(-100500, 3, 120).await;
+    assert_eq!(
+        (sent[2].thread, sent[2].reply_to),
+        (Some(9), Some(asked)),
+        "{:?}",
+        sent[2]
+    );
+    assert!(sent[2].text.contains("hi from nine"));
+    let trips = stored(&s.url, "trips").await;
+    let fam = stored(&s.url, "fam").await;
+    assert_eq!(trips.iter().filter(|m| m["from_bot"] == false).count(), 1);
+    assert_eq!(fam.iter().filter(|m| m["from_bot"] == false).count(), 1);
+}
