@@ -33,17 +33,13 @@ const TG_CHAT: i64 = -100_400;
 impl Platform {
     fn register(&self, home: &TestHome) {
         match self {
-            Platform::Http => home.ok(&["groups", "add", "one", "--name", "One"]),
-            Platform::Telegram(_) => home.ok(&[
-                "groups",
-                "add",
-                "one",
-                "--jid",
-                &format!("tg:{TG_CHAT}"),
-                "--name",
-                "One",
-            ]),
-        };
+            Platform::Http => {
+                home.ok(&["groups", "add", "one", "--name", "One"]);
+            }
+            Platform::Telegram(_) => {
+                crate::telegram::register(home, "one", &format!("tg:{TG_CHAT}"), "One");
+            }
+        }
         // Another group on the HTTP channel, for ownership.
         home.ok(&["groups", "add", "web", "--name", "Web"]);
     }

@@ -28,6 +28,11 @@ pub fn serve_with(home: &TestHome, api: &BotApi, more: &[(&'static str, &str)]) 
     serve(home, &all)
 }
 
+/// `g2 groups add` for a Telegram chat.
+pub fn register(home: &TestHome, folder: &str, jid: &str, name: &str) {
+    home.ok(&["groups", "add", folder, "--jid", jid, "--name", name]);
+}
+
 /// Messages stored for a chat (people's and the assistant's).
 async fn stored(base: &str, folder: &str) -> Vec<serde_json::Value> {
     get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
@@ -44,15 +49,7 @@ async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
     }
     let api = BotApi::start().await;
     let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "family",
-        "--jid",
-        "tg:-100200",
-        "--name",
-        "Family",
-    ]);
+    register(&home, "family", "tg:-100200", "Family");
     let s = serve_with(&home, &api, &[]);
 
     api.message(-100200, 42, "Ann", "we need milk", json!({}));
@@ -202,16 +199,8 @@ async fn long_replies_rejected_formatting_rate_limits_and_a_removed_bot() {
     let api = BotApi::start().await;
     let home = TestHome::new();
     // A private chat: every message addresses the bot.
-    home.ok(&["groups", "add", "ann", "--jid", "tg:4242", "--name", "Ann"]);
-    home.ok(&[
-        "groups",
-        "add",
-        "club",
-        "--jid",
-        "tg:-100300",
-        "--name",
-        "Club",
-    ]);
+    register(&home, "ann", "tg:4242", "Ann");
+    register(&home, "club", "tg:-100300", "Club");
     let s = serve_with(
         &home,
         &api,
@@ -295,7 +284,7 @@ async fn a_host_killed_after_sending_does_not_send_again() {
     }
     let api = BotApi::start().await;
     let home = TestHome::new();
-    home.ok(&["groups", "add", "ann", "--jid", "tg:4243", "--name", "Ann"]);
+    register(&home, "ann", "tg:4243", "Ann");
     let mut s = serve_with(&home, &api, &[]);
     // Telegram takes the reply; the host dies before it hears back.
     api.fail_next_send(Failure::Hold);
@@ -336,7 +325,7 @@ async fn a_host_killed_after_fetching_answers_each_update_once() {
     }
     let api = BotApi::start().await;
     let home = TestHome::new();
-    home.ok(&["groups", "add", "ann", "--jid", "tg:4244", "--name", "Ann"]);
+    register(&home, "ann", "tg:4244", "Ann");
     let mut s = serve_with(&home, &api, &[]);
     api.message(
         4244,
@@ -413,24 +402,8 @@ async fn forum_topics_are_groups_of_their_own_or_share_the_chats() {
     }
     let api = BotApi::start().await;
     let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "fam",
-        "--jid",
-        "tg:-100500",
-        "--name",
-        "Fam",
-    ]);
-    home.ok(&[
-        "groups",
-        "add",
-        "trips",
-        "--jid",
-        "tg:-100500:7",
-        "--name",
-        "Trips",
-    ]);
+    register(&home, "fam", "tg:-100500", "Fam");
+    register(&home, "trips", "tg:-100500:7", "Trips");
     let s = serve_with(&home, &api, &[]);
     let topic = |t: i64| json!({ "message_thread_id": t, "is_topic_message": true });
 

@@ -723,7 +723,7 @@ async fn publish_stored(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::groups;
     use std::sync::Mutex;
@@ -751,25 +751,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_new_channel_plugs_in_without_the_router() {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(1)).unwrap();
+        let (_d, store) = store_with_group("tg", Some("rec:42")).await;
         let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
         let (tx, mut rx) = mpsc::unbounded_channel();
         let ch = Channels::new(store.clone())
             .with(rec.clone())
             .with_router(tx);
-        let g = groups::NewGroup {
-            folder: "tg".into(),
-            name: "TG".into(),
-            jid: Some("rec:42".into()),
-            ..Default::default()
-        }
-        .into_group("Andy")
-        .unwrap();
-        store
-            .write(move |tx| store::groups::add(tx, &g))
-            .await
-            .unwrap();
         let mut live = ch.subscribe();
         let m = ch
             .receive(
@@ -833,21 +820,30 @@ mod tests {
 
     /// A store with the group `fam` registered; its chat's jid.
     async fn store_with_fam() -> (tempfile::TempDir, Store, String) {
+        let (d, store) = store_with_group("fam", None).await;
+        (d, store, "local:fam".to_string())
+    }
+
+    /// A fresh store with one group registered (its jid, else the default).
+    pub(super) async fn store_with_group(
+        folder: &str,
+        jid: Option<&str>,
+    ) -> (tempfile::TempDir, Store) {
         let d = tempfile::tempdir().unwrap();
         let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
         let g = groups::NewGroup {
-            folder: "fam".into(),
-            name: "Fam".into(),
+            folder: folder.into(),
+            name: folder.to_uppercase(),
+            jid: jid.map(str::to_string),
             ..Default::default()
         }
         .into_group("Andy")
         .unwrap();
-        let jid = g.jid.clone();
         store
             .write(move |tx| store::groups::add(tx, &g))
             .await
             .unwrap();
-        (d, store, jid)
+        (d, store)
     }
 
     #[tokio::test]

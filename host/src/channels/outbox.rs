@@ -311,7 +311,6 @@ async fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groups::NewGroup;
     use futures_util::future::BoxFuture;
     use std::collections::VecDeque;
 
@@ -353,20 +352,7 @@ mod tests {
     }
 
     async fn setup(script: Vec<SendError>) -> (tempfile::TempDir, Store, Arc<Scripted>) {
-        let d = tempfile::tempdir().unwrap();
-        let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
-        let g = NewGroup {
-            folder: "fam".into(),
-            name: "Fam".into(),
-            jid: Some("s:1".into()),
-            ..Default::default()
-        }
-        .into_group("Andy")
-        .unwrap();
-        store
-            .write(move |tx| store::groups::add(tx, &g))
-            .await
-            .unwrap();
+        let (d, store) = crate::channels::tests::store_with_group("fam", Some("s:1")).await;
         let ch = Arc::new(Scripted {
             script: Mutex::new(script.into()),
             sent: Mutex::default(),
