@@ -139,6 +139,26 @@ async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
     }
     let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
     assert!(log.contains("polling for updates") && !log.contains(TOKEN));
+
+    // A waiting message edited to mention the bot calls it, with the new text.
+    let plain = api.message(-100200, 42, "Ann", "is there cheese", json!({}));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(api.sent_to(-100200).len(), 2);
+    let from = json!({ "id": 42, "is_bot": false, "first_name": "Ann" });
+    api.push(
+        "edited_message",
+        -100200,
+        from,
+        "@g2bot is there cheese?",
+        json!({ "message_id": plain, "edit_date": 1 }),
+    );
+    let sent = api.wait_sent(-100200, 3, 120).await;
+    assert!(
+        sent[2].text.contains("@g2bot is there cheese?"),
+        "{:?}",
+        sent[2]
+    );
+    assert_eq!(sent[2].reply_to, Some(plain));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -150,6 +150,9 @@ pub enum Intake {
         folder: GroupFolder,
         external_id: String,
         text: String,
+        /// The edited message addresses the assistant (a mention added by
+        /// the edit counts; one removed does not un-call it).
+        addressed: bool,
     },
 }
 
@@ -653,7 +656,10 @@ fn store_inbound(
                 Err(e) => Err(e),
             },
             Intake::Edit {
-                external_id, text, ..
+                external_id,
+                text,
+                addressed,
+                ..
             } => {
                 // Neither answered nor handed to the agent yet.
                 let cursor = crate::routing::rules::cursor(tx, folder)?;
@@ -665,6 +671,7 @@ fn store_inbound(
                         &jid,
                         external_id,
                         text,
+                        *addressed,
                         cursor.max(inflight),
                     )?;
                 Ok(if edited {
@@ -885,6 +892,7 @@ pub(crate) mod tests {
             folder: fam.clone(),
             external_id: id.into(),
             text: text.into(),
+            addressed: true,
         };
         let e = ch
             .take_in(vec![edit("1", "one, fixed")], None)
@@ -913,6 +921,14 @@ pub(crate) mod tests {
             .map(|m| m.text)
             .collect();
         assert_eq!(texts, ["one, fixed", "two"]);
+        let addressed = store
+            .read(|c| store::messages::latest(c, "local:fam", 10))
+            .await
+            .unwrap()
+            .iter()
+            .map(|m| m.addressed)
+            .collect::<Vec<_>>();
+        assert_eq!(addressed, [true, false], "the edit called the assistant");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

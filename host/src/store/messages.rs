@@ -58,18 +58,20 @@ pub fn insert_inbound(
 }
 
 /// Replaces the text of an inbound message (by its platform id) that is
-/// still pending, i.e. stored after `after`; whether one was.
+/// still pending, i.e. stored after `after`, and marks it addressed if the
+/// edit addresses the assistant; whether one was.
 pub fn edit_pending(
     tx: &Transaction<'_>,
     chat_jid: &str,
     external_id: &str,
     text: &str,
+    addressed: bool,
     after: i64,
 ) -> Result<bool> {
     Ok(tx.execute(
-        "UPDATE messages SET content = ?3
+        "UPDATE messages SET content = ?3, addressed = MAX(addressed, ?5)
          WHERE chat_jid = ?1 AND external_id = ?2 AND seq > ?4 AND is_bot = 0",
-        params![chat_jid, external_id, text, after],
+        params![chat_jid, external_id, text, after, addressed],
     )? > 0)
 }
 

@@ -276,6 +276,16 @@ pub(super) fn classify(
     let Some(folder) = folder.cloned() else {
         return Decision::Unregistered { chat, addressed };
     };
+    if let Some(to) = msg.migrate_to_chat_id() {
+        // The chat's id changes; its group must be registered again.
+        tracing::warn!(
+            group = %folder,
+            from = %chat_jid,
+            to = %Jid { chat: to.0, topic: None },
+            "telegram: the chat became a supergroup with a new id; register the group again with the new jid"
+        );
+        return Decision::Skip("the chat moved to a new id");
+    }
     let Some(text) = text_of(msg) else {
         return Decision::Skip("no text and no media (a service message)");
     };
@@ -284,6 +294,7 @@ pub(super) fn classify(
             folder,
             external_id: msg.id.0.to_string(),
             text,
+            addressed,
         });
     }
     let (sender, sender_name) = match (&msg.sender_chat, anonymous_admin) {
@@ -607,7 +618,8 @@ mod tests {
             Decision::Take(Intake::Edit {
                 folder: GroupFolder::new("fam").unwrap(),
                 external_id: "11".into(),
-                text: "fixed".into()
+                text: "fixed".into(),
+                addressed: false,
             })
         );
         let joined = update(
