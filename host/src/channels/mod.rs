@@ -206,7 +206,7 @@ enum Job {
     Take {
         items: Vec<Intake>,
         mark: Option<Mark>,
-        done: oneshot::Sender<Vec<Result<Taken>>>,
+        done: oneshot::Sender<Result<Vec<Result<Taken>>>>,
     },
     /// Someone committed messages: publish what is new.
     Stored,
@@ -393,7 +393,8 @@ impl Channels {
     /// in the same transaction; answers for each item. An item that cannot
     /// be stored (a group removed meanwhile, a message refused) is answered
     /// with its error and the others are stored; the mark is written all
-    /// the same.
+    /// the same. An error means nothing was stored and the mark did not
+    /// move (the store failed).
     pub async fn take_in(
         &self,
         items: Vec<Intake>,
@@ -404,7 +405,7 @@ impl Channels {
             .send(Job::Take { items, mark, done })
             .await
             .map_err(|_| stopped())?;
-        taken.await.map_err(|_| stopped())
+        taken.await.map_err(|_| stopped())?
     }
 
     /// Publishes an assistant message that was just stored (in `seq`
@@ -428,9 +429,17 @@ impl Channels {
     }
 
     /// Shows a group's chat that its agent is working (a typing
-    /// indicator, where the platform has one), until called with `false`.
-    pub fn working(&self, folder: &GroupFolder, on: bool) {
-        self.outbox.working(&self.list, folder, on);
+    /// indicator, where the platform has one) until [`Channels::idle`].
+    pub fn working(&self, folder: &GroupFolder, chat_jid: &str) {
+        let channel = self.channel_for(chat_jid);
+        if !channel.delivered_by_storing() {
+            self.outbox.start_typing(folder, channel, chat_jid);
+        }
+    }
+
+    /// The group's agent is done for now: its typing indicator goes.
+    pub fn idle(&self, folder: &GroupFolder) {
+        self.outbox.stop_typing(folder);
     }
 
     /// Stores an assistant message for a chat (outside any cursor: a
@@ -568,7 +577,7 @@ async fn sequence(
                 Ok((others, answers))
             })
             .await;
-        let answers: Vec<Vec<Result<Taken>>> = match committed {
+        let answers: Vec<Result<Vec<Result<Taken>>>> = match committed {
             Ok((others, answers)) => {
                 let ours = answers.iter().flatten().filter_map(|a| match a {
                     Ok(Taken::Stored(m)) => Some(m.clone()),
@@ -578,7 +587,7 @@ async fn sequence(
                     published = m.seq;
                     let _ = events.send(Live::new(m));
                 }
-                answers
+                answers.into_iter().map(Ok).collect()
             }
             Err(e) => {
                 // One bad job must not sink the others: each alone.
@@ -592,14 +601,7 @@ async fn sequence(
                             store_inbound(tx, &list, items, mark.as_ref())
                         })
                         .await;
-                    answers.push(one.unwrap_or_else(|e| {
-                        let why = e.to_string();
-                        takes[i]
-                            .0
-                            .iter()
-                            .map(|_| Err(Error::Invalid(why.clone())))
-                            .collect()
-                    }));
+                    answers.push(one);
                 }
                 published = publish_stored(&store, &events, published).await;
                 answers
@@ -608,7 +610,7 @@ async fn sequence(
         // Published, then the router, then the channels.
         let mut folders: Vec<&GroupFolder> = Vec::new();
         for ((items, _), answer) in takes.iter().zip(&answers) {
-            for (item, a) in items.iter().zip(answer) {
+            for (item, a) in items.iter().zip(answer.iter().flatten()) {
                 let wakes = matches!(a, Ok(Taken::Stored(_) | Taken::Edited));
                 if wakes && !folders.contains(&item.folder()) {
                     folders.push(item.folder());

@@ -110,35 +110,30 @@ impl Outbox {
         ));
     }
 
-    /// Starts (or stops) renewing a group's typing indicator.
-    pub fn working(&self, list: &[Arc<dyn Channel>], folder: &GroupFolder, on: bool) {
+    /// Keeps a group's typing indicator up in its chat (renewed until
+    /// [`Outbox::stop_typing`], at most [`TYPING_AT_MOST`]).
+    pub fn start_typing(&self, folder: &GroupFolder, channel: Arc<dyn Channel>, chat_jid: &str) {
         let mut typing = self.typing.lock().unwrap_or_else(PoisonError::into_inner);
-        if !on {
-            if let Some(h) = typing.remove(folder) {
-                h.abort();
-            }
-            return;
-        }
         if typing.get(folder).is_some_and(|h| !h.is_finished()) {
             return;
         }
-        let (store, f, list) = (self.store.clone(), folder.clone(), list.to_vec());
+        let jid = chat_jid.to_string();
         let task = tokio::spawn(async move {
-            let g = f.clone();
-            let Ok(Some(group)) = store.read(move |c| store::groups::get(c, &g)).await else {
-                return;
-            };
-            let channel = super::owner(&list, &group.jid);
-            if channel.delivered_by_storing() {
-                return;
-            }
             let until = tokio::time::Instant::now() + TYPING_AT_MOST;
             while tokio::time::Instant::now() < until {
-                channel.typing(&group.jid).await;
+                channel.typing(&jid).await;
                 tokio::time::sleep(TYPING_EVERY).await;
             }
         });
         typing.insert(folder.clone(), task.abort_handle());
+    }
+
+    /// Stops a group's typing indicator, if one is up.
+    pub fn stop_typing(&self, folder: &GroupFolder) {
+        let mut typing = self.typing.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(h) = typing.remove(folder) {
+            h.abort();
+        }
     }
 }
 

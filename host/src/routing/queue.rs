@@ -435,6 +435,7 @@ impl Queue {
             ) = (&mut run.kind, run.closing, others_wait)
             {
                 let after = *sent_upto;
+                let jid = group.jid.clone();
                 let batch = match self
                     .store
                     .read(move |c| router::next_batch(c, &group, after))
@@ -453,7 +454,7 @@ impl Queue {
                     mark_inflight(&self.store, folder, b.upto).await;
                     match agent::send_follow_up(home, folder, &b.prompt) {
                         Ok(_) => {
-                            self.channels.working(folder, true);
+                            self.channels.working(folder, &jid);
                             outstanding.push_back(b.upto);
                             *sent_upto = b.upto;
                             run.epoch += 1;
@@ -592,7 +593,7 @@ impl Queue {
                 let Some(b) = self.pending(&group).await else {
                     return;
                 };
-                self.channels.working(folder, true);
+                self.channels.working(folder, &group.jid);
                 let kind = Kind::Messages {
                     outstanding: VecDeque::from([b.upto]),
                     sent_upto: b.upto,
@@ -704,7 +705,7 @@ impl Queue {
                     return;
                 };
                 if outstanding.is_empty() {
-                    self.channels.working(folder, false);
+                    self.channels.idle(folder);
                 }
                 match turn {
                     Turn::Reply(text) => {
@@ -799,7 +800,7 @@ impl Queue {
             return;
         }
         let run = g.run.take().expect("checked above");
-        self.channels.working(folder, false);
+        self.channels.idle(folder);
         match run.kind {
             Kind::Messages {
                 outstanding,

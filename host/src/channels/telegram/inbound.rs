@@ -69,23 +69,28 @@ pub(super) async fn poll(
         }
     };
     tracing::info!(bot = %me.username, "telegram: polling for updates");
-    let me = tg.me.get_or_init(|| me).clone();
     let store = tg.store.clone();
     backoff = Duration::from_secs(1);
+    // Known after each batch is stored; read from the store at start and
+    // after a batch failed to store.
+    let mut next: Option<i32> = None;
     loop {
-        let offset = match store
-            .read(|c| store::router_state::get(c, OFFSET_KEY))
-            .await
-        {
-            Ok(v) => v.and_then(|v| v.parse::<i32>().ok()).unwrap_or(0),
-            Err(e) => {
-                tracing::error!(error = %e, "telegram: reading the update offset");
-                tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
-                    _ = &mut stop => return,
+        let offset = match next {
+            Some(o) => o,
+            None => match store
+                .read(|c| store::router_state::get(c, OFFSET_KEY))
+                .await
+            {
+                Ok(v) => v.and_then(|v| v.parse::<i32>().ok()).unwrap_or(0),
+                Err(e) => {
+                    tracing::error!(error = %e, "telegram: reading the update offset");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        _ = &mut stop => return,
+                    }
+                    continue;
                 }
-                continue;
-            }
+            },
         };
         let request = tg
             .poller
@@ -128,28 +133,13 @@ pub(super) async fn poll(
         let Some(last) = updates.iter().map(|u| u.id.0).max() else {
             continue;
         };
-        let taken = match take(&tg, &channels, &settings, &me, &updates, last).await {
-            // Stored, or refused item by item: the offset moved on.
-            Ok(()) => store
-                .read(|c| store::router_state::get(c, OFFSET_KEY))
-                .await
-                .map(|v| v.and_then(|v| v.parse::<i64>().ok()) > Some(i64::from(offset)))
-                .and_then(|moved| {
-                    if moved {
-                        Ok(())
-                    } else {
-                        Err(crate::Error::Invalid(
-                            "the update offset did not move".into(),
-                        ))
-                    }
-                }),
-            Err(e) => Err(e),
-        };
-        match taken {
-            Ok(()) => {}
+        match take(&tg, &channels, &settings, &me, &updates, last).await {
+            // Stored, or refused item by item: the offset moved on with them.
+            Ok(()) => next = Some(last as i32 + 1),
             Err(e) => {
                 // Not stored and the offset did not move: fetched again.
                 tracing::error!(error = %e, "telegram: storing updates");
+                next = None;
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
                     _ = &mut stop => return,

@@ -30,7 +30,7 @@ mod inbound;
 
 use std::fmt;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -183,8 +183,6 @@ pub struct Telegram {
     /// Long polls, with a timeout longer than the poll.
     poller: Bot,
     store: Store,
-    /// Known once `getMe` answered (before the first update is read).
-    me: OnceLock<Identity>,
 }
 
 impl Telegram {
@@ -194,7 +192,6 @@ impl Telegram {
             bot: client(settings, token, REQUEST_TIMEOUT)?,
             poller: client(settings, token, poll)?,
             store,
-            me: OnceLock::new(),
         }))
     }
 
@@ -208,9 +205,8 @@ impl Telegram {
     /// Sends a text to a chat as it is, outside the message log (the
     /// notice to an unregistered chat).
     async fn notify(&self, chat: i64, text: &str) -> std::result::Result<(), SendError> {
-        self.bot
-            .send_message(ChatId(chat), text)
-            .send()
+        let jid = Jid { chat, topic: None };
+        self.post(jid, None, text, None, None)
             .await
             .map(|_| ())
             .map_err(send_error)
