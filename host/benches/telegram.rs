@@ -87,16 +87,8 @@ fn main() {
             }
         });
         let post = |text: String| {
-            let (client, url) = (client.clone(), format!("{base}/api/groups/main/messages"));
-            async move {
-                let r = client
-                    .post(url)
-                    .json(&json!({ "sender": "bench", "text": text }))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 202);
-            }
+            let (client, base) = (client.clone(), base.clone());
+            async move { common::post_main(&client, &base, &text).await }
         };
         // Both containers started, then warm.
         post("warm up".into()).await;

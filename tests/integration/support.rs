@@ -448,6 +448,15 @@ impl Sse {
     }
 }
 
+/// Posts a message to a group's chat and waits (up to 120 s) for the
+/// assistant's next reply there; the stream is opened first, so the reply
+/// cannot be missed.
+pub async fn ask(base: &str, folder: &str, sender: &str, text: &str) -> String {
+    let mut chat = Sse::open(base, folder, None).await;
+    post(base, folder, sender, text).await;
+    chat.reply(120).await
+}
+
 /// Posts a message to a group's chat; returns its `seq`.
 pub async fn post(base: &str, folder: &str, sender: &str, text: &str) -> i64 {
     let r = http_client()

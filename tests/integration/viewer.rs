@@ -104,9 +104,7 @@ async fn hostile_markup_in_chat_and_archives_is_shown_as_text() {
     }
     let home = TestHome::new();
     let s = serve(&home, &[]);
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(&s.url, "main", "Mallory", HOSTILE).await;
-    main.reply(120).await;
+    ask(&s.url, "main", "Mallory", HOSTILE).await;
     // The conversation is archived with the markup in it.
     let r = http_client()
         .post(format!("{}/api/groups/main/session/clear", s.url))
@@ -177,15 +175,13 @@ async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
     }
     let home = TestHome::new();
     let s = serve(&home, &[]);
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(
+    ask(
         &s.url,
         "main",
         "Ann",
         "the lighthouse keeper feeds the gulls at dawn",
     )
     .await;
-    main.reply(120).await;
 
     let b = Browser::start().await;
     b.client
@@ -390,15 +386,13 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
         "document.getElementById('feed-live').textContent === 'live'",
     )
     .await;
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(
+    ask(
         &s.url,
         "main",
         "Ann",
         "remember that the boat is moored at pier 7",
     )
     .await;
-    main.reply(120).await;
     // Stored while the page is open: the prompt, then what was learned.
     b.until(
         "the observation in the live feed",
@@ -456,15 +450,13 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
     }
     let home = TestHome::new();
     let s = serve(&home, &[]);
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(
+    ask(
         &s.url,
         "main",
         "Ann",
         "g2:schedule interval 3600000 water the plants",
     )
     .await;
-    main.reply(120).await;
 
     let b = Browser::start().await;
     // Register a group from the page.

@@ -166,6 +166,18 @@ pub fn home_with_bench_group() -> tempfile::TempDir {
     home
 }
 
+/// Posts `text` to the main group's chat as `bench` (`POST
+/// /api/groups/main/messages`) and checks it was accepted.
+pub async fn post_main(client: &reqwest::Client, base: &str, text: &str) {
+    let r = client
+        .post(format!("{base}/api/groups/main/messages"))
+        .json(&serde_json::json!({ "sender": "bench", "text": text }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+}
+
 /// A number from the environment (`G2_BENCH_*`), or `default`.
 pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)
