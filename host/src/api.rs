@@ -49,6 +49,8 @@ pub struct Api {
     pub queue: Option<crate::routing::queue::QueueHandle>,
     /// Container settings (the groups' disk quotas).
     pub container: crate::container::ContainerSettings,
+    /// The groups' file counts (their status never waits for one).
+    pub disk: crate::container::disk::Ledger,
     /// What sessions are given from memory (the viewer shows it).
     pub memory: crate::config::MemorySettings,
     /// The groups' model budgets (the viewer shows them).
@@ -428,11 +430,33 @@ async fn group_status(State(api): State<Api>, Path(folder): Path<GroupFolder>) -
             .and_then(|s| s.running.into_iter().find(|r| r.group == folder)),
         None => None,
     };
-    let disk = crate::container::disk::measure_async(&api.home, &api.container, &g).await?;
+    let disk = disk_usage(&api, &g).await?;
     Ok(Json(
         json!({ "group": g, "session": pointer, "cursor": cursor, "failing": failing, "container": container, "disk": disk }),
     ))
 }
+
+/// A group's disk use from its latest count; a group never counted since
+/// the host started is counted now, for at most [`FIRST_COUNT_WAIT`]
+/// (`null` after that: not counted yet).
+async fn disk_usage(
+    api: &Api,
+    g: &groups::Group,
+) -> Result<Option<crate::container::disk::Usage>, ApiError> {
+    use crate::container::disk;
+    let count = match api.disk.latest(&g.folder) {
+        Some(c) => Some(c),
+        None => tokio::time::timeout(FIRST_COUNT_WAIT, api.disk.fresh(&g.folder))
+            .await
+            .ok()
+            .transpose()?,
+    };
+    let quotas = disk::Quotas::of(&api.home, &api.container, g);
+    Ok(count.and_then(|c| disk::usage(&c, &quotas).ok()))
+}
+
+/// How long a status waits for a group's first count.
+const FIRST_COUNT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 async fn queue_status(State(api): State<Api>) -> ApiResult<Value> {
     match &api.queue {

@@ -172,8 +172,14 @@ pub struct ContainerSettings {
     /// Free space the host keeps for itself (its database) on the disk
     /// that holds `data/`: no agent runs, or keeps writing, below it.
     pub disk_reserve_mb: u64,
-    /// How often a running agent's disk use is checked.
+    /// How often a running agent's disk use is counted again.
     pub disk_check_ms: u64,
+    /// Entries (files, folders, links, …) each group may keep in its three
+    /// trees, beside the bytes of `disk_mb`.
+    pub max_group_files: u64,
+    /// Share of one core (percent) the host spends at most on counting
+    /// groups' files.
+    pub disk_cpu_percent: u32,
     /// The mount allowlist; deliberately outside the project and never
     /// mounted into a container.
     pub allowlist: Option<PathBuf>,
@@ -192,6 +198,8 @@ impl Default for ContainerSettings {
             disk_mb: 2048,
             disk_reserve_mb: 1024,
             disk_check_ms: 1000,
+            max_group_files: 200_000,
+            disk_cpu_percent: 20,
             allowlist: None,
         }
     }
@@ -220,6 +228,9 @@ pub struct GroupContainerConfig {
     /// Disk quota of the group's folder, IPC folder and `.claude` state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disk_mb: Option<u64>,
+    /// Entries the group may keep in those trees (`container.max_group_files`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_files: Option<u64>,
     /// Extra host folders, checked against the mount allowlist.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<crate::container::mounts::ExtraMount>,
@@ -506,6 +517,11 @@ impl Settings {
         if self.queue.max_containers == 0 {
             return Err(Error::Config(
                 "queue.max_containers must be at least 1".into(),
+            ));
+        }
+        if !(1..=100).contains(&self.container.disk_cpu_percent) {
+            return Err(Error::Config(
+                "container.disk_cpu_percent: a share of one core from 1 to 100".into(),
             ));
         }
         if self.queue.retries > 20 || self.queue.retry_base_ms == 0 {

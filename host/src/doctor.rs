@@ -95,15 +95,18 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, Problem>
             free / MB,
             settings.container.disk_reserve_mb
         )];
+        parts.push(quota_enforcement(&home, &settings));
         let mut over = Vec::new();
         for g in &groups {
             let u = crate::container::disk::measure(&home, &settings.container, g)
                 .map_err(Problem::from_error)?;
             parts.push(format!(
-                "{} {}/{} MB",
+                "{} {}/{} MB, {}/{} files",
                 g.folder,
                 u.used_bytes.div_ceil(MB),
-                u.quota_bytes / MB
+                u.quota_bytes / MB,
+                u.entries,
+                u.max_entries
             ));
             if let Some(why) = u.refusal() {
                 over.push(format!("{}: {why}", g.folder));
@@ -117,6 +120,25 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, Problem>
     })
     .await
     .unwrap_or_else(|e| Err(Problem::from_error(e)))
+}
+
+/// Who enforces the groups' quotas: the kernel's project quotas where the
+/// filesystem holding the groups has them, else g2's own counting (within
+/// its CPU share).
+fn quota_enforcement(home: &Home, settings: &Settings) -> String {
+    let counting = format!(
+        "g2 counts each group's files itself (at most {} % of a core)",
+        settings.container.disk_cpu_percent
+    );
+    match crate::container::disk::project_quotas(&home.groups_dir()) {
+        Some((fs, mount, true)) => format!(
+            "{fs} on {mount} has project quotas (the kernel could enforce them; {counting})"
+        ),
+        Some((fs, mount, false)) => {
+            format!("no project quotas on {fs} at {mount}: {counting}")
+        }
+        None => format!("the filesystem of the groups is unknown: {counting}"),
+    }
 }
 
 /// The agent image. Missing is not a failure: `g2 run` builds it on first

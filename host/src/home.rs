@@ -275,11 +275,9 @@ impl Home {
 /// when the host runs as root: the host acts for the agent, never as root
 /// over the agent's files.
 fn agent_owned(dir: Dir) -> Dir {
-    if crate::container::image::host_ids().0 == 0 {
-        let (uid, gid) = crate::container::image::agent_ids();
-        dir.owned_by(uid, gid)
-    } else {
-        dir
+    match crate::container::image::agent_owner() {
+        Some((uid, gid)) => dir.owned_by(uid, gid),
+        None => dir,
     }
 }
 

@@ -116,11 +116,14 @@ impl Host {
         for name in agents.reap().await? {
             tracing::warn!(target: LOG, container = %name, "removed a container left by an earlier host");
         }
-        // Events an earlier host was taking in when it died: taken in again.
         for g in store.read(store::groups::list).await? {
+            // Events an earlier host was taking in when it died: taken in again.
             if let Ok(n @ 1..) = agents.release_event_claims(&g.folder) {
                 tracing::warn!(target: LOG, group = %g.folder, n, "events an earlier host left claimed are taken in again");
             }
+            // Every group counted once in the background, for its status
+            // and its next start.
+            agents.disk().want(&g.folder);
         }
         let closer = queue.clone();
         let intake = agents.clone();
@@ -209,6 +212,7 @@ impl Host {
             channels: channels.clone(),
             queue: Some(queue.clone()),
             container: settings.container.clone(),
+            disk: agents.disk().clone(),
             memory: settings.memory.clone(),
             gateway: settings.gateway.clone(),
         };

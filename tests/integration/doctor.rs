@@ -30,7 +30,24 @@ fn doctor_reports_every_part() {
     // Each group's use against its quota.
     let disk = get("disk")["detail"].as_str().unwrap();
     assert!(
-        get("disk")["ok"] == true && disk.contains("main ") && disk.contains("/2048 MB"),
+        get("disk")["ok"] == true
+            && disk.contains("main ")
+            && disk.contains("/2048 MB, ")
+            && disk.contains("/200000 files"),
+        "{disk}"
+    );
+    // Who enforces the quotas: this machine's filesystem has no project
+    // quotas, so g2's own count does.
+    let (fs, _, on) =
+        g2_host::container::disk::project_quotas(&home.path().join("groups")).unwrap();
+    let said = if on {
+        format!("{fs} on ")
+    } else {
+        format!("no project quotas on {fs} at ")
+    };
+    assert!(disk.contains(&said), "{disk}");
+    assert!(
+        disk.contains("g2 counts each group's files itself (at most 20 % of a core)"),
         "{disk}"
     );
     std::fs::write(home.path().join("groups/main/big.bin"), vec![1u8; 3 << 20]).unwrap();
@@ -43,6 +60,12 @@ fn doctor_reports_every_part() {
         .find(|c| c["name"] == "disk")
         .unwrap();
     assert_eq!(disk["ok"], false, "{disk}");
+    let many = home.g2_with(
+        &["doctor", "--json"],
+        &[("G2_CONTAINER__MAX_GROUP_FILES", "2")],
+    );
+    let many = String::from_utf8(many.stdout).unwrap();
+    assert!(many.contains("over its limit of 2"), "{many}");
     assert!(
         disk["detail"]
             .as_str()

@@ -23,6 +23,7 @@ mod gateway;
 mod hardening;
 mod ipc;
 mod memory;
+mod quota;
 mod routing;
 mod search;
 mod sessions;

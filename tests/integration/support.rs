@@ -583,3 +583,43 @@ pub fn open_fds(pid: u32) -> usize {
 pub fn gf(name: &str) -> GroupFolder {
     GroupFolder::new(name).unwrap()
 }
+
+/// The assistant's messages in a group's chat, as text, oldest first.
+pub async fn bot_texts(base: &str, folder: &str) -> Vec<String> {
+    bot_messages(base, folder)
+        .await
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits (up to `secs`) until a group's chat holds `n` answers; returns
+/// them all.
+pub async fn wait_bot(base: &str, folder: &str, n: usize, secs: u64) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let got = bot_texts(base, folder).await;
+        if got.len() >= n {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{folder}: {n} answers expected, got {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A home with a `family` group that every message wakes.
+pub fn home_with_family() -> TestHome {
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--no-trigger",
+    ]);
+    home
+}

@@ -169,13 +169,35 @@ pub fn home_with_bench_group() -> tempfile::TempDir {
 /// Posts `text` to the main group's chat as `bench` (`POST
 /// /api/groups/main/messages`) and checks it was accepted.
 pub async fn post_main(client: &reqwest::Client, base: &str, text: &str) {
+    post_to(client, base, "main", text).await;
+}
+
+/// Posts `text` to a group's chat as `bench` and checks it was accepted.
+pub async fn post_to(client: &reqwest::Client, base: &str, folder: &str, text: &str) {
     let r = client
-        .post(format!("{base}/api/groups/main/messages"))
+        .post(format!("{base}/api/groups/{folder}/messages"))
         .json(&serde_json::json!({ "sender": "bench", "text": text }))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 202);
+}
+
+/// How many of a group's chat messages are the assistant's.
+pub async fn bot_replies(client: &reqwest::Client, base: &str, folder: &str) -> usize {
+    let all: serde_json::Value = client
+        .get(format!("{base}/api/groups/{folder}/messages?limit=1000"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from_bot"] == true)
+        .count()
 }
 
 /// A number from the environment (`G2_BENCH_*`), or `default`.

@@ -112,6 +112,8 @@ pub struct Agents {
     /// Cleans captured memory again on the host, the host's credential
     /// included (the archives' redactor, `SessionManager::redactor`).
     redactor: g2_core::privacy::Redactor,
+    /// Counts the groups' files (their disk quotas).
+    disk: container::disk::Ledger,
 }
 
 impl Agents {
@@ -123,8 +125,15 @@ impl Agents {
         runtime: Arc<dyn ContainerRuntime>,
         gateway: Gateway,
     ) -> Self {
+        let disk = container::disk::Ledger::new(
+            home.clone(),
+            std::time::Duration::from_millis(settings.container.disk_check_ms.max(100)),
+            settings.container.disk_cpu_percent,
+            container::image::agent_owner(),
+        );
         Agents {
             redactor: sessions.redactor().clone(),
+            disk,
             home,
             settings,
             store,
@@ -152,6 +161,11 @@ impl Agents {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// Who counts the groups' files.
+    pub fn disk(&self) -> &container::disk::Ledger {
+        &self.disk
     }
 
     /// Removes containers an earlier host of this home left behind.
@@ -193,6 +207,23 @@ impl Agents {
         Ok(())
     }
 
+    /// A group over its disk quotas (or a host short of disk) does not
+    /// start. An over-quota count is taken again before refusing: files
+    /// may have been deleted since.
+    async fn check_disk(&self, group: &groups::Group) -> Result<()> {
+        let quotas = || container::disk::Quotas::of(&self.home, &self.settings.container, group);
+        let count = self.disk.trusted(&group.folder).await?;
+        let mut usage = container::disk::usage(&count, &quotas())?;
+        if usage.over_quota() {
+            let count = self.disk.fresh(&group.folder).await?;
+            usage = container::disk::usage(&count, &quotas())?;
+        }
+        match usage.refusal() {
+            Some(why) => Err(Error::OverQuota(why)),
+            None => Ok(()),
+        }
+    }
+
     /// Runs one prompt in the group's container and returns when the
     /// container has finished (`g2 run`).
     pub async fn run_prompt(&self, folder: &GroupFolder, prompt: &str) -> Result<RunReport> {
@@ -212,12 +243,9 @@ impl Agents {
         turns: Option<TurnSink>,
     ) -> Result<RunReport> {
         let group = groups::require(&self.store, folder).await?;
-        // A group over its disk quota (or a host short of disk) does not start.
-        let usage =
-            container::disk::measure_async(&self.home, &self.settings.container, &group).await?;
-        if let Some(why) = usage.refusal() {
-            return Err(Error::OverQuota(why));
-        }
+        self.check_disk(&group).await?;
+        // Counted again and again while the container runs, once more after.
+        let _counted = self.disk.running(folder);
         self.prepare(&group)?;
         self.ensure_socket(folder).await?;
         let pointer = self.sessions.get(folder).await?;

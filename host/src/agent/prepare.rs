@@ -51,10 +51,11 @@ impl Agents {
             .ensure_sub(folder, &projects, crate::home::PROJECT_DIR)?;
         write_hooks(&self.home, folder)?;
         self.write_snapshots(group, &ipc_tree)?;
-        let (uid, gid) = crate::container::image::agent_ids();
-        if crate::container::image::host_ids().0 == 0 {
+        // The tops of the trees belong to the agent; everything beneath is
+        // given to it by the disk counts (which walk it all anyway).
+        if let Some((uid, gid)) = crate::container::image::agent_owner() {
             for tree in [self.home.group_tree(folder)?, claude, ipc_tree] {
-                tree.chown_tree(uid, gid);
+                tree.chown_top(uid, gid);
             }
         }
         Ok(())

@@ -297,34 +297,36 @@ impl Agents {
 }
 
 impl Attempt<'_> {
-    /// Step 2, at most every `disk_check_ms`: measures the group's trees and
-    /// stops the container when the group goes over its quota (or, below
-    /// the host's reserve, when it is still growing).
+    /// Step 2, at most every `disk_check_ms`: the group's latest count
+    /// (the ledger counts a running group in the background, so this never
+    /// waits for a walk) against its quotas; the container is stopped when
+    /// the group is over them, when its files could not be counted, or,
+    /// below the host's reserve, when it is still growing.
     async fn check_disk(&mut self) {
         if Instant::now() < self.next_check || self.stopping {
             return;
         }
         let agents = self.agents;
         self.next_check = Instant::now() + self.check_every;
-        match container::disk::measure_async(&agents.home, &agents.settings.container, self.group)
-            .await
-        {
+        let Some(count) = agents.disk.latest(&self.group.folder) else {
+            return;
+        };
+        let quotas =
+            container::disk::Quotas::of(&agents.home, &agents.settings.container, self.group);
+        let why = match container::disk::usage(&count, &quotas) {
             Ok(u) => {
                 let start = *self.grew_from.get_or_insert(u.used_bytes);
                 // Below the host's reserve, only a group still writing is stopped.
-                let why = u
-                    .refusal()
-                    .filter(|_| u.used_bytes > u.quota_bytes || u.used_bytes > start + (1 << 20));
-                if let Some(why) = why {
-                    tracing::warn!(group = %self.group.folder, container = %self.running.name, reason = %why, "disk limit; stopping");
-                    self.over_quota = Some(why);
-                    self.stopping = true;
-                    agents.stop_quietly(&self.running.id).await;
-                }
+                u.refusal()
+                    .filter(|_| u.over_quota() || u.used_bytes > start + (1 << 20))
             }
-            Err(e) => {
-                tracing::warn!(group = %self.group.folder, error = %e, "measuring disk use");
-            }
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(why) = why {
+            tracing::warn!(group = %self.group.folder, container = %self.running.name, reason = %why, "disk limit; stopping");
+            self.over_quota = Some(why);
+            self.stopping = true;
+            agents.stop_quietly(&self.running.id).await;
         }
     }
 

@@ -99,6 +99,13 @@ pub fn agent_ids() -> (u32, u32) {
     }
 }
 
+/// Whom the host gives what it finds or makes in a group's trees: the
+/// agent's user when the host runs as root (it acts for the agent, never
+/// as root over the agent's files); None otherwise.
+pub fn agent_owner() -> Option<(u32, u32)> {
+    (host_ids().0 == 0).then(agent_ids)
+}
+
 /// Whether an ELF file asks for a dynamic loader (a `PT_INTERP` header).
 pub fn is_dynamic(path: &Path) -> Result<bool> {
     let b = std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;

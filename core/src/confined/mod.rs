@@ -24,6 +24,9 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 
+mod walk;
+pub use walk::{Tally, Walk};
+
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
     .union(ResolveFlags::NO_SYMLINKS)
     .union(ResolveFlags::NO_MAGICLINKS);
@@ -413,50 +416,10 @@ impl Dir {
         names
     }
 
-    /// Bytes the tree uses on disk (allocated blocks, so sparse files
-    /// count what they take), every inode once, no link followed.
-    pub fn disk_usage(&self) -> io::Result<u64> {
-        let mut seen = std::collections::HashSet::new();
-        self.usage_into(&mut seen, 0)
-    }
-
-    fn usage_into(
-        &self,
-        seen: &mut std::collections::HashSet<(u64, u64)>,
-        depth: usize,
-    ) -> io::Result<u64> {
-        let st = rustix::fs::fstat(&self.fd).map_err(to_io)?;
-        let mut total = 0u64;
-        if seen.insert((st.st_dev, st.st_ino)) {
-            total += st.st_blocks as u64 * 512;
-        }
-        for e in self.entries()? {
-            match e.kind {
-                Kind::Dir if depth < 64 => match self.open_dir(&e.name) {
-                    Ok(d) => total += d.usage_into(seen, depth + 1)?,
-                    // Gone or swapped for a link meanwhile: nothing to count.
-                    Err(_) => continue,
-                },
-                _ => {
-                    if let Ok(st) =
-                        rustix::fs::statat(&self.fd, e.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-                        && seen.insert((st.st_dev, st.st_ino))
-                    {
-                        total += st.st_blocks as u64 * 512;
-                    }
-                }
-            }
-        }
-        Ok(total)
-    }
-
-    /// Gives this folder and everything beneath it to `uid:gid`; links are
-    /// changed themselves, never what they point to. Best effort.
-    pub fn chown_tree(&self, uid: u32, gid: u32) {
-        self.chown_into(uid, gid, 0);
-    }
-
-    fn chown_into(&self, uid: u32, gid: u32, depth: usize) {
+    /// Gives this folder and its own entries (not what is beneath them) to
+    /// `uid:gid`; links are changed themselves, never what they point to.
+    /// Best effort. A whole tree is given by [`Dir::tally`].
+    pub fn chown_top(&self, uid: u32, gid: u32) {
         let (u, g) = (
             Some(rustix::fs::Uid::from_raw(uid)),
             Some(rustix::fs::Gid::from_raw(gid)),
@@ -466,27 +429,18 @@ impl Dir {
         {
             let _ = rustix::fs::fchown(&self.fd, u, g);
         }
-        for e in self.entries().unwrap_or_default() {
-            match e.kind {
-                Kind::Dir if depth < 64 => {
-                    if let Ok(d) = self.open_dir(&e.name) {
-                        d.chown_into(uid, gid, depth + 1);
-                    }
-                }
-                _ => {
-                    if let Ok(st) =
-                        rustix::fs::statat(&self.fd, e.name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-                        && (st.st_uid != uid || st.st_gid != gid)
-                    {
-                        let _ = rustix::fs::chownat(
-                            &self.fd,
-                            e.name.as_str(),
-                            u,
-                            g,
-                            AtFlags::SYMLINK_NOFOLLOW,
-                        );
-                    }
-                }
+        let Ok(entries) = rustix::fs::Dir::read_from(&self.fd) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            if let Ok(st) = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                && (st.st_uid != uid || st.st_gid != gid)
+            {
+                let _ = rustix::fs::chownat(&self.fd, name, u, g, AtFlags::SYMLINK_NOFOLLOW);
             }
         }
     }
@@ -665,16 +619,5 @@ mod tests {
             let m = std::fs::metadata(tree.join(p)).unwrap();
             assert_eq!((m.uid(), m.gid()), owner, "{p}");
         }
-    }
-
-    #[test]
-    fn usage_counts_the_tree_once_without_following_links() {
-        let (_d, tree, host) = setup();
-        std::fs::write(host.join("big.bin"), vec![1u8; 1 << 20]).unwrap();
-        symlink(&host, tree.join("elsewhere")).unwrap();
-        std::fs::write(tree.join("sub/own.bin"), vec![1u8; 256 << 10]).unwrap();
-        std::fs::hard_link(tree.join("sub/own.bin"), tree.join("again.bin")).unwrap();
-        let used = Dir::open(&tree).unwrap().disk_usage().unwrap();
-        assert!((256 << 10..(1 << 20)).contains(&used), "{used}");
     }
 }

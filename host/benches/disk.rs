@@ -1,0 +1,228 @@
+//! What counting groups' files costs the host (disk quotas,
+//! `container::disk`):
+//! - **per 100,000 entries**: CPU time of one walk of a tree of 100 folders
+//!   of 1,000 empty files (and of 1 KB files), unpaced, p50 of 5 walks;
+//!   and the wall time of the same walk within the default CPU share;
+//! - **a group making 500,000 files** through its real agent (real `g2
+//!   serve`, Docker, Claude Code, the offline model), its quotas raised so
+//!   that it is not stopped: the `g2 serve` process's CPU while the files
+//!   are made (mean and the busiest second, from `/proc/PID/stat`), and the
+//!   latency of `GET /api/groups/family/status` asked every 50 ms meanwhile
+//!   (p50/p99/max).
+//!
+//! Needs the agent image (`g2 image build`, done here when missing).
+//! `cargo bench -p g2-host --bench disk` (`G2_BENCH_FILES` changes the
+//! 500,000).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Samples, Serve, command, env_or, fmt_dur, g2_binary, init_home};
+use g2_core::confined::{Dir, Tally, Walk};
+
+/// A tree of `folders` × `per` files of `size` bytes.
+fn tree(root: &Path, folders: usize, per: usize, size: usize) {
+    let body = vec![b'x'; size];
+    for d in 0..folders {
+        let dir = root.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..per {
+            std::fs::write(dir.join(format!("f{f}")), &body).unwrap();
+        }
+    }
+}
+
+/// CPU time of this thread.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+fn walk(root: &Path) -> (Tally, Duration) {
+    let mut pace = |_: &Tally| Ok(());
+    let before = thread_cpu();
+    let t = Dir::open(root)
+        .unwrap()
+        .tally(&mut Walk {
+            give: None,
+            pace: &mut pace,
+        })
+        .unwrap();
+    (t, thread_cpu() - before)
+}
+
+fn per_100k(size: usize) {
+    let d = tempfile::tempdir().unwrap();
+    tree(d.path(), 100, 1_000, size);
+    walk(d.path()); // warm the caches
+    let mut cpu = Vec::new();
+    let mut entries = 0;
+    for _ in 0..5 {
+        let (t, c) = walk(d.path());
+        entries = t.entries;
+        cpu.push(c);
+    }
+    let s = Samples::of(cpu);
+    println!(
+        "walk of {entries} entries ({size}-byte files): {} CPU (p50 of {})",
+        fmt_dur(s.at(0.5)),
+        s.n()
+    );
+    // The same walk through the ledger, within the default share.
+    let home = tempfile::tempdir().unwrap();
+    init_home(home.path());
+    let group = home.path().join("groups/main/many");
+    std::fs::rename(d.path().join("d0"), &group).unwrap();
+    for i in 1..100 {
+        std::fs::rename(d.path().join(format!("d{i}")), group.join(format!("d{i}"))).unwrap();
+    }
+    let settings = g2_host::config::ContainerSettings::default();
+    let ledger = g2_host::container::disk::Ledger::new(
+        g2_host::home::Home::new(home.path()).unwrap(),
+        Duration::from_secs(1),
+        settings.disk_cpu_percent,
+        None,
+    );
+    let rt = common::runtime();
+    let main = g2_core::validate::GroupFolder::new("main").unwrap();
+    let c = rt.block_on(ledger.fresh(&main)).unwrap();
+    println!(
+        "  within the default share ({} % of a core): {} wall, {} CPU, {} entries",
+        settings.disk_cpu_percent,
+        fmt_dur(c.took),
+        fmt_dur(c.cpu),
+        c.outcome.unwrap().entries
+    );
+}
+
+/// User + system CPU of a process so far (clock ticks → time).
+fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    // Fields 14 and 15 (utime, stime), counted from 1 with the pid and name.
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf only reads a system constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1);
+    Duration::from_secs_f64(ticks as f64 / hz as f64)
+}
+
+fn making_files(files: usize) {
+    let home = tempfile::tempdir().unwrap();
+    init_home(home.path());
+    let g2 = |args: &[&str]| {
+        let ok = command(g2_binary())
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "g2 {args:?} failed");
+    };
+    eprintln!("building the agent image (if needed)…");
+    g2(&["image", "build"]);
+    g2(&[
+        "groups",
+        "add",
+        "family",
+        "--name",
+        "Family",
+        "--no-trigger",
+    ]);
+    let serve = Serve::start(
+        home.path(),
+        &[
+            ("G2_CONTAINER__MAX_GROUP_FILES", "10000000"),
+            ("G2_CONTAINER__DISK_MB", "100000"),
+        ],
+    );
+    let pid = serve.child.id();
+    let rt = common::runtime();
+    let http = reqwest::Client::new();
+    let folders = files.div_ceil(1_000);
+    let script = format!(
+        "g2:bash mkdir -p /workspace/group/many && cd /workspace/group/many && \
+         for d in $(seq 1 {folders}); do mkdir $d && (cd $d && seq 1 1000 | xargs touch); done; \
+         echo made-all"
+    );
+    let (status, cpu, took) = rt.block_on(async {
+        common::post_to(&http, &serve.url, "family", &script).await;
+        let started = Instant::now();
+        let cpu_start = process_cpu(pid);
+        let mut status = Vec::new();
+        let mut busiest = Duration::ZERO;
+        let (mut last_cpu, mut last_at) = (cpu_start, Instant::now());
+        let url = format!("{}/api/groups/family/status", serve.url);
+        loop {
+            let t = Instant::now();
+            let r = http.get(&url).send().await.unwrap();
+            assert!(r.status().is_success());
+            r.bytes().await.unwrap();
+            status.push(t.elapsed());
+            if last_at.elapsed() >= Duration::from_secs(1) {
+                let now = process_cpu(pid);
+                let share = (now - last_cpu).as_secs_f64() / last_at.elapsed().as_secs_f64();
+                busiest = busiest.max(Duration::from_secs_f64(share));
+                (last_cpu, last_at) = (now, Instant::now());
+            }
+            let replied = common::bot_replies(&http, &serve.url, "family").await;
+            if replied > 0 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "the files were not made in 10 minutes"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let took = started.elapsed();
+        let cpu = (process_cpu(pid) - cpu_start).as_secs_f64() / took.as_secs_f64();
+        (Samples::of(status), (cpu, busiest.as_secs_f64()), took)
+    });
+    // Until a count has seen them all (the container has stopped: this is
+    // the count after its run).
+    let caught_up = Instant::now();
+    let end: serde_json::Value = rt.block_on(async {
+        loop {
+            let st: serde_json::Value = http
+                .get(format!("{}/api/groups/family/status", serve.url))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if st["disk"]["entries"].as_u64().unwrap_or(0) >= files as u64 {
+                return st;
+            }
+            assert!(caught_up.elapsed() < Duration::from_secs(120), "{st}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    println!(
+        "a group making {files} files ({} s): g2 serve used {:.1} % of a core (busiest second {:.1} %); \
+         status p50 {} p99 {} max {} over {} requests; a count saw all {} entries {} s later",
+        took.as_secs(),
+        cpu.0 * 100.0,
+        cpu.1 * 100.0,
+        fmt_dur(status.at(0.5)),
+        fmt_dur(status.at(0.99)),
+        fmt_dur(status.at(1.0)),
+        status.n(),
+        end["disk"]["entries"],
+        caught_up.elapsed().as_secs_f64().round()
+    );
+}
+
+fn main() {
+    per_100k(0);
+    per_100k(1024);
+    making_files(env_or("G2_BENCH_FILES", 500_000));
+}
