@@ -70,6 +70,8 @@ pub struct Host {
     queue: QueueHandle,
     requests: Background,
     worker: JoinHandle<()>,
+    /// Counts the groups' files (stopped once no container runs).
+    disk: crate::container::disk::Ledger,
     gateway: Gateway,
     sockets: Vec<Listening>,
     /// Held until the host has stopped: one host per home.
@@ -243,6 +245,7 @@ impl Host {
             queue,
             requests,
             worker,
+            disk: agents.disk().clone(),
             gateway,
             sockets,
             _lock: lock,
@@ -279,6 +282,7 @@ impl Host {
         self.recovery.stop().await;
         self.processor.stop().await;
         self.queue.shutdown().await;
+        self.disk.stop();
         // The last replies go out before the host does (a platform's slow
         // answer is not waited for long: what is left goes at next start).
         if !self.channels.flush(OUTBOX_GRACE).await {

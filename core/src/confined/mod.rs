@@ -13,7 +13,8 @@
 //! `mkdirat`, `linkat`) never follow a link in their last component.
 //!
 //! A refusal is an `io::Error` that [`is_planted`] recognises, so callers
-//! can log and record it apart from ordinary I/O errors.
+//! can log and record it apart from ordinary I/O errors. Counting a whole
+//! tree (the disk quotas) is [`Dir::tally`], in `walk.rs`.
 
 use std::ffi::OsStr;
 use std::fs::File;
