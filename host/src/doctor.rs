@@ -68,6 +68,7 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("image", check_image(settings).await),
         Check::new("disk", check_disk(home, settings).await),
         Check::new("telegram", check_telegram(home, settings).await),
+        Check::new("secrets", check_secrets(home, settings)),
     ]
 }
 
@@ -120,6 +121,20 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, Problem>
     })
     .await
     .unwrap_or_else(|e| Err(Problem::from_error(e)))
+}
+
+/// Files holding a credential must be readable by their owner only (no
+/// container sees them either way: `container::project`).
+fn check_secrets(home: &Home, settings: &Settings) -> Result<String, Problem> {
+    let problems = crate::gateway::credentials::exposed(home, settings);
+    if !problems.is_empty() {
+        return Err(Problem(problems.join("; ")));
+    }
+    let held = crate::gateway::credentials::all(home.root(), settings).len();
+    Ok(format!(
+        "{held} credential{} held; none in a file others can read, none in a container",
+        if held == 1 { "" } else { "s" }
+    ))
 }
 
 /// Who enforces the groups' quotas: the kernel's project quotas where the

@@ -35,6 +35,8 @@ pub type Recorder = Arc<dyn Fn(&str, &str) + Send + Sync>;
 #[derive(Clone)]
 pub struct Home {
     root: PathBuf,
+    /// The settings file in use when it is not `{root}/g2.toml`.
+    settings_file: Option<PathBuf>,
     recorder: Arc<OnceLock<Recorder>>,
 }
 
@@ -52,8 +54,33 @@ impl Home {
             .ctx(|| format!("resolving home directory {}", root.as_ref().display()))?;
         Ok(Self {
             root,
+            settings_file: None,
             recorder: Arc::default(),
         })
+    }
+
+    /// The settings were read from `file` (`--config`), not `{root}/g2.toml`.
+    pub fn with_settings_file(mut self, file: impl AsRef<Path>) -> Self {
+        self.settings_file = std::path::absolute(file.as_ref()).ok();
+        self
+    }
+
+    /// The settings file in use (it may not exist).
+    pub fn settings_file(&self) -> PathBuf {
+        self.settings_file
+            .clone()
+            .unwrap_or_else(|| self.root.join(crate::config::CONFIG_FILE))
+    }
+
+    /// The top-level entry of the home that holds the settings file, when
+    /// the home holds it.
+    pub fn settings_file_top(&self) -> Option<String> {
+        let file = self.settings_file();
+        let rel = file.strip_prefix(&self.root).ok()?;
+        rel.components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+            .map(str::to_string)
     }
 
     /// Where planted links are recorded (once per home and its clones).

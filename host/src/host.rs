@@ -353,7 +353,10 @@ pub fn sessions(home: &Home, settings: &Settings, store: &Store) -> SessionManag
     SessionManager::new(
         store.clone(),
         home.clone(),
-        settings.archive_options(&crate::gateway::credentials::redactor(home.root())),
+        settings.archive_options(&crate::gateway::credentials::redactor(
+            home.root(),
+            settings,
+        )),
     )
 }
 

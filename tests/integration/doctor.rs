@@ -19,7 +19,8 @@ fn doctor_reports_every_part() {
             "model",
             "image",
             "disk",
-            "telegram"
+            "telegram",
+            "secrets"
         ]
     );
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();
@@ -189,6 +190,81 @@ fn doctor_names_a_claude_path_that_does_not_run() {
     assert_eq!(c["ok"], false);
     assert!(
         c["detail"].as_str().unwrap().contains("does not run"),
+        "{c}"
+    );
+}
+
+#[test]
+fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = TestHome::new();
+    let toml = home.path().join("g2.toml");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode(&toml),
+        0o600,
+        "g2 init writes g2.toml for its owner only"
+    );
+    let secrets = |env: &[(&str, &str)]| {
+        let out = home.g2_with(&["doctor", "--json"], env);
+        let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let c = checks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "secrets")
+            .unwrap()
+            .clone();
+        (out.status.success(), c)
+    };
+    let token = "tok-doctor-0123456789";
+    std::fs::write(&toml, format!("[api]\ntoken = \"{token}\"\n")).unwrap();
+    let (_, c) = secrets(&[]);
+    assert_eq!(c["ok"], true, "{c}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 credential held"),
+        "{c}"
+    );
+    // Readable by everyone: the doctor fails, saying what to do, never the token.
+    std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let env = home.path().join(".env");
+    std::fs::write(
+        &env,
+        "TELEGRAM_BOT_TOKEN=123456:AAexampleexampleexampleexample12345\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o604)).unwrap();
+    let (ok, c) = secrets(&[]);
+    assert!(!ok, "{c}");
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        c["ok"] == false
+            && detail.contains(
+                "g2.toml holds api.token and every user can read it (mode 644): chmod 600"
+            )
+            && detail.contains(".env holds secrets and every user can read it (mode 604)")
+            && !detail.contains(token),
+        "{c}"
+    );
+    // An existing file is left as it is by init, which warns.
+    let out = home.g2(&["init"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("warning: "),
+        "{out:?}"
+    );
+    assert_eq!(mode(&toml), 0o644);
+    std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (_, c) = secrets(&[]);
+    assert_eq!(c["ok"], true, "{c}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 credentials held"),
         "{c}"
     );
 }

@@ -304,3 +304,157 @@ async fn g2_run_leaves_a_serving_hosts_containers_alone() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Files and process environments in a running container that hold any of
+/// `needles` (`docker exec`: the needles are in the exec'd commands'
+/// arguments, never in a file or an environment, and `/proc`, `/sys` and
+/// `/dev` are left out of the file search).
+fn found_in_container(container: &str, needles: &[&str]) -> Vec<String> {
+    let mut hits = Vec::new();
+    for n in needles {
+        let script = format!(
+            "find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o \\( -type f -o -type l \\) -print0 2>/dev/null \
+               | xargs -0 grep -lF -e '{n}' 2>/dev/null; \
+             for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e 2>/dev/null | grep -qF -e '{n}' && echo \"$e\"; done; true"
+        );
+        let out = std::process::Command::new("docker")
+            .args(["exec", container, "/bin/sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        hits.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| format!("{l} holds {}…", &n[..8])),
+        );
+        let inspect = std::process::Command::new("docker")
+            .args(["inspect", "--format", "{{json .Config.Env}}", container])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&inspect.stdout).contains(n) {
+            hits.push(format!(
+                "the container's configured environment holds {}…",
+                &n[..8]
+            ));
+        }
+    }
+    hits
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credential_is_visible_in_any_container() {
+    if !image_ready() {
+        return;
+    }
+    let home = home_with_family();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let api_token = format!("tok-{id}");
+    let model_key = format!("sk-ant-api03-{id}");
+    let bot_token = format!("123456789:AA{id}");
+    let auth_token = format!("auth-{id}");
+    std::fs::write(
+        home.path().join("g2.toml"),
+        format!("[api]\ntoken = \"{api_token}\"\n"),
+    )
+    .unwrap();
+    let s = serve(
+        &home,
+        &[
+            ("G2_PROVIDER", "offline"),
+            ("ANTHROPIC_API_KEY", &model_key),
+            ("G2_CONTAINER__IDLE_TIMEOUT_SECS", "300"),
+        ],
+    );
+    let http = http_client();
+    let ask = |folder: &'static str, text: String, n: usize| {
+        let (http, url, token) = (http.clone(), s.url.clone(), api_token.clone());
+        async move {
+            let r = http
+                .post(format!("{url}/api/groups/{folder}/messages"))
+                .bearer_auth(&token)
+                .json(&serde_json::json!({ "sender": "ann", "text": text }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 202);
+            let deadline = std::time::Instant::now() + Duration::from_secs(180);
+            loop {
+                let all: Value = http
+                    .get(format!("{url}/api/groups/{folder}/messages?limit=1000"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let bot: Vec<String> = all
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|m| m["from_bot"] == true)
+                    .map(|m| m["text"].as_str().unwrap().to_string())
+                    .collect();
+                if bot.len() > n {
+                    return bot[n].clone();
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{folder}: no answer {n}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let cat = "cat /workspace/project/g2.toml /workspace/project/.env /workspace/project/data/g2.db 2>&1; ls -A /workspace/project; echo cat-done";
+    let first = ask("main", format!("g2:bash {cat}"), 0).await;
+    assert!(first.contains("cat-done"), "{first}");
+    // The .env is written once main's container runs: it must not show either.
+    std::fs::write(
+        home.path().join(".env"),
+        format!("TELEGRAM_BOT_TOKEN={bot_token}\nANTHROPIC_AUTH_TOKEN={auth_token}\n"),
+    )
+    .unwrap();
+    let second = ask("main", format!("g2:bash {cat}"), 1).await;
+    for reply in [&first, &second] {
+        let out = reply
+            .rsplit_once("echo cat-done: ")
+            .map_or(reply.as_str(), |r| r.1);
+        for gone in ["g2.toml", ".env", "data/g2.db"] {
+            assert!(
+                out.contains(&format!(
+                    "can't open '/workspace/project/{gone}': No such file or directory"
+                )),
+                "{gone}: {out}"
+            );
+        }
+        let listed: Vec<&str> = out.lines().collect();
+        assert!(
+            listed.contains(&"groups"),
+            "main still sees the groups: {out}"
+        );
+        for hidden in ["g2.toml", ".env", "data"] {
+            assert!(!listed.contains(&hidden), "{hidden} listed: {out}");
+        }
+    }
+    ask("family", "hello".into(), 0).await;
+    let needles = [
+        api_token.as_str(),
+        model_key.as_str(),
+        bot_token.as_str(),
+        auth_token.as_str(),
+    ];
+    let running = containers_of(&home);
+    assert_eq!(
+        running.len(),
+        2,
+        "main's and family's containers are warm: {running:?}"
+    );
+    for c in &running {
+        assert_eq!(found_in_container(c, &needles), Vec::<String>::new(), "{c}");
+    }
+    // The search itself would find one: a file the group wrote holding it.
+    std::fs::write(home.path().join("groups/family/planted.txt"), &bot_token).unwrap();
+    let family = running.iter().find(|c| c.contains("family")).unwrap();
+    assert_eq!(found_in_container(family, &needles).len(), 1);
+}

@@ -24,7 +24,10 @@ pub(super) async fn archive(
         &ctx.home,
         &store,
         ctx.settings
-            .archive_options(&crate::gateway::credentials::redactor(ctx.home.root())),
+            .archive_options(&crate::gateway::credentials::redactor(
+                ctx.home.root(),
+                &ctx.settings,
+            )),
         &group.folder,
         transcript,
         name,

@@ -6,8 +6,31 @@ use super::Ctx;
 use crate::groups::{self, NewGroup};
 use crate::store;
 
+/// The settings file `g2 init` writes when there is none: every line a
+/// comment, so the defaults hold until the operator changes one.
+const SETTINGS_TEMPLATE: &str = "\
+# g2's settings (README.md, \"Configuration\"). Every key is optional;
+# G2_* environment variables override this file.
+# This file may hold the API token: keep it readable by its owner only
+# (mode 600; `g2 doctor` fails otherwise). Model keys and bot tokens go in
+# .env or the environment, never here.
+
+# assistant_name = \"G2\"
+
+# [api]
+# listen = \"127.0.0.1:4170\"
+# token = \"…\"            # 16+ characters; required to listen beyond loopback
+
+# [container]
+# disk_mb = 2048
+# max_group_files = 200000
+";
+
 pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
     ctx.home.ensure_layout()?;
+    let settings_file = ctx.home.settings_file();
+    let settings_written =
+        crate::gateway::credentials::write_private(&settings_file, SETTINGS_TEMPLATE.as_bytes())?;
     let store = ctx.store().await?;
     let (main, registered) = main_group(ctx, &store).await?;
     println!("home      {}", ctx.home.root().display());
@@ -22,6 +45,21 @@ pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
         }
     );
     println!("global    groups/global/CLAUDE.md");
+    println!(
+        "settings  {} ({})",
+        settings_file.display(),
+        if settings_written {
+            "written, mode 600"
+        } else {
+            "already there"
+        }
+    );
+    if let Some(problem) = crate::gateway::credentials::exposed(&ctx.home, &ctx.settings)
+        .into_iter()
+        .next()
+    {
+        eprintln!("warning: {problem}");
+    }
     Ok(0)
 }
 

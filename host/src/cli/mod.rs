@@ -164,7 +164,10 @@ pub fn main() -> ! {
 
 /// Runs one command; returns its exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
-    let home = Home::new(&cli.home)?;
+    let mut home = Home::new(&cli.home)?;
+    if let Some(file) = &cli.config {
+        home = home.with_settings_file(file);
+    }
     let settings = Settings::load(home.root(), cli.config.as_deref())?;
     let ctx = Ctx { home, settings };
     match cli.command {

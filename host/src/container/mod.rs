@@ -15,6 +15,7 @@ pub mod disk;
 pub mod docker;
 pub mod image;
 pub mod mounts;
+pub mod project;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //!
 //! | host | container | mode |
 //! |---|---|---|
-//! | the home (main group only) | `/workspace/project` | read-only; its `data/` hidden under a tmpfs and `.env` under `/dev/null` |
+//! | the home's top-level entries (main group only) | `/workspace/project/{name}` | read-only, each on its own in an empty read-only tmpfs; `data/`, `g2.toml`, `.env*` and other secrets left out (`project.rs`) |
 //! | `groups/{folder}` | `/workspace/group` | read-write |
 //! | `groups/global` (other groups) | `/workspace/global` | read-only |
 //! | `data/sessions/{folder}/.claude` | `/home/node/.claude` | read-write |
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::groups::Group;
 use crate::home::Home;
 use crate::{Error, Result};
-use g2_core::wire::{CLAUDE_DIR, EXTRA_DIR, GLOBAL_DIR, GROUP_DIR, IPC_DIR, PROJECT_DIR};
+use g2_core::wire::{CLAUDE_DIR, EXTRA_DIR, GLOBAL_DIR, GROUP_DIR, IPC_DIR};
 
 use super::{ContainerSettings, GroupContainerConfig};
 
@@ -198,24 +198,9 @@ pub fn table(
     };
     let mut out = Vec::new();
     if group.is_main {
-        let root = project_root
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| home.root().to_path_buf());
-        out.push(bind(root.clone(), PROJECT_DIR, true));
-        // The database, other groups' sockets and the host's secrets stay out.
-        if root.join("data").exists() {
-            out.push(Mount::Tmpfs {
-                container: format!("{PROJECT_DIR}/data"),
-                options: "ro,size=1k".into(),
-            });
-        }
-        if root.join(".env").exists() {
-            out.push(bind(
-                "/dev/null".into(),
-                &format!("{PROJECT_DIR}/.env"),
-                true,
-            ));
-        }
+        // The home without its database, state and secrets (project.rs).
+        let root = project_root.unwrap_or_else(|| home.root());
+        out.extend(super::project::view(home, root));
     }
     out.push(bind(home.group_dir(folder)?, GROUP_DIR, false));
     if !group.is_main {

@@ -1,23 +1,111 @@
-//! The host's model credential: read from the environment or from
-//! `{home}/.env`, held only in the gateway's memory, added to upstream
-//! requests, never printed.
+//! The host's credentials: the model credential, read from the
+//! environment or from `{home}/.env`, held only in the gateway's memory,
+//! added to upstream requests, never printed; and what every credential g2
+//! knows needs from the rest of the host — redacted from what is stored
+//! ([`redactor`]), kept in files only their owner can read ([`exposed`],
+//! [`write_private`]). None of them enters a container
+//! (`container::project`).
 
 use std::fmt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use g2_core::privacy::Redactor;
 
-/// The secret patterns plus the host's own credential, wherever it was
-/// found: what the host cleans archives and captured memory with, so the
-/// credential is redacted even in a shape no pattern knows.
-pub fn redactor(home: &Path) -> Redactor {
-    Redactor::with_literals(
-        Credential::find(home)
-            .map(|c| c.value)
-            .into_iter()
-            .chain(secret(home, crate::channels::telegram::TOKEN_VARIABLE).map(|(v, _)| v)),
-    )
+use crate::config::Settings;
+use crate::home::Home;
+
+/// Every variable g2 reads a secret from (the environment or `{home}/.env`):
+/// the model credential and the channels' tokens. A new channel adds its own.
+pub const SECRET_VARIABLES: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    crate::channels::telegram::TOKEN_VARIABLE,
+];
+
+/// Every credential g2 holds: the API token and the values of
+/// [`SECRET_VARIABLES`] that are set.
+pub fn all(home: &Path, settings: &Settings) -> Vec<String> {
+    settings
+        .api
+        .token
+        .clone()
+        .into_iter()
+        .chain(
+            SECRET_VARIABLES
+                .iter()
+                .filter_map(|name| secret(home, name).map(|(v, _)| v)),
+        )
+        .collect()
+}
+
+/// The secret patterns plus every credential the host holds ([`all`]):
+/// what the host cleans archives and captured memory with, so a credential
+/// is redacted even in a shape no pattern knows.
+pub fn redactor(home: &Path, settings: &Settings) -> Redactor {
+    Redactor::with_literals(all(home, settings))
+}
+
+/// Files of the home that hold a credential and that every user of the
+/// machine can read, each in words with what to do.
+pub fn exposed(home: &Home, settings: &Settings) -> Vec<String> {
+    let mut out = Vec::new();
+    let file = home.settings_file();
+    let holds_token = |text: &str| {
+        settings
+            .api
+            .token
+            .as_deref()
+            .is_some_and(|t| !t.is_empty() && text.contains(t))
+    };
+    if let Some(mode) = world_readable(&file)
+        && std::fs::read_to_string(&file).is_ok_and(|t| holds_token(&t))
+    {
+        out.push(format!(
+            "{} holds api.token and every user can read it (mode {mode:o}): chmod 600 {}",
+            file.display(),
+            file.display()
+        ));
+    }
+    let env = home.root().join(".env");
+    if let Some(mode) = world_readable(&env)
+        && dotenvy::from_path_iter(&env)
+            .is_ok_and(|vars| vars.flatten().any(|(_, v)| !v.trim().is_empty()))
+    {
+        out.push(format!(
+            "{} holds secrets and every user can read it (mode {mode:o}): chmod 600 {}",
+            env.display(),
+            env.display()
+        ));
+    }
+    out
+}
+
+/// The permission bits of a file others may read, None otherwise (or when
+/// it is not there).
+fn world_readable(path: &Path) -> Option<u32> {
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o004 != 0).then_some(mode)
+}
+
+/// Creates `path` with `bytes`, readable by its owner only (0600), unless
+/// something is there already: `false` then.
+pub fn write_private(path: &Path, bytes: &[u8]) -> crate::Result<bool> {
+    use std::io::Write;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(mut f) => f
+            .write_all(bytes)
+            .map(|()| true)
+            .map_err(|e| crate::Error::io(format!("writing {}", path.display()), e)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(crate::Error::io(format!("creating {}", path.display()), e)),
+    }
 }
 
 /// Where the credential came from (for `g2 doctor`), never the value.
@@ -131,6 +219,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn files_holding_a_credential_must_be_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::new(d.path()).unwrap();
+        let toml = d.path().join("g2.toml");
+        assert!(write_private(&toml, b"[api]\ntoken = \"tok-0123456789abcdef\"\n").unwrap());
+        assert!(!write_private(&toml, b"other").unwrap(), "never replaced");
+        let mode = std::fs::metadata(&toml).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let settings = Settings::load(d.path(), None).unwrap();
+        assert!(exposed(&home, &settings).is_empty());
+        std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(d.path().join(".env"), "TELEGRAM_BOT_TOKEN=1:AAx\n").unwrap();
+        std::fs::set_permissions(
+            d.path().join(".env"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let found = exposed(&home, &settings);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("holds api.token") && found[0].contains("mode 644"));
+        assert!(found[1].contains(".env holds secrets"));
+        // Readable by its group only, or holding no secret: not exposed.
+        std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::write(d.path().join(".env"), "# nothing yet\n").unwrap();
+        assert!(exposed(&home, &settings).is_empty());
+    }
+
+    #[test]
     fn never_shown_and_scrubbed() {
         let c = Credential::for_test("sk-ant-secret-123");
         assert!(!format!("{c:?}").contains("secret"));
@@ -152,7 +269,18 @@ mod tests {
         // The environment may hold a key of its own, which wins: whichever
         // the gateway would use is the one redacted.
         let value = Credential::find(home.path()).unwrap().value;
-        let r = redactor(home.path());
+        let settings = Settings {
+            api: crate::config::ApiSettings {
+                token: Some("api-token-0123456789".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = redactor(home.path(), &settings);
+        assert_eq!(
+            r.redact("curl -H 'authorization: x api-token-0123456789'"),
+            "curl -H 'authorization: x [redacted:credential]'"
+        );
         let text = format!("the agent printed {value} here");
         assert_eq!(
             r.redact(&text),
