@@ -3,7 +3,10 @@
 //!
 //! Invariants: bound to loopback unless a bearer token is configured (then
 //! every `/api` route requires it, or the web viewer's cookie with, for a
-//! request that changes something, its CSRF token; `/health` stays open); request bodies are
+//! request that changes something, its CSRF token; `/health` stays open);
+//! without a token, every route answers only a loopback `Host` with the
+//! listening port and takes changes only from its own `Origin`
+//! (`http::loopback`: DNS rebinding); request bodies are
 //! limited to [`MAX_BODY`]; errors are `{"error":{"kind","message"}}` with a
 //! status that says whose fault it is (400 bad input, 404 unknown, 409
 //! conflict, 500 ours) — the extractors' rejections (malformed or mistyped
@@ -55,6 +58,9 @@ pub struct Api {
     pub memory: crate::config::MemorySettings,
     /// The groups' model budgets (the viewer shows them).
     pub gateway: crate::config::GatewaySettings,
+    /// The port the API listens on: without a token, only requests to a
+    /// loopback name with this port are answered (`http::loopback`).
+    pub port: u16,
 }
 
 /// An error as the API reports it.
@@ -261,8 +267,23 @@ impl Api {
             .merge(crate::viewer::routes(&self))
             .fallback(|| async { ApiError(Error::NotFound("route".into())) })
             .layer(DefaultBodyLimit::max(MAX_BODY))
+            .layer(middleware::from_fn_with_state(self.clone(), loopback_only))
             .with_state(self)
     }
+}
+
+/// Without a token, every route (pages, `/health` and unknown routes
+/// included) answers only loopback names, and changes only from the
+/// host's own pages: see `http::loopback` (DNS rebinding).
+async fn loopback_only(State(api): State<Api>, req: Request, next: Next) -> Response {
+    let checks = crate::http::Loopback { port: api.port };
+    if api.token.is_none()
+        && let Some(why) = checks.refusal(req.method(), req.uri(), req.headers())
+    {
+        tracing::warn!(method = %req.method(), path = %req.uri().path(), "refused: {why}");
+        return error_response(StatusCode::FORBIDDEN, "forbidden", why);
+    }
+    next.run(req).await
 }
 
 async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Response {

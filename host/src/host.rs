@@ -204,6 +204,10 @@ impl Host {
         // Updates are taken in once the router and the queue are up.
         let telegram =
             telegram.map(|tg| tg.start(channels.clone(), settings.channels.telegram.clone()));
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| context(format_args!("binding {addr}"), &e))?;
+        let bound = listener.local_addr().map_err(|e| message(&e))?;
         let api = Api {
             home: home.clone(),
             store: store.clone(),
@@ -217,11 +221,8 @@ impl Host {
             disk: agents.disk().clone(),
             memory: settings.memory.clone(),
             gateway: settings.gateway.clone(),
+            port: bound.port(),
         };
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| context(format_args!("binding {addr}"), &e))?;
-        let bound = listener.local_addr().map_err(|e| message(&e))?;
         lock.set_api(&format!("http://{bound}"))?;
         tracing::info!(target: LOG, addr = %bound, groups, "serving");
         let stop_api = Arc::new(Notify::new());

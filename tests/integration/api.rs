@@ -430,7 +430,7 @@ async fn stalled_connections_are_closed_and_never_starve_a_real_request() {
     for i in 0..500 {
         let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
         let kind = Stall::nth(i);
-        kind.start(&mut conn, "/api/groups", "/health").await;
+        kind.start(&mut conn, &addr, "/api/groups", "/health").await;
         stalled.push((kind, conn));
     }
     // A real request is answered while all of them are open.

@@ -33,6 +33,11 @@ impl Drop for Browser {
 
 impl Browser {
     pub async fn start() -> Browser {
+        Browser::start_with(&[]).await
+    }
+
+    /// A browser started with `extra` command-line switches as well.
+    pub async fn start_with(extra: &[String]) -> Browser {
         // The WebDriver client speaks rustls; ring is the provider the host
         // already uses (a second install is refused, which is fine).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -49,15 +54,19 @@ impl Browser {
             .spawn()
             .expect("starting chromedriver");
         let profile = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "--headless=new".to_string(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--window-size=1200,900".into(),
+            "--disable-crash-reporter".into(),
+            "--disable-breakpad".into(),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        args.extend(extra.iter().cloned());
         let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({ "args": [
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1200,900", "--disable-crash-reporter", "--disable-breakpad",
-                format!("--user-data-dir={}", profile.path().display()),
-            ] }),
-        );
+        caps.insert("goog:chromeOptions".into(), json!({ "args": args }));
         let url = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(30);
         let client = loop {

@@ -943,10 +943,12 @@ async fn stalled_connections_are_closed_within_the_connection_bound() {
     for i in 0..3 * max {
         let kind = Stall::nth(i);
         let mut t = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        kind.start(&mut t, "/v1/messages", "/v1/models").await;
+        kind.start(&mut t, &addr, "/v1/messages", "/v1/models")
+            .await;
         tcp.push((kind, t));
         let mut u = tokio::net::UnixStream::connect(&socket).await.unwrap();
-        kind.start(&mut u, "/v1/messages", "/v1/models").await;
+        kind.start(&mut u, &addr, "/v1/messages", "/v1/models")
+            .await;
         unix.push((kind, u));
     }
     // The rest wait in the listen backlogs, holding no descriptor of the gateway.
@@ -992,4 +994,44 @@ async fn stalled_connections_are_closed_within_the_connection_bound() {
     )
     .await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tcp_listener_answers_only_loopback_names() {
+    let home = TestHome::new();
+    let gw = GatewayProcess::start(&home, &[("G2_PROVIDER", "offline")]);
+    let port = gw.url.rsplit(':').next().unwrap().to_string();
+    let body =
+        json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]});
+    let send = |host: String, origin: Option<&'static str>| {
+        let (url, body) = (format!("{}/v1/messages", gw.url), body.clone());
+        async move {
+            let mut r = http_client().post(url).header("host", host).json(&body);
+            if let Some(o) = origin {
+                r = r.header("origin", o);
+            }
+            let resp = r.send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    // A page whose name was rebound to 127.0.0.1 would spend the host's
+    // credential: refused in Anthropic's error shape.
+    let (status, body) = send(format!("attacker.example:{port}"), None).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "permission_error", "{body}");
+    let (status, body) = send(format!("127.0.0.1:{port}"), Some("http://attacker.example")).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = send(format!("127.0.0.1:{port}"), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["type"], "message", "{body}");
+    // The group sockets are not behind a name: unchanged.
+    let socket = gw.sockets["main"].clone();
+    let r = socket_client(&socket)
+        .post("http://g2/v1/messages")
+        .json(&json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }

@@ -22,6 +22,7 @@ mod fixtures;
 mod gateway;
 mod hardening;
 mod ipc;
+mod loopback;
 mod memory;
 mod quota;
 mod routing;

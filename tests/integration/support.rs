@@ -527,22 +527,24 @@ impl Stall {
         [Stall::Head, Stall::Body, Stall::Idle][i % 3]
     }
 
-    /// Writes this stall's bytes: `post_path` takes a JSON body.
+    /// Writes this stall's bytes to the server at `host` (its `Host`
+    /// header: `127.0.0.1:PORT`): `post_path` takes a JSON body.
     pub async fn start<S: tokio::io::AsyncWrite + Unpin>(
         self,
         s: &mut S,
+        host: &str,
         post_path: &str,
         idle_path: &str,
     ) {
         use tokio::io::AsyncWriteExt;
         let text = match self {
-            Stall::Head => format!("POST {post_path} HTTP/1.1\r\nHost: g2\r\nContent-Ty"),
+            Stall::Head => format!("POST {post_path} HTTP/1.1\r\nHost: {host}\r\nContent-Ty"),
             Stall::Body => {
                 format!(
-                    "POST {post_path} HTTP/1.1\r\nHost: g2\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"mo"
+                    "POST {post_path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"mo"
                 )
             }
-            Stall::Idle => format!("GET {idle_path} HTTP/1.1\r\nHost: g2\r\n\r\n"),
+            Stall::Idle => format!("GET {idle_path} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
         };
         s.write_all(text.as_bytes()).await.unwrap();
     }

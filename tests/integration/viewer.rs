@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::browser::Browser;
 use crate::support::*;
 
-fn browser_present() -> bool {
+pub fn browser_present() -> bool {
     let runs = |exe: &str| {
         Command::new(exe)
             .arg("--version")

@@ -250,7 +250,21 @@ impl Gateway {
             .await
             .ctx(|| format!("binding {sock}"))?;
         let local = listener.local_addr().ctx(|| "local address".into())?;
-        let router = self.router(usage::LOCAL_CALLER);
+        // It spends the host's credential for whoever asks: only requests
+        // to a loopback name with its port (`http::loopback`: DNS rebinding).
+        let checks = crate::http::Loopback { port: local.port() };
+        let router = self
+            .router(usage::LOCAL_CALLER)
+            .layer(axum::middleware::from_fn(
+                move |req: Request, next: axum::middleware::Next| async move {
+                    match checks.refusal(req.method(), req.uri(), req.headers()) {
+                        Some(why) => {
+                            relay_now(Reply::error(StatusCode::FORBIDDEN, "permission_error", why))
+                        }
+                        None => next.run(req).await,
+                    }
+                },
+            ));
         // Events are small writes that must leave at once; Nagle's algorithm
         // would hold them for the peer's delayed ACK (40 ms).
         let listener = {

@@ -18,6 +18,10 @@
 //! Over `max_connections`, new connections wait in the listen backlog until
 //! a slot frees (the timeouts make sure one does).
 
+pub mod loopback;
+
+pub use loopback::Loopback;
+
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, Once};
