@@ -10,14 +10,18 @@
 //! **Tags.** `<private>…</private>`, g2's own `<g2-memory>…</g2-memory>`
 //! (so memory never feeds on itself) and Claude Code's
 //! `<system-reminder>…</system-reminder>` are removed with what they hold;
-//! tag names match in any case. An opening tag without its closing tag
-//! removes everything after it: when in doubt, private stays private.
+//! tag names match in any case, with whitespace or attributes after the
+//! name (`<private >`, `<private note="x">`), and the same tag nested
+//! inside one is counted. An opening tag without its closing tag removes
+//! everything after it: when in doubt, private stays private.
 //!
 //! **Secrets.** Keys and tokens of well-known shapes (Anthropic, OpenAI,
 //! AWS access keys, GitHub, Slack, Telegram bot tokens, bearer tokens, PEM private keys) and the
 //! values of `password=` / `secret=` / `token=` / `api_key=` assignments
-//! (also as YAML `key: value`, JSON `"key": "value"` and JSON escaped inside
-//! a JSON string) are replaced with `[redacted:<kind>]`; an assignment keeps
+//! (also as YAML `key: value`, JSON `"key": "value"`, and JSON escaped
+//! inside JSON strings to any depth: `\"key\":\"value\"`,
+//! `\\\"key\\\":\\\"value\\\"`, …; a quoted value not closed on its line is
+//! redacted to the line's end) are replaced with `[redacted:<kind>]`; an assignment keeps
 //! its name, so `password=hunter2` becomes `password=[redacted:assignment]`
 //! and `{"token":"x"}` becomes `{"token":[redacted:assignment]}`. Text that
 //! merely talks about secrets ("the token budget", "password policy") is
@@ -37,6 +41,13 @@ pub const MEMORY_TAG: &str = "g2-memory";
 
 /// Removes every [`STRIPPED_TAGS`] element with its content (an unclosed
 /// one: to the end of the text). Borrowed when there was nothing to remove.
+///
+/// A tag is its name in any case, then `>`, `/` or whitespace: `<private>`,
+/// `<private >`, `<Private note="x">` and `<private\n>` all open one, and
+/// `<private` with no `>` after it makes the rest of the text private. A
+/// closing tag may have whitespace (`</private >`, `</ private>`). The same
+/// tag opened inside one is counted, so `<private>a<private>b</private>c
+/// </private>` is removed whole.
 pub fn strip_tags(text: &str) -> Cow<'_, str> {
     if !text.contains('<') {
         return Cow::Borrowed(text);
@@ -46,11 +57,7 @@ pub fn strip_tags(text: &str) -> Cow<'_, str> {
     let mut copied = 0;
     let mut at = 0;
     while let Some((start, tag)) = next_open(&lower, at) {
-        let body = start + tag.len() + 2;
-        let close = format!("</{tag}>");
-        let end = lower[body..]
-            .find(&close)
-            .map_or(text.len(), |i| body + i + close.len());
+        let end = element_end(&lower, start, tag);
         out.push_str(&text[copied..start]);
         copied = end;
         at = end;
@@ -65,14 +72,71 @@ pub fn strip_tags(text: &str) -> Cow<'_, str> {
 /// The first opening tag of [`STRIPPED_TAGS`] at or after `from` in the
 /// lower-cased text: its byte offset and name.
 fn next_open(lower: &str, from: usize) -> Option<(usize, &'static str)> {
-    STRIPPED_TAGS
-        .iter()
-        .filter_map(|tag| {
-            lower[from..]
-                .find(&format!("<{tag}>"))
-                .map(|i| (from + i, *tag))
+    let bytes = lower.as_bytes();
+    memchr::memchr_iter(b'<', &bytes[from..])
+        .map(|i| from + i)
+        .find_map(|i| opens(lower, i).map(|tag| (i, tag)))
+}
+
+/// The stripped tag that an opening tag at `i` (a `<`) names, if any.
+fn opens(lower: &str, i: usize) -> Option<&'static str> {
+    let rest = &lower[i + 1..];
+    STRIPPED_TAGS.iter().copied().find(|tag| {
+        rest.strip_prefix(tag).is_some_and(|after| {
+            after
+                .bytes()
+                .next()
+                .is_none_or(|b| b == b'>' || b == b'/' || b.is_ascii_whitespace())
         })
-        .min_by_key(|(i, _)| *i)
+    })
+}
+
+/// The length of a closing tag of `tag` at `i` (a `<`), if there is one.
+fn closes(lower: &str, i: usize, tag: &str) -> Option<usize> {
+    let b = lower.as_bytes();
+    let skip_space = |mut j: usize| {
+        while b.get(j).is_some_and(u8::is_ascii_whitespace) {
+            j += 1;
+        }
+        j
+    };
+    if b.get(i + 1) != Some(&b'/') {
+        return None;
+    }
+    let j = skip_space(i + 2);
+    if !lower[j..].starts_with(tag) {
+        return None;
+    }
+    let j = skip_space(j + tag.len());
+    (b.get(j) == Some(&b'>')).then_some(j + 1 - i)
+}
+
+/// Where the element whose opening tag is at `start` ends: after its
+/// matching closing tag, or at the end of the text.
+fn element_end(lower: &str, start: usize, tag: &str) -> usize {
+    let Some(gt) = lower[start..].find('>').map(|i| start + i + 1) else {
+        return lower.len();
+    };
+    let mut depth = 1;
+    let mut at = gt;
+    while let Some(i) = lower[at..].find('<').map(|i| at + i) {
+        if let Some(len) = closes(lower, i, tag) {
+            depth -= 1;
+            if depth == 0 {
+                return i + len;
+            }
+            at = i + len;
+        } else if opens(lower, i) == Some(tag) {
+            depth += 1;
+            match lower[i..].find('>') {
+                Some(j) => at = i + j + 1,
+                None => return lower.len(),
+            }
+        } else {
+            at = i + 1;
+        }
+    }
+    lower.len()
 }
 
 /// Whether `text` holds something, and nothing of it is left once the tags
@@ -92,8 +156,8 @@ struct Pattern {
     /// case when `any_case`): checked before the regex runs.
     needles: &'static [&'static str],
     any_case: bool,
-    /// For an assignment: the value is the capture group `value`, the rest
-    /// (the name and `=`) stays.
+    /// For an assignment: the regex matches the name and `=`, which stay;
+    /// the value after it ([`value_end`]) is redacted.
     keeps_name: bool,
 }
 
@@ -190,9 +254,11 @@ static PATTERNS: [Pattern; 9] = [
         true,
         false,
     ),
+    // The name and its `=` or `:` only: the value is found by
+    // `value_end`, which knows quoting at any depth of JSON escaping.
     Pattern::new(
         "assignment",
-        r#"(?i)\b(?:[a-z0-9_]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key))(?:\\?"|')?\s*[=:]\s*(?P<value>\\"(?:[^"\\\n]|\\[^"\n])*\\"|"[^"\n]*"|'[^'\n]*'|[^\s"',;&}\]]+)"#,
+        r#"(?i)\b(?:[a-z0-9_]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key))(?:\\*["'])?\s*[=:]\s*"#,
         &[
             "password",
             "passwd",
@@ -255,19 +321,17 @@ impl Redactor {
             if !p.might_match(&out, &mut lower) || !p.re().is_match(&out) {
                 continue;
             }
-            let replaced = p.re().replace_all(&out, |c: &regex::Captures<'_>| {
-                let whole = c.get(0).map_or("", |m| m.as_str());
-                match c.name("value").filter(|_| p.keeps_name) {
-                    // Already redacted (a second pass): leave it.
-                    Some(v) if v.as_str().starts_with("[redacted:") => whole.to_string(),
-                    Some(v) => {
-                        let name_end = v.start() - c.get(0).map_or(0, |m| m.start());
-                        format!("{}[redacted:{}]", &whole[..name_end], p.kind)
-                    }
-                    None => format!("[redacted:{}]", p.kind),
+            let replaced = if p.keeps_name {
+                match redact_values(&out, p) {
+                    Some(r) => r,
+                    None => continue,
                 }
-            });
-            out = Cow::Owned(replaced.into_owned());
+            } else {
+                p.re()
+                    .replace_all(&out, format!("[redacted:{}]", p.kind).as_str())
+                    .into_owned()
+            };
+            out = Cow::Owned(replaced);
             // The text changed: its lower-case copy is stale.
             lower = None;
         }
@@ -279,6 +343,88 @@ impl Redactor {
         match strip_tags(text) {
             Cow::Borrowed(t) => self.redact(t),
             Cow::Owned(t) => Cow::Owned(self.redact(&t).into_owned()),
+        }
+    }
+}
+
+/// `text` with the value after each of `p`'s matches (a name and its `=`)
+/// redacted; None when there was none to redact.
+fn redact_values(text: &str, p: &Pattern) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for m in p.re().find_iter(text) {
+        if m.start() < copied {
+            continue;
+        }
+        let Some(end) = value_end(text, m.end()) else {
+            continue;
+        };
+        out.push_str(&text[copied..m.end()]);
+        out.push_str("[redacted:");
+        out.push_str(p.kind);
+        out.push(']');
+        copied = end;
+    }
+    (copied > 0).then(|| {
+        out.push_str(&text[copied..]);
+        out
+    })
+}
+
+/// Where the value that starts at `at` ends; None when there is none (or
+/// it is redacted already). A value is
+/// - quoted with `"` at any depth of JSON escaping: `"…"`, `\"…\"`,
+///   `\\\"…\\\"`, …; with k backslashes before its opening quote, it ends
+///   at the first quote whose run of backslashes is k modulo 2(k+1) (a
+///   quote of the value itself, escaped once more, has 2k+1);
+/// - quoted with `'`, to the next `'`;
+/// - or bare, to a space, one of `"',;&}]`, or backslashes before a quote
+///   (the end of the string it is in).
+///
+/// A quoted value not closed on its line is a value to the end of the line:
+/// when in doubt, redacted.
+fn value_end(text: &str, at: usize) -> Option<usize> {
+    let rest = &text.as_bytes()[at..];
+    if rest.starts_with(b"[redacted:") {
+        return None;
+    }
+    let k = rest.iter().take_while(|&&c| c == b'\\').count();
+    match rest.get(k) {
+        Some(b'"') => {
+            let period = 2 * (k + 1);
+            let mut run = 0;
+            for (i, &c) in rest.iter().enumerate().skip(k + 1) {
+                match c {
+                    b'\\' => run += 1,
+                    b'"' if run % period == k => return Some(at + i + 1),
+                    b'\n' => return Some(at + i),
+                    _ => run = 0,
+                }
+            }
+            Some(text.len())
+        }
+        Some(b'\'') if k == 0 => Some(match memchr::memchr2(b'\'', b'\n', &rest[1..]) {
+            Some(i) if rest[1 + i] == b'\'' => at + i + 2,
+            Some(i) => at + 1 + i,
+            None => text.len(),
+        }),
+        _ => {
+            let mut i = 0;
+            while let Some(&c) = rest.get(i) {
+                if c.is_ascii_whitespace() || b"\"',;&}]".contains(&c) {
+                    break;
+                }
+                if c == b'\\' {
+                    let run = rest[i..].iter().take_while(|&&c| c == b'\\').count();
+                    if rest.get(i + run) == Some(&b'"') {
+                        break;
+                    }
+                    i += run;
+                    continue;
+                }
+                i += 1;
+            }
+            (i > 0).then_some(at + i)
         }
     }
 }
@@ -323,6 +469,76 @@ mod tests {
         );
         // Multi-byte text around the tags.
         assert_eq!(strip_tags("é<private>ü</private>ß"), "éß");
+    }
+
+    #[test]
+    fn tags_with_whitespace_attributes_or_nesting_are_private_too() {
+        for text in [
+            "a<private >4417</private>b",
+            "a<private note=\"x\">4417</private>b",
+            "a<PRIVATE\n  lang='en'>4417</Private\t>b",
+            "a<private>4417</ private >b",
+            "a<private/>4417</private>b",
+            "a<private>x<private>4417</private>4417</private>b",
+            "a<private note=\"1 > 0\">4417</private>b",
+        ] {
+            assert_eq!(strip_tags(text), "ab", "{text:?}");
+        }
+        // Unclosed, or without the opening tag's '>': private to the end.
+        assert_eq!(strip_tags("a<private note=\"x\">4417 and on"), "a");
+        assert_eq!(strip_tags("a<private note=\"x"), "a");
+        assert_eq!(strip_tags("a<private"), "a");
+        // Other names stay text.
+        for text in [
+            "a <privateer> b",
+            "<private-notes>x",
+            "</private> alone",
+            "a < private b",
+        ] {
+            assert_eq!(strip_tags(text), text, "{text:?}");
+        }
+        assert_eq!(
+            strip_tags("<g2-memory  source=\"recall\">old</g2-memory>new"),
+            "new"
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted_through_any_depth_of_json_escaping() {
+        let secret = "hunter2-zq81";
+        let mut text = format!(r#"{{"user":"ann","password":"{secret}","n":1}}"#);
+        for depth in 0..6 {
+            let cleaned = redact(&text).into_owned();
+            assert!(!cleaned.contains("hunter2"), "depth {depth}: {cleaned}");
+            assert!(cleaned.contains("ann") && cleaned.contains("[redacted:assignment]"));
+            // The JSON around it is intact: it still parses at its depth.
+            let mut v = cleaned.clone();
+            for _ in 0..depth {
+                v = serde_json::from_str::<String>(&v).unwrap();
+            }
+            let parsed: serde_json::Value =
+                serde_json::from_str(&v.replace("[redacted:assignment]", "null")).unwrap();
+            assert_eq!(parsed["n"], 1, "depth {depth}: {v}");
+            text = serde_json::to_string(&text).unwrap();
+        }
+        // The issue's shape, written by hand.
+        assert_eq!(
+            redact(r#"{\\\"password\\\":\\\"s3cr3t pass\\\"}"#),
+            r#"{\\\"password\\\":[redacted:assignment]}"#
+        );
+        // A quote or backslash inside the value, escaped once more.
+        let inner = serde_json::to_string(&serde_json::json!({"token": "a\"b\\c-zq81"})).unwrap();
+        let outer = serde_json::to_string(&inner).unwrap();
+        for t in [&inner, &outer] {
+            let r = redact(t);
+            assert!(!r.contains("zq81") && !r.contains("b\\"), "{r}");
+        }
+        // Unclosed: to the end of its line.
+        assert_eq!(
+            redact("password=\"hunter2 and more\nnext line"),
+            "password=[redacted:assignment]\nnext line"
+        );
+        assert_eq!(redact("token: 'abc"), "token: [redacted:assignment]");
     }
 
     #[test]
@@ -436,6 +652,58 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A private span in any spelling of its tags (case, whitespace,
+        /// attributes, closing whitespace, nesting) never survives.
+        #[test]
+        fn every_spelling_of_a_private_tag_is_stripped(
+            before in "[ -~\n]{0,30}",
+            after in "[ -~\n]{0,30}",
+            pin in "[0-9]{6,9}",
+            upper in proptest::collection::vec(proptest::bool::ANY, 7),
+            space in "[ \t\n]{0,3}",
+            attr in proptest::option::of("[a-z]{1,5}=\"[a-z0-9 >]{0,8}\""),
+            close_space in "[ \t]{0,2}",
+            nested in proptest::bool::ANY,
+            closed in proptest::bool::ANY,
+        ) {
+            let name: String = "private"
+                .chars()
+                .zip(&upper)
+                .map(|(c, u)| if *u { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let sep = if space.is_empty() && attr.is_some() { " " } else { &space };
+            let open = format!("<{name}{sep}{}>", attr.unwrap_or_default());
+            let body = if nested {
+                format!("a{open}{pin}</{name}>{pin}")
+            } else {
+                pin.clone()
+            };
+            let close = if closed { format!("</{close_space}{name}{close_space}>") } else { String::new() };
+            let text = format!("{before}{open}{body}{close}{after}");
+            let cleaned = strip_tags(&text).into_owned();
+            proptest::prop_assert!(!cleaned.contains(&pin), "{text:?} -> {cleaned:?}");
+        }
+
+        /// A secret assigned in JSON, escaped into JSON strings to any
+        /// depth, never survives, whatever its characters.
+        #[test]
+        fn an_assigned_secret_never_survives_escaping(
+            key in "(password|api_key|client_secret|token|DB_PASSWD)",
+            core in "[A-Za-z0-9]{10,16}",
+            pre in "[ -~]{0,4}",
+            post in "[ -~]{0,4}",
+            depth in 0usize..5,
+        ) {
+            let value = format!("{pre}{core}{post}");
+            let mut text = serde_json::json!({ "cmd": "deploy", key: value }).to_string();
+            for _ in 0..depth {
+                text = serde_json::to_string(&text).unwrap();
+            }
+            let cleaned = redact(&text).into_owned();
+            proptest::prop_assert!(!cleaned.contains(&core), "{text} -> {cleaned}");
+            proptest::prop_assert_eq!(redact(&cleaned).into_owned(), cleaned);
+        }
+
         /// Whatever surrounds them, a private span and a generated key never
         /// survive cleaning, and cleaning twice changes nothing more.
         #[test]

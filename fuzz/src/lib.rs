@@ -11,6 +11,7 @@
 use std::io::Read;
 
 use g2_core::archive::{self, ArchiveOptions};
+use g2_core::privacy::{self, Redactor};
 use g2_core::transcript::{self, Entry, Transcript};
 use g2_core::wire::{Action, AgentEvent, HookInput};
 use g2_host::api::{ClearBody, NewGroupBody, ResumeBody};
@@ -30,6 +31,7 @@ pub const TARGETS: &[Target] = &[
     ("output_frames", output_frames),
     ("api_body", api_body),
     ("offline_model", offline_model),
+    ("privacy", privacy),
 ];
 
 /// Splits off the first byte, which some targets use to pick a variant.
@@ -379,4 +381,53 @@ fn without_ids(blocks: &[Block]) -> Vec<Block> {
             other => other.clone(),
         })
         .collect()
+}
+
+/// Text on its way to storage (first byte: a private tag's spelling and
+/// how deep a JSON secret is escaped). Cleaning never panics; stripping
+/// tags never grows text; redacting again changes nothing; and a mark planted in a private span (in that spelling, around
+/// the input) or as an assigned password (in JSON escaped to that depth,
+/// after the input) never survives, whatever the input around it.
+pub fn privacy(data: &[u8]) {
+    let (b, raw) = selector(data);
+    let text = String::from_utf8_lossy(raw);
+    let r = Redactor::with_literals(["fuzz-literal-credential"]);
+    let cleaned = r.clean(&text).into_owned();
+    assert_eq!(r.redact(&cleaned), cleaned, "redaction is stable");
+    assert!(privacy::strip_tags(&text).len() <= text.len());
+    // A mark the input itself holds is no planted one.
+    if text.contains("MARK-") {
+        return;
+    }
+
+    let open = [
+        "<private>",
+        "<private >",
+        "<Private note=\"x\">",
+        "<PRIVATE\n>",
+        "<private a='1>2'>",
+        "<g2-memory source=\"recall\">",
+    ][usize::from(b % 6)];
+    let name = &open[1..open.find([' ', '>', '\n']).unwrap_or(open.len())];
+    let close = ["</private>", "</ private >"][usize::from(b / 6 % 2)]
+        .replace("private", &name.to_ascii_lowercase());
+    let spanned = format!("{text}{open}PRIVATE-MARK-71{text}{close}{text}");
+    let cleaned = r.clean(&spanned);
+    assert!(
+        !cleaned.contains("PRIVATE-MARK-71"),
+        "{spanned:?} -> {cleaned:?}"
+    );
+
+    let mut secret =
+        serde_json::json!({ "user": "ann", "password": format!("SECRET-MARK-93{text}") })
+            .to_string();
+    for _ in 0..b / 12 % 5 {
+        secret = serde_json::to_string(&secret).expect("a string serializes");
+    }
+    let assigned = format!("{text} {secret}");
+    let cleaned = r.clean(&assigned);
+    assert!(
+        !cleaned.contains("SECRET-MARK-93"),
+        "{assigned:?} -> {cleaned:?}"
+    );
 }
