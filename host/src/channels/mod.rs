@@ -210,6 +210,9 @@ enum Job {
     },
     /// Someone committed messages: publish what is new.
     Stored,
+    /// A message delivered by storing it, published by now: the log keeps
+    /// it cleaned (its listeners had it as written).
+    Clean(Message),
 }
 
 /// The sequencer's queue, started on first use (inside the runtime).
@@ -230,6 +233,9 @@ pub struct Channels {
     outbox: Arc<outbox::Outbox>,
     /// Folders with new inbound messages, for the router.
     wake: Option<mpsc::UnboundedSender<GroupFolder>>,
+    /// What the log keeps of a message once it is answered or sent: no
+    /// private span, no secret (`g2_core::privacy`).
+    redactor: g2_core::privacy::Redactor,
 }
 
 impl Channels {
@@ -241,7 +247,8 @@ impl Channels {
             0
         });
         Channels {
-            outbox: Arc::new(outbox::Outbox::new(store.clone())),
+            outbox: Arc::new(outbox::Outbox::new(store.clone(), Default::default())),
+            redactor: Default::default(),
             store,
             list: Arc::new(vec![Arc::new(HttpChannel)]),
             events: broadcast::channel(LISTENER_BUFFER).0,
@@ -259,6 +266,19 @@ impl Channels {
         list.insert(0, channel);
         self.list = Arc::new(list);
         self
+    }
+
+    /// Cleans what the log keeps with `redactor` (the built-in patterns
+    /// plus the host's credentials); to be set before any message is sent.
+    pub fn with_redactor(mut self, redactor: g2_core::privacy::Redactor) -> Self {
+        self.outbox = Arc::new(outbox::Outbox::new(self.store.clone(), redactor.clone()));
+        self.redactor = redactor;
+        self
+    }
+
+    /// What the log keeps of messages is cleaned with.
+    pub fn redactor(&self) -> &g2_core::privacy::Redactor {
+        &self.redactor
     }
 
     /// Where inbound messages ring (the router).
@@ -342,11 +362,14 @@ impl Channels {
         self.sequencer.jobs.get_or_init(|| {
             let (tx, rx) = mpsc::channel(QUEUE);
             tokio::spawn(sequence(
-                self.store.clone(),
-                self.events.clone(),
-                self.list.clone(),
+                Sequence {
+                    store: self.store.clone(),
+                    events: self.events.clone(),
+                    list: self.list.clone(),
+                    wake: self.wake.clone(),
+                    redactor: self.redactor.clone(),
+                },
                 self.sequencer.start,
-                self.wake.clone(),
                 rx,
             ));
             tx
@@ -418,7 +441,10 @@ impl Channels {
         }
         let channel = self.channel_for(&m.chat_jid);
         if !channel.delivered_by_storing() {
+            // Sent by the outbox, which cleans it once sent.
             self.outbox.push(channel, &m.chat_jid);
+        } else if self.stored_is_delivered(&m.chat_jid) {
+            let _ = self.jobs().send(Job::Clean(m)).await;
         }
     }
 
@@ -486,8 +512,12 @@ impl Channels {
             for m in pending {
                 if self.stored_is_delivered(&m.chat_jid) {
                     let id = m.id.clone();
+                    let kept = match self.redactor.clean(&m.text) {
+                        std::borrow::Cow::Owned(c) if c != m.text => Some(c),
+                        _ => None,
+                    };
                     self.store
-                        .write(move |tx| store::messages::mark_delivered(tx, &id))
+                        .write(move |tx| store::messages::mark_delivered(tx, &id, kept.as_deref()))
                         .await?;
                 } else if !chats.contains(&m.chat_jid) {
                     chats.push(m.chat_jid);
@@ -531,24 +561,37 @@ fn stopped() -> Error {
 /// `published`, in `seq` order, rings the router once per group, and
 /// answers the channels.
 /// Ends when every [`Channels`] is gone.
-async fn sequence(
+/// What the sequencer works with.
+struct Sequence {
     store: Store,
     events: broadcast::Sender<Arc<Live>>,
     list: Arc<Vec<Arc<dyn Channel>>>,
-    mut published: i64,
     wake: Option<mpsc::UnboundedSender<GroupFolder>>,
-    mut jobs: mpsc::Receiver<Job>,
-) {
+    redactor: g2_core::privacy::Redactor,
+}
+
+async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Job>) {
+    let Sequence {
+        store,
+        events,
+        list,
+        wake,
+        redactor,
+    } = seq;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut takes = Vec::new();
+        let mut cleans = Vec::new();
         for job in batch.drain(..) {
-            if let Job::Take { items, mark, done } = job {
-                takes.push((items, mark, done));
+            match job {
+                Job::Take { items, mark, done } => takes.push((items, mark, done)),
+                Job::Clean(m) => cleans.push(m),
+                Job::Stored => {}
             }
         }
         if takes.is_empty() {
             published = publish_stored(&store, &events, published).await;
+            clean_published(&store, &redactor, cleans).await;
             continue;
         }
         let (dones, takes): (Vec<_>, Vec<_>) = takes
@@ -621,6 +664,7 @@ async fn sequence(
         for (done, answer) in dones.into_iter().zip(answers) {
             let _ = done.send(answer);
         }
+        clean_published(&store, &redactor, cleans).await;
     }
 }
 
@@ -701,6 +745,37 @@ fn ring(wake: &Option<mpsc::UnboundedSender<GroupFolder>>, folders: &[&GroupFold
 
 /// Publishes what others stored after `published` (read from the store in
 /// `seq` order); returns the new high-water mark.
+/// Cleans delivered messages in the log once they are published (the
+/// store's WAL is truncated after a change).
+async fn clean_published(
+    store: &Store,
+    redactor: &g2_core::privacy::Redactor,
+    messages: Vec<Message>,
+) {
+    let kept: Vec<(i64, String)> = messages
+        .into_iter()
+        .filter_map(|m| match redactor.clean(&m.text) {
+            std::borrow::Cow::Owned(c) if c != m.text => Some((m.seq, c)),
+            _ => None,
+        })
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    let done = store
+        .write(move |tx| {
+            for (seq, text) in &kept {
+                store::messages::replace_text(tx, *seq, text)?;
+            }
+            Ok(())
+        })
+        .await;
+    match done {
+        Ok(()) => store.truncate_wal(),
+        Err(e) => tracing::warn!(error = %e, "cleaning delivered messages in the log"),
+    }
+}
+
 async fn publish_stored(
     store: &Store,
     events: &broadcast::Sender<Arc<Live>>,

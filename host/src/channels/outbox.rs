@@ -29,6 +29,7 @@
 //!
 //! [`Channels::redeliver`]: super::Channels::redeliver
 
+use g2_core::privacy::Redactor;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -60,6 +61,8 @@ type Queues = HashMap<String, mpsc::UnboundedSender<()>>;
 /// The per-chat send queues and typing indicators.
 pub struct Outbox {
     store: Store,
+    /// What a sent message keeps in the log (`g2_core::privacy`).
+    redactor: Redactor,
     queues: Mutex<Queues>,
     typing: Mutex<HashMap<GroupFolder, AbortHandle>>,
     /// Pushes not yet worked through (for [`Outbox::flush`]).
@@ -67,9 +70,10 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Store, redactor: Redactor) -> Self {
         Outbox {
             store,
+            redactor,
             queues: Mutex::default(),
             typing: Mutex::default(),
             pending: Arc::default(),
@@ -103,6 +107,7 @@ impl Outbox {
         queues.insert(chat_jid.to_string(), tx);
         tokio::spawn(worker(
             self.store.clone(),
+            self.redactor.clone(),
             channel,
             chat_jid.to_string(),
             self.pending.clone(),
@@ -141,6 +146,7 @@ impl Outbox {
 /// told there are some.
 async fn worker(
     store: Store,
+    redactor: Redactor,
     channel: Arc<dyn Channel>,
     chat_jid: String,
     pending: Arc<AtomicUsize>,
@@ -162,7 +168,7 @@ async fn worker(
                 Ok(page) => {
                     let mut outcome = Ok(());
                     for m in &page {
-                        outcome = send_message(&store, channel.as_ref(), m).await;
+                        outcome = send_message(&store, &redactor, channel.as_ref(), m).await;
                         if outcome.is_err() {
                             break;
                         }
@@ -186,8 +192,13 @@ async fn worker(
 }
 
 /// Sends what is left of one message, part by part, then marks it
-/// delivered.
-async fn send_message(store: &Store, channel: &dyn Channel, m: &Message) -> Result<()> {
+/// delivered, keeping it cleaned of private spans and secrets in the log.
+async fn send_message(
+    store: &Store,
+    redactor: &Redactor,
+    channel: &dyn Channel,
+    m: &Message,
+) -> Result<()> {
     let id = m.id.clone();
     let known = store.read(move |c| deliveries::of(c, &id)).await?;
     for (part, text) in channel.parts(m).iter().enumerate() {
@@ -216,9 +227,18 @@ async fn send_message(store: &Store, channel: &dyn Channel, m: &Message) -> Resu
         }
     }
     let id = m.id.clone();
+    let kept = match redactor.clean(&m.text) {
+        std::borrow::Cow::Owned(c) if c != m.text => Some(c),
+        _ => None,
+    };
+    let cleaned = kept.is_some();
     store
-        .write(move |tx| store::messages::mark_delivered(tx, &id))
-        .await
+        .write(move |tx| store::messages::mark_delivered(tx, &id, kept.as_deref()))
+        .await?;
+    if cleaned {
+        store.truncate_wal();
+    }
+    Ok(())
 }
 
 /// Sends one part until it is settled; false when the rest of the message
@@ -372,7 +392,7 @@ mod tests {
             SendError::Transient("connection refused".into()),
         ])
         .await;
-        let outbox = Outbox::new(store.clone());
+        let outbox = Outbox::new(store.clone(), Redactor::default());
         let first = outbound(&store, "a|b").await;
         let second = outbound(&store, "c").await;
         // A host died while sending `second`'s only part.
@@ -408,7 +428,7 @@ mod tests {
             "Forbidden: bot was kicked from the group chat".into(),
         )])
         .await;
-        let outbox = Outbox::new(store.clone());
+        let outbox = Outbox::new(store.clone(), Redactor::default());
         outbound(&store, "x|y").await;
         outbox.push(ch.clone(), "s:1");
         assert!(outbox.flush(Duration::from_secs(10)).await);

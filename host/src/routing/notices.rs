@@ -72,8 +72,10 @@ pub fn text(senders: &[String], why: &str, how: GiveUp) -> String {
 
 /// Gives up on the group's messages up to `upto`, in one transaction: the
 /// notice to their senders stored (as `sender`; `delivered` when storing
-/// it is its delivery), the cursor moved past them, the group marked
-/// failing with `why`. Returns the notice, for the caller to deliver.
+/// it is its delivery), the cursor moved past them (and they cleaned:
+/// `router::pass`), the group marked failing with `why`. Returns the
+/// notice, for the caller to deliver, and whether a text was cleaned.
+#[allow(clippy::too_many_arguments)] // each is a distinct input of the one transaction
 pub fn give_up(
     tx: &Transaction<'_>,
     group: &Group,
@@ -82,7 +84,8 @@ pub fn give_up(
     why: &str,
     how: GiveUp,
     delivered: bool,
-) -> Result<Message> {
+    redactor: &g2_core::privacy::Redactor,
+) -> Result<(Message, bool)> {
     let cursor = router::cursor(tx, &group.folder)?;
     let pending = store::messages::inbound_after(tx, &group.jid, cursor, router::MAX_BATCH)?;
     let senders: Vec<String> = pending
@@ -92,9 +95,9 @@ pub fn give_up(
         .collect();
     let text = text(&senders, why, how);
     let m = store::messages::insert_outbound(tx, &group.jid, sender, &text, None, delivered)?;
-    router::advance(tx, &group.folder, upto)?;
+    let cleaned = router::pass(tx, group, upto, redactor)?;
     router::mark_failing(tx, &group.folder, why)?;
-    Ok(m)
+    Ok((m, cleaned))
 }
 
 #[cfg(test)]

@@ -138,11 +138,22 @@ pub fn insert_outbound(
     })
 }
 
-/// Records that a channel delivered an outbound message.
-pub fn mark_delivered(tx: &Transaction<'_>, id: &str) -> Result<()> {
+/// Records that a channel delivered an outbound message; `kept`, when
+/// given, replaces its text (what the log keeps of it once sent).
+pub fn mark_delivered(tx: &Transaction<'_>, id: &str, kept: Option<&str>) -> Result<()> {
     tx.execute(
-        "UPDATE messages SET delivered_at = ?2 WHERE id = ?1 AND delivered_at IS NULL",
-        params![id, crate::now_rfc3339()],
+        "UPDATE messages SET delivered_at = ?2, content = coalesce(?3, content)
+         WHERE id = ?1 AND delivered_at IS NULL",
+        params![id, crate::now_rfc3339(), kept],
+    )?;
+    Ok(())
+}
+
+/// Replaces a stored message's text (what the log keeps of it).
+pub fn replace_text(tx: &Transaction<'_>, seq: i64, text: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE messages SET content = ?2 WHERE seq = ?1",
+        params![seq, text],
     )?;
     Ok(())
 }
@@ -189,6 +200,23 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
         addressed: r.get(8)?,
         reply_to: r.get(9)?,
     })
+}
+
+/// The texts of people's messages in a chat after `after` up to `upto`
+/// (by `seq`), oldest first.
+pub fn inbound_texts(
+    conn: &Connection,
+    chat_jid: &str,
+    after: i64,
+    upto: i64,
+) -> Result<Vec<(i64, String)>> {
+    store::query_all(
+        conn,
+        "SELECT seq, content FROM messages
+         WHERE chat_jid = ?1 AND seq > ?2 AND seq <= ?3 AND is_bot = 0 ORDER BY seq",
+        params![chat_jid, after, upto],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
 }
 
 /// The newest `limit` messages of people (not the assistant) in a chat

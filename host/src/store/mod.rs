@@ -174,6 +174,33 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Copies the WAL into the database and truncates it, so that no old
+    /// version of an overwritten row is left in the `-wal` file; false
+    /// when readers kept it from finishing (it is tried again after the
+    /// next such change). Blocking.
+    pub fn truncate_wal_blocking(&self) -> Result<bool> {
+        let conn = self
+            .inner
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        Ok(busy == 0)
+    }
+
+    /// [`Store::truncate_wal_blocking`] in the background; a failure is
+    /// logged.
+    pub fn truncate_wal(&self) {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || match store.truncate_wal_blocking() {
+            Ok(true) => {}
+            Ok(false) => tracing::debug!("the WAL was in use; truncated at a later change"),
+            Err(e) => tracing::warn!(error = %e, "truncating the WAL"),
+        });
+    }
+}
+
 /// Whether the database answers a query at all (the API's health check).
 pub fn answers(conn: &Connection) -> Result<()> {
     conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?;
@@ -223,6 +250,11 @@ fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // What is deleted or overwritten is zeroed, not left in free space:
+    // a forgotten observation or a message cleaned of a secret is gone
+    // from the file (the WAL is truncated after such a change:
+    // `Store::truncate_wal`).
+    conn.pragma_update(None, "secure_delete", "ON")?;
     // 32 MB of pages per connection (SQLite's default is 2 MB): recall
     // reads the same index pages question after question, and a page
     // cached here costs no system call.
