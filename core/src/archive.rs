@@ -293,21 +293,38 @@ pub fn write_new(
     contents: &str,
     reserved: &dyn Fn(&str) -> bool,
 ) -> io::Result<String> {
-    // The stem is a slug already; slugging again keeps this function safe on
-    // its own (no separators, no dots).
+    dir.write_new(names(date, stem), contents.as_bytes(), reserved)
+}
+
+/// [`write_new`], but the file waits under a pending name until the caller
+/// has recorded it and [`Dir::settle`]s it (the host's own archives: a
+/// crash never leaves an archive the database does not know).
+pub fn write_pending(
+    dir: &Dir,
+    date: &str,
+    stem: &str,
+    contents: &str,
+    reserved: &dyn Fn(&str) -> bool,
+) -> io::Result<String> {
+    dir.write_pending(names(date, stem), contents.as_bytes(), reserved)
+}
+
+/// An archive's candidate file names: `{date}-{stem}.md`, then `-2.md`, …
+/// Both parts are slugged again (the stem is a slug already; slugging again
+/// keeps this safe on its own), so no name holds a separator or a dot.
+pub fn names(date: &str, stem: &str) -> impl Iterator<Item = String> + use<> {
     let stem = match validate::slug(stem) {
         s if s.is_empty() => "conversation".to_string(),
         s => s,
     };
     let date = validate::slug(date);
-    let names = (1..=10_000u32).map(|n| {
+    (1..=10_000u32).map(move |n| {
         if n == 1 {
             format!("{date}-{stem}.md")
         } else {
             format!("{date}-{stem}-{n}.md")
         }
-    });
-    dir.write_new(names, contents.as_bytes(), reserved)
+    })
 }
 
 #[cfg(test)]

@@ -142,6 +142,7 @@ fn injection(runs: usize) {
                     trigger: g2_host::archives::Trigger::Manual,
                     created_at: "2026-05-01T10:00:00.000Z".into(),
                     stats: Default::default(),
+                    pending: false,
                 };
                 store::archives::insert(tx, &p)?;
             }

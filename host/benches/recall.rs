@@ -120,6 +120,7 @@ fn record(store: &Store, group: &GroupFolder, n: usize, day: &str, title: &str, 
         trigger: Trigger::Manual,
         created_at: format!("{day}T12:00:00.000Z"),
         stats: Default::default(),
+        pending: false,
     };
     store
         .write_blocking(move |tx| Ok(g2_host::store::archives::insert(tx, &p)?.id))
@@ -394,6 +395,7 @@ fn main() {
             trigger: Trigger::Manual,
             created_at: format!("{day}T12:00:00.000Z"),
             stats: Default::default(),
+            pending: false,
         });
         if batch.len() == 500 || i + 1 == n_archives {
             let b = std::mem::take(&mut batch);

@@ -56,6 +56,7 @@ fn big_archive(home: &std::path::Path) -> i64 {
                 trigger: Trigger::Manual,
                 created_at: "2026-11-01T09:00:00.000Z".into(),
                 stats: Default::default(),
+                pending: false,
             };
             Ok(g2_host::store::archives::insert(tx, &p)?.id)
         })

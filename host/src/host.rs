@@ -102,7 +102,9 @@ impl Host {
         let (queue, inbox) = queue::channel();
         let tasks_changed = Arc::new(Notify::new());
         let telegram = telegram(home, settings, &store)?;
-        let mut channels = Channels::new(store.clone()).with_router(queue.wake_sender());
+        let mut channels = Channels::new(store.clone())
+            .with_redactor(crate::gateway::credentials::redactor(home.root(), settings))
+            .with_router(queue.wake_sender());
         if let Some(tg) = &telegram {
             channels = channels.with(tg.clone());
         }
@@ -127,6 +129,7 @@ impl Host {
             // and its next start.
             agents.disk().want(&g.folder);
         }
+        reconcile_archives(home, &store).await?;
         let closer = queue.clone();
         let intake = agents.clone();
         // One intake per group at a time; a ring during it asks for one
@@ -390,6 +393,22 @@ pub fn request_server(
     RequestServer::new(home.clone(), store.clone(), sessions, links)
 }
 
+/// Settles (or removes) what a host killed while archiving left in each
+/// group's `conversations/` (`archives::reconcile`). Run by the home's
+/// lock holder, before anything archives.
+pub async fn reconcile_archives(home: &Home, store: &Store) -> Result<()> {
+    let (home, store) = (home.clone(), store.clone());
+    tokio::task::spawn_blocking(move || {
+        for g in store.read_blocking(store::groups::list)? {
+            if let Err(e) = crate::archives::reconcile(&home, &store, &g.folder) {
+                tracing::warn!(group = %g.folder, error = %e, "settling archives left by a crash");
+            }
+        }
+        Ok(())
+    })
+    .await?
+}
+
 /// The agents of `g2 run`: each run's requests are watched while it runs,
 /// and reach only the message log (no queue or scheduler runs there).
 pub fn run_agents(
@@ -401,7 +420,8 @@ pub fn run_agents(
 ) -> Agents {
     let sessions = sessions(home, settings, &store);
     let links = Links {
-        channels: Channels::new(store.clone()),
+        channels: Channels::new(store.clone())
+            .with_redactor(crate::gateway::credentials::redactor(home.root(), settings)),
         assistant_name: settings.assistant_name.clone(),
         session_changed: None,
         tasks_changed: None,

@@ -13,5 +13,13 @@ fn main() {
     } else {
         logs.init();
     }
+    // Only a test build has fail points (g2-host's dev-dependency turns
+    // them on): its crash tests name where to stop (`FAILPOINTS`).
+    if fail::has_failpoints()
+        && let Ok(points) = std::env::var("FAILPOINTS")
+    {
+        tracing::warn!(points, "fail points set");
+        std::mem::forget(fail::FailScenario::setup());
+    }
     g2_host::cli::main()
 }

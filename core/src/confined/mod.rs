@@ -32,6 +32,38 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH
     .union(ResolveFlags::NO_SYMLINKS)
     .union(ResolveFlags::NO_MAGICLINKS);
 
+/// The hint of the temp files [`Dir::write_pending`] writes first.
+const PENDING_HINT: &str = "pending";
+
+/// Where a file waits for its name ([`Dir::write_pending`]).
+pub fn pending_name(name: &str) -> String {
+    format!(".{name}.pending")
+}
+
+/// What a folder entry left by [`Dir::write_pending`] is: the name a
+/// pending file waits for, or a temp file of one that was never linked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leftover<'a> {
+    Pending(&'a str),
+    Temp,
+}
+
+/// Whether `entry` was left by [`Dir::write_pending`] (a crash between
+/// writing and settling), and as what.
+pub fn leftover(entry: &str) -> Option<Leftover<'_>> {
+    if let Some(name) = entry
+        .strip_prefix('.')
+        .and_then(|e| e.strip_suffix(".pending"))
+        .filter(|n| !n.is_empty() && !n.starts_with('.') && single(n).is_ok())
+    {
+        return Some(Leftover::Pending(name));
+    }
+    let hex = entry
+        .strip_prefix(&format!(".{PENDING_HINT}."))?
+        .strip_suffix(".tmp")?;
+    (hex.len() == 12 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(Leftover::Temp)
+}
+
 /// Whether an error means a link (or an escape) was found where the host
 /// expected a plain file or folder.
 pub fn is_planted(e: &io::Error) -> bool {
@@ -336,7 +368,62 @@ impl Dir {
         bytes: &[u8],
         reserved: &dyn Fn(&str) -> bool,
     ) -> io::Result<String> {
-        let (mut f, tmp) = self.temp_file("new")?;
+        self.write_linked("new", names, bytes, reserved, &|n| n.to_string())
+    }
+
+    /// [`Dir::write_new`], but the file waits under the pending form of its
+    /// name ([`pending_name`]) until [`Dir::settle`] gives it the name: a
+    /// name is free when neither it nor its pending form is there. The
+    /// caller records the name in between, so that a crash leaves either a
+    /// pending file (removed, or settled once the record is seen) or a
+    /// settled, recorded one — never a named file nobody recorded.
+    pub fn write_pending(
+        &self,
+        names: impl Iterator<Item = String>,
+        bytes: &[u8],
+        reserved: &dyn Fn(&str) -> bool,
+    ) -> io::Result<String> {
+        let taken = |name: &str| reserved(name) || self.kind(name).is_ok_and(|k| k.is_some());
+        self.write_linked(PENDING_HINT, names, bytes, &taken, &pending_name)
+    }
+
+    /// Gives the pending file of `name` its name, never replacing one;
+    /// `false` when the name was taken meanwhile (the file stays pending).
+    pub fn settle(&self, name: &str) -> io::Result<bool> {
+        self.settle_as(name, name)
+    }
+
+    /// [`Dir::settle`] under another name, `as_name`.
+    pub fn settle_as(&self, name: &str, as_name: &str) -> io::Result<bool> {
+        let (name, as_name) = (single(name)?, single(as_name)?);
+        match rustix::fs::renameat_with(
+            &self.fd,
+            pending_name(name).as_str(),
+            &self.fd,
+            as_name,
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => {
+                let _ = rustix::fs::fsync(&self.fd);
+                Ok(true)
+            }
+            Err(rustix::io::Errno::EXIST) => Ok(false),
+            Err(e) => Err(to_io(e)),
+        }
+    }
+
+    /// Writes `bytes` to a temp file (`.{hint}.….tmp`), syncs it, and
+    /// hard-links it to `target(name)` for the first of `names` that is not
+    /// `reserved` and whose target is free.
+    fn write_linked(
+        &self,
+        hint: &str,
+        names: impl Iterator<Item = String>,
+        bytes: &[u8],
+        reserved: &dyn Fn(&str) -> bool,
+        target: &dyn Fn(&str) -> String,
+    ) -> io::Result<String> {
+        let (mut f, tmp) = self.temp_file(hint)?;
         let result = (|| {
             f.write_all(bytes)?;
             f.sync_all()?;
@@ -349,7 +436,7 @@ impl Dir {
                     &self.fd,
                     tmp.as_str(),
                     &self.fd,
-                    name.as_str(),
+                    target(&name).as_str(),
                     AtFlags::empty(),
                 ) {
                     Ok(()) => {
@@ -600,6 +687,42 @@ mod tests {
             "no temp file left"
         );
         assert!(sub.rename_to("../x", &dir, "y").is_err());
+    }
+
+    #[test]
+    fn a_pending_file_takes_its_name_only_when_settled() {
+        let (_d, tree, _host) = setup();
+        let dir = Dir::open(&tree).unwrap();
+        std::fs::write(tree.join("a.md"), b"the agent's").unwrap();
+        std::fs::write(tree.join(".b.md.pending"), b"an earlier one").unwrap();
+        let names = || ["a.md", "b.md", "c.md"].map(String::from).into_iter();
+        // a.md and b.md's pending form are taken: c.md waits.
+        let name = dir.write_pending(names(), b"new", &|_| false).unwrap();
+        assert_eq!(name, "c.md");
+        assert!(!tree.join("c.md").exists());
+        assert_eq!(std::fs::read(tree.join(".c.md.pending")).unwrap(), b"new");
+        assert_eq!(dir.entries().unwrap().len(), 4, "no temp file left");
+        assert!(dir.settle("c.md").unwrap());
+        assert_eq!(std::fs::read(tree.join("c.md")).unwrap(), b"new");
+        // A name taken meanwhile is never replaced.
+        let name = dir
+            .write_pending(["d.md".to_string()].into_iter(), b"two", &|_| false)
+            .unwrap();
+        std::fs::write(tree.join(&name), b"raced").unwrap();
+        assert!(!dir.settle(&name).unwrap());
+        assert_eq!(std::fs::read(tree.join("d.md")).unwrap(), b"raced");
+        // What a crash can leave is recognised, nothing else.
+        assert_eq!(leftover(".c.md.pending"), Some(Leftover::Pending("c.md")));
+        assert_eq!(leftover(".pending.0123456789ab.tmp"), Some(Leftover::Temp));
+        for other in [
+            "c.md",
+            ".pending",
+            "..md.pending",
+            ".pending.xyz.tmp",
+            ".a/b.pending",
+        ] {
+            assert_eq!(leftover(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -2,19 +2,28 @@
 //! `groups/{folder}/conversations/`, recorded in `conversation_archives` and
 //! indexed for full-text search.
 //!
-//! Writing is two steps so that the database never names a file that is not
-//! there: [`prepare`] parses, renders and writes the file (atomically, never
-//! overwriting); `store::archives::insert` records and indexes it inside the caller's
-//! transaction, which may carry other writes (the session pointer and
-//! history, for a clear). If that transaction fails (or does not commit), the
-//! caller removes the file again.
+//! Writing is three steps, so that a crash at any point leaves either a
+//! recorded archive or no file (never a file the database does not know,
+//! nor a row without its file):
+//! 1. [`prepare`] parses and renders the transcript and writes the file
+//!    durably under the *pending* form of a free name
+//!    (`.{name}.pending`, `g2_core::confined::Dir::write_pending`);
+//! 2. `store::archives::insert` records and indexes it under its name inside
+//!    the caller's transaction, which may carry other writes (the session
+//!    pointer and history, for a clear); if that fails, the caller removes
+//!    the pending file ([`ArchiveFile::discard`]);
+//! 3. once it committed, [`ArchiveFile::settle`] gives the file its name.
+//!
+//! A host killed between them leaves a pending file: at the next start
+//! [`reconcile`] settles it when its record committed and removes it when
+//! not.
 
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Local};
 use serde::{Deserialize, Serialize};
 
-use g2_core::{archive, transcript, validate};
+use g2_core::{archive, confined, transcript, validate};
 
 use crate::error::IoContext;
 use crate::home::Home;
@@ -73,6 +82,102 @@ pub struct Prepared {
     pub created_at: String,
     /// Parser counts, for reporting.
     pub stats: transcript::Stats,
+    /// The file waits under its pending name until settled (the host wrote
+    /// it); an adopted one is the agent's, named already.
+    pub pending: bool,
+}
+
+/// An archive file whose record is being committed: where it is until then.
+#[derive(Debug, Clone)]
+pub struct ArchiveFile {
+    pub group: GroupFolder,
+    pub name: String,
+    pub pending: bool,
+}
+
+impl ArchiveFile {
+    /// Removes it again: its record did not commit, and the folder never
+    /// holds an archive the database does not know.
+    pub fn discard(&self, home: &Home) {
+        if let Ok(dir) = home.conversations_tree(&self.group) {
+            let _ = dir.remove(&self.on_disk());
+        }
+    }
+
+    fn on_disk(&self) -> String {
+        if self.pending {
+            confined::pending_name(&self.name)
+        } else {
+            self.name.clone()
+        }
+    }
+
+    /// Gives a pending file its name once its record committed. When the
+    /// agent took the name meanwhile, the file gets the next free one and
+    /// `record` follows it (in the database too). Blocking.
+    pub fn settle(&self, home: &Home, store: &Store, record: &mut ArchiveRecord) -> Result<()> {
+        fail::fail_point!("archive-recorded");
+        if !self.pending {
+            return Ok(());
+        }
+        let dir = home.conversations_tree(&self.group)?;
+        let what = "conversations/";
+        if home.confined(&self.group, what, dir.settle(&self.name))? {
+            return Ok(());
+        }
+        let base = self.name.trim_end_matches(".md");
+        for n in 2..10_000 {
+            let other = format!("{base}-{n}.md");
+            if home.confined(&self.group, what, dir.settle_as(&self.name, &other))? {
+                let (id, path) = (record.id, rel_path(&self.group, &other));
+                record.path = path.clone();
+                return store.write_blocking(|tx| store::archives::move_to(tx, id, &path));
+            }
+        }
+        Err(Error::Conflict(format!(
+            "archive {} of group {}: no free name to settle it under",
+            self.name, self.group
+        )))
+    }
+}
+
+/// What a host killed between writing an archive and naming it left in a
+/// group's `conversations/`: a pending file whose record committed takes
+/// its name, any other (and a temp file of one) is removed. Returns how
+/// many were settled. Run by the home's lock holder at start. Blocking.
+pub fn reconcile(home: &Home, store: &Store, group: &GroupFolder) -> Result<usize> {
+    let dir = home.conversations_tree(group)?;
+    let entries = home.confined(group, "conversations/", dir.entries())?;
+    let mut settled = 0;
+    for e in entries.iter().filter(|e| e.kind == confined::Kind::File) {
+        match confined::leftover(&e.name) {
+            Some(confined::Leftover::Pending(name)) => {
+                let path = rel_path(group, name);
+                let record = store.read_blocking(|c| store::archives::by_path(c, &path))?;
+                match record {
+                    Some(mut rec) => {
+                        let file = ArchiveFile {
+                            group: group.clone(),
+                            name: name.to_string(),
+                            pending: true,
+                        };
+                        file.settle(home, store, &mut rec)?;
+                        tracing::warn!(group = %group, archive = %rec.path, "an archive recorded before a crash takes its name");
+                        settled += 1;
+                    }
+                    None => {
+                        let _ = dir.remove(&e.name);
+                        tracing::warn!(group = %group, file = %e.name, "an archive a crash left unrecorded is removed");
+                    }
+                }
+            }
+            Some(confined::Leftover::Temp) => {
+                let _ = dir.remove(&e.name);
+            }
+            None => {}
+        }
+    }
+    Ok(settled)
 }
 
 impl Prepared {
@@ -122,21 +227,22 @@ impl Prepared {
             trigger: Trigger::Precompact,
             created_at: crate::now_rfc3339(),
             stats: transcript::Stats::default(),
+            pending: false,
         })
+    }
+
+    /// Its file, to remove or settle after the record's transaction.
+    pub fn file(&self) -> ArchiveFile {
+        ArchiveFile {
+            group: self.group.clone(),
+            name: self.file_name.clone(),
+            pending: self.pending,
+        }
     }
 
     /// The file's absolute path, for people.
     pub fn path(&self, home: &Home) -> PathBuf {
         home.resolve(&self.rel_path)
-    }
-}
-
-/// Removes an archive file again, beneath its group's folder (its record
-/// did not commit: the folder never holds an archive the database does not
-/// know).
-pub fn discard(home: &Home, group: &GroupFolder, file_name: &str) {
-    if let Ok(dir) = home.conversations_tree(group) {
-        let _ = dir.remove(file_name);
     }
 }
 
@@ -178,7 +284,7 @@ pub fn prepare(
     let file_name = home.confined(
         group,
         "conversations/",
-        archive::write_new(
+        archive::write_pending(
             &dir,
             &now.format("%Y-%m-%d").to_string(),
             &stem,
@@ -186,6 +292,7 @@ pub fn prepare(
             &recorded,
         ),
     )?;
+    fail::fail_point!("archive-pending");
     Ok(Prepared {
         group: group.clone(),
         session_id,
@@ -196,6 +303,7 @@ pub fn prepare(
         trigger,
         created_at: crate::now_rfc3339(),
         stats: parsed.stats,
+        pending: true,
     })
 }
 
@@ -220,7 +328,7 @@ pub fn read_transcript(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         // A link on the way is recorded and the transcript treated as gone:
         // the session is still cleared, with nothing archived.
-        Err(e) if g2_core::confined::is_planted(&e) => {
+        Err(e) if confined::is_planted(&e) => {
             home.planted(
                 group,
                 &format!(".claude/{}: a link; not archived", rel.display()),
@@ -262,25 +370,40 @@ pub async fn archive_transcript(
     record(home, store, prepared).await
 }
 
-/// Records a prepared archive in a transaction of its own; removes the file
-/// when that fails.
+/// Records a prepared archive in a transaction of its own, then settles
+/// its file; removes the file when recording fails.
 pub async fn record(
     home: &Home,
     store: &Store,
     prepared: Prepared,
 ) -> Result<(ArchiveRecord, transcript::Stats)> {
     let stats = prepared.stats.clone();
-    let (group, file_name) = (prepared.group.clone(), prepared.file_name.clone());
+    let file = prepared.file();
     match store
         .write(move |tx| store::archives::insert(tx, &prepared))
         .await
     {
-        Ok(rec) => Ok((rec, stats)),
+        Ok(rec) => Ok((settled(home, store, file, rec).await?, stats)),
         Err(e) => {
-            discard(home, &group, &file_name);
+            file.discard(home);
             Err(e)
         }
     }
+}
+
+/// [`ArchiveFile::settle`] on the blocking pool; the record as it is now.
+pub async fn settled(
+    home: &Home,
+    store: &Store,
+    file: ArchiveFile,
+    mut record: ArchiveRecord,
+) -> Result<ArchiveRecord> {
+    let (home, store) = (home.clone(), store.clone());
+    tokio::task::spawn_blocking(move || {
+        file.settle(&home, &store, &mut record)?;
+        Ok(record)
+    })
+    .await?
 }
 
 /// A recorded archive's markdown, read beneath its group's folder without
@@ -353,8 +476,12 @@ mod tests {
                 Trigger::Manual,
             )
             .unwrap();
-            let on_disk = std::fs::read_to_string(p.path(&home)).unwrap();
-            assert_eq!(on_disk, p.body);
+            // Written, waiting for its record under the pending name.
+            let pending = p
+                .path(&home)
+                .with_file_name(confined::pending_name(&p.file_name));
+            assert_eq!(std::fs::read_to_string(pending).unwrap(), p.body);
+            assert!(!p.path(&home).exists());
             p
         };
 
@@ -370,5 +497,100 @@ mod tests {
         let p = write(false);
         assert!(p.body.contains(KEY) && p.body.contains("<private>4417</private>"));
         assert!(p.title.contains(KEY), "{}", p.title);
+    }
+
+    /// A crash before the record committed leaves a pending file that the
+    /// next start removes; after it, one that takes its name. The agent's
+    /// own files stay.
+    /// A home with its layout and database, and the group `main`.
+    fn fixture() -> (tempfile::TempDir, Home, Store, GroupFolder) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path()).unwrap();
+        home.ensure_layout().unwrap();
+        let store =
+            Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+        (dir, home, store, GroupFolder::new("main").unwrap())
+    }
+
+    #[test]
+    fn what_a_crash_left_is_settled_or_removed() {
+        let (_dir, home, store, group) = fixture();
+        let jsonl = r#"{"type":"user","message":{"content":"plan the trip"}}"#;
+        let opts = archive::ArchiveOptions::default();
+        let prepared = |name: &str| {
+            prepare(
+                &home,
+                &store,
+                &opts,
+                &group,
+                transcript::parse_bytes(jsonl.as_bytes()),
+                Some(name),
+                None,
+                Trigger::Manual,
+            )
+            .unwrap()
+        };
+        // Killed before its record: nothing recorded, the file goes.
+        let lost = prepared("Lost");
+        // Killed after its record, before its name.
+        let kept = prepared("Kept");
+        let rec = store
+            .write_blocking(|tx| store::archives::insert(tx, &kept))
+            .unwrap();
+        let folder = home.conversations_dir(&group).unwrap();
+        std::fs::write(folder.join("agents-own.md"), "mine").unwrap();
+        std::fs::write(folder.join(".pending.0123456789ab.tmp"), "half").unwrap();
+        assert_eq!(reconcile(&home, &store, &group).unwrap(), 1);
+        let mut names: Vec<String> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, [kept.file_name.as_str(), "agents-own.md"]);
+        assert!(!names.contains(&lost.file_name));
+        assert_eq!(rec.path, kept.rel_path);
+        assert_eq!(
+            read_markdown(&home, &rec).unwrap().as_deref(),
+            Some(kept.body.as_str())
+        );
+        // A second start finds nothing to do.
+        assert_eq!(reconcile(&home, &store, &group).unwrap(), 0);
+    }
+
+    /// When the agent took the name meanwhile, the archive takes the next
+    /// free one and its record follows.
+    #[test]
+    fn a_name_taken_meanwhile_moves_the_record() {
+        let (_dir, home, store, group) = fixture();
+        let p = prepare(
+            &home,
+            &store,
+            &archive::ArchiveOptions::default(),
+            &group,
+            transcript::parse_bytes(br#"{"type":"user","message":{"content":"hi"}}"#),
+            Some("Taken"),
+            None,
+            Trigger::Manual,
+        )
+        .unwrap();
+        std::fs::write(p.path(&home), "the agent's").unwrap();
+        let mut rec = store
+            .write_blocking(|tx| store::archives::insert(tx, &p))
+            .unwrap();
+        p.file().settle(&home, &store, &mut rec).unwrap();
+        assert_eq!(rec.path, p.rel_path.replace(".md", "-2.md"));
+        assert_eq!(
+            store
+                .read_blocking(|c| store::archives::get(c, rec.id))
+                .unwrap()
+                .unwrap()
+                .path,
+            rec.path
+        );
+        assert_eq!(
+            std::fs::read_to_string(p.path(&home)).unwrap(),
+            "the agent's"
+        );
+        assert_eq!(read_markdown(&home, &rec).unwrap().unwrap(), p.body);
     }
 }

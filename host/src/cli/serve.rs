@@ -67,10 +67,11 @@ pub(super) async fn run(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> R
     let runtime = host::agent_runtime(&ctx.home, &ctx.settings, &Console).await?;
     let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
     let gw = gw.with_memory(ctx.settings.memory.clone());
-    let agents = host::run_agents(&ctx.home, &ctx.settings, store, runtime, &gw);
+    let agents = host::run_agents(&ctx.home, &ctx.settings, store.clone(), runtime, &gw);
     for name in agents.reap().await? {
         eprintln!("removed container {name} left by an earlier host");
     }
+    host::reconcile_archives(&ctx.home, &store).await?;
     let report = agents.run_prompt(&group.folder, prompt).await?;
     gw.flush().await;
     out.print(&report, |report| {

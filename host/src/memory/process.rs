@@ -603,6 +603,7 @@ mod tests {
                         trigger: crate::archives::Trigger::Precompact,
                         created_at: ts(later(1)),
                         stats: Default::default(),
+                        pending: false,
                     },
                 )?;
                 Ok(a)

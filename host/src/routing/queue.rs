@@ -174,6 +174,8 @@ enum Kind {
         /// Highest `seq` handed to this container.
         sent_upto: i64,
         failed: Option<String>,
+        /// The follow-ups written to its `input/`: their `upto` and file.
+        follow_ups: Vec<(i64, String)>,
     },
     Task {
         task: Box<Task>,
@@ -428,6 +430,7 @@ impl Queue {
                 Kind::Messages {
                     outstanding,
                     sent_upto,
+                    follow_ups,
                     ..
                 },
                 false,
@@ -453,8 +456,9 @@ impl Queue {
                     // later no longer changes these messages.
                     mark_inflight(&self.store, folder, b.upto).await;
                     match agent::send_follow_up(home, folder, &b.prompt) {
-                        Ok(_) => {
+                        Ok(file) => {
                             self.channels.working(folder, &jid);
+                            follow_ups.push((b.upto, file));
                             outstanding.push_back(b.upto);
                             *sent_upto = b.upto;
                             run.epoch += 1;
@@ -598,6 +602,7 @@ impl Queue {
                     outstanding: VecDeque::from([b.upto]),
                     sent_upto: b.upto,
                     failed: None,
+                    follow_ups: Vec::new(),
                 };
                 // An attempt that ran and was cut short, here or by a host
                 // that stopped mid-turn (its in-flight mark is still there).
@@ -712,17 +717,24 @@ impl Queue {
                         g.retries = 0;
                         let stored = match self.group(folder).await {
                             Ok(Some(group)) => {
-                                let (sender, delivered) = (
+                                let (sender, delivered, redactor) = (
                                     self.assistant_name.clone(),
                                     self.channels.stored_is_delivered(&group.jid),
+                                    self.channels.redactor().clone(),
                                 );
                                 self.store
                                     .write(move |tx| {
                                         router::deliver_reply(
-                                            tx, &group, &sender, &text, upto, delivered,
+                                            tx, &group, &sender, &text, upto, delivered, &redactor,
                                         )
                                     })
                                     .await
+                                    .map(|r| {
+                                        if r.cleaned {
+                                            self.store.truncate_wal();
+                                        }
+                                        r.message
+                                    })
                             }
                             Ok(None) => Ok(None),
                             Err(e) => Err(e),
@@ -806,8 +818,32 @@ impl Queue {
                 outstanding,
                 sent_upto,
                 failed,
+                follow_ups,
             } => {
-                let unanswered = failed.is_some() || !outstanding.is_empty() || result.is_err();
+                // What the agent never took is not an interrupted attempt:
+                // its messages are routed again as if new.
+                let untaken = failed.is_none()
+                    && result.as_ref().is_ok_and(|r| r.crash.is_none())
+                    && !outstanding.is_empty()
+                    && outstanding.iter().all(|upto| {
+                        follow_ups
+                            .iter()
+                            .find(|(u, _)| u == upto)
+                            .is_some_and(|(_, file)| self.untaken(folder, file))
+                    });
+                if untaken {
+                    tracing::info!(group = %folder, n = outstanding.len(), "the agent left before taking its follow-ups; they are routed again");
+                    let f = folder.to_string();
+                    if let Err(e) = self
+                        .store
+                        .write(move |tx| router::drop_inflight(tx, &f))
+                        .await
+                    {
+                        tracing::warn!(group = %folder, error = %e, "dropping the in-flight mark");
+                    }
+                }
+                let unanswered =
+                    !untaken && (failed.is_some() || !outstanding.is_empty() || result.is_err());
                 if self.stopping.is_some() && result.is_ok() {
                     // Cut by this host's shutdown: the messages stay unanswered
                     // and the next host continues (their in-flight mark says so).
@@ -854,6 +890,18 @@ impl Queue {
             }
         }
         self.wake(folder).await;
+    }
+
+    /// Whether a follow-up file is still in the group's `input/`: the agent
+    /// never took it.
+    fn untaken(&self, folder: &GroupFolder, file: &str) -> bool {
+        self.agents
+            .home()
+            .ipc_sub(folder, g2_core::ipc::INPUT_DIR)
+            .is_ok_and(|dir| {
+                dir.kind(file)
+                    .is_ok_and(|k| k == Some(g2_core::confined::Kind::File))
+            })
     }
 
     /// A messages turn failed: retried after a backoff (`interrupted`: the
@@ -909,17 +957,25 @@ impl Queue {
         let Ok(Some(group)) = self.group(folder).await else {
             return;
         };
-        let (sender, delivered, why) = (
+        let (sender, delivered, why, redactor) = (
             self.assistant_name.clone(),
             self.channels.stored_is_delivered(&group.jid),
             why.to_string(),
+            self.channels.redactor().clone(),
         );
         let stored = self
             .store
-            .write(move |tx| notices::give_up(tx, &group, &sender, upto, &why, how, delivered))
+            .write(move |tx| {
+                notices::give_up(tx, &group, &sender, upto, &why, how, delivered, &redactor)
+            })
             .await;
         match stored {
-            Ok(m) => self.channels.deliver(m).await,
+            Ok((m, cleaned)) => {
+                if cleaned {
+                    self.store.truncate_wal();
+                }
+                self.channels.deliver(m).await;
+            }
             Err(e) => tracing::error!(group = %folder, error = %e, "recording the failure"),
         }
     }

@@ -57,6 +57,31 @@ pub fn cursor(conn: &Connection, folder: &str) -> Result<i64> {
     Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
+/// Moves the group's cursor forward to `upto` ([`advance`]) and cleans
+/// the messages it passes: once the agent has had them (or never will),
+/// the log keeps none of their private spans and secrets
+/// (`g2_core::privacy`). Whether a text changed (the caller then has the
+/// store truncate its WAL, which still holds the old text).
+pub fn pass(
+    tx: &Transaction<'_>,
+    group: &Group,
+    upto: i64,
+    redactor: &g2_core::privacy::Redactor,
+) -> Result<bool> {
+    let after = cursor(tx, &group.folder)?;
+    let mut cleaned = false;
+    for (seq, text) in store::messages::inbound_texts(tx, &group.jid, after, upto)? {
+        if let std::borrow::Cow::Owned(clean) = redactor.clean(&text)
+            && clean != text
+        {
+            store::messages::replace_text(tx, seq, &clean)?;
+            cleaned = true;
+        }
+    }
+    advance(tx, &group.folder, upto)?;
+    Ok(cleaned)
+}
+
 /// Moves the cursor forward to `upto` (never back); an in-flight mark it
 /// passes is done with.
 pub fn advance(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
@@ -82,6 +107,12 @@ pub fn mark_inflight(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()
         store::router_state::set(tx, &inflight_key(folder), &upto.to_string())?;
     }
     Ok(())
+}
+
+/// Drops the group's in-flight mark: what it covered never reached the
+/// agent (follow-ups it left without taking), so it is no attempt to resume.
+pub fn drop_inflight(tx: &Transaction<'_>, folder: &str) -> Result<()> {
+    store::router_state::delete(tx, &inflight_key(folder))
 }
 
 /// The highest `seq` handed to the group's agent and not answered yet.
@@ -182,7 +213,9 @@ pub fn strip_internal(text: &str) -> String {
 /// cursor, in one transaction. The reply answers the message that woke
 /// the agent ([`triggering`]; the newest when every message wakes it).
 /// Nothing is stored when the reply is empty once internal notes are
-/// removed (the cursor still moves: the messages were handled).
+/// removed (the cursor still moves: the messages were handled). The
+/// messages it answers are cleaned ([`pass`]); the reply is cleaned in the
+/// log once delivered (`channels`).
 pub fn deliver_reply(
     tx: &Transaction<'_>,
     group: &Group,
@@ -190,7 +223,8 @@ pub fn deliver_reply(
     text: &str,
     upto: i64,
     delivered: bool,
-) -> Result<Option<Message>> {
+    redactor: &g2_core::privacy::Redactor,
+) -> Result<Reply> {
     let text = strip_internal(text);
     let stored = if text.is_empty() {
         None
@@ -205,9 +239,22 @@ pub fn deliver_reply(
             tx, &group.jid, sender, &text, reply_to, delivered,
         )?)
     };
-    advance(tx, &group.folder, upto)?;
+    let cleaned = pass(tx, group, upto, redactor)?;
     clear_failing(tx, &group.folder)?;
-    Ok(stored)
+    Ok(Reply {
+        message: stored,
+        cleaned,
+    })
+}
+
+/// What [`deliver_reply`] stored.
+#[derive(Debug)]
+pub struct Reply {
+    /// The reply, if the agent said anything.
+    pub message: Option<Message>,
+    /// An answered message was cleaned of private spans or secrets (the
+    /// store's WAL should be truncated).
+    pub cleaned: bool,
 }
 
 /// Why a group's last messages could not be answered.
@@ -359,9 +406,18 @@ mod tests {
         let g3 = g.clone();
         let reply = store
             .write_blocking(move |tx| {
-                deliver_reply(tx, &g3, "Andy", "Sure <internal>x</internal>", b.upto, true)
+                deliver_reply(
+                    tx,
+                    &g3,
+                    "Andy",
+                    "Sure <internal>x</internal>",
+                    b.upto,
+                    true,
+                    &Default::default(),
+                )
             })
             .unwrap()
+            .message
             .unwrap();
         assert_eq!(reply.text, "Sure");
         assert!(reply.seq > m2.seq && m1.seq < m2.seq);
@@ -452,8 +508,8 @@ mod tests {
                         if let Some(b) = store.read_blocking(move |c| next_batch(c, &g2, cursor_before)).unwrap() {
                             let (g3, marker) = (g.clone(), format!("[bot {n}]"));
                             bots.push(marker.clone());
-                            let reply = store.write_blocking(move |tx| deliver_reply(tx, &g3, "Andy", &marker, b.upto, true)).unwrap();
-                            newest = reply.map_or(newest, |m| m.seq);
+                            let reply = store.write_blocking(move |tx| deliver_reply(tx, &g3, "Andy", &marker, b.upto, true, &Default::default())).unwrap();
+                            newest = reply.message.map_or(newest, |m| m.seq);
                             expected_cursor = expected_cursor.max(b.upto);
                         }
                     }

@@ -127,7 +127,8 @@ impl SessionManager {
         f: impl FnOnce(&Transaction<'_>) -> Result<(T, Pointer)> + Send + 'static,
     ) -> Result<T> {
         let outcome = self.store.write(f).await;
-        self.settle(group, outcome, None, |(_, p)| p)
+        self.conclude(group, outcome, None, |(_, p)| p, |_| None)
+            .await
             .map(|(v, _)| v)
     }
 
@@ -303,9 +304,7 @@ impl SessionManager {
         prepared: Option<Prepared>,
     ) -> Result<Cleared> {
         let (g, n) = (group.clone(), name.to_string());
-        let file = prepared
-            .as_ref()
-            .map(|p| (p.group.clone(), p.file_name.clone()));
+        let file = prepared.as_ref().map(Prepared::file);
         let outcome = self
             .store
             .write(move |tx| {
@@ -328,24 +327,32 @@ impl SessionManager {
                 })()
             })
             .await;
-        self.settle(group, outcome, file, |c| &c.pointer)
+        self.conclude(group, outcome, file, |c| &c.pointer, |c| c.archive.as_mut())
+            .await
     }
 
-    /// After a pointer transaction: keeps the cache in step, and removes
-    /// the archive file of a transaction that did not commit (the folder
-    /// must not hold an archive the database does not know).
-    fn settle<T>(
+    /// After a pointer transaction: keeps the cache in step, and settles
+    /// the archive file of a transaction that committed or removes that of
+    /// one that did not (`archives`: the folder never holds an archive the
+    /// database does not know).
+    async fn conclude<T>(
         &self,
         group: &GroupFolder,
-        outcome: Result<T>,
-        archive_file: Option<(GroupFolder, String)>,
+        mut outcome: Result<T>,
+        archive_file: Option<archives::ArchiveFile>,
         pointer: impl Fn(&T) -> &Pointer,
+        archive: impl Fn(&mut T) -> Option<&mut ArchiveRecord>,
     ) -> Result<T> {
-        match &outcome {
-            Ok(v) => self.remember(pointer(v)),
+        match &mut outcome {
+            Ok(v) => {
+                self.remember(pointer(v));
+                if let (Some(file), Some(rec)) = (archive_file, archive(v)) {
+                    *rec = archives::settled(&self.home, &self.store, file, rec.clone()).await?;
+                }
+            }
             Err(e) => {
-                if let Some((g, name)) = archive_file {
-                    archives::discard(&self.home, &g, &name);
+                if let Some(file) = archive_file {
+                    file.discard(&self.home);
                 }
                 if matches!(e, Error::StaleGeneration { .. }) {
                     self.cache
@@ -367,9 +374,7 @@ impl SessionManager {
         prepared: Option<Prepared>,
     ) -> Result<Resumed> {
         let g = group.clone();
-        let file = prepared
-            .as_ref()
-            .map(|p| (p.group.clone(), p.file_name.clone()));
+        let file = prepared.as_ref().map(Prepared::file);
         let outcome = self
             .store
             .write(move |tx| {
@@ -408,6 +413,13 @@ impl SessionManager {
                 })()
             })
             .await;
-        self.settle(group, outcome, file, |r| &r.pointer)
+        self.conclude(
+            group,
+            outcome,
+            file,
+            |r| &r.pointer,
+            |r| r.saved_archive.as_mut(),
+        )
+        .await
     }
 }

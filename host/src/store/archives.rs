@@ -44,6 +44,27 @@ pub fn insert(tx: &Transaction<'_>, p: &Prepared) -> Result<ArchiveRecord> {
     })
 }
 
+/// Moves an archive's row to another path (its file was settled under a
+/// name other than the one it was recorded with).
+pub fn move_to(tx: &Transaction<'_>, id: i64, rel_path: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE conversation_archives SET path = ?2 WHERE id = ?1",
+        params![id, rel_path],
+    )?;
+    Ok(())
+}
+
+/// The archive recorded at a path (relative to the home).
+pub fn by_path(conn: &Connection, rel_path: &str) -> Result<Option<ArchiveRecord>> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM conversation_archives WHERE path = ?1"),
+            [rel_path],
+            from_row,
+        )
+        .optional()?)
+}
+
 const COLUMNS: &str = "id, group_folder, session_id, name, path, trigger, created_at";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {

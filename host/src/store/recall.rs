@@ -333,6 +333,7 @@ mod tests {
             trigger: Trigger::Manual,
             created_at: "2026-05-01T10:00:00.000Z".into(),
             stats: Default::default(),
+            pending: false,
         };
         let (n, hits) = store
             .write_blocking(move |tx| {
