@@ -287,7 +287,7 @@ async fn loopback_only(State(api): State<Api>, req: Request, next: Next) -> Resp
 }
 
 async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Response {
-    use crate::viewer::{CSRF_HEADER, cookie_token, csrf_token, same_secret};
+    use crate::viewer::auth;
     if let Some(token) = &api.token {
         let bearer = req
             .headers()
@@ -295,15 +295,12 @@ async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Resp
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         let ok = if let Some(given) = bearer {
-            same_secret(given, token)
-        } else if let Some(given) = cookie_token(req.headers()) {
-            // The viewer's cookie: a request that changes something must
-            // also carry the page's CSRF token, which another site's page
-            // cannot read.
-            let safe = matches!(req.method().as_str(), "GET" | "HEAD");
-            let csrf = req.headers().get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-            same_secret(given, token)
-                && (safe || csrf.is_some_and(|c| same_secret(c, &csrf_token(token))))
+            auth::same_secret(given, token)
+        } else if let Some(s) = auth::session(req.headers(), token) {
+            // The viewer's session: a request that changes something must
+            // also carry the session's CSRF token, which another site's
+            // page cannot read.
+            auth::allows(req.headers(), req.method(), &s, token)
         } else {
             false
         };
@@ -311,7 +308,7 @@ async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Resp
             return error_response(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
-                "a bearer token (or the viewer's cookie and CSRF token) is required".into(),
+                "a bearer token (or the viewer's session cookie and CSRF token) is required".into(),
             );
         }
     }

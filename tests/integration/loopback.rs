@@ -50,6 +50,7 @@ const OTHER_ROUTES: &[(&str, &str)] = &[
     ("GET", "/archives/1"),
     ("GET", "/login"),
     ("POST", "/login"),
+    ("POST", "/logout"),
     ("GET", "/assets/app.js"),
     ("GET", "/assets/app.css"),
     ("GET", "/health"),

@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 
 use fantoccini::Locator;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::browser::Browser;
 use crate::support::*;
@@ -257,6 +257,106 @@ async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
     b.screenshot("search_after_clear").await;
 }
 
+/// Types `token` into the sign-in page's form and sends it.
+async fn sign_in(b: &Browser, token: &str) {
+    let field = b
+        .client
+        .find(Locator::Css("input[name=token]"))
+        .await
+        .unwrap();
+    field.send_keys(token).await.unwrap();
+    b.client
+        .find(Locator::Css("form button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// The page's CSRF token, as its script reads it.
+async fn page_csrf(b: &Browser) -> String {
+    b.eval("document.querySelector('meta[name=g2-csrf]').content")
+        .await
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A message posted from the page with `csrf` in its header: the status.
+async fn post_from_page(b: &Browser, csrf: &str) -> Value {
+    let script = format!(
+        "const done = arguments[0]; fetch('/api/groups/main/messages', {{method: 'POST', \
+         headers: {{'content-type': 'application/json', 'x-g2-csrf': '{csrf}'}}, \
+         body: JSON.stringify({{sender: 'Web', text: 'session check'}})}}).then(r => done(r.status), e => done(String(e)));"
+    );
+    b.client.execute_async(&script, vec![]).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_sign_in_is_a_session_with_its_own_csrf_token() {
+    if !image_ready() || !browser_present() {
+        return;
+    }
+    let home = TestHome::new();
+    let token = "tok-session-0123456789";
+    let s = serve(&home, &[("G2_API__TOKEN", token)]);
+    // Before sign-in no page shows a CSRF token.
+    let login = http_client()
+        .get(format!("{}/login", s.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        login.contains("<meta name=\"g2-csrf\" content=\"\">"),
+        "{login}"
+    );
+    let b = Browser::start().await;
+    b.client.goto(&format!("{}/login", s.url)).await.unwrap();
+    assert_eq!(page_csrf(&b).await, "");
+    sign_in(&b, token).await;
+    b.until("the groups page", "document.title === 'Groups · g2'")
+        .await;
+    let first = page_csrf(&b).await;
+    assert_eq!(first.len(), 64, "{first}");
+    assert!(!first.contains(token));
+    // The cookie is the session, never the token.
+    let cookies = b.client.get_all_cookies().await.unwrap();
+    let session = cookies.iter().find(|c| c.name() == "g2_session").unwrap();
+    assert!(!session.value().contains(token));
+    assert_eq!(session.http_only(), Some(true));
+    assert_eq!(post_from_page(&b, &first).await, json!(202));
+    // Signing out ends the session: its token opens nothing any more.
+    b.client
+        .find(Locator::Css("form[action='/logout'] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.until("the sign-in page", "document.title === 'Sign in · g2'")
+        .await;
+    assert_eq!(post_from_page(&b, &first).await, json!(401));
+    // A new sign-in is a new session with a new token; the old one is
+    // refused with the new cookie.
+    sign_in(&b, token).await;
+    b.until("the groups page", "document.title === 'Groups · g2'")
+        .await;
+    let second = page_csrf(&b).await;
+    assert_ne!(second, first, "rotated at sign-in");
+    assert_eq!(post_from_page(&b, &first).await, json!(401));
+    assert_eq!(post_from_page(&b, &second).await, json!(202));
+    // Every page of the session carries the same one.
+    b.client
+        .goto(&format!("{}/groups/main/sessions", s.url))
+        .await
+        .unwrap();
+    assert_eq!(page_csrf(&b).await, second);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
     if !image_ready() || !browser_present() {
@@ -279,29 +379,11 @@ async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
         .unwrap();
     assert_eq!(r.status(), 401);
     // A wrong token is refused; the right one is asked for once.
-    let sign_in = |t: &'static str| {
-        let b = &b;
-        async move {
-            let field = b
-                .client
-                .find(Locator::Css("input[name=token]"))
-                .await
-                .unwrap();
-            field.send_keys(t).await.unwrap();
-            b.client
-                .find(Locator::Css("form button[type=submit]"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-        }
-    };
-    sign_in("tok-wrong-0123456789").await;
+    sign_in(&b, "tok-wrong-0123456789").await;
     b.until("the refusal", "document.querySelector('.error') !== null")
         .await;
     b.client.goto(&format!("{}/login", s.url)).await.unwrap();
-    sign_in(token).await;
+    sign_in(&b, token).await;
     b.until("the groups page", "document.title === 'Groups · g2'")
         .await;
     b.client
@@ -439,7 +521,7 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
     )
     .await;
     let list = get_json(&format!("{}/api/groups/main/memory/observations", s.url)).await;
-    assert_eq!(list, serde_json::Value::Array(vec![]), "{list}");
+    assert_eq!(list, Value::Array(vec![]), "{list}");
     b.screenshot("memory_forgotten").await;
 }
 

@@ -22,12 +22,13 @@
 //!   group can become markup or script of the page.
 //! - Every response carries a Content-Security-Policy without inline
 //!   script or style, so even markup that slipped through could not run.
-//! - Access is the API's: loopback only without `api.token`; with one, the
-//!   viewer asks for it once (`/login`) and keeps it in an HttpOnly,
-//!   SameSite=Strict cookie, and every state-changing API request made
-//!   with that cookie must carry the page's CSRF token
-//!   (`x-g2-csrf`, [`csrf_token`]).
+//! - Access is the API's: loopback names only without `api.token`; with
+//!   one, the viewer asks for it once (`/login`) and starts a signed session
+//!   kept in an HttpOnly, SameSite=Strict cookie, and every state-changing
+//!   API request made with that cookie must carry the session's CSRF token
+//!   (`x-g2-csrf`), which only that session's pages show ([`auth`]).
 
+pub mod auth;
 pub mod markdown;
 
 use axum::Router;
@@ -37,7 +38,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 use crate::api::Api;
 use crate::store;
@@ -45,43 +45,12 @@ use crate::{Error, archives};
 use g2_core::validate::GroupFolder;
 use markdown::escape;
 
-/// The cookie the viewer keeps the API token in.
-pub const TOKEN_COOKIE: &str = "g2_token";
-/// The header a state-changing request made with the cookie carries.
-pub const CSRF_HEADER: &str = "x-g2-csrf";
-
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
     connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 /// Messages a chat page opens with.
 const CHAT_HISTORY: usize = 200;
-
-/// The CSRF token of an API token: derived, so the host keeps no state, and
-/// useless without the cookie (which another site's page cannot send).
-pub fn csrf_token(token: &str) -> String {
-    let digest = Sha256::digest(format!("g2-csrf:{token}").as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The token in a request's viewer cookie.
-pub fn cookie_token(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|c| c.trim().strip_prefix(TOKEN_COOKIE)?.strip_prefix('='))
-}
-
-/// Equal, in time that does not depend on where they differ.
-pub fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
 
 /// The viewer's routes, merged into the API's router.
 pub fn routes(api: &Api) -> Router<Api> {
@@ -99,6 +68,7 @@ pub fn routes(api: &Api) -> Router<Api> {
         .route_layer(middleware::from_fn_with_state(api.clone(), require_login));
     Router::new()
         .route("/login", get(login_page).post(login))
+        .route("/logout", axum::routing::post(logout))
         .route("/assets/app.js", get(app_js))
         .route("/assets/app.css", get(app_css))
         .merge(pages)
@@ -124,14 +94,16 @@ async fn security_headers(req: Request, next: Next) -> Response {
     resp
 }
 
-/// With `api.token` set, pages need the cookie; without it, the login page.
+/// With `api.token` set, pages need a session (else the sign-in page) and
+/// carry its CSRF token.
 async fn require_login(State(api): State<Api>, req: Request, next: Next) -> Response {
-    if let Some(token) = &api.token
-        && !cookie_token(req.headers()).is_some_and(|given| same_secret(given, token))
-    {
-        return Redirect::to("/login").into_response();
+    let Some(token) = &api.token else {
+        return next.run(req).await;
+    };
+    match auth::session(req.headers(), token) {
+        Some(s) => auth::for_session(s.csrf(token), next.run(req)).await,
+        None => Redirect::to("/login").into_response(),
     }
-    next.run(req).await
 }
 
 async fn app_js() -> Response {
@@ -148,7 +120,15 @@ async fn app_css() -> Response {
 
 /// A whole page around `body`; `csrf` goes where the script finds it.
 fn page(api: &Api, title: &str, body: &str) -> Response {
-    let csrf = api.token.as_deref().map(csrf_token).unwrap_or_default();
+    let csrf = auth::page_csrf();
+    // Signed in: a way out (a form post with the session's CSRF token).
+    let sign_out = if api.token.is_some() && !csrf.is_empty() {
+        format!(
+            " <form method=\"post\" action=\"/logout\" class=\"inline\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\">Sign out</button></form>"
+        )
+    } else {
+        String::new()
+    };
     let html = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
@@ -156,7 +136,7 @@ fn page(api: &Api, title: &str, body: &str) -> Response {
 <title>{title} · g2</title>\
 <link rel=\"stylesheet\" href=\"/assets/app.css\">\
 <script src=\"/assets/app.js\" defer></script></head>\
-<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a> <a href=\"/search\">Search</a> <a href=\"/tasks\">Tasks</a> <a href=\"/usage\">Usage</a></nav></header>\
+<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a> <a href=\"/search\">Search</a> <a href=\"/tasks\">Tasks</a> <a href=\"/usage\">Usage</a>{sign_out}</nav></header>\
 <main>{body}</main></body></html>",
         title = escape(title),
     );
@@ -223,16 +203,51 @@ async fn login(State(api): State<Api>, Form(l): Form<Login>) -> Response {
     let Some(token) = &api.token else {
         return Redirect::to("/").into_response();
     };
-    if !same_secret(l.token.trim(), token) {
+    if !auth::same_secret(l.token.trim(), token) {
         return error_page(
             &api,
             StatusCode::UNAUTHORIZED,
             "that is not this host's token",
         );
     }
-    let cookie = format!("{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+    // A new session, with a new CSRF token, at every sign-in.
+    let cookie = auth::Session::begin().set_cookie(token);
     let mut r = Redirect::to("/").into_response();
     if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+#[derive(Deserialize)]
+struct Logout {
+    csrf: String,
+}
+
+/// Signs out (the session's CSRF token in the form): the cookie goes.
+async fn logout(
+    State(api): State<Api>,
+    headers: axum::http::HeaderMap,
+    Form(l): Form<Logout>,
+) -> Response {
+    let Some(token) = &api.token else {
+        return Redirect::to("/").into_response();
+    };
+    let ours =
+        auth::session(&headers, token).is_some_and(|s| auth::same_secret(&l.csrf, &s.csrf(token)));
+    if !ours {
+        return error_page(
+            &api,
+            StatusCode::FORBIDDEN,
+            "sign out from this host's own page",
+        );
+    }
+    let mut r = Redirect::to("/login").into_response();
+    let gone = format!(
+        "{}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0",
+        auth::SESSION_COOKIE
+    );
+    if let Ok(v) = HeaderValue::from_str(&gone) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r
@@ -1100,13 +1115,5 @@ mod tests {
             "the <mark>boat</mark> &lt;b&gt;is&lt;/b&gt; <mark>moored</mark>"
         );
         assert_eq!(marked("a ] b"), "a ] b");
-        assert_eq!(csrf_token("t"), csrf_token("t"));
-        assert_ne!(csrf_token("t"), csrf_token("u"));
-        let mut h = axum::http::HeaderMap::new();
-        h.insert(
-            header::COOKIE,
-            HeaderValue::from_static("a=1; g2_token=sekrit; b=2"),
-        );
-        assert_eq!(cookie_token(&h), Some("sekrit"));
     }
 }

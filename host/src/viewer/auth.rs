@@ -1,0 +1,210 @@
+//! Signing in to the viewer, and what the API and the viewer both check of
+//! a browser: its session cookie and, for a change, the session's CSRF
+//! token. Only with `api.token` set (without one, the host answers
+//! loopback names only: `http::loopback`).
+//!
+//! **A session** is what a sign-in with the API token starts: a random id
+//! and the time it began, signed with the token (HMAC-SHA256), kept in an
+//! HttpOnly, SameSite=Strict cookie for [`LIFETIME`]. The host keeps no
+//! state: a changed `api.token` ends every session, and the cookie never
+//! holds the token itself.
+//!
+//! **The CSRF token** of a session is the HMAC of its id: random per
+//! sign-in (rotated at every sign-in), useless without its cookie, shown
+//! only on the pages of that session (never on `/login`, never before
+//! sign-in). The page hands it to its script in
+//! `<meta name="g2-csrf">`; a state-changing API request made with the
+//! cookie must carry it in [`CSRF_HEADER`].
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::{HeaderMap, header};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// The cookie holding the viewer's session.
+pub const SESSION_COOKIE: &str = "g2_session";
+/// The header a state-changing request made with the cookie carries.
+pub const CSRF_HEADER: &str = "x-g2-csrf";
+/// How long a sign-in lasts.
+pub const LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// A signed-in browser.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    id: String,
+    /// When it began (seconds since the epoch).
+    since: u64,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// HMAC-SHA256 of `parts` (joined by `:`) under the API token, hex.
+fn sign(token: &str, parts: &[&str]) -> String {
+    // HMAC takes a key of any length.
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(token.as_bytes())
+        .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+    mac.update(parts.join(":").as_bytes());
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Session {
+    /// A new session (a sign-in): a random id, begun now.
+    pub fn begin() -> Session {
+        let id = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        Session { id, since: now() }
+    }
+
+    /// The cookie's value: id, start and their signature.
+    pub fn cookie_value(&self, token: &str) -> String {
+        let since = self.since.to_string();
+        let mac = sign(token, &["g2-session", &self.id, &since]);
+        format!("{}.{since}.{mac}", self.id)
+    }
+
+    /// The `Set-Cookie` header that keeps it in the browser.
+    pub fn set_cookie(&self, token: &str) -> String {
+        format!(
+            "{SESSION_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            self.cookie_value(token),
+            LIFETIME.as_secs()
+        )
+    }
+
+    /// The session a cookie value names, when its signature holds under
+    /// `token` and it has not expired.
+    pub fn from_cookie(value: &str, token: &str) -> Option<Session> {
+        let mut parts = value.split('.');
+        let (id, since, mac) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || id.len() != 64 {
+            return None;
+        }
+        let started: u64 = since.parse().ok()?;
+        let expected = sign(token, &["g2-session", id, since]);
+        let fresh = now().saturating_sub(started) < LIFETIME.as_secs();
+        (same_secret(mac, &expected) && fresh).then(|| Session {
+            id: id.to_string(),
+            since: started,
+        })
+    }
+
+    /// The session's CSRF token.
+    pub fn csrf(&self, token: &str) -> String {
+        sign(token, &["g2-csrf", &self.id])
+    }
+}
+
+/// The browser's session in a request's cookies, if it holds one signed
+/// with `token`.
+pub fn session(headers: &HeaderMap, token: &str) -> Option<Session> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().strip_prefix(SESSION_COOKIE)?.strip_prefix('='))
+        .find_map(|v| Session::from_cookie(v, token))
+}
+
+/// Whether a request made with a session's cookie may go on: reading
+/// always, a change only with the session's CSRF token.
+pub fn allows(headers: &HeaderMap, method: &axum::http::Method, s: &Session, token: &str) -> bool {
+    let safe = matches!(method.as_str(), "GET" | "HEAD");
+    let csrf = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
+    safe || csrf.is_some_and(|c| same_secret(c, &s.csrf(token)))
+}
+
+/// Equal, in time that does not depend on where they differ.
+pub fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+tokio::task_local! {
+    /// The CSRF token of the session a page is rendered for.
+    static PAGE_CSRF: String;
+}
+
+/// Renders a page (runs `f`) for a session: its pages carry its CSRF token.
+pub async fn for_session<F: Future>(csrf: String, f: F) -> F::Output {
+    PAGE_CSRF.scope(csrf, f).await
+}
+
+/// The CSRF token of the page being rendered; empty outside a session
+/// (the sign-in page, a host without a token).
+pub fn page_csrf() -> String {
+    PAGE_CSRF.try_with(Clone::clone).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{HeaderValue, Method};
+
+    #[test]
+    fn sessions_are_signed_random_and_carry_their_own_csrf() {
+        let token = "tok-0123456789abcdef";
+        let (a, b) = (Session::begin(), Session::begin());
+        assert_ne!(a, b);
+        assert_ne!(a.csrf(token), b.csrf(token), "rotated at every sign-in");
+        let value = a.cookie_value(token);
+        assert!(!value.contains(token), "the cookie never holds the token");
+        assert_eq!(Session::from_cookie(&value, token), Some(a.clone()));
+        // Another token, a changed byte, an old or odd cookie: no session.
+        assert_eq!(Session::from_cookie(&value, "tok-other-0123456789"), None);
+        let mut forged = value.clone().into_bytes();
+        let last = forged.len() - 1;
+        forged[last] = if forged[last] == b'0' { b'1' } else { b'0' };
+        assert_eq!(
+            Session::from_cookie(&String::from_utf8(forged).unwrap(), token),
+            None
+        );
+        let old = Session {
+            since: now() - LIFETIME.as_secs() - 1,
+            ..a.clone()
+        };
+        assert_eq!(Session::from_cookie(&old.cookie_value(token), token), None);
+        for odd in ["", "x", "a.b.c", &format!("{value}.more"), token] {
+            assert_eq!(Session::from_cookie(odd, token), None, "{odd}");
+        }
+        // Read among other cookies; a change needs the session's CSRF.
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&format!("a=1; {SESSION_COOKIE}={value}; b=2")).unwrap(),
+        );
+        let s = session(&h, token).unwrap();
+        assert!(allows(&h, &Method::GET, &s, token));
+        assert!(!allows(&h, &Method::POST, &s, token));
+        h.insert(CSRF_HEADER, HeaderValue::from_str(&b.csrf(token)).unwrap());
+        assert!(
+            !allows(&h, &Method::POST, &s, token),
+            "another session's CSRF"
+        );
+        h.insert(CSRF_HEADER, HeaderValue::from_str(&a.csrf(token)).unwrap());
+        assert!(allows(&h, &Method::POST, &s, token));
+    }
+
+    #[tokio::test]
+    async fn a_page_knows_its_sessions_csrf_and_no_other() {
+        assert_eq!(page_csrf(), "");
+        let inside = for_session("abc".into(), async { page_csrf() }).await;
+        assert_eq!(inside, "abc");
+        assert_eq!(page_csrf(), "");
+    }
+}
