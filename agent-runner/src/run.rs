@@ -248,7 +248,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                     send(&mut stdin, &text).await;
                     in_turn = true;
                 }
-                Some(Item::Close) | None => {
+                Some(Item::Close | Item::Replaced) | None => {
                     closing = true;
                     if !in_turn && queue.is_empty() {
                         // Claude Code exits once its stdin ends.
