@@ -100,20 +100,30 @@ fn doctor_reports_every_part() {
     assert_eq!(out.status.success(), docker_ok && claude_ok);
 }
 
+/// Runs `g2 doctor --json` with `env`: its output and the check `name`.
+fn doctor_check(
+    home: &TestHome,
+    env: &[(&str, &str)],
+    name: &str,
+) -> (std::process::Output, serde_json::Value) {
+    let out = home.g2_with(&["doctor", "--json"], env);
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let check = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+        .clone();
+    (out, check)
+}
+
 #[test]
 fn doctor_names_the_provider_and_the_key_source_never_the_key() {
     let home = TestHome::new();
     let key = "sk-ant-doctor-test-0123456789";
     let run = |env: &[(&str, &str)]| {
-        let out = home.g2_with(&["doctor", "--json"], env);
-        let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let model = checks
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "model")
-            .unwrap()
-            .clone();
+        let (out, model) = doctor_check(&home, env, "model");
         assert!(!String::from_utf8_lossy(&out.stdout).contains(key));
         assert!(!String::from_utf8_lossy(&out.stderr).contains(key));
         model
@@ -206,15 +216,7 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
         "g2 init writes g2.toml for its owner only"
     );
     let secrets = |env: &[(&str, &str)]| {
-        let out = home.g2_with(&["doctor", "--json"], env);
-        let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let c = checks
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "secrets")
-            .unwrap()
-            .clone();
+        let (out, c) = doctor_check(&home, env, "secrets");
         (out.status.success(), c)
     };
     let token = "tok-doctor-0123456789";

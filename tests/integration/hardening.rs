@@ -4,7 +4,7 @@
 //! second `g2` on a home a host holds. Disk quotas are in `quota.rs`.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -377,7 +377,7 @@ async fn no_credential_is_visible_in_any_container() {
                 .await
                 .unwrap();
             assert_eq!(r.status(), 202);
-            let deadline = std::time::Instant::now() + Duration::from_secs(180);
+            let deadline = Instant::now() + Duration::from_secs(180);
             loop {
                 let all: Value = http
                     .get(format!("{url}/api/groups/{folder}/messages?limit=1000"))
@@ -398,10 +398,7 @@ async fn no_credential_is_visible_in_any_container() {
                 if bot.len() > n {
                     return bot[n].clone();
                 }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{folder}: no answer {n}"
-                );
+                assert!(Instant::now() < deadline, "{folder}: no answer {n}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
@@ -457,4 +454,45 @@ async fn no_credential_is_visible_in_any_container() {
     std::fs::write(home.path().join("groups/family/planted.txt"), &bot_token).unwrap();
     let family = running.iter().find(|c| c.contains("family")).unwrap();
     assert_eq!(found_in_container(family, &needles).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_replaces_its_input_folder_leaves_and_the_next_message_is_answered() {
+    if !image_ready() {
+        return;
+    }
+    let home = home_with_family();
+    // Warm containers would wait 10 minutes for follow-ups.
+    let s = serve(&home, &[("G2_CONTAINER__IDLE_TIMEOUT_SECS", "600")]);
+    post(&s.url, "family", "ann", "hello").await;
+    wait_bot(&s.url, "family", 1, 180).await;
+    let first = containers_of(&home);
+    assert_eq!(first.len(), 1, "warm: {first:?}");
+    // The agent moves its own input folder away and links another in its
+    // place; the host remakes it for the next message.
+    post(
+        &s.url,
+        "family",
+        "ann",
+        "g2:bash cd /workspace/ipc && mv input input.old && ln -s /tmp input && echo swapped",
+    )
+    .await;
+    let t = wait_bot(&s.url, "family", 2, 180).await;
+    assert!(t[1].contains("swapped"), "{t:?}");
+    post(&s.url, "family", "ann", "are you still there?").await;
+    let started = Instant::now();
+    let t = wait_bot(&s.url, "family", 3, 90).await;
+    assert_eq!(
+        t[2], "Offline model (g2) received: \"are you still there?\"",
+        "{t:?}"
+    );
+    // Answered by a fresh container, long before any idle timeout.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let now = containers_of(&home);
+    assert!(!now.iter().any(|c| first.contains(c)), "{first:?} {now:?}");
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(
+        log.contains("input/ was replaced; made a folder again"),
+        "{log}"
+    );
 }

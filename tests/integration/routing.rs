@@ -191,15 +191,7 @@ async fn a_group_cannot_reach_into_another_group() {
     if !image_ready() {
         return;
     }
-    let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "family",
-        "--name",
-        "Family",
-        "--no-trigger",
-    ]);
+    let home = home_with_family();
     let s = serve(&home, &[]);
     let mut fam = Sse::open(&s.url, "family", None).await;
     post(
