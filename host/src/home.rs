@@ -119,34 +119,57 @@ impl Home {
 
     /// `groups/{folder}/` as a confined handle, created when missing.
     pub fn group_tree(&self, folder: &GroupFolder) -> Result<Dir> {
-        self.confined(
-            folder,
-            "the group folder",
-            Dir::open_beneath(&self.groups_dir(), Path::new(folder), true),
-        )
-        .map(agent_owned)
+        self.tree(folder, Tree::Group, true)
     }
 
     /// `data/ipc/{folder}/` as a confined handle, created when missing.
     pub fn ipc_tree(&self, folder: &GroupFolder) -> Result<Dir> {
-        self.confined(
-            folder,
-            "the IPC folder",
-            Dir::open_beneath(&self.data_dir().join("ipc"), Path::new(folder), true),
-        )
-        .map(agent_owned)
+        self.tree(folder, Tree::Ipc, true)
     }
 
     /// `data/sessions/{folder}/.claude/` as a confined handle, created
     /// when missing.
     pub fn claude_tree(&self, folder: &GroupFolder) -> Result<Dir> {
-        let rel = Path::new(folder.as_str()).join(".claude");
-        self.confined(
-            folder,
-            "the .claude folder",
-            Dir::open_beneath(&self.data_dir().join("sessions"), &rel, true),
-        )
-        .map(agent_owned)
+        self.tree(folder, Tree::Claude, true)
+    }
+
+    /// The group's three trees the agent writes that exist (none is
+    /// created: counting a group's files makes no folder).
+    pub fn existing_trees(&self, folder: &GroupFolder) -> Result<Vec<Dir>> {
+        let mut out = Vec::new();
+        for t in [Tree::Group, Tree::Ipc, Tree::Claude] {
+            match self.tree(folder, t, false) {
+                Ok(d) => out.push(d),
+                Err(crate::Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// One of a group's trees as a confined handle (`create`: made when
+    /// missing).
+    fn tree(&self, folder: &GroupFolder, tree: Tree, create: bool) -> Result<Dir> {
+        let (base, rel, what) = match tree {
+            Tree::Group => (
+                self.groups_dir(),
+                PathBuf::from(folder.as_str()),
+                "the group folder",
+            ),
+            Tree::Ipc => (
+                self.data_dir().join("ipc"),
+                PathBuf::from(folder.as_str()),
+                "the IPC folder",
+            ),
+            Tree::Claude => (
+                self.data_dir().join("sessions"),
+                Path::new(folder.as_str()).join(".claude"),
+                "the .claude folder",
+            ),
+        };
+        self.confined(folder, what, Dir::open_beneath(&base, &rel, create))
+            .map(agent_owned)
     }
 
     /// The folder `name` in a group's tree, made a real folder again if
@@ -296,6 +319,14 @@ impl Home {
         )?;
         Ok(())
     }
+}
+
+/// The trees of a group its agent writes.
+#[derive(Debug, Clone, Copy)]
+enum Tree {
+    Group,
+    Ipc,
+    Claude,
 }
 
 /// What the host creates in a group's trees belongs to the agent's user

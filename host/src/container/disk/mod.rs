@@ -125,14 +125,11 @@ pub fn usage(count: &Count, cx: &Quotas) -> Result<Usage> {
     }
 }
 
-/// Counts the group's three trees. Blocking: walks them.
+/// Counts the group's three trees (one that does not exist holds
+/// nothing). Blocking: walks them.
 pub fn tally(home: &Home, folder: &GroupFolder, walk: &mut Walk<'_>) -> Result<Tally> {
     let mut total = Tally::default();
-    for tree in [
-        home.group_tree(folder)?,
-        home.ipc_tree(folder)?,
-        home.claude_tree(folder)?,
-    ] {
+    for tree in home.existing_trees(folder)? {
         let t = home.confined(folder, "disk usage", tree.tally(walk))?;
         total.bytes += t.bytes;
         total.entries += t.entries;
