@@ -345,6 +345,15 @@ impl Redactor {
             Cow::Owned(t) => Cow::Owned(self.redact(&t).into_owned()),
         }
     }
+
+    /// [`Redactor::clean`]'s text when it differs from `text`; None when
+    /// there was nothing to clean (what a stored row is rewritten with).
+    pub fn cleaned(&self, text: &str) -> Option<String> {
+        match self.clean(text) {
+            Cow::Owned(c) if c != text => Some(c),
+            _ => None,
+        }
+    }
 }
 
 /// `text` with the value after each of `p`'s matches (a name and its `=`)
@@ -645,6 +654,10 @@ mod tests {
 
     #[test]
     fn clean_strips_then_redacts() {
+        let r = Redactor::default();
+        assert_eq!(r.cleaned("nothing here"), None);
+        assert_eq!(r.cleaned("a <b> c"), None);
+        assert_eq!(r.cleaned("x<private>y</private>").as_deref(), Some("x"));
         assert_eq!(
             clean("<private>4417</private>run with AKIAIOSFODNN7EXAMPLE"),
             "run with [redacted:aws-access-key]"

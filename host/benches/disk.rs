@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::{Samples, Serve, command, env_or, fmt_dur, g2_binary, init_home};
 use g2_core::confined::{Dir, Tally, Walk};
+use g2_host::container::disk::thread_cpu;
 
 /// A tree of `folders` × `per` files of `size` bytes.
 fn tree(root: &Path, folders: usize, per: usize, size: usize) {
@@ -35,12 +36,6 @@ fn tree(root: &Path, folders: usize, per: usize, size: usize) {
             std::fs::write(dir.join(format!("f{f}")), &body).unwrap();
         }
     }
-}
-
-/// CPU time of this thread.
-fn thread_cpu() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn walk(root: &Path) -> (Tally, Duration) {

@@ -292,7 +292,12 @@ impl Home {
         ] {
             std::fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
         }
-        write_if_missing(&self.global_dir().join(wire::MEMORY_FILE), GLOBAL_TEMPLATE)
+        write_if_missing(
+            &self.global_dir().join(wire::MEMORY_FILE),
+            GLOBAL_TEMPLATE,
+            0o666,
+        )
+        .map(drop)
     }
 
     /// Creates a group's folders and its CLAUDE.md (from the main template
@@ -339,17 +344,23 @@ fn agent_owned(dir: Dir) -> Dir {
     }
 }
 
-fn write_if_missing(path: &Path, contents: &str) -> Result<()> {
+/// Creates a file of the host's own (not in a group's trees) with
+/// `contents` and permission bits `mode`, unless something is there
+/// already: `false` then, and it is left as it is.
+pub fn write_if_missing(path: &Path, contents: &str, mode: u32) -> Result<bool> {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(mode)
         .open(path)
     {
         Ok(mut f) => f
             .write_all(contents.as_bytes())
+            .map(|()| true)
             .ctx(|| format!("writing {}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(crate::Error::io(format!("creating {}", path.display()), e)),
     }
 }

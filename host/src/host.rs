@@ -102,13 +102,14 @@ impl Host {
         let (queue, inbox) = queue::channel();
         let tasks_changed = Arc::new(Notify::new());
         let telegram = telegram(home, settings, &store)?;
+        let sessions = sessions(home, settings, &store);
+        // The log is cleaned with what archives and memory are.
         let mut channels = Channels::new(store.clone())
-            .with_redactor(crate::gateway::credentials::redactor(home.root(), settings))
+            .with_redactor(sessions.redactor().clone())
             .with_router(queue.wake_sender());
         if let Some(tg) = &telegram {
             channels = channels.with(tg.clone());
         }
-        let sessions = sessions(home, settings, &store);
         let agents = Arc::new(agents(
             home,
             settings,
@@ -420,8 +421,7 @@ pub fn run_agents(
 ) -> Agents {
     let sessions = sessions(home, settings, &store);
     let links = Links {
-        channels: Channels::new(store.clone())
-            .with_redactor(crate::gateway::credentials::redactor(home.root(), settings)),
+        channels: Channels::new(store.clone()).with_redactor(sessions.redactor().clone()),
         assistant_name: settings.assistant_name.clone(),
         session_changed: None,
         tasks_changed: None,

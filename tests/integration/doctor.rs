@@ -215,13 +215,13 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
         0o600,
         "g2 init writes g2.toml for its owner only"
     );
-    let secrets = |env: &[(&str, &str)]| {
-        let (out, c) = doctor_check(&home, env, "secrets");
+    let secrets = || {
+        let (out, c) = doctor_check(&home, &[], "secrets");
         (out.status.success(), c)
     };
     let token = "tok-doctor-0123456789";
     std::fs::write(&toml, format!("[api]\ntoken = \"{token}\"\n")).unwrap();
-    let (_, c) = secrets(&[]);
+    let (_, c) = secrets();
     assert_eq!(c["ok"], true, "{c}");
     assert!(
         c["detail"]
@@ -239,7 +239,7 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
     )
     .unwrap();
     std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o604)).unwrap();
-    let (ok, c) = secrets(&[]);
+    let (ok, c) = secrets();
     assert!(!ok, "{c}");
     let detail = c["detail"].as_str().unwrap();
     assert!(
@@ -260,7 +260,7 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
     assert_eq!(mode(&toml), 0o644);
     std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let (_, c) = secrets(&[]);
+    let (_, c) = secrets();
     assert_eq!(c["ok"], true, "{c}");
     assert!(
         c["detail"]

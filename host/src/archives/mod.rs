@@ -499,9 +499,6 @@ mod tests {
         assert!(p.title.contains(KEY), "{}", p.title);
     }
 
-    /// A crash before the record committed leaves a pending file that the
-    /// next start removes; after it, one that takes its name. The agent's
-    /// own files stay.
     /// A home with its layout and database, and the group `main`.
     fn fixture() -> (tempfile::TempDir, Home, Store, GroupFolder) {
         let dir = tempfile::tempdir().unwrap();
@@ -512,6 +509,9 @@ mod tests {
         (dir, home, store, GroupFolder::new("main").unwrap())
     }
 
+    /// A crash before the record committed leaves a pending file that the
+    /// next start removes; after it, one that takes its name. The agent's
+    /// own files stay.
     #[test]
     fn what_a_crash_left_is_settled_or_removed() {
         let (_dir, home, store, group) = fixture();

@@ -512,10 +512,7 @@ impl Channels {
             for m in pending {
                 if self.stored_is_delivered(&m.chat_jid) {
                     let id = m.id.clone();
-                    let kept = match self.redactor.clean(&m.text) {
-                        std::borrow::Cow::Owned(c) if c != m.text => Some(c),
-                        _ => None,
-                    };
+                    let kept = self.redactor.cleaned(&m.text);
                     self.store
                         .write(move |tx| store::messages::mark_delivered(tx, &id, kept.as_deref()))
                         .await?;
@@ -556,11 +553,6 @@ fn stopped() -> Error {
     )
 }
 
-/// The sequencer: takes whatever is queued (up to [`MAX_BATCH`] jobs),
-/// commits it in one transaction, then publishes everything stored since
-/// `published`, in `seq` order, rings the router once per group, and
-/// answers the channels.
-/// Ends when every [`Channels`] is gone.
 /// What the sequencer works with.
 struct Sequence {
     store: Store,
@@ -570,6 +562,12 @@ struct Sequence {
     redactor: g2_core::privacy::Redactor,
 }
 
+/// The sequencer: takes whatever is queued (up to [`MAX_BATCH`] jobs),
+/// commits it in one transaction, then publishes everything stored since
+/// `published`, in `seq` order, rings the router once per group, and
+/// answers the channels; then cleans in the log what was delivered by
+/// storing it ([`Job::Clean`]).
+/// Ends when every [`Channels`] is gone.
 async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Job>) {
     let Sequence {
         store,
@@ -743,8 +741,6 @@ fn ring(wake: &Option<mpsc::UnboundedSender<GroupFolder>>, folders: &[&GroupFold
     }
 }
 
-/// Publishes what others stored after `published` (read from the store in
-/// `seq` order); returns the new high-water mark.
 /// Cleans delivered messages in the log once they are published (the
 /// store's WAL is truncated after a change).
 async fn clean_published(
@@ -754,10 +750,7 @@ async fn clean_published(
 ) {
     let kept: Vec<(i64, String)> = messages
         .into_iter()
-        .filter_map(|m| match redactor.clean(&m.text) {
-            std::borrow::Cow::Owned(c) if c != m.text => Some((m.seq, c)),
-            _ => None,
-        })
+        .filter_map(|m| redactor.cleaned(&m.text).map(|c| (m.seq, c)))
         .collect();
     if kept.is_empty() {
         return;
@@ -776,6 +769,8 @@ async fn clean_published(
     }
 }
 
+/// Publishes what others stored after `published` (read from the store in
+/// `seq` order); returns the new high-water mark.
 async fn publish_stored(
     store: &Store,
     events: &broadcast::Sender<Arc<Live>>,

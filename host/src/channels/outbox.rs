@@ -227,10 +227,7 @@ async fn send_message(
         }
     }
     let id = m.id.clone();
-    let kept = match redactor.clean(&m.text) {
-        std::borrow::Cow::Owned(c) if c != m.text => Some(c),
-        _ => None,
-    };
+    let kept = redactor.cleaned(&m.text);
     let cleaned = kept.is_some();
     store
         .write(move |tx| store::messages::mark_delivered(tx, &id, kept.as_deref()))

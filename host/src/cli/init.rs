@@ -29,8 +29,8 @@ const SETTINGS_TEMPLATE: &str = "\
 pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
     ctx.home.ensure_layout()?;
     let settings_file = ctx.home.settings_file();
-    let settings_written =
-        crate::gateway::credentials::write_private(&settings_file, SETTINGS_TEMPLATE.as_bytes())?;
+    // It may come to hold the API token: its owner's only.
+    let settings_written = crate::home::write_if_missing(&settings_file, SETTINGS_TEMPLATE, 0o600)?;
     let store = ctx.store().await?;
     let (main, registered) = main_group(ctx, &store).await?;
     println!("home      {}", ctx.home.root().display());

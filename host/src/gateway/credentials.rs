@@ -2,12 +2,12 @@
 //! environment or from `{home}/.env`, held only in the gateway's memory,
 //! added to upstream requests, never printed; and what every credential g2
 //! knows needs from the rest of the host — redacted from what is stored
-//! ([`redactor`]), kept in files only their owner can read ([`exposed`],
-//! [`write_private`]). None of them enters a container
+//! ([`redactor`]), kept in files only their owner can read ([`exposed`]).
+//! None of them enters a container
 //! (`container::project`).
 
 use std::fmt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -87,25 +87,6 @@ pub fn exposed(home: &Home, settings: &Settings) -> Vec<String> {
 fn world_readable(path: &Path) -> Option<u32> {
     let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
     (mode & 0o004 != 0).then_some(mode)
-}
-
-/// Creates `path` with `bytes`, readable by its owner only (0600), unless
-/// something is there already: `false` then.
-pub fn write_private(path: &Path, bytes: &[u8]) -> crate::Result<bool> {
-    use std::io::Write;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-    {
-        Ok(mut f) => f
-            .write_all(bytes)
-            .map(|()| true)
-            .map_err(|e| crate::Error::io(format!("writing {}", path.display()), e)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(crate::Error::io(format!("creating {}", path.display()), e)),
-    }
 }
 
 /// Where the credential came from (for `g2 doctor`), never the value.
@@ -224,8 +205,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let home = Home::new(d.path()).unwrap();
         let toml = d.path().join("g2.toml");
-        assert!(write_private(&toml, b"[api]\ntoken = \"tok-0123456789abcdef\"\n").unwrap());
-        assert!(!write_private(&toml, b"other").unwrap(), "never replaced");
+        let write = |text: &str| crate::home::write_if_missing(&toml, text, 0o600).unwrap();
+        assert!(write("[api]\ntoken = \"tok-0123456789abcdef\"\n"));
+        assert!(!write("other"), "never replaced");
         let mode = std::fs::metadata(&toml).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let settings = Settings::load(d.path(), None).unwrap();

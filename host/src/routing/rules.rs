@@ -71,9 +71,7 @@ pub fn pass(
     let after = cursor(tx, &group.folder)?;
     let mut cleaned = false;
     for (seq, text) in store::messages::inbound_texts(tx, &group.jid, after, upto)? {
-        if let std::borrow::Cow::Owned(clean) = redactor.clean(&text)
-            && clean != text
-        {
+        if let Some(clean) = redactor.cleaned(&text) {
             store::messages::replace_text(tx, seq, &clean)?;
             cleaned = true;
         }

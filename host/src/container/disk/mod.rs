@@ -20,6 +20,7 @@
 mod budget;
 mod ledger;
 
+pub use budget::thread_cpu;
 pub use ledger::{Count, Ledger, Running};
 
 use serde::Serialize;
