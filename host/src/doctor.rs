@@ -65,6 +65,12 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("docker", check_docker().await),
         Check::new("claude-code", claude),
         Check::new("model", check_model(home, settings)),
+        Check::new("embeddings", {
+            let (root, m) = (home.root().to_path_buf(), settings.memory.clone());
+            tokio::task::spawn_blocking(move || check_embeddings(&root, &m))
+                .await
+                .unwrap_or_else(|e| Err(Problem::from_error(e)))
+        }),
         Check::new("image", check_image(settings).await),
         Check::new("disk", check_disk(home, settings).await),
         Check::new("telegram", check_telegram(home, settings).await),
@@ -229,6 +235,44 @@ fn check_model(home: &Home, settings: &Settings) -> Result<String, Problem> {
         Some(m) => format!("{}; model pinned to {m}", choice.reason),
         None => choice.reason,
     })
+}
+
+/// The embedding model: where, how many dimensions, and a self-test (a
+/// question nearer its paraphrase than an unrelated line); or what is
+/// missing, and that recall is lexical meanwhile.
+fn check_embeddings(
+    root: &Path,
+    settings: &crate::config::MemorySettings,
+) -> Result<String, Problem> {
+    use crate::memory::embed::{Loaded, load};
+    let m = match load(root, settings) {
+        Loaded::Off => return Ok("off (memory.embeddings = \"off\"): recall is lexical".into()),
+        Loaded::Failed(why) => return Err(Problem(format!("{why}; recall is lexical"))),
+        Loaded::Model(m) => m,
+    };
+    let t = std::time::Instant::now();
+    let v = m
+        .embedder
+        .embed(&[
+            "where is the yacht kept?",
+            "the boat is moored at pier 7",
+            "I baked bread",
+        ])
+        .map_err(Problem::from_error)?;
+    let ms = t.elapsed().as_millis();
+    let (near, far) = (g2_embed::dot(&v[0], &v[1]), g2_embed::dot(&v[0], &v[2]));
+    if near <= far {
+        return Err(Problem(format!(
+            "{}: self-test failed (paraphrase {near:.2} <= unrelated {far:.2})",
+            m.embedder.dir().display()
+        )));
+    }
+    Ok(format!(
+        "{} at {}, {} dimensions; self-test passed in {ms} ms (paraphrase {near:.2}, unrelated {far:.2})",
+        m.name,
+        m.embedder.dir().display(),
+        m.embedder.dims()
+    ))
 }
 
 fn check_database(home: &Home, timeout: Duration) -> Result<String, Problem> {

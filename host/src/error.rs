@@ -57,6 +57,9 @@ pub enum Error {
     /// doing, then the error and its causes.
     #[error("{0}")]
     Startup(String),
+    /// The embedding model failed on a text.
+    #[error("embedding: {0}")]
+    Embed(#[from] g2_embed::Error),
     /// A value of ours could not be written as JSON.
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -63,6 +63,8 @@ pub struct Host {
     recovery: Background,
     /// The memory processor (observations and summaries).
     processor: Background,
+    /// The embedding jobs (none when recall is lexical).
+    embedder: Option<Background>,
     /// Telegram's polling loop, when the channel is enabled.
     telegram: Option<Background>,
     /// What sends the replies the queue stores on its way down.
@@ -204,6 +206,14 @@ impl Host {
             )),
             Arc::new(Notify::new()),
         );
+        // Recall by meaning: the model is loaded once, the jobs embed in
+        // the background (memory::embed).
+        let embedder = {
+            let (root, m) = (home.root().to_path_buf(), settings.memory.clone());
+            tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m))
+                .await?
+                .map(|model| crate::memory::embed::start(store.clone(), model))
+        };
         let groups = catch_up(&store, &channels, &queue).await?;
         // Updates are taken in once the router and the queue are up.
         let telegram =
@@ -245,6 +255,7 @@ impl Host {
             schedule,
             recovery,
             processor,
+            embedder,
             telegram,
             channels,
             queue,
@@ -286,6 +297,9 @@ impl Host {
         self.schedule.stop().await;
         self.recovery.stop().await;
         self.processor.stop().await;
+        if let Some(e) = self.embedder {
+            e.stop().await;
+        }
         self.queue.shutdown().await;
         self.disk.stop();
         // The last replies go out before the host does (a platform's slow

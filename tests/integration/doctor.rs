@@ -17,6 +17,7 @@ fn doctor_reports_every_part() {
             "docker",
             "claude-code",
             "model",
+            "embeddings",
             "image",
             "disk",
             "telegram",
@@ -24,6 +25,17 @@ fn doctor_reports_every_part() {
         ]
     );
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();
+    // The embedding model: where, its dimensions, a self-test.
+    let e = get("embeddings")["detail"].as_str().unwrap();
+    if crate::support::require(
+        "the embedding model (tools/models)",
+        get("embeddings")["ok"] == true,
+    ) {
+        assert!(
+            e.contains("384 dimensions") && e.contains("self-test passed"),
+            "{e}"
+        );
+    }
     // A missing image is not a failure: `g2 run` builds it.
     assert_eq!(get("image")["ok"], true, "{}", get("image"));
     assert_eq!(get("database")["ok"], true, "{}", get("database"));

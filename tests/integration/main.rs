@@ -24,6 +24,7 @@ mod gateway;
 mod hardening;
 mod ipc;
 mod loopback;
+mod meaning;
 mod memory;
 mod privacy;
 mod quota;

@@ -176,6 +176,8 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             out,
         } => {
             let question = question.join(" ");
+            let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
+            tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m)).await?;
             let groups = match group {
                 Some(g) => vec![require_group(&store, &g).await?.folder],
                 None => store
@@ -287,6 +289,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                 })
                 .await?;
             println!("reindexed: {n} archives split into passages");
+            reembed(ctx, &store).await?;
         }
         MemoryCmd::Forget {
             session: Some(session),
@@ -306,4 +309,52 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Queues every row for a new vector and embeds them all, with a progress
+/// bar (a running host's jobs may take some of them: each is embedded
+/// once either way).
+async fn reembed(ctx: &Ctx, store: &Store) -> Result<()> {
+    let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
+    let model =
+        match tokio::task::spawn_blocking(move || crate::memory::embed::load(&root, &m)).await? {
+            crate::memory::embed::Loaded::Model(m) => m,
+            crate::memory::embed::Loaded::Off => {
+                println!("embeddings are off (memory.embeddings): recall is lexical");
+                return Ok(());
+            }
+            crate::memory::embed::Loaded::Failed(why) => {
+                println!("no embeddings: {why}; recall is lexical");
+                return Ok(());
+            }
+        };
+    let total = store.write(store::embeddings::reset).await?;
+    let bar = indicatif::ProgressBar::new(u64::try_from(total).unwrap_or(0));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "embedding {bar:40} {pos}/{len} ({per_sec}, {eta} left)",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let s = store.clone();
+    let done = tokio::task::spawn_blocking(move || -> crate::Result<u64> {
+        let mut n = 0;
+        loop {
+            let k = crate::memory::embed::run_once(&s, &model)?;
+            if k == 0
+                && s.read_blocking(|c| store::embeddings::counts(c, &model.name))?
+                    .1
+                    == 0
+            {
+                break;
+            }
+            n += k as u64;
+            bar.set_position(n);
+        }
+        bar.finish();
+        Ok(n)
+    })
+    .await??;
+    println!("embedded: {done} rows");
+    Ok(())
 }

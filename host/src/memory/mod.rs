@@ -8,9 +8,11 @@
 //! redacted first (`g2_core::privacy`).
 
 pub mod context;
+pub mod embed;
 pub mod extract;
 pub mod ingest;
 pub mod process;
 pub mod recall;
 pub mod recovery;
 pub mod remember;
+pub mod vectors;

@@ -238,6 +238,11 @@ pub fn recall_with(
             }
         }));
     }
+    // Meaning: the question's vector against the group's.
+    let dense = match crate::memory::embed::query(query) {
+        Some((model, qv)) => Some(meaning(conn, groups, &model.name, &qv, filters, &mut all)?),
+        None => None,
+    };
     all.retain(|c| filters.admits(c));
     let newest = all.iter().map(|c| c.at.clone()).max().unwrap_or_default();
     let oldest = all.iter().map(|c| c.at.clone()).min().unwrap_or_default();
@@ -257,6 +262,9 @@ pub fn recall_with(
             (score, matched, c)
         })
         .collect();
+    if let Some(cos) = &dense {
+        fuse(&mut scored, cos);
+    }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.2.hit.id.cmp(&a.2.hit.id)));
     scored.truncate(limit);
     // Snippets for the hits returned only.
@@ -271,6 +279,78 @@ pub fn recall_with(
             ..c.hit
         })
         .collect())
+}
+
+/// Weight of the lexical score in the fused one; the cosine has the rest
+/// (docs/recall.md: chosen on three data sets).
+pub const LEXICAL: f64 = 0.3;
+/// Passages the question's vector brings in, whatever their words.
+pub const DENSE_CANDIDATES: usize = 100;
+
+/// Cosines of the candidates with vectors, by (kind, id); passages whose
+/// meaning is nearest join the candidates.
+fn meaning(
+    conn: &Connection,
+    groups: [&str; 2],
+    model: &str,
+    qv: &[f32],
+    filters: &Filters,
+    all: &mut Vec<Candidate>,
+) -> Result<std::collections::HashMap<(String, i64), f64>> {
+    use crate::memory::vectors;
+    let mut cos = std::collections::HashMap::new();
+    for kind in ["passage", "observation", "summary", "prompt"] {
+        if !filters.wants(kind) {
+            continue;
+        }
+        let scores = vectors::cosines(conn, groups, kind, model, qv)?;
+        if kind == "passage" {
+            let have: std::collections::HashSet<i64> = all
+                .iter()
+                .filter(|c| c.hit.kind == "passage")
+                .map(|c| c.hit.id)
+                .collect();
+            let near: Vec<i64> = vectors::best(scores.clone(), DENSE_CANDIDATES)
+                .into_iter()
+                .map(|(id, _)| id)
+                .filter(|id| !have.contains(id))
+                .collect();
+            let rows = store::recall::passages_by_ids(conn, &near, groups)?;
+            all.extend(rows.into_iter().map(|r| passage_candidate(r, 0.0)));
+        }
+        let wanted: std::collections::HashSet<i64> = all
+            .iter()
+            .filter(|c| c.hit.kind == kind)
+            .map(|c| c.hit.id)
+            .collect();
+        for (id, c) in scores {
+            if wanted.contains(&id) {
+                cos.insert((kind.to_string(), id), f64::from(c));
+            }
+        }
+    }
+    Ok(cos)
+}
+
+/// The fused score: [`LEXICAL`] of the lexical score and the rest of the
+/// cosine, each scaled to 0–1 over the candidates. A candidate not embedded
+/// yet counts its lexical standing for both.
+fn fuse(
+    scored: &mut [(f64, usize, Candidate)],
+    cos: &std::collections::HashMap<(String, i64), f64>,
+) {
+    let span = |vals: &mut dyn Iterator<Item = f64>| {
+        vals.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+    };
+    let unit = |v: f64, (lo, hi): (f64, f64)| if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+    let lex = span(&mut scored.iter().map(|s| s.0));
+    let key = |c: &Candidate| (c.hit.kind.clone(), c.hit.id);
+    let dense = span(&mut scored.iter().filter_map(|s| cos.get(&key(&s.2)).copied()));
+    for s in scored.iter_mut() {
+        let l = unit(s.0, lex);
+        let d = cos.get(&key(&s.2)).map_or(l, |c| unit(*c, dense));
+        s.0 = LEXICAL * l + (1.0 - LEXICAL) * d;
+    }
 }
 
 fn relative(score: f64, best: f64) -> f64 {
@@ -309,31 +389,38 @@ fn passages(
     let best = rows.iter().map(|r| r.score).fold(f64::MIN, f64::max);
     Ok(rows
         .into_iter()
-        .map(|r| Candidate {
-            hit: RecallHit {
-                kind: "passage".into(),
-                id: r.id,
-                group: r.group,
-                title: r.archive_name,
-                observation_kind: None,
-                session_id: r.session_id,
-                archive_id: Some(r.archive_id),
-                archive_path: Some(r.archive_path),
-                turn_start: Some(r.turn_start),
-                turn_end: Some(r.turn_end),
-                at: r.at.clone(),
-                snippet: String::new(),
-                score: 0.0,
-                matched_words: 0,
-                question_words: 0,
-            },
-            text: r.text,
-            at: r.at,
-            observation_kind: None,
-            relevance: relative(r.score, best),
-            importance: None,
+        .map(|r| {
+            let relevance = relative(r.score, best);
+            passage_candidate(r, relevance)
         })
         .collect())
+}
+
+fn passage_candidate(r: store::recall::PassageRow, relevance: f64) -> Candidate {
+    Candidate {
+        hit: RecallHit {
+            kind: "passage".into(),
+            id: r.id,
+            group: r.group,
+            title: r.archive_name,
+            observation_kind: None,
+            session_id: r.session_id,
+            archive_id: Some(r.archive_id),
+            archive_path: Some(r.archive_path),
+            turn_start: Some(r.turn_start),
+            turn_end: Some(r.turn_end),
+            at: r.at.clone(),
+            snippet: String::new(),
+            score: 0.0,
+            matched_words: 0,
+            question_words: 0,
+        },
+        text: r.text,
+        at: r.at,
+        observation_kind: None,
+        relevance,
+        importance: None,
+    }
 }
 
 /// Captured prompts (with their replies) that no archive holds yet: the

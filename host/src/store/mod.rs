@@ -26,6 +26,7 @@ use crate::error::IoContext;
 
 pub mod archives;
 pub mod deliveries;
+pub mod embeddings;
 pub mod groups;
 pub mod memory;
 pub mod messages;
@@ -58,6 +59,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             "../../../migrations/0010_archives_by_session.sql"
         )),
         M::up(include_str!("../../../migrations/0011_channels.sql")),
+        M::up(include_str!("../../../migrations/0012_embeddings.sql")),
     ])
 });
 

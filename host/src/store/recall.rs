@@ -240,6 +240,66 @@ pub fn newest_matching(
     )
 }
 
+/// The best `limit` passages of `groups` matching the FTS5 query `fts`, by
+/// bm25() over every passage that matches (no scan bound: its cost grows
+/// with how many passages hold the question's words).
+pub fn bm25_passages(
+    conn: &Connection,
+    fts: &str,
+    groups: [&str; 2],
+    limit: i64,
+) -> Result<Vec<PassageRow>> {
+    crate::store::query_all(
+        conn,
+        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+                a.name, a.path, a.session_id, s.score, p.group_folder
+         FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
+               FROM passages_fts
+               CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
+               WHERE passages_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
+               ORDER BY score
+               LIMIT ?3) AS s
+         CROSS JOIN archive_passages p ON p.id = s.id
+         CROSS JOIN conversation_archives a ON a.id = p.archive_id
+         ORDER BY s.score",
+        params![fts, groups[0], limit, groups[1]],
+        row,
+    )
+}
+
+/// The passages with these ids that belong to `groups` (score 0).
+pub fn passages_by_ids(
+    conn: &Connection,
+    ids: &[i64],
+    groups: [&str; 2],
+) -> Result<Vec<PassageRow>> {
+    crate::store::query_all(
+        conn,
+        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+                a.name, a.path, a.session_id, 0.0, p.group_folder
+         FROM json_each(?1) j
+         CROSS JOIN archive_passages p ON p.id = j.value
+         CROSS JOIN conversation_archives a ON a.id = p.archive_id
+         WHERE p.group_folder IN (?2, ?3)",
+        params![
+            serde_json::to_string(ids).unwrap_or_default(),
+            groups[0],
+            groups[1]
+        ],
+        row,
+    )
+}
+
+/// Every passage of `group`, in id order.
+pub fn group_passages(conn: &Connection, group: &str) -> Result<Vec<PassageRow>> {
+    crate::store::query_all(
+        conn,
+        &format!("{PASSAGE} WHERE p.group_folder = ?1 ORDER BY p.id"),
+        [group],
+        row,
+    )
+}
+
 /// A captured prompt that matched, with its reply.
 #[derive(Debug, Clone)]
 pub struct PromptRow {

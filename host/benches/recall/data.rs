@@ -1,0 +1,233 @@
+//! The recall bench's data sets, read into one shape: groups of dated
+//! sessions of exchanges, and questions labelled with the exchanges that
+//! answer them.
+//!
+//! - MemoryBank (MIT; `../shared/fixtures/memory/memorybank` or
+//!   `$G2_MEMORY_FIXTURES`) with our labels in `data/memorybank_labels.jsonl`.
+//! - `data/second-public/` (LongMemEval_S, MIT, a derived subset) and
+//!   `data/generated/` (written and labelled for this project), in the
+//!   shape their READMEs give.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+pub struct Session {
+    pub id: String,
+    /// `YYYY-MM-DD HH:MM`.
+    pub date: String,
+    /// (user, assistant).
+    pub exchanges: Vec<(String, String)>,
+}
+
+pub struct Group {
+    pub name: String,
+    pub sessions: Vec<Session>,
+}
+
+pub struct Question {
+    pub group: String,
+    pub text: String,
+    /// (session id, exchange index), first the one that states it.
+    pub evidence: Vec<(String, usize)>,
+    pub kind: String,
+}
+
+pub struct Dataset {
+    pub name: &'static str,
+    pub groups: Vec<Group>,
+    pub questions: Vec<Question>,
+    /// Questions left out: no exchange answers them.
+    pub unanswerable: usize,
+}
+
+fn read_json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Checks every label against its data set: the exchange exists.
+fn check(ds: &Dataset) {
+    let by: HashMap<(&str, &str), usize> = ds
+        .groups
+        .iter()
+        .flat_map(|g| {
+            g.sessions
+                .iter()
+                .map(move |s| ((g.name.as_str(), s.id.as_str()), s.exchanges.len()))
+        })
+        .collect();
+    for q in &ds.questions {
+        for (s, e) in &q.evidence {
+            let n = by.get(&(q.group.as_str(), s.as_str()));
+            assert!(n.is_some_and(|n| e < n), "{}: {} {s} #{e}", ds.name, q.text);
+        }
+    }
+}
+
+/// MemoryBank: each day one session, at noon.
+pub fn memorybank(fixtures: &Path, labels: &Path) -> Dataset {
+    let bank = read_json(&fixtures.join("memory_bank_en.json"));
+    let mut groups = Vec::new();
+    for (name, person) in bank.as_object().unwrap() {
+        let sessions = person["history"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(day, list)| Session {
+                id: day.clone(),
+                date: format!("{day} 12:00"),
+                exchanges: list
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["query"].as_str().unwrap_or("").to_string(),
+                            e["response"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        groups.push(Group {
+            name: name.trim().to_string(),
+            sessions,
+        });
+    }
+    let source: HashMap<String, Vec<String>> = lines(&fixtures.join("probing_questions_en.jsonl"))
+        .into_iter()
+        .flat_map(|v| serde_json::from_value::<HashMap<String, Vec<String>>>(v).unwrap())
+        .map(|(k, v)| (k.trim().to_string(), v))
+        .collect();
+    let mut questions = Vec::new();
+    let mut unanswerable = 0;
+    for l in lines(labels) {
+        let person = l["person"].as_str().unwrap().trim().to_string();
+        let text = l["question"].as_str().unwrap().to_string();
+        assert_eq!(
+            source[&person][l["q"].as_u64().unwrap() as usize],
+            text,
+            "{person}"
+        );
+        let evidence: Vec<(String, usize)> = l["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["day"].as_str().unwrap().to_string(),
+                    e["turn"].as_u64().unwrap() as usize,
+                )
+            })
+            .collect();
+        if evidence.is_empty() {
+            unanswerable += 1;
+            continue;
+        }
+        questions.push(Question {
+            group: person,
+            text,
+            evidence,
+            kind: String::new(),
+        });
+    }
+    let ds = Dataset {
+        name: "MemoryBank",
+        groups,
+        questions,
+        unanswerable,
+    };
+    check(&ds);
+    ds
+}
+
+/// A set in the shared shape (`conversations.json`, `labels.jsonl`).
+pub fn shaped(name: &'static str, dir: &Path) -> Dataset {
+    let conv = read_json(&dir.join("conversations.json"));
+    let groups = conv
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, g)| Group {
+            name: name.clone(),
+            sessions: g["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| Session {
+                    id: s["id"].as_str().unwrap().to_string(),
+                    date: s["date"].as_str().unwrap().to_string(),
+                    exchanges: s["exchanges"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|e| {
+                            (
+                                e["user"].as_str().unwrap_or("").to_string(),
+                                e["assistant"].as_str().unwrap_or("").to_string(),
+                            )
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    let mut questions = Vec::new();
+    let mut unanswerable = 0;
+    for l in lines(&dir.join("labels.jsonl")) {
+        let evidence: Vec<(String, usize)> = l["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["session"].as_str().unwrap().to_string(),
+                    e["exchange"].as_u64().unwrap() as usize,
+                )
+            })
+            .collect();
+        if evidence.is_empty() {
+            unanswerable += 1;
+            continue;
+        }
+        questions.push(Question {
+            group: l["person"].as_str().unwrap().to_string(),
+            text: l["question"].as_str().unwrap().to_string(),
+            evidence,
+            kind: l["type"].as_str().unwrap_or("").to_string(),
+        });
+    }
+    let ds = Dataset {
+        name,
+        groups,
+        questions,
+        unanswerable,
+    };
+    check(&ds);
+    ds
+}
+
+/// Every data set there is: MemoryBank and the two in `benches/data/`.
+pub fn all(root: &Path) -> Vec<Dataset> {
+    let fixtures = std::env::var_os("G2_MEMORY_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared/fixtures/memory/memorybank"));
+    let data = root.join("host/benches/data");
+    let mut out = vec![memorybank(&fixtures, &data.join("memorybank_labels.jsonl"))];
+    out.push(shaped("LongMemEval_S subset", &data.join("second-public")));
+    if data.join("generated/labels.jsonl").is_file() {
+        out.push(shaped("generated", &data.join("generated")));
+    }
+    out
+}

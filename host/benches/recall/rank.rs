@@ -1,0 +1,444 @@
+//! The rankings compared, over one data set recorded in a fresh store.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use g2_embed::{Embedder, dot};
+use g2_host::memory::embed;
+use g2_host::memory::recall::recall;
+use g2_host::search::question;
+use g2_host::store::{self, Store};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::data::Dataset;
+use super::vectors::Cache;
+
+#[derive(Default, Clone)]
+struct Tally {
+    n: usize,
+    first: usize,
+    top5: usize,
+    turn5: usize,
+}
+
+impl Tally {
+    fn add(&mut self, rank: Option<usize>, turn: bool) {
+        self.n += 1;
+        self.first += usize::from(rank == Some(0));
+        self.top5 += usize::from(rank.is_some_and(|r| r < 5));
+        self.turn5 += usize::from(turn);
+    }
+    fn pct(&self, k: usize) -> String {
+        format!("{:5.1}%", 100.0 * k as f64 / self.n.max(1) as f64)
+    }
+}
+
+/// A recorded session: its archive, and each exchange's message indices.
+type Recorded = (i64, Vec<Vec<i64>>);
+
+/// A passage as the rankings see it.
+struct Unit {
+    id: i64,
+    archive: i64,
+    turns: (i64, i64),
+    whole: String,
+    parts: Vec<String>,
+}
+
+/// A passage's messages without their speaker prefixes.
+fn messages(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let speaker = line.starts_with("**")
+            && line[2..].find("**").is_some_and(|i| {
+                let after = &line[2 + i + 2..];
+                after.starts_with(':') || after.starts_with(" (")
+            });
+        if speaker {
+            let i = line[2..].find("**").unwrap() + 4;
+            let rest = line[i..]
+                .trim_start_matches(|c| c != ':')
+                .trim_start_matches(':')
+                .trim();
+            out.push(rest.to_string());
+        } else if let Some(last) = out.last_mut() {
+            last.push('\n');
+            last.push_str(line);
+        } else {
+            out.push(line.to_string());
+        }
+    }
+    out.into_iter()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect()
+}
+
+/// Passage ids, best first, from scores (higher better).
+fn order(mut scored: Vec<(f64, i64)>) -> Vec<i64> {
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.into_iter().map(|s| s.1).collect()
+}
+
+/// Reciprocal-rank fusion of rankings with weights.
+fn rrf(lists: &[(&[i64], f64)]) -> Vec<i64> {
+    let mut score: HashMap<i64, f64> = HashMap::new();
+    for (list, w) in lists {
+        for (r, id) in list.iter().enumerate() {
+            *score.entry(*id).or_default() += w / (60.0 + r as f64 + 1.0);
+        }
+    }
+    order(score.into_iter().map(|(id, s)| (s, id)).collect())
+}
+
+pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embed::Model>) {
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+    // (group, session id) → (archive id, each exchange's message indices).
+    let mut sessions: HashMap<(String, String), Recorded> = HashMap::new();
+    for g in &ds.groups {
+        let folder = super::slug(&g.name);
+        let mut batch = Vec::new();
+        let mut msgs = Vec::new();
+        for (n, s) in g.sessions.iter().enumerate() {
+            let (title, body, m) = super::render(&s.exchanges, &s.date);
+            batch.push(super::prepared(&folder, n, &s.date, title, body));
+            msgs.push(m);
+        }
+        let ids = super::record(&store, batch);
+        for ((s, id), m) in g.sessions.iter().zip(ids).zip(msgs) {
+            sessions.insert((g.name.clone(), s.id.clone()), (id, m));
+        }
+    }
+    // Every group's passages, and their vectors.
+    let mut units: HashMap<String, Vec<Unit>> = HashMap::new();
+    let mut texts: Vec<String> = ds.questions.iter().map(|q| q.text.clone()).collect();
+    for g in &ds.groups {
+        let folder = super::slug(&g.name);
+        let rows = store
+            .read_blocking(move |c| store::recall::group_passages(c, folder.as_str()))
+            .unwrap();
+        let us: Vec<Unit> = rows
+            .into_iter()
+            .map(|r| {
+                let parts = messages(&r.text);
+                Unit {
+                    id: r.id,
+                    archive: r.archive_id,
+                    turns: (r.turn_start, r.turn_end),
+                    whole: parts.join("\n"),
+                    parts,
+                }
+            })
+            .collect();
+        for u in &us {
+            texts.push(u.whole.clone());
+            texts.extend(u.parts.iter().cloned());
+        }
+        units.insert(g.name.clone(), us);
+    }
+    cache.fill(model, &texts);
+    // The product embeds with its own jobs, as the host does.
+    let t = Instant::now();
+    let mut jobs = 0;
+    loop {
+        let n = embed::run_once(&store, product).unwrap();
+        if n == 0 {
+            break;
+        }
+        jobs += n;
+    }
+    eprintln!(
+        "{}: the jobs embedded {jobs} rows in {:.1} s",
+        ds.name,
+        t.elapsed().as_secs_f64()
+    );
+
+    let names = [
+        "g2 search (archives)",
+        "memory::recall, embeddings off",
+        "memory::recall",
+        "BM25 (OR, passages)",
+        "dense: exchange",
+        "dense: best message",
+        "RRF bm25 + dense msg w1.0",
+        "RRF bm25 + dense msg w0.5",
+        "RRF bm25 + dense msg w0.3",
+        "BM25 top 30, dense rerank",
+        "linear 0.5 bm25 + 0.5 dense",
+        "linear 0.3 bm25 + 0.7 dense",
+        "linear 0.3 bm25 + 0.7 dense exch",
+        "RRF lexical + dense exch w1.0",
+        "RRF lexical + dense exch w0.5",
+        "norm 0.3 lexical + 0.7 dense exch",
+        "norm 0.5 lexical + 0.5 dense exch",
+    ];
+    let mut tallies = vec![Tally::default(); names.len()];
+    let mut by_kind: HashMap<String, Vec<Tally>> = HashMap::new();
+    for q in &ds.questions {
+        let folder = super::slug(&q.group);
+        let answer_archives: HashSet<i64> = q
+            .evidence
+            .iter()
+            .map(|(s, _)| sessions[&(q.group.clone(), s.clone())].0)
+            .collect();
+        let answer_messages: HashSet<(i64, i64)> = q
+            .evidence
+            .iter()
+            .flat_map(|(s, e)| {
+                let (a, m) = &sessions[&(q.group.clone(), s.clone())];
+                m[*e].iter().map(move |i| (*a, *i))
+            })
+            .collect();
+        let us = &units[&q.group];
+        let by_id: HashMap<i64, &Unit> = us.iter().map(|u| (u.id, u)).collect();
+        let judge = |passages: &[i64]| -> (Option<usize>, bool) {
+            let mut archives: Vec<i64> = Vec::new();
+            for p in passages {
+                let a = by_id[p].archive;
+                if !archives.contains(&a) {
+                    archives.push(a);
+                }
+            }
+            let rank = archives.iter().position(|a| answer_archives.contains(a));
+            let turn = passages.iter().take(5).any(|p| {
+                let u = by_id[p];
+                (u.turns.0..=u.turns.1).any(|m| answer_messages.contains(&(u.archive, m)))
+            });
+            (rank, turn)
+        };
+        let mut results: Vec<(Option<usize>, bool)> = Vec::new();
+
+        // g2 search: archives.
+        let hits = store
+            .read_blocking({
+                let (t, g) = (q.text.clone(), folder.to_string());
+                move |c| g2_host::search::search(c, &t, Some(&g), 10)
+            })
+            .unwrap_or_default();
+        let order_a: Vec<i64> = hits.iter().map(|h| h.archive_id).collect();
+        results.push((
+            order_a.iter().position(|a| answer_archives.contains(a)),
+            false,
+        ));
+
+        // The product, lexical (no model installed) and as it ships.
+        let ask = || {
+            store
+                .read_blocking({
+                    let (t, g) = (q.text.clone(), folder.clone());
+                    move |c| recall(c, &g, &t, 50)
+                })
+                .unwrap()
+        };
+        embed::install(None);
+        let hits = ask();
+        embed::install(Some(product.clone()));
+        let ids: Vec<i64> = hits
+            .iter()
+            .filter(|h| h.kind == "passage")
+            .map(|h| h.id)
+            .collect();
+        results.push(judge(&ids));
+        let shipped = ask();
+        let shipped: Vec<i64> = shipped
+            .iter()
+            .filter(|h| h.kind == "passage")
+            .map(|h| h.id)
+            .collect();
+        results.push(judge(&shipped));
+
+        // BM25.
+        let bm25: Vec<i64> = match question::read(&q.text) {
+            Some(qq) => {
+                let g = folder.to_string();
+                store
+                    .read_blocking(move |c| {
+                        store::recall::bm25_passages(c, &qq.fts, [g.as_str(), "global"], 200)
+                    })
+                    .unwrap()
+                    .into_iter()
+                    .map(|r| r.id)
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        let bm25_score: HashMap<i64, f64> = bm25
+            .iter()
+            .enumerate()
+            .map(|(r, id)| (*id, 1.0 / (1.0 + r as f64)))
+            .collect();
+        results.push(judge(&bm25));
+
+        // Dense.
+        let qv = cache.get(&q.text);
+        let whole: Vec<(f64, i64)> = us
+            .iter()
+            .map(|u| (f64::from(dot(qv, cache.get(&u.whole))), u.id))
+            .collect();
+        let best: Vec<(f64, i64)> = us
+            .iter()
+            .map(|u| {
+                let m = u
+                    .parts
+                    .iter()
+                    .map(|p| dot(qv, cache.get(p)))
+                    .fold(f32::MIN, f32::max);
+                (f64::from(m), u.id)
+            })
+            .collect();
+        let cos: HashMap<i64, f64> = best.iter().map(|(s, id)| (*id, *s)).collect();
+        let dense_whole = order(whole);
+        let dense_best = order(best);
+        results.push(judge(&dense_whole));
+        results.push(judge(&dense_best));
+        for w in [1.0, 0.5, 0.3] {
+            results.push(judge(&rrf(&[(&bm25, 1.0), (&dense_best, w)])));
+        }
+        // Rerank BM25's best 30 by cosine plus a little of BM25's rank.
+        let mut rr: Vec<(f64, i64)> = bm25
+            .iter()
+            .take(30)
+            .enumerate()
+            .map(|(r, id)| (cos[id] + 0.5 / (1.0 + r as f64), *id))
+            .collect();
+        let rest: Vec<i64> = bm25.iter().skip(30).copied().collect();
+        rr.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut reranked: Vec<i64> = rr.into_iter().map(|x| x.1).collect();
+        reranked.extend(rest);
+        if reranked.is_empty() {
+            reranked = dense_best.clone();
+        }
+        results.push(judge(&reranked));
+        // Linear: BM25's reciprocal rank and the cosine, over both lists' best 100.
+        for a in [0.5, 0.3] {
+            let pool: HashSet<i64> = bm25
+                .iter()
+                .take(100)
+                .chain(dense_best.iter().take(100))
+                .copied()
+                .collect();
+            let s = pool
+                .into_iter()
+                .map(|id| {
+                    (
+                        a * bm25_score.get(&id).copied().unwrap_or(0.0) + (1.0 - a) * cos[&id],
+                        id,
+                    )
+                })
+                .collect();
+            results.push(judge(&order(s)));
+        }
+
+        let cos_whole: HashMap<i64, f64> = us
+            .iter()
+            .map(|u| (u.id, f64::from(dot(qv, cache.get(&u.whole)))))
+            .collect();
+        {
+            let a = 0.3;
+            let pool: HashSet<i64> = bm25
+                .iter()
+                .take(100)
+                .chain(dense_whole.iter().take(100))
+                .copied()
+                .collect();
+            let s = pool
+                .into_iter()
+                .map(|id| {
+                    (
+                        a * bm25_score.get(&id).copied().unwrap_or(0.0)
+                            + (1.0 - a) * cos_whole[&id],
+                        id,
+                    )
+                })
+                .collect();
+            results.push(judge(&order(s)));
+        }
+        for w in [1.0, 0.5] {
+            results.push(judge(&rrf(&[(&ids, 1.0), (&dense_whole, w)])));
+        }
+        // Min-max normalised product score and cosine over both pools.
+        let rec: HashMap<i64, f64> = hits
+            .iter()
+            .filter(|h| h.kind == "passage")
+            .map(|h| (h.id, h.score))
+            .collect();
+        for a in [0.3, 0.5] {
+            let pool: Vec<i64> = ids
+                .iter()
+                .take(100)
+                .chain(dense_whole.iter().take(100))
+                .copied()
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect();
+            let norm = |m: &HashMap<i64, f64>| {
+                let vals: Vec<f64> = pool.iter().filter_map(|id| m.get(id).copied()).collect();
+                let lo = vals.iter().copied().fold(f64::MAX, f64::min);
+                let hi = vals.iter().copied().fold(f64::MIN, f64::max);
+                move |v: Option<f64>| {
+                    v.map_or(0.0, |v| if hi > lo { (v - lo) / (hi - lo) } else { 1.0 })
+                }
+            };
+            let (nr, nc) = (norm(&rec), norm(&cos_whole));
+            let s = pool
+                .iter()
+                .map(|id| {
+                    (
+                        a * nr(rec.get(id).copied()) + (1.0 - a) * nc(cos_whole.get(id).copied()),
+                        *id,
+                    )
+                })
+                .collect();
+            results.push(judge(&order(s)));
+        }
+
+        let kinds = by_kind
+            .entry(q.kind.clone())
+            .or_insert_with(|| vec![Tally::default(); names.len()]);
+        for (i, (rank, turn)) in results.into_iter().enumerate() {
+            tallies[i].add(rank, turn);
+            kinds[i].add(rank, turn);
+        }
+    }
+    let sessions_n: usize = ds.groups.iter().map(|g| g.sessions.len()).sum();
+    println!(
+        "recall quality: {}, {} questions with an answer ({} without), {} groups, {} sessions",
+        ds.name,
+        ds.questions.len(),
+        ds.unanswerable,
+        ds.groups.len(),
+        sessions_n
+    );
+    println!(
+        "  {:<30} {:>14} {:>14} {:>14}",
+        "", "session first", "session top 5", "turn top 5"
+    );
+    for (name, t) in names.iter().zip(&tallies) {
+        let turn = if *name == "g2 search (archives)" {
+            "–".into()
+        } else {
+            t.pct(t.turn5)
+        };
+        println!(
+            "  {name:<30} {:>14} {:>14} {:>14}",
+            t.pct(t.first),
+            t.pct(t.top5),
+            turn
+        );
+    }
+    if std::env::var_os("G2_BENCH_KINDS").is_some() {
+        for (k, ts) in &by_kind {
+            println!("  by kind {k} ({}):", ts[0].n);
+            for (name, t) in names.iter().zip(ts) {
+                println!(
+                    "    {name:<28} {:>8} {:>8} {:>8}",
+                    t.pct(t.first),
+                    t.pct(t.top5),
+                    t.pct(t.turn5)
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Vectors of what recall reads (`embeddings`) and the jobs that make them
+//! (`embedding_jobs`, filled by triggers when a row is written; see
+//! `migrations/0012_embeddings.sql`). `memory::embed` runs the jobs.
+
+use rusqlite::{Connection, Transaction, params};
+
+use crate::Result;
+
+/// A row waiting for its vector.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub kind: String,
+    pub id: i64,
+    pub group: String,
+    /// What is embedded (speaker marks and all: the caller cleans it).
+    pub text: String,
+}
+
+/// The text of each kind's row, by id (`?1`), with its group.
+fn source(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "passage" => "SELECT group_folder, text FROM archive_passages WHERE id = ?1",
+        "observation" => {
+            "SELECT group_folder, title || char(10) || narrative || char(10) || facts
+             FROM observations WHERE id = ?1 AND status <> 'forgotten'"
+        }
+        "summary" => {
+            "SELECT group_folder, title || char(10) || request || char(10) || learned
+                    || char(10) || completed
+             FROM session_summaries WHERE id = ?1"
+        }
+        "prompt" => {
+            "SELECT group_folder, prompt || char(10) || coalesce(reply, '')
+             FROM prompt_batches WHERE id = ?1"
+        }
+        _ => return None,
+    })
+}
+
+/// Up to `limit` jobs, newest rows first (what was just said is the likeliest
+/// to be asked about), with their texts. A job whose row is gone is dropped.
+pub fn pending(tx: &Transaction<'_>, limit: i64) -> Result<Vec<Job>> {
+    let keys: Vec<(String, i64)> = crate::store::query_all(
+        tx,
+        "SELECT kind, item_id FROM embedding_jobs ORDER BY item_id DESC LIMIT ?1",
+        [limit],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut out = Vec::with_capacity(keys.len());
+    for (kind, id) in keys {
+        let row = match source(&kind) {
+            Some(sql) => crate::store::query_all(tx, sql, [id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .into_iter()
+                .next(),
+            None => None,
+        };
+        match row {
+            Some((group, text)) => out.push(Job {
+                kind,
+                id,
+                group,
+                text,
+            }),
+            None => {
+                tx.execute(
+                    "DELETE FROM embedding_jobs WHERE kind = ?1 AND item_id = ?2",
+                    params![kind, id],
+                )?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Stores a job's vector and ends the job, in one transaction: a job that
+/// is gone (its row deleted meanwhile) stores nothing.
+pub fn put(tx: &Transaction<'_>, job: &Job, model: &str, vector: &[u8]) -> Result<bool> {
+    let ended = tx.execute(
+        "DELETE FROM embedding_jobs WHERE kind = ?1 AND item_id = ?2",
+        params![job.kind, job.id],
+    )?;
+    if ended == 0 {
+        return Ok(false);
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO embeddings (kind, item_id, group_folder, model, vector)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![job.kind, job.id, job.group, model, vector],
+    )?;
+    Ok(true)
+}
+
+/// The vectors of `kind` in `group` made by `model` and stored after
+/// `after` (the table's rowid): (rowid, row id, vector bytes), in rowid
+/// order. The group filter is the index's first column: another group's
+/// vectors are never read.
+pub fn vectors_after(
+    conn: &Connection,
+    group: &str,
+    kind: &str,
+    model: &str,
+    after: i64,
+) -> Result<Vec<(i64, i64, Vec<u8>)>> {
+    crate::store::query_all(
+        conn,
+        "SELECT rowid, item_id, vector FROM embeddings
+         WHERE group_folder = ?1 AND kind = ?2 AND rowid > ?4 AND model = ?3
+         ORDER BY rowid",
+        params![group, kind, model, after],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+}
+
+/// How many vectors of `kind` and `model` `group` has, and the newest
+/// one's rowid.
+pub fn extent(conn: &Connection, group: &str, kind: &str, model: &str) -> Result<(i64, i64)> {
+    Ok(conn.query_row(
+        "SELECT count(*), coalesce(max(rowid), 0) FROM embeddings
+         WHERE group_folder = ?1 AND kind = ?2 AND model = ?3",
+        params![group, kind, model],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}
+
+/// (rows with a vector of `model`, jobs waiting).
+pub fn counts(conn: &Connection, model: &str) -> Result<(i64, i64)> {
+    Ok(conn.query_row(
+        "SELECT (SELECT count(*) FROM embeddings WHERE model = ?1),
+                (SELECT count(*) FROM embedding_jobs)",
+        [model],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}
+
+/// Forgets every vector and queues every row again (`g2 memory reindex`).
+pub fn reset(tx: &Transaction<'_>) -> Result<i64> {
+    tx.execute("DELETE FROM embeddings", [])?;
+    tx.execute_batch(
+        "INSERT OR IGNORE INTO embedding_jobs (kind, item_id) SELECT 'passage', id FROM archive_passages;
+         INSERT OR IGNORE INTO embedding_jobs (kind, item_id)
+           SELECT 'observation', id FROM observations WHERE status <> 'forgotten';
+         INSERT OR IGNORE INTO embedding_jobs (kind, item_id) SELECT 'summary', id FROM session_summaries;
+         INSERT OR IGNORE INTO embedding_jobs (kind, item_id)
+           SELECT 'prompt', id FROM prompt_batches WHERE reply IS NOT NULL;",
+    )?;
+    Ok(tx.query_row("SELECT count(*) FROM embedding_jobs", [], |r| r.get(0))?)
+}
