@@ -27,7 +27,7 @@ fn doctor_reports_every_part() {
     let get = |n: &str| checks.iter().find(|c| c["name"] == n).unwrap();
     // The embedding model: where, its dimensions, a self-test.
     let e = get("embeddings")["detail"].as_str().unwrap();
-    if crate::support::require(
+    if require(
         "the embedding model (tools/models)",
         get("embeddings")["ok"] == true,
     ) {
