@@ -167,7 +167,9 @@ pub fn for_prompt(
     if prompt.contains(NO_MEMORY) {
         return Ok(String::new());
     }
-    let hits: Vec<RecallHit> = recall::recall(conn, group, prompt, PROMPT_HITS * 2)?
+    // Hits found by meaning alone may rank above the ones the word gate
+    // keeps: look further down than the hits injected.
+    let hits: Vec<RecallHit> = recall::recall(conn, group, prompt, PROMPT_HITS * 10)?
         .into_iter()
         // A prompt no archive holds yet is likely this very conversation.
         .filter(|h| h.kind != "prompt")
