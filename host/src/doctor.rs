@@ -372,11 +372,7 @@ pub fn find_claude(home: &Home, settings: &Settings) -> Option<PathBuf> {
         return Some(p.clone());
     }
     let rel = Path::new("tools/claude-code/node_modules/.bin/claude");
-    let mut roots = vec![home.root().to_path_buf()];
-    if let Ok(exe) = std::env::current_exe() {
-        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
-    }
-    roots
+    crate::home::install_roots(home.root())
         .into_iter()
         .map(|r| r.join(rel))
         .find(|p| p.is_file())

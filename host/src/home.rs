@@ -334,6 +334,17 @@ enum Tree {
     Claude,
 }
 
+/// Where what `scripts/setup.sh` installs under `tools/` is looked for:
+/// the home, then each folder above the running binary (a build in the
+/// project's `target/`).
+pub fn install_roots(home: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![home.to_path_buf()];
+    if let Ok(exe) = std::env::current_exe() {
+        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    roots
+}
+
 /// What the host creates in a group's trees belongs to the agent's user
 /// when the host runs as root: the host acts for the agent, never as root
 /// over the agent's files.

@@ -49,17 +49,12 @@ pub enum Loaded {
 }
 
 /// The model's folder: the configured one, else [`DEFAULT_MODEL`] under
-/// the home or above the running binary (a build in the project's
-/// `target/`). `None` when none exists.
+/// one of `home::install_roots`. `None` when none exists.
 pub fn find(root: &Path, settings: &MemorySettings) -> Option<PathBuf> {
     if let Some(p) = &settings.embedding_model {
         return Some(p.clone());
     }
-    let mut roots = vec![root.to_path_buf()];
-    if let Ok(exe) = std::env::current_exe() {
-        roots.extend(exe.ancestors().skip(1).map(Path::to_path_buf));
-    }
-    roots
+    crate::home::install_roots(root)
         .into_iter()
         .map(|r| r.join(DEFAULT_MODEL))
         .find(|p| p.is_dir())
@@ -128,30 +123,15 @@ pub fn query(text: &str) -> Option<(Arc<Model>, Vec<f32>)> {
 }
 
 /// What is embedded of a row's text: a passage's messages without their
-/// speaker marks (`**User**: `, `**Ann** (09:00): `), one per line.
+/// speaker marks (`**User**: `, `**Ann** (09:00): `; as
+/// `search::passages` reads them), one per line.
 pub fn clean(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let body = line
-            .strip_prefix("**")
-            .and_then(|rest| rest.find("**").map(|i| &rest[i + 2..]))
-            .and_then(|after| match after.find(':') {
-                Some(i) if after[..i].trim().is_empty() || after.starts_with(" (") => {
-                    Some(after[i + 1..].trim_start())
-                }
-                _ => None,
-            })
-            .unwrap_or(line);
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(body);
-    }
-    out
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| crate::search::passages::speaker(l).map_or(l, |(_, text)| text))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Embeds up to [`BATCH`] queued rows; how many were stored.

@@ -32,9 +32,10 @@ struct Message<'a> {
     people: bool,
 }
 
-/// The speaker of a message line, and whether it is the people's: `**User**`
-/// or a name with a time (`**Ann** (09:00):`).
-fn speaker(line: &str) -> Option<bool> {
+/// The speaker of a message line, whether it is the people's (`**User**`
+/// or a name with a time, `**Ann** (09:00):`), and the message's text
+/// after the mark.
+pub fn speaker(line: &str) -> Option<(bool, &str)> {
     let rest = line.strip_prefix("**")?;
     let end = rest.find("**")?;
     let name = &rest[..end];
@@ -48,9 +49,10 @@ fn speaker(line: &str) -> Option<bool> {
         let is_time = time.len() <= 5
             && time.contains(':')
             && time.chars().all(|c| c.is_ascii_digit() || c == ':');
-        return is_time.then_some(true);
+        return is_time.then(|| (true, t[close + 2..].trim_start()));
     }
-    after.starts_with(':').then_some(name == "User")
+    let text = after.strip_prefix(':')?;
+    Some((name == "User", text.trim_start()))
 }
 
 /// The body after the header (title, `Archived:` line and rule).
@@ -67,7 +69,7 @@ fn messages(markdown: &str) -> Vec<Message<'_>> {
     let mut start: Option<(usize, bool)> = None;
     let mut offset = 0;
     for line in body.split_inclusive('\n') {
-        if let Some(people) = speaker(line) {
+        if let Some((people, _)) = speaker(line) {
             if let Some((s, p)) = start {
                 out.push(Message {
                     text: body[s..offset].trim(),
