@@ -304,29 +304,28 @@ fn meaning(
             continue;
         }
         let scores = vectors::cosines(conn, groups, kind, model, qv)?;
-        if kind == "passage" {
-            let have: std::collections::HashSet<i64> = all
-                .iter()
-                .filter(|c| c.hit.kind == "passage")
-                .map(|c| c.hit.id)
-                .collect();
-            let near: Vec<i64> = vectors::best(scores.clone(), DENSE_CANDIDATES)
-                .into_iter()
-                .map(|(id, _)| id)
-                .filter(|id| !have.contains(id))
-                .collect();
-            let rows = store::recall::passages_by_ids(conn, &near, groups)?;
-            all.extend(rows.into_iter().map(|r| passage_candidate(r, 0.0)));
-        }
-        let wanted: std::collections::HashSet<i64> = all
+        let have: std::collections::HashSet<i64> = all
             .iter()
             .filter(|c| c.hit.kind == kind)
             .map(|c| c.hit.id)
             .collect();
-        for (id, c) in scores {
-            if wanted.contains(&id) {
-                cos.insert((kind.to_string(), id), f64::from(c));
+        for (id, c) in &scores {
+            if have.contains(id) {
+                cos.insert((kind.to_string(), *id), f64::from(*c));
             }
+        }
+        if kind == "passage" {
+            let near: Vec<(i64, f32)> = vectors::best(scores, DENSE_CANDIDATES)
+                .into_iter()
+                .filter(|(id, _)| !have.contains(id))
+                .collect();
+            let ids: Vec<i64> = near.iter().map(|(id, _)| *id).collect();
+            let rows = store::recall::passages_by_ids(conn, &ids, groups)?;
+            all.extend(rows.into_iter().map(|r| passage_candidate(r, 0.0)));
+            cos.extend(
+                near.into_iter()
+                    .map(|(id, c)| ((kind.to_string(), id), f64::from(c))),
+            );
         }
     }
     Ok(cos)

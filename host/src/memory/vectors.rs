@@ -7,7 +7,7 @@
 //! its own vectors and `global`'s only, never another group's.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use rusqlite::Connection;
 
@@ -26,54 +26,49 @@ struct Copy {
 
 type Key = (String, String, String);
 
-static COPIES: Mutex<Option<HashMap<Key, Arc<Mutex<Copy>>>>> = Mutex::new(None);
+static COPIES: LazyLock<Mutex<HashMap<Key, Arc<Mutex<Copy>>>>> = LazyLock::new(Mutex::default);
 
 fn copy_of(key: Key) -> Arc<Mutex<Copy>> {
-    let mut all = COPIES
+    COPIES
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    all.get_or_insert_with(HashMap::new)
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .entry(key)
         .or_default()
         .clone()
 }
 
-fn refresh(
-    conn: &Connection,
-    c: &mut Copy,
-    group: &str,
-    kind: &str,
-    model: &str,
-    dims: usize,
-) -> Result<()> {
-    let (count, last) = store::embeddings::extent(conn, group, kind, model)?;
-    if count == c.count && last == c.last {
-        return Ok(());
-    }
-    let reload = last < c.last || count < c.count;
-    if reload {
-        *c = Copy::default();
-    }
-    for (rowid, id, bytes) in store::embeddings::vectors_after(conn, group, kind, model, c.last)? {
-        if let Some(v) = g2_embed::from_bytes(&bytes).filter(|v| v.len() == dims) {
-            c.ids.push(id);
-            c.data.extend_from_slice(&v);
+impl Copy {
+    /// Appends the vectors stored after the newest one read.
+    fn append(&mut self, conn: &Connection, key: &Key, dims: usize) -> Result<()> {
+        let (group, kind, model) = key;
+        for (rowid, id, bytes) in
+            store::embeddings::vectors_after(conn, group, kind, model, self.last)?
+        {
+            if let Some(v) = g2_embed::from_bytes(&bytes).filter(|v| v.len() == dims) {
+                self.ids.push(id);
+                self.data.extend_from_slice(&v);
+            }
+            self.last = rowid;
+            self.count += 1;
         }
-        c.last = rowid;
-        c.count += 1;
+        Ok(())
     }
-    if c.count != count && !reload {
-        // Rows went and others came: read the whole group again (once:
-        // from empty, `reload` holds).
-        *c = Copy {
-            count: i64::MAX,
-            ..Copy::default()
-        };
-        return refresh(conn, c, group, kind, model, dims);
+
+    /// Up to date with the store: new vectors appended; when rows went
+    /// (a delete, a re-embedding), read again from empty.
+    fn refresh(&mut self, conn: &Connection, key: &Key, dims: usize) -> Result<()> {
+        let (group, kind, model) = key;
+        let (count, last) = store::embeddings::extent(conn, group, kind, model)?;
+        if (count, last) == (self.count, self.last) {
+            return Ok(());
+        }
+        self.append(conn, key, dims)?;
+        if self.count != count {
+            *self = Copy::default();
+            self.append(conn, key, dims)?;
+        }
+        Ok(())
     }
-    c.count = count;
-    c.last = last;
-    Ok(())
 }
 
 /// The cosine of `q` with every vector of `kind` in `groups` (the asking
@@ -92,11 +87,12 @@ pub fn cosines(
             continue;
         }
         seen.push(g);
-        let copy = copy_of((g.to_string(), kind.to_string(), model.to_string()));
+        let key = (g.to_string(), kind.to_string(), model.to_string());
+        let copy = copy_of(key.clone());
         let mut c = copy
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        refresh(conn, &mut c, g, kind, model, q.len())?;
+        c.refresh(conn, &key, q.len())?;
         out.extend(
             c.ids
                 .iter()
