@@ -341,12 +341,15 @@ async fn reembed(ctx: &Ctx, store: &Store) -> Result<()> {
         let mut n = 0;
         loop {
             let k = crate::memory::embed::run_once(&s, &model)?;
-            if k == 0
-                && s.read_blocking(|c| store::embeddings::counts(c, &model.name))?
+            if k == 0 {
+                if s.read_blocking(|c| store::embeddings::counts(c, &model.name))?
                     .1
                     == 0
-            {
-                break;
+                {
+                    break;
+                }
+                // A running host's jobs hold the rest: wait for them.
+                std::thread::sleep(std::time::Duration::from_millis(200));
             }
             n += k as u64;
             bar.set_position(n);

@@ -16,7 +16,7 @@
 //! where it is asked (about 5 ms).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use g2_embed::Embedder;
@@ -110,11 +110,30 @@ pub fn model() -> Option<Arc<Model>> {
     MODEL.read().ok().and_then(|m| m.clone())
 }
 
+/// The last question embedded, and by which model: one search is a recall
+/// per group (`g2 memory search`, the viewer), each of the same question.
+type Last = (Arc<Model>, String, Vec<f32>);
+static LAST: Mutex<Option<Last>> = Mutex::new(None);
+
 /// A question's vector, when a model is installed.
 pub fn query(text: &str) -> Option<(Arc<Model>, Vec<f32>)> {
     let m = model()?;
+    let last = || {
+        LAST.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some((lm, lt, v)) = last().as_ref()
+        && Arc::ptr_eq(lm, &m)
+        && lt == text
+    {
+        return Some((m, v.clone()));
+    }
+    // Embedded outside the lock: other groups' questions do not wait.
     match m.embedder.embed_one(text) {
-        Ok(v) => Some((m, v)),
+        Ok(v) => {
+            *last() = Some((m.clone(), text.to_string(), v.clone()));
+            Some((m, v))
+        }
         Err(e) => {
             tracing::warn!(error = %e, "embedding a question failed; recall is lexical");
             None
