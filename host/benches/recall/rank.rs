@@ -81,6 +81,33 @@ fn order(mut scored: Vec<(f64, i64)>) -> Vec<i64> {
     scored.into_iter().map(|s| s.1).collect()
 }
 
+/// `a` × BM25's reciprocal rank + (1 − `a`) × the cosine, over the best
+/// 100 of BM25's list and of the dense one.
+fn linear(
+    a: f64,
+    bm25: &[i64],
+    bm25_score: &HashMap<i64, f64>,
+    dense: &[i64],
+    cos: &HashMap<i64, f64>,
+) -> Vec<i64> {
+    let pool: HashSet<i64> = bm25
+        .iter()
+        .take(100)
+        .chain(dense.iter().take(100))
+        .copied()
+        .collect();
+    order(
+        pool.into_iter()
+            .map(|id| {
+                (
+                    a * bm25_score.get(&id).copied().unwrap_or(0.0) + (1.0 - a) * cos[&id],
+                    id,
+                )
+            })
+            .collect(),
+    )
+}
+
 /// Reciprocal-rank fusion of rankings with weights.
 fn rrf(lists: &[(&[i64], f64)]) -> Vec<i64> {
     let mut score: HashMap<i64, f64> = HashMap::new();
@@ -273,10 +300,11 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
 
         // Dense.
         let qv = cache.get(&q.text);
-        let whole: Vec<(f64, i64)> = us
+        let cos_whole: HashMap<i64, f64> = us
             .iter()
-            .map(|u| (f64::from(dot(qv, cache.get(&u.whole))), u.id))
+            .map(|u| (u.id, f64::from(dot(qv, cache.get(&u.whole)))))
             .collect();
+        let whole: Vec<(f64, i64)> = cos_whole.iter().map(|(id, s)| (*s, *id)).collect();
         let best: Vec<(f64, i64)> = us
             .iter()
             .map(|u| {
@@ -311,50 +339,16 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
             reranked = dense_best.clone();
         }
         results.push(judge(&reranked));
-        // Linear: BM25's reciprocal rank and the cosine, over both lists' best 100.
         for a in [0.5, 0.3] {
-            let pool: HashSet<i64> = bm25
-                .iter()
-                .take(100)
-                .chain(dense_best.iter().take(100))
-                .copied()
-                .collect();
-            let s = pool
-                .into_iter()
-                .map(|id| {
-                    (
-                        a * bm25_score.get(&id).copied().unwrap_or(0.0) + (1.0 - a) * cos[&id],
-                        id,
-                    )
-                })
-                .collect();
-            results.push(judge(&order(s)));
+            results.push(judge(&linear(a, &bm25, &bm25_score, &dense_best, &cos)));
         }
-
-        let cos_whole: HashMap<i64, f64> = us
-            .iter()
-            .map(|u| (u.id, f64::from(dot(qv, cache.get(&u.whole)))))
-            .collect();
-        {
-            let a = 0.3;
-            let pool: HashSet<i64> = bm25
-                .iter()
-                .take(100)
-                .chain(dense_whole.iter().take(100))
-                .copied()
-                .collect();
-            let s = pool
-                .into_iter()
-                .map(|id| {
-                    (
-                        a * bm25_score.get(&id).copied().unwrap_or(0.0)
-                            + (1.0 - a) * cos_whole[&id],
-                        id,
-                    )
-                })
-                .collect();
-            results.push(judge(&order(s)));
-        }
+        results.push(judge(&linear(
+            0.3,
+            &bm25,
+            &bm25_score,
+            &dense_whole,
+            &cos_whole,
+        )));
         for w in [1.0, 0.5] {
             results.push(judge(&rrf(&[(&ids, 1.0), (&dense_whole, w)])));
         }

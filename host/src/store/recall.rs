@@ -57,6 +57,14 @@ pub fn clear_passages(tx: &Transaction<'_>) -> Result<usize> {
     Ok(tx.execute("DELETE FROM archive_passages", [])?)
 }
 
+/// The columns [`row`] reads, before the score and the group.
+macro_rules! passage_columns {
+    () => {
+        "p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+         a.name, a.path, a.session_id"
+    };
+}
+
 /// A passage that matched, with its archive.
 #[derive(Debug, Clone)]
 pub struct PassageRow {
@@ -76,9 +84,10 @@ pub struct PassageRow {
     pub group: String,
 }
 
-const CANDIDATES: &str =
-    "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-        a.name, a.path, a.session_id, s.score, p.group_folder
+const CANDIDATES: &str = concat!(
+    "SELECT ",
+    passage_columns!(),
+    ", s.score, p.group_folder
  FROM (SELECT id, score
        FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
              FROM passages_fts
@@ -90,7 +99,8 @@ const CANDIDATES: &str =
        LIMIT ?3) AS s
  CROSS JOIN archive_passages p ON p.id = s.id
  CROSS JOIN conversation_archives a ON a.id = p.archive_id
- ORDER BY s.score";
+ ORDER BY s.score"
+);
 
 /// Up to `limit` passages of `group` said on one of `days` ("MM-DD", any
 /// year), newest first, with a score of 0: what a question that names a day
@@ -125,14 +135,17 @@ pub fn passages_on_days(
         .collect();
     crate::store::query_all(
         conn,
-        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-                a.name, a.path, a.session_id, 0.0, p.group_folder
-         FROM json_each(?2) d
-         CROSS JOIN archive_passages p
-           ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'
-         CROSS JOIN conversation_archives a ON a.id = p.archive_id
-         ORDER BY p.at DESC, p.id
-         LIMIT ?3",
+        concat!(
+            "SELECT ",
+            passage_columns!(),
+            ", 0.0, p.group_folder
+             FROM json_each(?2) d
+             CROSS JOIN archive_passages p
+               ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'
+             CROSS JOIN conversation_archives a ON a.id = p.archive_id
+             ORDER BY p.at DESC, p.id
+             LIMIT ?3"
+        ),
         params![
             group,
             serde_json::to_string(&prefixes).unwrap_or_default(),
@@ -159,10 +172,12 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PassageRow> {
     })
 }
 
-const PASSAGE: &str =
-    "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-        a.name, a.path, a.session_id, 0.0, p.group_folder
- FROM archive_passages p CROSS JOIN conversation_archives a ON a.id = p.archive_id";
+const PASSAGE: &str = concat!(
+    "SELECT ",
+    passage_columns!(),
+    ", 0.0, p.group_folder
+ FROM archive_passages p CROSS JOIN conversation_archives a ON a.id = p.archive_id"
+);
 
 /// One passage by id, with its group.
 pub fn passage(conn: &Connection, id: i64) -> Result<Option<(String, PassageRow)>> {
@@ -227,14 +242,17 @@ pub fn newest_matching(
 ) -> Result<Vec<PassageRow>> {
     crate::store::query_all(
         conn,
-        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-                a.name, a.path, a.session_id, 0.0, p.group_folder
-         FROM passages_fts
-         CROSS JOIN archive_passages p ON p.id = passages_fts.rowid
-         CROSS JOIN conversation_archives a ON a.id = p.archive_id
-         WHERE passages_fts MATCH ?1 AND p.group_folder IN (?2, ?4)
-         ORDER BY passages_fts.rowid DESC
-         LIMIT ?3",
+        concat!(
+            "SELECT ",
+            passage_columns!(),
+            ", 0.0, p.group_folder
+             FROM passages_fts
+             CROSS JOIN archive_passages p ON p.id = passages_fts.rowid
+             CROSS JOIN conversation_archives a ON a.id = p.archive_id
+             WHERE passages_fts MATCH ?1 AND p.group_folder IN (?2, ?4)
+             ORDER BY passages_fts.rowid DESC
+             LIMIT ?3"
+        ),
         params![fts, groups[0], limit, groups[1]],
         row,
     )
@@ -251,17 +269,20 @@ pub fn bm25_passages(
 ) -> Result<Vec<PassageRow>> {
     crate::store::query_all(
         conn,
-        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-                a.name, a.path, a.session_id, s.score, p.group_folder
-         FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
-               FROM passages_fts
-               CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
-               WHERE passages_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
-               ORDER BY score
-               LIMIT ?3) AS s
-         CROSS JOIN archive_passages p ON p.id = s.id
-         CROSS JOIN conversation_archives a ON a.id = p.archive_id
-         ORDER BY s.score",
+        concat!(
+            "SELECT ",
+            passage_columns!(),
+            ", s.score, p.group_folder
+             FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
+                   FROM passages_fts
+                   CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
+                   WHERE passages_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
+                   ORDER BY score
+                   LIMIT ?3) AS s
+             CROSS JOIN archive_passages p ON p.id = s.id
+             CROSS JOIN conversation_archives a ON a.id = p.archive_id
+             ORDER BY s.score"
+        ),
         params![fts, groups[0], limit, groups[1]],
         row,
     )
@@ -275,12 +296,15 @@ pub fn passages_by_ids(
 ) -> Result<Vec<PassageRow>> {
     crate::store::query_all(
         conn,
-        "SELECT p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
-                a.name, a.path, a.session_id, 0.0, p.group_folder
-         FROM json_each(?1) j
-         CROSS JOIN archive_passages p ON p.id = j.value
-         CROSS JOIN conversation_archives a ON a.id = p.archive_id
-         WHERE p.group_folder IN (?2, ?3)",
+        concat!(
+            "SELECT ",
+            passage_columns!(),
+            ", 0.0, p.group_folder
+             FROM json_each(?1) j
+             CROSS JOIN archive_passages p ON p.id = j.value
+             CROSS JOIN conversation_archives a ON a.id = p.archive_id
+             WHERE p.group_folder IN (?2, ?3)"
+        ),
         params![
             serde_json::to_string(ids).unwrap_or_default(),
             groups[0],
