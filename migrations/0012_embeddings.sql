@@ -12,7 +12,23 @@ CREATE TABLE embeddings (
     vector       BLOB NOT NULL,
     PRIMARY KEY (kind, item_id)
 ) STRICT;
-CREATE INDEX embeddings_group ON embeddings (group_folder, kind);
+-- The newest rowid of a group's vectors of one kind and model is one seek.
+CREATE INDEX embeddings_group ON embeddings (group_folder, kind, model);
+
+-- How many vectors of each group and kind were ever deleted: with the
+-- newest rowid, what tells recall's in-memory copy (memory::vectors) that
+-- it is stale, in two index seeks.
+CREATE TABLE embedding_deletes (
+    group_folder TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    n            INTEGER NOT NULL,
+    PRIMARY KEY (group_folder, kind)
+) STRICT, WITHOUT ROWID;
+CREATE TRIGGER embeddings_deleted AFTER DELETE ON embeddings
+BEGIN
+    INSERT INTO embedding_deletes (group_folder, kind, n) VALUES (old.group_folder, old.kind, 1)
+        ON CONFLICT (group_folder, kind) DO UPDATE SET n = n + 1;
+END;
 
 -- The jobs: rows written but not embedded yet. Triggers fill it in the
 -- transaction that writes the row, so a host killed mid-way finds its work
@@ -38,8 +54,11 @@ CREATE TRIGGER observations_embed AFTER INSERT ON observations
 BEGIN
     INSERT OR IGNORE INTO embedding_jobs (kind, item_id) VALUES ('observation', new.id);
 END;
--- Forgetting empties an observation: its vector goes with its text.
+-- Forgetting empties an observation: its vector goes with its text. A
+-- status change alone (superseded) keeps the vector.
 CREATE TRIGGER observations_reembed AFTER UPDATE OF title, narrative, facts, status ON observations
+    WHEN new.title IS NOT old.title OR new.narrative IS NOT old.narrative
+      OR new.facts IS NOT old.facts OR new.status = 'forgotten'
 BEGIN
     DELETE FROM embeddings WHERE kind = 'observation' AND item_id = old.id;
     INSERT OR IGNORE INTO embedding_jobs (kind, item_id)

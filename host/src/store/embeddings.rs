@@ -21,7 +21,10 @@ fn source(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "passage" => "SELECT group_folder, text FROM archive_passages WHERE id = ?1",
         "observation" => {
-            "SELECT group_folder, title || char(10) || narrative || char(10) || facts
+            "SELECT group_folder, title || char(10) || narrative || char(10)
+                    || CASE WHEN json_valid(facts)
+                            THEN coalesce((SELECT group_concat(value, char(10)) FROM json_each(facts)), '')
+                            ELSE facts END
              FROM observations WHERE id = ?1 AND status <> 'forgotten'"
         }
         "summary" => {
@@ -73,7 +76,8 @@ pub fn pending(tx: &Transaction<'_>, limit: i64) -> Result<Vec<Job>> {
 }
 
 /// Stores a job's vector and ends the job, in one transaction: a job that
-/// is gone (its row deleted meanwhile) stores nothing.
+/// is gone (its row deleted meanwhile) stores nothing. A vector the row
+/// had is deleted first (counted as a delete), never replaced in place.
 pub fn put(tx: &Transaction<'_>, job: &Job, model: &str, vector: &[u8]) -> Result<bool> {
     let ended = tx.execute(
         "DELETE FROM embedding_jobs WHERE kind = ?1 AND item_id = ?2",
@@ -83,7 +87,11 @@ pub fn put(tx: &Transaction<'_>, job: &Job, model: &str, vector: &[u8]) -> Resul
         return Ok(false);
     }
     tx.execute(
-        "INSERT OR REPLACE INTO embeddings (kind, item_id, group_folder, model, vector)
+        "DELETE FROM embeddings WHERE kind = ?1 AND item_id = ?2",
+        params![job.kind, job.id],
+    )?;
+    tx.execute(
+        "INSERT INTO embeddings (kind, item_id, group_folder, model, vector)
          VALUES (?1, ?2, ?3, ?4, ?5)",
         params![job.kind, job.id, job.group, model, vector],
     )?;
@@ -111,12 +119,14 @@ pub fn vectors_after(
     )
 }
 
-/// How many vectors of `kind` and `model` `group` has, and the newest
-/// one's rowid.
+/// The newest rowid of `group`'s vectors of `kind` by `model`, and how many
+/// of its vectors of `kind` were ever deleted: two index seeks.
 pub fn extent(conn: &Connection, group: &str, kind: &str, model: &str) -> Result<(i64, i64)> {
     Ok(conn.query_row(
-        "SELECT count(*), coalesce(max(rowid), 0) FROM embeddings
-         WHERE group_folder = ?1 AND kind = ?2 AND model = ?3",
+        "SELECT (SELECT coalesce(max(rowid), 0) FROM embeddings
+                 WHERE group_folder = ?1 AND kind = ?2 AND model = ?3),
+                (SELECT coalesce(max(n), 0) FROM embedding_deletes
+                 WHERE group_folder = ?1 AND kind = ?2)",
         params![group, kind, model],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?)

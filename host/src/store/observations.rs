@@ -333,10 +333,7 @@ pub fn insert(
     )?;
     for (old, title) in older {
         if same_as(&title) {
-            tx.execute(
-                "UPDATE observations SET status = 'superseded', superseded_by = ?2 WHERE id = ?1",
-                params![old, id],
-            )?;
+            supersede(tx, old, id)?;
         }
     }
     Ok(id)
@@ -401,6 +398,46 @@ pub fn forget(tx: &Transaction<'_>, group: &MemoryFolder, id: i64) -> Result<boo
            files = '[]', concerns = '[]'
          WHERE id = ?1 AND group_folder = ?2",
         params![id, group.as_str()],
+    )? == 1)
+}
+
+/// An observation's group and kind, while it is active.
+pub fn active_kind(conn: &Connection, id: i64) -> Result<Option<(String, String)>> {
+    Ok(store::query_all(
+        conn,
+        "SELECT group_folder, kind FROM observations WHERE id = ?1 AND status = 'active'",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?
+    .into_iter()
+    .next())
+}
+
+/// The other active observations of `group` and `kind` that `model` has
+/// embedded: (id, vector bytes). The group is the first filter.
+pub fn active_vectors(
+    conn: &Connection,
+    group: &str,
+    kind: &str,
+    except: i64,
+    model: &str,
+) -> Result<Vec<(i64, Vec<u8>)>> {
+    store::query_all(
+        conn,
+        "SELECT o.id, e.vector FROM observations o
+         JOIN embeddings e ON e.kind = 'observation' AND e.item_id = o.id AND e.model = ?4
+         WHERE o.group_folder = ?1 AND o.kind = ?2 AND o.status = 'active' AND o.id <> ?3",
+        params![group, kind, except, model],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+}
+
+/// Marks `old` superseded by `new`, when `old` is still active.
+pub fn supersede(tx: &Transaction<'_>, old: i64, new: i64) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE observations SET status = 'superseded', superseded_by = ?2
+         WHERE id = ?1 AND status = 'active'",
+        params![old, new],
     )? == 1)
 }
 

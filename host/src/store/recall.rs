@@ -191,6 +191,16 @@ pub fn passage(conn: &Connection, id: i64) -> Result<Option<(String, PassageRow)
     )
 }
 
+/// About how many passages there are, in one index seek: the newest id
+/// (ids are not reused, so deletions make it high, never low).
+pub fn passage_count_estimate(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row(
+        "SELECT coalesce(max(id), 0) FROM archive_passages",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
 /// The passages of an archive from ordinal `from` to `to`, in order.
 pub fn passages_between(
     conn: &Connection,
