@@ -155,6 +155,27 @@ impl Embedder {
     }
 }
 
+/// A pool of one thread at a lower scheduling priority (nice 10) for
+/// batch embedding: candle runs its products on the rayon pool it is
+/// called from, so batches embedded inside [`rayon::ThreadPool::install`]
+/// of this pool neither queue ahead of a question on the shared pool nor
+/// take the CPU from one.
+pub fn background_pool() -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .thread_name(|_| "g2-embed-jobs".into())
+        .start_handler(|_| {
+            // SAFETY: setpriority on this thread's own id (Linux: a thread
+            // is a process id to it); a failure leaves the priority as is.
+            #[cfg(target_os = "linux")]
+            unsafe {
+                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+            }
+        })
+        .build()
+}
+
 /// The dot product: the cosine of two unit vectors.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
