@@ -2,6 +2,7 @@
 //! stderr, filtered by `G2_LOG` (default `warn`).
 
 fn main() {
+    g2_host::memory::embed::use_every_core();
     let filter = tracing_subscriber::EnvFilter::try_from_env("G2_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let logs = tracing_subscriber::fmt()

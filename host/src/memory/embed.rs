@@ -29,10 +29,25 @@ use crate::store::{self, Store};
 pub const DEFAULT_MODEL: &str = "tools/models/all-minilm-l6-v2";
 /// Rows one job pass embeds together.
 const BATCH: i64 = 32;
+/// A new observation whose vector is at least this near an active one of
+/// the same group and kind supersedes it (docs/recall.md: measured on
+/// labelled pairs of restatements, updates and different statements).
+pub const SUPERSEDE: f32 = 0.85;
 /// How long the jobs wait when nothing is queued.
 const IDLE: Duration = Duration::from_secs(1);
 
 static MODEL: RwLock<Option<Arc<Model>>> = RwLock::new(None);
+
+/// The jobs' pool (`g2_embed::background_pool`); none if it could not be
+/// made (then they share the questions' pool).
+static JOBS_POOL: std::sync::LazyLock<Option<rayon::ThreadPool>> =
+    std::sync::LazyLock::new(|| match g2_embed::background_pool() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(error = %e, "no pool of its own for the embedding jobs");
+            None
+        }
+    });
 
 /// A loaded model and the name its vectors are stored under.
 pub struct Model {
@@ -58,6 +73,20 @@ pub fn find(root: &Path, settings: &MemorySettings) -> Option<PathBuf> {
         .into_iter()
         .map(|r| r.join(DEFAULT_MODEL))
         .find(|p| p.is_dir())
+}
+
+/// Has candle run a question's products on every core the process may
+/// use. It counts physical cores, which a virtual machine may report as
+/// one: a question then takes about 18 ms instead of 10 on 2 cores
+/// (docs/recall.md). Sets `RAYON_NUM_THREADS` unless it is set; call it
+/// first in `main`, before any other thread exists.
+pub fn use_every_core() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let n = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        // SAFETY: the process has one thread yet (the caller's promise), so
+        // nothing reads the environment meanwhile.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
+    }
 }
 
 /// Loads the model the settings name.
@@ -161,20 +190,51 @@ pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
     }
     let texts: Vec<String> = jobs.iter().map(|j| clean(&j.text)).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let vectors = model.embedder.embed(&refs)?;
+    // On a pool of its own at a lower priority: a question asked meanwhile
+    // (the hook's 50 ms) does not wait behind a batch.
+    let vectors = match JOBS_POOL.as_ref() {
+        Some(pool) => pool.install(|| model.embedder.embed(&refs))?,
+        None => model.embedder.embed(&refs)?,
+    };
     let name = model.name.clone();
-    store.write_blocking(move |tx| {
+    let stored = store.write_blocking(move |tx| {
         let mut n = 0;
         for (job, v) in jobs.iter().zip(&vectors) {
-            n += usize::from(store::embeddings::put(
-                tx,
-                job,
-                &name,
-                &g2_embed::to_bytes(v),
-            )?);
+            let stored = store::embeddings::put(tx, job, &name, &g2_embed::to_bytes(v))?;
+            if stored && job.kind == "observation" {
+                supersede_near(tx, job.id, v, &name)?;
+            }
+            n += usize::from(stored);
         }
         Ok(n)
-    })
+    })?;
+    // Crash tests stop the host here: a batch stored, the rest queued.
+    fail::fail_point!("embed-stored");
+    Ok(stored)
+}
+
+/// Observations de-duplicated by meaning: the active observations of the
+/// same group and kind, older than `id`, whose vectors are within
+/// [`SUPERSEDE`] of its `vector`, are superseded by it. How many were.
+pub fn supersede_near(
+    tx: &rusqlite::Transaction<'_>,
+    id: i64,
+    vector: &[f32],
+    model: &str,
+) -> crate::Result<usize> {
+    let Some((group, kind)) = store::observations::active_kind(tx, id)? else {
+        return Ok(0);
+    };
+    let mut n = 0;
+    for (old, bytes) in store::observations::active_vectors(tx, &group, &kind, id, model)? {
+        let near = g2_embed::from_bytes(&bytes)
+            .is_some_and(|v| v.len() == vector.len() && g2_embed::dot(&v, vector) >= SUPERSEDE);
+        if old < id && near && store::observations::supersede(tx, old, id)? {
+            tracing::debug!(%group, old, new = id, "observation superseded by one of the same meaning");
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// The jobs, in the background until stopped.
