@@ -1,27 +1,32 @@
-//! Recall: the one function behind every memory read. A question in
-//! people's words goes in; ranked hits with their provenance come out, from
-//! the group's own memory only.
+//! Recall: the one function behind every memory read (`g2 memory search`,
+//! the agents' memory tools, per-prompt injection, the viewer and the HTTP
+//! search). A question in people's words goes in; ranked hits with their
+//! provenance and day come out, from the group's own memory (and
+//! `global`'s) only. Why it ranks as it does, and what that measures:
+//! docs/recall.md.
 //!
-//! Today's sources are archive passages (each archive cut into exchanges,
-//! `search::passages`). Ranking, in two steps:
-//! 1. FTS5 finds the group's passages holding *any* of the question's
-//!    content words (`search::question`: stop words out, Porter stems) that
-//!    is not common (`search::COMMON`), and ranks them by BM25 among the
-//!    newest `store::recall::SCAN` that match; the best [`CANDIDATES`] go
-//!    on. A common word finds nothing when the question has a rarer one (it
-//!    still counts in step 2). When every word is common, BM25 is not asked
-//!    (its weights would cost a walk over each word's whole posting list):
-//!    the newest passages holding all the words, else any of them, are
-//!    weighed here by BM25 with every word alike. Either way a question's
-//!    cost is bounded by the rows read, not by how many passages hold its
-//!    words. A question that names a day also takes that day's passages.
-//! 2. Each candidate's score is its BM25 relative to the best candidate's,
-//!    plus how much of the question it holds: the share of the content
-//!    words it contains ([`COVERAGE`]: all words beat some), the share of
-//!    the question's adjacent word pairs it holds side by side ([`PHRASE`]:
-//!    the exact phrase beats scattered words), a bonus when it was said on
-//!    a day the question names ([`NAMED_DAY`]: "on May 2nd …"), and, as a
-//!    tie-breaker, how recent it is ([`RECENCY`]).
+//! Sources: archive passages (one exchange each, `search::passages`),
+//! observations, session summaries, and captured prompts no archive holds
+//! yet. Three steps:
+//! 1. **Candidates by words.** FTS5 finds the passages holding any of the
+//!    question's content words (`search::question`) that is not common
+//!    (`search::COMMON`), ranked by BM25 among the newest
+//!    `store::recall::SCAN` that match; when every word is common, the
+//!    newest passages holding them are weighed here. A question's cost is
+//!    bounded by the rows read. A question naming a day also takes that
+//!    day's passages.
+//! 2. **Candidates by meaning.** With a model (`memory::embed`), the
+//!    question's vector is compared with the group's passages
+//!    (`memory::vectors`; the group is chosen before any similarity), and
+//!    the [`DENSE_CANDIDATES`] nearest join, whatever their words.
+//! 3. **One final score on an absolute scale** ([`Weights::SHIPPED`]): the
+//!    lexical score (the share of the question's words a text holds, each
+//!    weighing its IDF; BM25 relative to the best, counted as far as those
+//!    words are there; adjacent pairs kept as phrases; a named day; a
+//!    touch of recency; an observation's importance) mixed half and half
+//!    with the cosine read on the model's scale (0 at 0.15, 1 at 0.65). A
+//!    score means the same from one question to the next, so per-prompt
+//!    injection gates on it and separate recalls merge by it.
 //!
 //! Boundary: the group is a [`GroupFolder`] the caller took from where the
 //! request arrived; SQL is in `store::recall`.
@@ -38,18 +43,66 @@ use g2_core::validate::{GroupFolder, MemoryFolder};
 
 /// Candidates FTS5 hands on to the second step, at least.
 pub const CANDIDATES: usize = 100;
-/// Weight of the share of the question's words a passage holds.
-pub const COVERAGE: f64 = 0.6;
-/// Weight of the share of the question's word pairs it holds as phrases.
-pub const PHRASE: f64 = 0.3;
-/// Bonus for a passage said on a day the question names.
-pub const NAMED_DAY: f64 = 1.0;
-/// Weight of recency (the newest candidate gets all of it).
-pub const RECENCY: f64 = 0.02;
 /// Captured prompts not yet archived that one recall weighs, at most.
 pub const PROMPTS: i64 = 50;
 /// Most hits one recall returns.
 pub const MAX_LIMIT: usize = 100;
+
+/// The ranking's weights: [`Weights::SHIPPED`] is what every recall uses;
+/// the recall bench compares others through [`recall_weighted`]
+/// (docs/recall.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    /// Share of the lexical score in the final one; the cosine with the
+    /// question has the rest.
+    pub lexical: f64,
+    /// Within the lexical score: BM25 relative to the best candidate's,
+    pub bm25: f64,
+    /// the share of the question's words the text holds (each weighing its
+    /// inverse document frequency when `idf`, else alike),
+    pub coverage: f64,
+    pub idf: bool,
+    /// and the share of its adjacent word pairs held side by side; these
+    /// three are scaled to 0–1 together.
+    pub phrase: f64,
+    /// Added: said on a day the question names; how recent (the newest
+    /// candidate gets all of it).
+    pub named_day: f64,
+    pub recency: f64,
+    /// Min-max scale the lexical score and the cosine over the candidates
+    /// before mixing them (the final score then says nothing on its own).
+    pub scaled: bool,
+    /// Otherwise the cosine is read on the model's own scale: at or below
+    /// `cos_floor` it counts 0 (unrelated texts), at `cos_full` and above 1.
+    pub cos_floor: f64,
+    pub cos_full: f64,
+}
+
+impl Weights {
+    pub const SHIPPED: Weights = Weights {
+        lexical: 0.6,
+        bm25: 1.0,
+        coverage: 0.6,
+        idf: true,
+        phrase: 0.3,
+        named_day: 0.5,
+        recency: 0.01,
+        scaled: false,
+        cos_floor: 0.15,
+        cos_full: 0.65,
+    };
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights::SHIPPED
+    }
+}
+
+/// Extra weight of an observation (a distilled memory) over raw text,
+/// plus this much per point of importance.
+pub const OBSERVATION: f64 = 0.1;
+pub const IMPORTANCE: f64 = 0.01;
 
 /// One recalled memory and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,11 +183,6 @@ struct Candidate {
     importance: Option<i64>,
 }
 
-/// Extra weight of an observation (a distilled memory) over raw text,
-/// plus this much per point of importance.
-pub const OBSERVATION: f64 = 0.2;
-pub const IMPORTANCE: f64 = 0.02;
-
 /// The group's memories that answer `query`, best first, at most `limit`.
 /// A query with no words recalls nothing.
 pub fn recall(
@@ -154,16 +202,38 @@ pub fn recall_with(
     limit: usize,
     filters: &Filters,
 ) -> Result<Vec<RecallHit>> {
+    recall_weighted(conn, group, query, limit, filters, &Weights::SHIPPED)
+}
+
+/// [`recall_with`] with other weights (the recall bench's comparisons).
+pub fn recall_weighted(
+    conn: &Connection,
+    group: &GroupFolder,
+    query: &str,
+    limit: usize,
+    filters: &Filters,
+    w: &Weights,
+) -> Result<Vec<RecallHit>> {
     let Some(q) = question::read(query) else {
         return Ok(Vec::new());
     };
+    // The question's vector is made on another thread while the words find
+    // their candidates here (docs/recall.md: it takes longer than they do).
+    let vector = crate::memory::embed::model().is_some().then(|| {
+        let text = query.to_string();
+        std::thread::spawn(move || crate::memory::embed::query(&text))
+    });
     let limit = limit.clamp(1, MAX_LIMIT);
     let want = CANDIDATES.max(limit * 10) as i64;
     // The group's own memory, and `global`'s, read-only.
     let groups = [group.as_str(), MemoryFolder::GLOBAL];
     let mut all: Vec<Candidate> = Vec::new();
+    // How many passages hold each word (capped at `search::COMMON`): which
+    // words find candidates, and what each weighs.
+    let docs = doc_counts(conn, &q)?;
+    let idf = idf(conn, &docs, w.idf)?;
     if filters.wants("passage") {
-        all.extend(passages(conn, group, &q, want)?);
+        all.extend(passages(conn, group, &q, &docs, want)?);
     }
     if filters.wants("prompt") {
         all.extend(prompts(conn, groups, &q)?);
@@ -239,7 +309,7 @@ pub fn recall_with(
         }));
     }
     // Meaning: the question's vector against the group's.
-    let dense = match crate::memory::embed::query(query) {
+    let dense = match vector.and_then(|v| v.join().ok().flatten()) {
         Some((model, qv)) => Some(meaning(conn, groups, &model.name, &qv, filters, &mut all)?),
         None => None,
     };
@@ -247,23 +317,31 @@ pub fn recall_with(
     let newest = all.iter().map(|c| c.at.clone()).max().unwrap_or_default();
     let oldest = all.iter().map(|c| c.at.clone()).min().unwrap_or_default();
     let words = q.terms.len();
+    let parts = (w.bm25 + w.coverage + w.phrase).max(f64::EPSILON);
     let mut scored: Vec<(f64, usize, Candidate)> = all
         .into_iter()
         .map(|c| {
-            let (coverage, phrase) = matches(&q, &c.text);
-            let matched = (coverage * words as f64).round() as usize;
-            let score = c.relevance
-                + COVERAGE * coverage
-                + PHRASE * phrase
-                + NAMED_DAY * f64::from(u8::from(on_named_day(&q, &c.at)))
-                + RECENCY * recency(&c.at, &oldest, &newest)
+            let (seen, phrase) = matches(&q, &c.text);
+            let matched = seen.iter().filter(|s| **s).count();
+            let coverage = share(&seen, &idf);
+            // Relative to the best candidate, BM25 alone would call the
+            // best of junk matches perfect: on the absolute scale it counts
+            // as much as the question's words are there.
+            let relevance = if w.scaled {
+                c.relevance
+            } else {
+                c.relevance * coverage
+            };
+            let score = (w.bm25 * relevance + w.coverage * coverage + w.phrase * phrase) / parts
+                + w.named_day * f64::from(u8::from(on_named_day(&q, &c.at)))
+                + w.recency * recency(&c.at, &oldest, &newest)
                 + c.importance
                     .map_or(0.0, |i| OBSERVATION + IMPORTANCE * i as f64);
             (score, matched, c)
         })
         .collect();
     if let Some(cos) = &dense {
-        fuse(&mut scored, cos);
+        fuse(&mut scored, cos, w);
     }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.2.hit.id.cmp(&a.2.hit.id)));
     scored.truncate(limit);
@@ -281,9 +359,6 @@ pub fn recall_with(
         .collect())
 }
 
-/// Weight of the lexical score in the fused one; the cosine has the rest
-/// (docs/recall.md: chosen on three data sets).
-pub const LEXICAL: f64 = 0.3;
 /// Passages the question's vector brings in, whatever their words.
 pub const DENSE_CANDIDATES: usize = 100;
 
@@ -303,27 +378,29 @@ fn meaning(
         if !filters.wants(kind) {
             continue;
         }
-        let scores = vectors::cosines(conn, groups, kind, model, qv)?;
-        let have: std::collections::HashSet<i64> = all
+        let have: Vec<i64> = all
             .iter()
             .filter(|c| c.hit.kind == kind)
             .map(|c| c.hit.id)
             .collect();
-        for (id, c) in &scores {
-            if have.contains(id) {
-                cos.insert((kind.to_string(), *id), f64::from(*c));
-            }
+        // Passages by meaning join the candidates; the other kinds are few
+        // and all found by their words already.
+        let n = if kind == "passage" { DENSE_CANDIDATES } else { 0 };
+        let near = vectors::near(conn, groups, kind, model, qv, n, &have)?;
+        for (id, c) in near.of {
+            cos.insert((kind.to_string(), id), f64::from(c));
         }
-        if kind == "passage" {
-            let near: Vec<(i64, f32)> = vectors::best(scores, DENSE_CANDIDATES)
-                .into_iter()
-                .filter(|(id, _)| !have.contains(id))
-                .collect();
-            let ids: Vec<i64> = near.iter().map(|(id, _)| *id).collect();
+        let new: Vec<(i64, f32)> = near
+            .best
+            .into_iter()
+            .filter(|(id, _)| !have.contains(id))
+            .collect();
+        if !new.is_empty() {
+            let ids: Vec<i64> = new.iter().map(|(id, _)| *id).collect();
             let rows = store::recall::passages_by_ids(conn, &ids, groups)?;
             all.extend(rows.into_iter().map(|r| passage_candidate(r, 0.0)));
             cos.extend(
-                near.into_iter()
+                new.into_iter()
                     .map(|(id, c)| ((kind.to_string(), id), f64::from(c))),
             );
         }
@@ -331,25 +408,90 @@ fn meaning(
     Ok(cos)
 }
 
-/// The fused score: [`LEXICAL`] of the lexical score and the rest of the
-/// cosine, each scaled to 0–1 over the candidates. A candidate not embedded
-/// yet counts its lexical standing for both.
+/// The final score: [`Weights::lexical`] of the lexical score and the rest
+/// of the cosine (each first scaled to 0–1 over the candidates when
+/// [`Weights::scaled`]). A candidate not embedded yet counts its lexical
+/// score for both.
 fn fuse(
     scored: &mut [(f64, usize, Candidate)],
     cos: &std::collections::HashMap<(String, i64), f64>,
+    w: &Weights,
 ) {
-    let span = |vals: &mut dyn Iterator<Item = f64>| {
-        vals.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
-    };
-    let unit = |v: f64, (lo, hi): (f64, f64)| if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
-    let lex = span(&mut scored.iter().map(|s| s.0));
     let key = |c: &Candidate| (c.hit.kind.clone(), c.hit.id);
-    let dense = span(&mut scored.iter().filter_map(|s| cos.get(&key(&s.2)).copied()));
+    let (lex, dense) = if w.scaled {
+        let span = |vals: &mut dyn Iterator<Item = f64>| {
+            vals.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        };
+        (
+            Some(span(&mut scored.iter().map(|s| s.0))),
+            Some(span(&mut scored.iter().filter_map(|s| cos.get(&key(&s.2)).copied()))),
+        )
+    } else {
+        (None, None)
+    };
+    let unit = |v: f64, span: Option<(f64, f64)>| match span {
+        Some((lo, hi)) if hi > lo => (v - lo) / (hi - lo),
+        Some(_) => 1.0,
+        None => v,
+    };
+    let calibrated = |c: f64| {
+        if w.scaled {
+            unit(c, dense)
+        } else {
+            ((c - w.cos_floor) / (w.cos_full - w.cos_floor).max(f64::EPSILON)).clamp(0.0, 1.0)
+        }
+    };
     for s in scored.iter_mut() {
         let l = unit(s.0, lex);
-        let d = cos.get(&key(&s.2)).map_or(l, |c| unit(*c, dense));
-        s.0 = LEXICAL * l + (1.0 - LEXICAL) * d;
+        let d = cos.get(&key(&s.2)).map_or(l, |c| calibrated(*c));
+        s.0 = w.lexical * l + (1.0 - w.lexical) * d;
     }
+}
+
+/// How many passages hold each of the question's words, up to
+/// `search::COMMON` (FTS5 counts them as it indexes them).
+fn doc_counts(conn: &Connection, q: &Question) -> Result<Vec<i64>> {
+    q.fts_terms
+        .iter()
+        .map(|t| {
+            store::search::capped_count(
+                conn,
+                store::search::Index::Passages,
+                t,
+                crate::search::COMMON,
+            )
+        })
+        .collect()
+}
+
+/// Each word's inverse document frequency over every passage (BM25's),
+/// or 1 each when `weighted` is off.
+fn idf(conn: &Connection, docs: &[i64], weighted: bool) -> Result<Vec<f64>> {
+    if !weighted {
+        return Ok(vec![1.0; docs.len()]);
+    }
+    let n = store::recall::passage_count_estimate(conn)? as f64;
+    Ok(docs
+        .iter()
+        .map(|&d| {
+            let d = d as f64;
+            (1.0 + (n - d + 0.5).max(0.0) / (d + 0.5)).ln().max(0.01)
+        })
+        .collect())
+}
+
+/// The weighted share of the flags that are set.
+fn share(seen: &[bool], weight: &[f64]) -> f64 {
+    let total: f64 = weight.iter().sum();
+    if total <= 0.0 {
+        return 0.0;
+    }
+    seen.iter()
+        .zip(weight)
+        .filter(|(s, _)| **s)
+        .map(|(_, w)| w)
+        .sum::<f64>()
+        / total
 }
 
 fn relative(score: f64, best: f64) -> f64 {
@@ -361,9 +503,11 @@ fn passages(
     conn: &Connection,
     group: &GroupFolder,
     q: &Question,
+    docs: &[i64],
     want: i64,
 ) -> Result<Vec<Candidate>> {
-    let (mut rows, ranked) = candidates(conn, [group.as_str(), MemoryFolder::GLOBAL], q, want)?;
+    let (mut rows, ranked) =
+        candidates(conn, [group.as_str(), MemoryFolder::GLOBAL], q, docs, want)?;
     if !q.days.is_empty() {
         // "What did we talk about on April 27th?": that day's passages are
         // candidates whatever their words.
@@ -480,9 +624,16 @@ fn candidates(
     conn: &Connection,
     groups: [&str; 2],
     q: &Question,
+    docs: &[i64],
     want: i64,
 ) -> Result<(Vec<store::recall::PassageRow>, bool)> {
-    let rare = crate::search::rare_terms(conn, store::search::Index::Passages, &q.fts_terms)?;
+    let rare: Vec<&str> = q
+        .fts_terms
+        .iter()
+        .zip(docs)
+        .filter(|(_, d)| **d < crate::search::COMMON)
+        .map(|(t, _)| t.as_str())
+        .collect();
     if !rare.is_empty() {
         let rows = store::recall::passage_candidates(conn, &rare.join(" OR "), groups, want)?;
         // Rare words may be words no passage holds: then the common ones.
@@ -544,7 +695,7 @@ fn equal_weight_bm25(tf: &[u32], len: usize, avg_len: f64) -> f64 {
 /// question's adjacent word pairs it holds side by side (stop words between
 /// them do not count as a gap). Only words that are question terms are
 /// stemmed and kept.
-fn matches(q: &Question, text: &str) -> (f64, f64) {
+fn matches(q: &Question, text: &str) -> (Vec<bool>, f64) {
     let mut seen = vec![false; q.terms.len()];
     let mut pairs_seen = vec![false; q.pairs.len()];
     let mut prev: Option<usize> = None;
@@ -567,14 +718,12 @@ fn matches(q: &Question, text: &str) -> (f64, f64) {
         }
         prev = Some(t);
     }
-    let share = |v: &[bool]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().filter(|x| **x).count() as f64 / v.len() as f64
-        }
+    let phrase = if pairs_seen.is_empty() {
+        0.0
+    } else {
+        pairs_seen.iter().filter(|x| **x).count() as f64 / pairs_seen.len() as f64
     };
-    (share(&seen), share(&pairs_seen))
+    (seen, phrase)
 }
 
 /// Whether `at` (RFC 3339) falls on a (month, day) the question names.

@@ -50,7 +50,7 @@ mod snippet;
 mod stem;
 
 pub use query::fts_query;
-pub(crate) use snippet::{SnippetTerms, make_snippet};
+pub(crate) use snippet::{SnippetTerms, excerpt, make_snippet};
 pub(crate) use stem::stem;
 
 /// Most hits one search returns.

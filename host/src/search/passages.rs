@@ -90,6 +90,59 @@ fn messages(markdown: &str) -> Vec<Message<'_>> {
     out
 }
 
+/// One message of a passage as it is quoted: who said it (`User`, `G2`,
+/// `Ann (09:00)`; none for text before the first speaker) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said<'a> {
+    pub speaker: Option<String>,
+    pub text: &'a str,
+}
+
+/// A passage's messages with their speakers, in order.
+pub fn said<'a>(passage: &'a str) -> Vec<Said<'a>> {
+    let mut out: Vec<Said<'a>> = Vec::new();
+    let mut start: Option<(usize, Option<String>)> = None;
+    let mut offset = 0;
+    let close = |out: &mut Vec<Said<'a>>, from: Option<(usize, Option<String>)>, to: usize| {
+        if let Some((s, speaker)) = from {
+            let line = &passage[s..to];
+            let text = speaker_text(line).unwrap_or(line).trim();
+            if !text.is_empty() {
+                out.push(Said { speaker, text });
+            }
+        }
+    };
+    for line in passage.split_inclusive('\n') {
+        if let Some(name) = speaker_name(line) {
+            close(&mut out, start.take(), offset);
+            start = Some((offset, Some(name)));
+        } else if start.is_none() && !line.trim().is_empty() {
+            start = Some((offset, None));
+        }
+        offset += line.len();
+    }
+    close(&mut out, start, passage.len());
+    out
+}
+
+/// The speaker mark's name as it is quoted: `Ann (09:00)`, `User`.
+fn speaker_name(line: &str) -> Option<String> {
+    speaker(line)?;
+    let rest = line.strip_prefix("**")?;
+    let end = rest.find("**")?;
+    let name = &rest[..end];
+    let after = &rest[end + 2..];
+    Some(match after.strip_prefix(" (").and_then(|t| t.find("):").map(|c| &t[..c])) {
+        Some(time) => format!("{name} ({time})"),
+        None => name.to_string(),
+    })
+}
+
+/// A message's text after its speaker mark.
+fn speaker_text(message: &str) -> Option<&str> {
+    speaker(message).map(|(_, text)| text)
+}
+
 /// Cuts `text` into pieces of at most `max` characters at word boundaries.
 fn cut(text: &str, max: usize) -> Vec<&str> {
     let mut out = Vec::new();
@@ -193,6 +246,20 @@ Second paragraph of the answer.\n\n\
         // The compaction note and its summary stay with the last exchange.
         assert_eq!((p[1].ordinal, p[1].turn_start, p[1].turn_end), (1, 3, 5));
         assert!(p[1].text.ends_with("**Summary**: the boat is at pier 7"));
+    }
+
+    #[test]
+    fn a_passage_is_quoted_by_speaker() {
+        let p = split(ARCHIVE);
+        let s = said(&p[0].text);
+        assert_eq!(s.len(), 3, "{s:#?}");
+        assert_eq!(s[0].speaker.as_deref(), Some("Ann (09:00)"));
+        assert_eq!(s[0].text, "remember that the boat is moored at pier 7");
+        assert_eq!(s[2].speaker.as_deref(), Some("G2"));
+        assert_eq!(s[2].text, "Noted: pier 7, key with Carl.\n\nSecond paragraph of the answer.");
+        let s = said("text before\n**User**: hi");
+        assert_eq!((s[0].speaker.as_deref(), s[0].text), (None, "text before"));
+        assert_eq!((s[1].speaker.as_deref(), s[1].text), (Some("User"), "hi"));
     }
 
     #[test]

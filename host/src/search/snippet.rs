@@ -198,10 +198,21 @@ fn word_end(text: &str, from: usize) -> usize {
 /// A snippet of `body` around the first word matching `terms` (or from the
 /// start of the body when none does); see the module doc.
 pub(crate) fn make_snippet(body: &str, terms: &SnippetTerms) -> String {
+    cut(body, terms, SNIPPET_CHARS, SNIPPET_LEAD, true)
+}
+
+/// About `chars` characters of `body` around its first match (a quarter
+/// of them before it), cut and collapsed as [`make_snippet`] does, without
+/// marks: what per-prompt injection quotes of a long message.
+pub(crate) fn excerpt(body: &str, terms: &SnippetTerms, chars: usize) -> String {
+    cut(body, terms, chars.max(8), chars.max(8) / 4, false)
+}
+
+fn cut(body: &str, terms: &SnippetTerms, chars: usize, lead: usize, mark: bool) -> String {
     let mut buf = String::new();
     let first = terms.first_match(body, &mut buf);
 
-    // Start: up to SNIPPET_LEAD characters before the match, moved forward
+    // Start: up to `lead` characters before the match, moved forward
     // to the start of a word.
     let start = match first {
         None => 0,
@@ -209,7 +220,7 @@ pub(crate) fn make_snippet(body: &str, terms: &SnippetTerms) -> String {
             let lead = body[..m]
                 .char_indices()
                 .rev()
-                .nth(SNIPPET_LEAD - 1)
+                .nth(lead - 1)
                 .map_or(0, |(i, _)| i);
             if lead == 0 || body[..lead].ends_with(char::is_whitespace) {
                 lead
@@ -229,11 +240,11 @@ pub(crate) fn make_snippet(body: &str, terms: &SnippetTerms) -> String {
             .find(|c: char| !c.is_whitespace())
             .unwrap_or(body.len() - start);
 
-    // End: SNIPPET_CHARS characters on, moved back to the end of a word
+    // End: `chars` characters on, moved back to the end of a word
     // when that cuts one (unless the only word there is the match itself).
     let mut end = body[start..]
         .char_indices()
-        .nth(SNIPPET_CHARS)
+        .nth(chars)
         .map_or(body.len(), |(i, _)| start + i);
     if end < body.len() {
         let cut_word = !body[end..].starts_with(char::is_whitespace)
@@ -255,7 +266,7 @@ pub(crate) fn make_snippet(body: &str, terms: &SnippetTerms) -> String {
     let mut at = 0;
     for (s, e) in words(text) {
         push_collapsed(&mut out, &text[at..s]);
-        if terms.matches(&text[s..e], &mut buf) {
+        if mark && terms.matches(&text[s..e], &mut buf) {
             out.push('[');
             out.push_str(&text[s..e]);
             out.push(']');
