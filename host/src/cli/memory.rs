@@ -193,8 +193,9 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                     for g in &groups {
                         all.extend(crate::memory::recall::recall(c, g, &question, limit)?);
                     }
-                    // Scores of separate recalls are only roughly comparable;
-                    // `global`'s memory comes with every group's.
+                    // Final scores are on one scale (memory::recall), so
+                    // separate recalls merge; `global`'s memory comes with
+                    // every group's.
                     all.sort_by(|a, b| b.score.total_cmp(&a.score));
                     let mut seen = std::collections::HashSet::new();
                     all.retain(|h| seen.insert((h.kind.clone(), h.id)));
@@ -209,9 +210,10 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                 for h in hits {
                     let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
                     println!(
-                        "{} [{kind} {}] {}",
+                        "{} [{kind} {}] {} {}",
                         inert_name(&h.group),
                         h.id,
+                        h.at.get(..10).unwrap_or(&h.at),
                         inert_name(&h.title)
                     );
                     if let (Some(p), Some(s), Some(e)) = (&h.archive_path, h.turn_start, h.turn_end)

@@ -26,6 +26,14 @@ pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     let store = ctx.store().await?;
     let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
     let gw = gw.with_memory(ctx.settings.memory.clone());
+    // Per-prompt recall by meaning, as under `g2 serve`: the model, and the
+    // jobs that embed what the groups' memory holds.
+    let embedder = {
+        let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
+        tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m))
+            .await?
+            .map(|model| crate::memory::embed::start(store.clone(), model))
+    };
     let addr = listen.unwrap_or_else(|| ctx.settings.gateway.listen.clone());
     let tcp = gw.listen_tcp(&addr).await?;
     println!("provider  {}", choice.reason);
@@ -44,6 +52,9 @@ pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     shutdown_signal().await;
     sockets.push(tcp);
     host::stop_gateway(gw, sockets).await;
+    if let Some(e) = embedder {
+        e.stop().await;
+    }
     Ok(0)
 }
 
@@ -67,6 +78,9 @@ pub(super) async fn run(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> R
     let runtime = host::agent_runtime(&ctx.home, &ctx.settings, &Console).await?;
     let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
     let gw = gw.with_memory(ctx.settings.memory.clone());
+    // The prompt's recall by meaning (the jobs are the host's to run).
+    let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
+    tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m)).await?;
     let agents = host::run_agents(&ctx.home, &ctx.settings, store.clone(), runtime, &gw);
     for name in agents.reap().await? {
         eprintln!("removed container {name} left by an earlier host");

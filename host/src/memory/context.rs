@@ -36,8 +36,29 @@ use crate::store::{self, Store};
 
 /// Where the hooks ask, on the group's gateway socket.
 pub const PATH: &str = "/g2/memory/context";
-/// Most recalled hits injected with a prompt.
-pub const PROMPT_HITS: usize = 5;
+/// What per-prompt injection hands over: [`Injection::SHIPPED`] is what
+/// every prompt gets; the recall bench compares others (docs/recall.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Injection {
+    /// Most recalled hits injected.
+    pub hits: usize,
+    /// The final recall score the best hit needs for anything to be
+    /// injected (measured against prompts no memory answers),
+    pub gate: f64,
+    /// and the score each further hit needs.
+    pub floor: f64,
+    /// Characters one message of an injected turn is quoted with, at most.
+    pub message_chars: usize,
+}
+
+impl Injection {
+    pub const SHIPPED: Injection = Injection {
+        hits: 8,
+        gate: 0.25,
+        floor: 0.2,
+        message_chars: 200,
+    };
+}
 /// Characters per token, for the budgets (a rough, safe estimate).
 const CHARS_PER_TOKEN: usize = 4;
 /// A prompt that asks for no memory.
@@ -60,11 +81,6 @@ pub struct ContextRequest {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct ContextResponse {
     pub context: String,
-}
-
-/// Whether a recalled hit is worth injecting with a prompt.
-pub fn relevant(h: &RecallHit) -> bool {
-    h.matched_words >= 2 && h.matched_words * 2 >= h.question_words
 }
 
 fn budget_chars(tokens: usize) -> usize {
@@ -157,43 +173,97 @@ pub fn session_start(conn: &Connection, group: &GroupFolder, tokens: usize) -> R
     Ok(wrap(&body))
 }
 
-/// The block for a prompt: relevant recalled memories, or empty.
+/// What a prompt is given: the block, and the hits it holds, best first.
+#[derive(Debug, Clone, Default)]
+pub struct PromptMemory {
+    pub block: String,
+    pub hits: Vec<RecallHit>,
+}
+
+/// The block for a prompt: the recalled memories whose final score passes
+/// [`PROMPT_GATE`], as the turns themselves (who said what, and the day),
+/// within `tokens`; empty when none does.
 pub fn for_prompt(
     conn: &Connection,
     group: &GroupFolder,
     prompt: &str,
     tokens: usize,
 ) -> Result<String> {
+    Ok(prompt_memory(conn, group, prompt, tokens, &Injection::SHIPPED)?.block)
+}
+
+/// [`for_prompt`], with the hits that made it into the block, injecting
+/// as `how` says.
+pub fn prompt_memory(
+    conn: &Connection,
+    group: &GroupFolder,
+    prompt: &str,
+    tokens: usize,
+    how: &Injection,
+) -> Result<PromptMemory> {
     if prompt.contains(NO_MEMORY) {
-        return Ok(String::new());
+        return Ok(PromptMemory::default());
     }
-    // Hits found by meaning alone may rank above the ones the word gate
-    // keeps: look further down than the hits injected.
-    let hits: Vec<RecallHit> = recall::recall(conn, group, prompt, PROMPT_HITS * 10)?
+    let hits: Vec<RecallHit> = recall::recall(conn, group, prompt, how.hits * 2)?
         .into_iter()
         // A prompt no archive holds yet is likely this very conversation.
-        .filter(|h| h.kind != "prompt")
-        .filter(relevant)
-        .take(PROMPT_HITS)
+        .filter(|h| h.kind != "prompt" && h.score >= how.floor)
+        .take(how.hits)
         .collect();
-    if hits.is_empty() {
-        return Ok(String::new());
+    if hits.first().is_none_or(|h| h.score < how.gate) {
+        return Ok(PromptMemory::default());
     }
-    let budget = budget_chars(tokens).saturating_sub(30);
-    let mut body = String::from("Possibly relevant memory (g2):\n");
-    for h in &hits {
-        let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
-        let text = if h.kind == "passage" {
-            &h.snippet
-        } else {
-            &h.title
-        };
-        let line = format!("- [{kind} #{}] {}", h.id, one_line(text));
-        if !push_within(&mut body, &line, budget) {
-            break;
+    let terms = crate::search::SnippetTerms::new(prompt);
+    let head = "Memory that may bear on this message (g2; the day each was said, its id):\n";
+    let budget = budget_chars(tokens).saturating_sub(head.len() + 30);
+    let mut body = String::new();
+    let mut kept = Vec::new();
+    for h in hits {
+        let line = turn_line(conn, &h, &terms, how.message_chars)?;
+        if push_within(&mut body, &line, budget) {
+            kept.push(h);
         }
     }
-    Ok(wrap(&body))
+    if kept.is_empty() {
+        return Ok(PromptMemory::default());
+    }
+    Ok(PromptMemory {
+        block: wrap(&format!("{head}{body}")),
+        hits: kept,
+    })
+}
+
+/// One injected memory on one line: `- [day id] ` and, for a passage, its
+/// messages as `Speaker: text` (each cut around the prompt's words to
+/// `chars`); for an observation or a summary, its text.
+fn turn_line(
+    conn: &Connection,
+    h: &RecallHit,
+    terms: &crate::search::SnippetTerms,
+    chars: usize,
+) -> Result<String> {
+    let day = h.at.get(..10).unwrap_or(&h.at);
+    let quote = |text: &str| one_line(&crate::search::excerpt(text, terms, chars));
+    let (id, text) = match h.kind.as_str() {
+        "passage" => {
+            let text = store::recall::passage(conn, h.id)?.map(|(_, p)| p.text).unwrap_or_default();
+            let mut said = Vec::new();
+            for m in crate::search::passages::said(&text) {
+                said.push(match m.speaker {
+                    Some(who) => format!("{who}: {}", quote(m.text)),
+                    None => quote(m.text),
+                });
+            }
+            (format!("p{}", h.id), said.join(" | "))
+        }
+        "observation" => (
+            format!("o{} {}", h.id, h.observation_kind.as_deref().unwrap_or("")),
+            quote(&h.title),
+        ),
+        "summary" => (format!("s{} session", h.id), quote(&h.title)),
+        _ => (format!("b{}", h.id), quote(&h.title)),
+    };
+    Ok(format!("- [{day} {}] {text}", id.trim_end()))
 }
 
 /// The block a hook's request asks for, for `group`.

@@ -708,42 +708,55 @@ async fn search_page(
         body.push_str("</ul>");
     }
     body.push_str("<h2>Memory</h2>");
-    if memory.is_empty() {
-        body.push_str("<p class=\"empty\">Nothing in memory answers that.</p>");
-    } else {
-        body.push_str("<ul class=\"list results\" id=\"memory-hits\">");
-        for h in &memory {
-            let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
-            // Each hit links to where it can be read whole.
-            let title = match (h.kind.as_str(), h.archive_id) {
-                ("passage", Some(id)) => {
-                    format!("<a href=\"/archives/{id}\">{}</a>", escape(&h.title))
-                }
-                ("observation", _) if h.group != "global" => format!(
-                    "<a href=\"/groups/{}/memory#o{}\">{}</a>",
-                    escape(&h.group),
-                    h.id,
-                    escape(&h.title)
-                ),
-                _ => escape(&h.title),
-            };
-            body.push_str(&format!(
-                "<li><span class=\"tag\">{kind}</span> {title} <span class=\"muted\">{g} · {t}</span>\
-<div class=\"snippet\">{snip}</div></li>",
-                kind = escape(kind),
-                g = escape(&h.group),
-                t = time(&h.at),
-                snip = marked(&h.snippet),
-            ));
-        }
-        body.push_str("</ul>");
-    }
+    body.push_str(&memory_hits(&memory));
     page(&api, "Search", &body)
+}
+
+/// Recalled memories as a list (`#memory-hits`), each linked to where it
+/// reads whole, with its day; one found by meaning alone (none of the
+/// question's words) is tagged so.
+fn memory_hits(hits: &[crate::memory::recall::RecallHit]) -> String {
+    if hits.is_empty() {
+        return "<p class=\"empty\">Nothing in memory answers that.</p>".into();
+    }
+    let mut out = String::from("<ul class=\"list results\" id=\"memory-hits\">");
+    for h in hits {
+        let kind = h.observation_kind.as_deref().unwrap_or(&h.kind);
+        // Each hit links to where it can be read whole.
+        let title = match (h.kind.as_str(), h.archive_id) {
+            ("passage", Some(id)) => {
+                format!("<a href=\"/archives/{id}\">{}</a>", escape(&h.title))
+            }
+            ("observation", _) if h.group != "global" => format!(
+                "<a href=\"/groups/{}/memory#o{}\">{}</a>",
+                escape(&h.group),
+                h.id,
+                escape(&h.title)
+            ),
+            _ => escape(&h.title),
+        };
+        let meaning = if h.matched_words == 0 {
+            " <span class=\"tag meaning\">by meaning</span>"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "<li><span class=\"tag\">{kind}</span>{meaning} {title} <span class=\"muted\">{g} · {t}</span>\
+<div class=\"snippet\">{snip}</div></li>",
+            kind = escape(kind),
+            g = escape(&h.group),
+            t = time(&h.at),
+            snip = marked(&h.snippet),
+        ));
+    }
+    out.push_str("</ul>");
+    out
 }
 
 async fn memory_page(
     State(api): State<Api>,
     axum::extract::Path(folder): axum::extract::Path<String>,
+    axum::extract::Query(q): axum::extract::Query<SearchQuery>,
 ) -> Response {
     let group = match registered(&api, folder).await {
         Ok(g) => g,
@@ -751,16 +764,29 @@ async fn memory_page(
     };
     let folder = group.folder.clone();
     let (f, tokens) = (folder.clone(), api.memory.inject_tokens);
+    let prompt_tokens = api.memory.prompt_inject_tokens;
+    let question = q.q.trim().to_string();
+    let asked = question.clone();
     let read = api
         .store
         .read(move |c| {
             let next = crate::memory::context::session_start(c, &f, tokens)?;
             let observations = store::observations::list(c, &(&f).into(), false)?;
             let summaries = store::observations::latest_summaries(c, &f, 10)?;
-            Ok((next, observations, summaries))
+            // A question: what recall finds, and what a prompt asking it
+            // would be given.
+            let answer = if asked.is_empty() {
+                None
+            } else {
+                Some((
+                    crate::memory::recall::recall(c, &f, &asked, 10)?,
+                    crate::memory::context::for_prompt(c, &f, &asked, prompt_tokens)?,
+                ))
+            };
+            Ok((next, observations, summaries, answer))
         })
         .await;
-    let (next, observations, summaries) = match read {
+    let (next, observations, summaries, answer) = match read {
         Ok(x) => x,
         Err(e) => return failed(&api, e),
     };
@@ -768,9 +794,25 @@ async fn memory_page(
     let mut body = format!(
         "<h1>Memory</h1><p class=\"muted\"><a href=\"/groups/{f}\">{name}</a> · \
 <a href=\"/groups/{f}/sessions\">sessions</a> · <a href=\"/groups/{f}/archives\">archives</a></p>\
-<h2>The next session starts with</h2>",
-        name = escape(&group.name)
+<form method=\"get\" class=\"send\" role=\"search\" id=\"ask-memory\">\
+<label class=\"grow\">Ask this group's memory <input type=\"search\" name=\"q\" value=\"{q}\"></label>\
+<button type=\"submit\">Ask</button></form>",
+        name = escape(&group.name),
+        q = escape(&question),
     );
+    if let Some((hits, block)) = &answer {
+        body.push_str(&memory_hits(hits));
+        body.push_str("<h2>A prompt asking this would be given</h2>");
+        if block.is_empty() {
+            body.push_str("<p class=\"empty\" id=\"prompt-context\">Nothing: no memory passes the gate.</p>");
+        } else {
+            body.push_str(&format!(
+                "<pre class=\"context\" id=\"prompt-context\">{}</pre>",
+                escape(block)
+            ));
+        }
+    }
+    body.push_str("<h2>The next session starts with</h2>");
     if next.is_empty() {
         body.push_str("<p class=\"empty\">Nothing yet — memory builds up as the group talks.</p>");
     } else {
