@@ -10,9 +10,9 @@ use g2_host::memory::embed::{self, Loaded};
 use g2_host::memory::{context, recall};
 use g2_host::store::{self, Store};
 
-use crate::support::{TestHome, gf, project_root, require};
+use crate::support::{TestHome, gf, image_ready, project_root, require, serve};
 
-fn archive(store: &Store, group: &str, n: usize, day: &str, exchanges: &[(&str, &str)]) {
+pub fn archive(store: &Store, group: &str, n: usize, day: &str, exchanges: &[(&str, &str)]) {
     let mut body = format!("# Talk {n}\n\nArchived: {day}\n\n---\n\n");
     for (u, a) in exchanges {
         body.push_str(&format!("**User**: {u}\n\n**G2**: {a}\n\n"));
@@ -45,7 +45,7 @@ fn embed_all(store: &Store, model: &embed::Model) -> usize {
     }
 }
 
-fn count(store: &Store, sql: &'static str) -> i64 {
+pub fn count(store: &Store, sql: &'static str) -> i64 {
     store
         .read_blocking(move |c| Ok(c.query_row(sql, [], |r| r.get(0))?))
         .unwrap()
@@ -130,32 +130,61 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
         "{hits:#?}"
     );
 
-    // An observation's vector goes when it is forgotten.
-    let f = main.clone();
-    let id = store
-        .write_blocking(move |tx| {
-            let draft = g2_host::memory::extract::ObservationDraft {
-                kind: g2_host::memory::extract::Kind::Fact,
-                title: "the dinghy lives in the garage".into(),
-                narrative: String::new(),
-                facts: vec![],
-                files: vec![],
-                importance: 7,
-                concerns: vec![],
-            };
-            store::observations::insert(
-                tx,
-                &(&f).into(),
-                &draft,
-                Default::default(),
-                "2026-03-04T10:00:00.000Z",
-                |_| false,
-            )
-        })
+    // Per prompt, the answering turn is handed over, with its day.
+    let g = main.clone();
+    let block = store
+        .read_blocking(move |c| context::for_prompt(c, &g, "where is the yacht kept?", 500))
         .unwrap();
+    assert!(
+        block.contains("User: the boat is moored at pier 7") && block.contains("[2026-03-01 p"),
+        "{block}"
+    );
+    assert!(!block.contains("berth 12"), "{block}");
+
+    // Observations: a restatement supersedes by meaning, something else
+    // does not; a forgotten one's vector goes.
+    let observe = |title: &'static str| {
+        let f = main.clone();
+        store
+            .write_blocking(move |tx| {
+                let draft = g2_host::memory::extract::ObservationDraft {
+                    kind: g2_host::memory::extract::Kind::Fact,
+                    title: title.into(),
+                    narrative: String::new(),
+                    facts: vec![],
+                    files: vec![],
+                    importance: 7,
+                    concerns: vec![],
+                };
+                store::observations::insert(
+                    tx,
+                    &(&f).into(),
+                    &draft,
+                    Default::default(),
+                    "2026-03-04T10:00:00.000Z",
+                    |_| false,
+                )
+            })
+            .unwrap()
+    };
+    let status = |id: i64| {
+        store
+            .read_blocking(move |c| {
+                Ok(c.query_row("SELECT status FROM observations WHERE id = ?1", [id], |r| {
+                    r.get::<_, String>(0)
+                })?)
+            })
+            .unwrap()
+    };
+    let first = observe("the dinghy lives in the garage");
     assert_eq!(embed_all(&store, &model), 1);
+    let id = observe("the dinghy is kept in the garage");
+    let other = observe("the bicycles are kept in the shed");
+    assert_eq!(embed_all(&store, &model), 2);
+    assert_eq!(status(first), "superseded", "a restatement supersedes it");
+    assert_eq!((status(id), status(other)), ("active".into(), "active".into()));
     let vectors = "SELECT count(*) FROM embeddings WHERE kind = 'observation'";
-    assert_eq!(count(&store, vectors), 1);
+    assert_eq!(count(&store, vectors), 3, "a superseded observation keeps its vector");
     let f = main.clone();
     assert!(
         store
@@ -164,7 +193,7 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
     );
     assert_eq!(
         count(&store, vectors),
-        0,
+        2,
         "the forgotten observation's vector is gone"
     );
     assert_eq!(
@@ -173,4 +202,50 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
         "a forgotten observation is not embedded again"
     );
     embed::install(None);
+}
+
+/// Waits until `done` holds, at most `secs`.
+fn wait(secs: u64, what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_host_killed_while_embedding_embeds_each_row_once() {
+    let model = project_root().join(embed::DEFAULT_MODEL);
+    if !require("the embedding model (tools/models)", model.is_dir()) || !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let store = home.store();
+    for n in 0..40 {
+        let exchanges: Vec<(String, String)> = (0..4)
+            .map(|k| (format!("note {n}-{k}: the shed key is under stone {k}"), format!("noted {n}-{k}")))
+            .collect();
+        let refs: Vec<(&str, &str)> = exchanges.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        archive(&store, "main", n, "2026-04-01", &refs);
+    }
+    let total = count(&store, "SELECT count(*) FROM archive_passages");
+    assert_eq!(total, 160);
+    // The host stops after storing its first batch; killed there.
+    let mut s = serve(&home, &[("FAILPOINTS", "embed-stored=sleep(600000)")]);
+    wait(60, "a first batch stored", || {
+        count(&store, "SELECT count(*) FROM embeddings") > 0
+    });
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let stored = count(&store, "SELECT count(*) FROM embeddings");
+    assert!(stored < total, "the kill came mid-way: {stored} of {total}");
+    assert_eq!(count(&store, "SELECT count(*) FROM embedding_jobs"), total - stored);
+    // Back up: the rest is embedded, and nothing twice (a vector stored
+    // again would have taken a new rowid).
+    let _s = serve(&home, &[]);
+    wait(120, "every passage embedded", || {
+        count(&store, "SELECT count(*) FROM embedding_jobs") == 0
+    });
+    assert_eq!(count(&store, "SELECT count(*) FROM embeddings"), total);
+    assert_eq!(count(&store, "SELECT max(rowid) FROM embeddings"), total);
 }

@@ -595,14 +595,29 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
     )
     .await;
     let shown = main.reply(120).await;
-    let at_start = shown.split("Possibly relevant").next().unwrap_or_default();
+    let at_start = shown.split(PROMPT_BLOCK).next().unwrap_or_default();
     assert!(at_start.contains("bread on Fridays"), "{shown}");
     assert!(
         !at_start.contains("] the boat is moored at pier 7"),
         "{shown}"
     );
-    assert!(!shown.contains("[fact #"), "{shown}");
-    assert!(shown.contains("[passage #"), "{shown}");
+    // The prompt's block: the archived turn, not the observation.
+    assert!(!injected_ids(&shown).iter().any(|id| id.starts_with('o')), "{shown}");
+    assert!(injected_ids(&shown).iter().any(|id| id.starts_with('p')), "{shown}");
+}
+
+/// The header of the block a prompt is given (`memory::context`).
+const PROMPT_BLOCK: &str = "Memory that may bear on this message";
+
+/// The ids of the memories in the prompt blocks of `shown` (`- [day id …]`).
+fn injected_ids(shown: &str) -> Vec<String> {
+    shown
+        .split(PROMPT_BLOCK)
+        .skip(1)
+        .flat_map(|block| block.split("</g2-memory>").next().unwrap_or("").lines())
+        .filter_map(|l| l.strip_prefix("- ["))
+        .filter_map(|l| l.split(']').next()?.split_whitespace().nth(1).map(str::to_string))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -634,7 +649,7 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
     )
     .await;
     let related = main.reply(120).await;
-    assert!(related.contains("Possibly relevant memory"), "{related}");
+    assert!(related.contains(PROMPT_BLOCK), "{related}");
     post(
         &s.url,
         "main",
@@ -644,8 +659,8 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
     .await;
     let unrelated = main.reply(120).await;
     assert_eq!(
-        unrelated.matches("Possibly relevant memory").count(),
-        related.matches("Possibly relevant memory").count(),
+        unrelated.matches(PROMPT_BLOCK).count(),
+        related.matches(PROMPT_BLOCK).count(),
         "no new block for an unrelated prompt: {unrelated}"
     );
     // Turned off for the group: a new session starts without memory.

@@ -610,3 +610,75 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
     );
     b.screenshot("usage").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_and_the_memory_page_find_by_meaning() {
+    let model = project_root().join(g2_host::memory::embed::DEFAULT_MODEL);
+    if !require("the embedding model (tools/models)", model.is_dir())
+        || !image_ready()
+        || !browser_present()
+    {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let store = home.store();
+    crate::meaning::archive(
+        &store,
+        "main",
+        0,
+        "2026-03-01",
+        &[
+            ("the boat is moored at pier 7", "noted, pier 7"),
+            ("I baked sourdough bread", "how did it turn out?"),
+        ],
+    );
+    // The running host's jobs embed it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while crate::meaning::count(&store, "SELECT count(*) FROM embedding_jobs") > 0 {
+        assert!(std::time::Instant::now() < deadline, "not embedded in 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let b = Browser::start().await;
+    let q = "where%20is%20the%20yacht%20kept%3F";
+    b.client
+        .goto(&format!("{}/search?q={q}", s.url))
+        .await
+        .unwrap();
+    b.until(
+        "the memory hits",
+        "document.getElementById('memory-hits') !== null",
+    )
+    .await;
+    let first = b
+        .eval("document.querySelector('#memory-hits li').textContent")
+        .await;
+    assert!(
+        first.as_str().is_some_and(|t| t.contains("pier 7") && t.contains("by meaning")),
+        "{first}"
+    );
+    b.screenshot("search_by_meaning").await;
+    b.client
+        .goto(&format!("{}/groups/main/memory?q={q}", s.url))
+        .await
+        .unwrap();
+    b.until(
+        "the memory page's answer",
+        "document.getElementById('prompt-context') !== null",
+    )
+    .await;
+    let first = b
+        .eval("document.querySelector('#memory-hits li').textContent")
+        .await;
+    assert!(first.as_str().is_some_and(|t| t.contains("pier 7")), "{first}");
+    let block = b
+        .eval("document.getElementById('prompt-context').textContent")
+        .await;
+    assert!(
+        block.as_str().is_some_and(|t| t.starts_with("<g2-memory>")
+            && t.contains("User: the boat is moored at pier 7")
+            && !t.contains("sourdough")),
+        "{block}"
+    );
+    b.screenshot("memory_page_by_meaning").await;
+}
