@@ -34,8 +34,7 @@ use serde_json::{Value, json};
 
 use common::{Gateway, Samples, command, env_or, fmt_dur, project_root};
 use g2_core::validate::GroupFolder;
-use g2_host::memory::extract::{Extractor, Kind, ObservationDraft, SummaryDraft};
-use g2_host::store::observations::{self as obs, Provenance};
+use g2_host::memory::extract::Extractor;
 use g2_host::store::{self, Store};
 
 fn agent() -> std::path::PathBuf {
@@ -89,67 +88,11 @@ fn injection(runs: usize) {
     let home = tempfile::tempdir().unwrap();
     common::init_home(home.path());
     let store = Store::open(&home.path().join("data/g2.db"), Duration::from_secs(5)).unwrap();
-    let main = GroupFolder::new("main").unwrap();
-    let ex = exchanges();
-    let m = main.clone();
-    store
-        .write_blocking(move |tx| {
-            let at = "2026-05-01T10:00:00.000Z";
-            for (i, (q, _)) in ex.iter().take(200).enumerate() {
-                let d = ObservationDraft {
-                    kind: Kind::Fact,
-                    title: q.chars().take(120).collect(),
-                    narrative: q.clone(),
-                    facts: vec![],
-                    files: vec![],
-                    importance: (i % 10 + 1) as u8,
-                    concerns: vec!["Ann".into()],
-                };
-                obs::insert(tx, &(&m).into(), &d, Provenance::default(), at, |_| false)?;
-            }
-            for i in 0..20 {
-                let s = store::memory::open_session(tx, &m, &format!("s{i}"), None, None, at)?;
-                store::memory::end_session(tx, s, Some("clear"), at)?;
-                let (q, r) = &ex[i * 7];
-                let d = SummaryDraft {
-                    title: q.chars().take(80).collect(),
-                    request: q.clone(),
-                    learned: r.clone(),
-                    ..SummaryDraft::default()
-                };
-                obs::insert_summary(tx, &m, s, &d, at)?;
-            }
-            Ok(())
-        })
-        .unwrap();
-    // 500 archives of 20 exchanges each, for the prompt's recall.
-    let ex = exchanges();
-    store
-        .write_blocking(move |tx| {
-            for i in 0..500 {
-                let mut body = String::from("# A day\n\nArchived: x\n\n---\n\n");
-                for k in 0..20 {
-                    let (q, r) = &ex[(i * 20 + k) % ex.len()];
-                    body.push_str(&format!("**User**: {q}\n\n**G2**: {r}\n\n"));
-                }
-                let p = g2_host::archives::Prepared {
-                    group: GroupFolder::new("main").unwrap(),
-                    session_id: None,
-                    title: format!("Day {i}"),
-                    file_name: format!("{i}.md"),
-                    rel_path: format!("groups/main/conversations/{i}.md"),
-                    body,
-                    trigger: g2_host::archives::Trigger::Manual,
-                    created_at: "2026-05-01T10:00:00.000Z".into(),
-                    stats: Default::default(),
-                    pending: false,
-                };
-                store::archives::insert(tx, &p)?;
-            }
-            Ok(())
-        })
-        .unwrap();
-    drop(store);
+    common::group_memory(&store, &exchanges());
+    // Every row's vector, as the jobs would store it: random unit vectors
+    // under the model's name (their values do not change what comparing
+    // them costs; embedding 10,000 passages first would take minutes).
+    common::random_vectors(&store);
     let _gw = Gateway::start(home.path());
     let ws = tempfile::tempdir().unwrap();
     let ws = ws.path();
@@ -193,7 +136,7 @@ fn injection(runs: usize) {
                 "UserPromptSubmit",
                 json!({"prompt": "<messages>\n<message sender=\"Ann\" time=\"2026-01-01T09:00:00Z\">can you recommend some good books about painting and piano?</message>\n</messages>"}),
             ),
-            "Possibly relevant memory",
+            "Memory that may bear on this message",
         ),
     ] {
         let (_, out) = hook(&agent, ws, event, &input);
@@ -214,6 +157,67 @@ fn injection(runs: usize) {
         std::fs::remove_dir_all(ws.join("ipc/events")).unwrap();
         std::fs::create_dir_all(ws.join("ipc/events")).unwrap();
     }
+    // Under load: 100 more archives for the gateway's jobs to embed (the
+    // real model, in the background) and a busy loop on the other core.
+    let ex = exchanges();
+    store
+        .write_blocking(move |tx| {
+            for i in 500..600 {
+                let mut body = String::from("# A day\n\nArchived: x\n\n---\n\n");
+                for k in 0..20 {
+                    let (q, r) = &ex[(i * 20 + k) % ex.len()];
+                    body.push_str(&format!("**User**: {q}\n\n**G2**: {r}\n\n"));
+                }
+                store::archives::insert(tx, &common::day_archive(i, body))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let spin = {
+        let busy = busy.clone();
+        std::thread::spawn(move || {
+            let mut x: u64 = 1;
+            while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                for _ in 0..100_000 {
+                    x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                }
+                std::hint::black_box(x);
+            }
+        })
+    };
+    let input = with(
+        "UserPromptSubmit",
+        json!({"prompt": "<messages>\n<message sender=\"Ann\" time=\"2026-01-01T09:00:00Z\">can you recommend some good books about painting and piano?</message>\n</messages>"}),
+    );
+    let jobs = || -> i64 {
+        store
+            .read_blocking(|c| Ok(c.query_row("SELECT count(*) FROM embedding_jobs", [], |r| r.get(0))?))
+            .unwrap()
+    };
+    let before = jobs();
+    let mut samples = Vec::new();
+    let mut empty = 0;
+    let t = Instant::now();
+    for _ in 0..runs {
+        let (d, out) = hook(&agent, ws, "UserPromptSubmit", &input);
+        empty += usize::from(!out.contains("Memory that may bear"));
+        samples.push(d);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let after = jobs();
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    spin.join().unwrap();
+    let s = Samples::of(samples);
+    println!(
+        "  {:<28} p50 {:>9}  p99 {:>9}  max {:>9}  (no block: {empty} of {runs}; the jobs embedded {} rows meanwhile, {:.1} per second)",
+        "UserPromptSubmit under load",
+        fmt_dur(s.at(0.5)),
+        fmt_dur(s.at(0.99)),
+        fmt_dur(s.at(1.0)),
+        before - after,
+        (before - after) as f64 / secs
+    );
 }
 
 fn extraction(batches: usize) {

@@ -19,7 +19,8 @@
 //! question asked 10 times: p50/p99.
 //!
 //! `cargo bench -p g2-host --bench recall` (`G2_BENCH_ARCHIVES`, default
-//! 10,000; `G2_BENCH_ONLY=quality` skips latency). The model is
+//! 10,000; `G2_BENCH_ONLY=quality` or `latency` runs one part;
+//! `G2_REALTALK_DIR` adds REALTALK). The model is
 //! `tools/models/all-minilm-l6-v2` (`scripts/setup.sh`) or `$G2_EMBED_MODEL`.
 
 // Tests and benches fail loudly: an unwrap is the assertion.
@@ -138,6 +139,7 @@ fn model_dir() -> PathBuf {
 }
 
 fn main() {
+    g2_host::memory::embed::use_every_core();
     let model = g2_embed::Embedder::load(&model_dir()).unwrap_or_else(|e| {
         panic!("the recall bench needs the embedding model (scripts/setup.sh): {e}")
     });
@@ -153,6 +155,7 @@ fn main() {
         panic!("the product could not load the model")
     };
     let sets = data::all(&project_root());
+    let only = std::env::var("G2_BENCH_ONLY").unwrap_or_default();
     let mut all_exchanges = Vec::new();
     for ds in &sets {
         if ds.name == "MemoryBank" {
@@ -163,7 +166,14 @@ fn main() {
                 .flat_map(|s| s.exchanges.clone())
                 .collect();
         }
-        rank::run(ds, &model, &mut cache, &product);
+        if only != "latency" {
+            rank::run(ds, &model, &mut cache, &product);
+        }
+    }
+    if only == "latency" {
+        g2_host::memory::embed::install(Some(product.clone()));
+        latency(&all_exchanges);
+        return;
     }
     if cache.embedded > 0 {
         println!(
@@ -173,10 +183,88 @@ fn main() {
             cache.embedded as f64 / cache.seconds
         );
     }
-    if std::env::var("G2_BENCH_ONLY").as_deref() == Ok("quality") {
+    supersession(&model);
+    throughput(&product, &all_exchanges);
+    if only == "quality" {
         return;
     }
     latency(&all_exchanges);
+}
+
+/// The embedding jobs' speed, as the host runs them (`embed::run_once`,
+/// on their own pool): 40 archives of 16 MemoryBank exchanges each.
+fn throughput(product: &std::sync::Arc<g2_host::memory::embed::Model>, exchanges: &[(String, String)]) {
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+    let g = GroupFolder::new("jobs").unwrap();
+    let batch: Vec<Prepared> = (0..40)
+        .map(|i| {
+            let ex: Vec<(String, String)> = exchanges.iter().skip(i * 16).take(16).cloned().collect();
+            let (title, body, _) = render(&ex, "2026-01-01 12:00");
+            prepared(&g, i, "2026-01-01 12:00", title, body)
+        })
+        .collect();
+    record(&store, batch);
+    let t = Instant::now();
+    let mut n = 0;
+    loop {
+        let k = g2_host::memory::embed::run_once(&store, product).unwrap();
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "embedding jobs: {n} passages (MemoryBank exchanges) in {secs:.1} s, {:.1} per second",
+        n as f64 / secs
+    );
+}
+
+/// Observations de-duplicated by meaning: for each threshold, how many of
+/// the labelled pairs (`data/supersede/pairs.jsonl`) a new observation
+/// would supersede the old one of, by what the pair is.
+fn supersession(model: &g2_embed::Embedder) {
+    let text = std::fs::read_to_string(project_root().join("host/benches/data/supersede/pairs.jsonl"))
+        .unwrap();
+    let pairs: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let cos: Vec<(String, f32)> = pairs
+        .iter()
+        .map(|p| {
+            let v = model
+                .embed(&[p["old"].as_str().unwrap(), p["new"].as_str().unwrap()])
+                .unwrap();
+            (
+                p["note"].as_str().unwrap().to_string(),
+                g2_embed::dot(&v[0], &v[1]),
+            )
+        })
+        .collect();
+    let n = |note: &str| cos.iter().filter(|c| c.0 == note).count();
+    println!(
+        "observation supersession ({} pairs: {} restatements, {} updates, {} different)",
+        cos.len(),
+        n("restatement"),
+        n("update"),
+        n("different")
+    );
+    println!("  threshold  restatements  updates  different (wrongly superseded)");
+    for t in [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95] {
+        let k = |note: &str| cos.iter().filter(|c| c.0 == note && c.1 >= t).count();
+        println!(
+            "  {t:9.2}  {:12}  {:7}  {:9}",
+            k("restatement"),
+            k("update"),
+            k("different")
+        );
+    }
+    let mut diff: Vec<f32> = cos.iter().filter(|c| c.0 == "different").map(|c| c.1).collect();
+    diff.sort_by(f32::total_cmp);
+    println!("  highest cosine of a different pair: {:.3}", diff.last().unwrap_or(&0.0));
 }
 
 fn latency(all_exchanges: &[(String, String)]) {
@@ -244,25 +332,49 @@ fn latency(all_exchanges: &[(String, String)]) {
         .into_iter()
         .map(|q| q.text)
         .collect();
-    let mut samples = Vec::new();
-    store
-        .read_blocking(|c| {
-            for _ in 0..10 {
-                for q in &questions {
-                    let t = Instant::now();
-                    let hits = recall(c, &big, q, 10)?;
-                    samples.push(t.elapsed());
-                    assert!(hits.len() <= 10);
+    // The question's vector alone, then recall without and with the model
+    // (the copy of the group's vectors read once before).
+    let model = g2_host::memory::embed::model();
+    let embed_only = |q: &str| {
+        let m = model.as_ref().unwrap();
+        let t = Instant::now();
+        m.embedder.embed_one(q).unwrap();
+        t.elapsed()
+    };
+    let run = |label: &str, with_model: bool| {
+        g2_host::memory::embed::install(if with_model { model.clone() } else { None });
+        let mut samples = Vec::new();
+        store
+            .read_blocking(|c| {
+                recall(c, &big, "warm the copy", 10)?;
+                for _ in 0..10 {
+                    for q in &questions {
+                        let t = Instant::now();
+                        let hits = recall(c, &big, q, 10)?;
+                        samples.push(t.elapsed());
+                        assert!(hits.len() <= 10);
+                    }
                 }
-            }
-            Ok(())
-        })
-        .unwrap();
-    let s = Samples::of(samples);
-    println!(
-        "recall latency over {n_archives} archives in one group ({} questions): p50 {}  p99 {}",
-        s.n(),
-        fmt_dur(s.at(0.5)),
-        fmt_dur(s.at(0.99))
-    );
+                Ok(())
+            })
+            .unwrap();
+        let s = Samples::of(samples);
+        println!(
+            "recall latency over {n_archives} archives in one group ({} questions), {label}: p50 {}  p99 {}",
+            s.n(),
+            fmt_dur(s.at(0.5)),
+            fmt_dur(s.at(0.99))
+        );
+    };
+    if model.is_some() {
+        let s = Samples::of(questions.iter().map(|q| embed_only(q)).collect());
+        println!(
+            "a question's embedding ({} questions): p50 {}  p99 {}",
+            s.n(),
+            fmt_dur(s.at(0.5)),
+            fmt_dur(s.at(0.99))
+        );
+    }
+    run("words only", false);
+    run("words and meaning, the question embedded", true);
 }

@@ -5,7 +5,11 @@
 //! machinery costs), and with g2's hooks capturing everything (every event
 //! of `HOOK_EVENTS`, the built `g2-agent hook`, registered as the host
 //! does), interleaved in one run so all see the same machine. Reports the
-//! median and p90 wall time of a turn each way and the differences, checks that every hooked turn wrote
+//! median and p90 wall time of a turn each way and the differences; and
+//! the same hooks with the group's memory on (the workspace's socket is the
+//! gateway's group socket, the group holding 200 observations, 20
+//! summaries and 500 archives with vectors: the session's block and the
+//! prompt's recall) against off (no socket). Checks that every hooked turn wrote
 //! its capture events (SessionStart, the prompt, the Bash call, Stop,
 //! SessionEnd), and that no hook process is left running afterwards.
 //!
@@ -123,22 +127,50 @@ fn main() {
         "{} missing: run scripts/setup.sh",
         agent.display()
     );
+    // The group's memory: what the hooks of the memory-on turns are given
+    // (observations, summaries, 500 archives with vectors).
+    {
+        let store = g2_host::store::Store::open(
+            &home.path().join("data/g2.db"),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let ex: Vec<(String, String)> = (0..1_000)
+            .map(|i| {
+                (
+                    format!("note {i}: the spare key number {i} is under stone {}", i % 17),
+                    format!("noted, stone {} for key {i}", i % 17),
+                )
+            })
+            .collect();
+        common::group_memory(&store, &ex);
+        common::random_vectors(&store);
+    }
     let gw = Gateway::start(home.path());
     let plain = Setup::new(None);
     let floor = Setup::new(Some(Path::new("/bin/true")));
     let hooked = Setup::new(Some(&agent));
+    // Memory on: the workspace's socket is the group's, as in a container.
+    let remembering = Setup::new(Some(&agent));
+    std::os::unix::fs::symlink(
+        home.path().join("data/ipc/main/model.sock"),
+        remembering.workspace.path().join("ipc/model.sock"),
+    )
+    .unwrap();
 
-    // Warm all three (page cache, Claude Code's first-run files).
-    for s in [&plain, &floor, &hooked] {
+    // Warm all four (page cache, Claude Code's first-run files).
+    for s in [&plain, &floor, &hooked, &remembering] {
         s.turn(&claude, &gw.url);
     }
     let warm_events = hooked.captured().len();
 
-    let (mut without, mut trivial, mut with) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut without, mut trivial, mut with, mut memory) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..turns {
         without.push(plain.turn(&claude, &gw.url));
         trivial.push(floor.turn(&claude, &gw.url));
         with.push(hooked.turn(&claude, &gw.url));
+        memory.push(remembering.turn(&claude, &gw.url));
     }
     let kinds = hooked.captured();
     let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
@@ -151,10 +183,11 @@ fn main() {
     let left = hook_processes();
     assert_eq!(left, 0, "hook processes still running");
 
-    let (without, trivial, with) = (
+    let (without, trivial, with, memory) = (
         Samples::of(without),
         Samples::of(trivial),
         Samples::of(with),
+        Samples::of(memory),
     );
     let ms = |s: &Samples, p: f64| s.at(p).as_secs_f64() * 1e3;
     println!("a whole turn of claude -p (one Bash call), {turns} of each, interleaved");
@@ -162,6 +195,7 @@ fn main() {
         ("no hooks", &without),
         ("hooks running /bin/true", &trivial),
         ("g2's hooks, full capture", &with),
+        ("the same, memory on", &memory),
     ] {
         println!(
             "  {name:<26} p50 {:>9}  p90 {:>9}  (p50 {:>+6.1} ms over no hooks)",
@@ -171,4 +205,9 @@ fn main() {
         );
     }
     println!("  capture events per turn {per_turn:.1}; hook processes left running: {left}");
+    println!(
+        "  memory on against memory off: p50 {:+.1} ms, p90 {:+.1} ms",
+        ms(&memory, 0.5) - ms(&with, 0.5),
+        ms(&memory, 0.9) - ms(&with, 0.9)
+    );
 }

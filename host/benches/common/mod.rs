@@ -271,3 +271,105 @@ pub fn agent_binary() -> PathBuf {
         .join(g2_host::container::image::AGENT_TARGET)
         .join("release/g2-agent")
 }
+
+/// Archive `i` of a bench's group `main`.
+pub fn day_archive(i: usize, body: String) -> g2_host::archives::Prepared {
+    g2_host::archives::Prepared {
+        group: g2_core::validate::GroupFolder::new("main").unwrap(),
+        session_id: None,
+        title: format!("Day {i}"),
+        file_name: format!("{i}.md"),
+        rel_path: format!("groups/main/conversations/{i}.md"),
+        body,
+        trigger: g2_host::archives::Trigger::Manual,
+        created_at: "2026-05-01T10:00:00.000Z".into(),
+        stats: Default::default(),
+        pending: false,
+    }
+}
+
+/// Stores a random unit vector for every queued row, under the name the
+/// model's vectors have.
+pub fn random_vectors(store: &g2_host::store::Store) {
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let name = Path::new(g2_host::memory::embed::DEFAULT_MODEL)
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    loop {
+        let name = name.clone();
+        let mut vec = move || {
+            let mut v: Vec<f32> = (0..384).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= norm);
+            v
+        };
+        let n = store
+            .write_blocking(move |tx| {
+                let jobs = g2_host::store::embeddings::pending(tx, 5_000)?;
+                for j in &jobs {
+                    g2_host::store::embeddings::put(tx, j, &name, &g2_embed::to_bytes(&vec()))?;
+                }
+                Ok(jobs.len())
+            })
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+/// Group `main`'s memory as the injection benches use it: 200
+/// observations, 20 session summaries and 500 archives of 20 exchanges
+/// each, drawn from `ex` (query, response).
+pub fn group_memory(store: &g2_host::store::Store, ex: &[(String, String)]) {
+    use g2_host::memory::extract::{Kind, ObservationDraft, SummaryDraft};
+    use g2_host::store::{self, observations as obs};
+    let m = g2_core::validate::GroupFolder::new("main").unwrap();
+    let ex = ex.to_vec();
+    store
+        .write_blocking(move |tx| {
+            let at = "2026-05-01T10:00:00.000Z";
+            for (i, (q, _)) in ex.iter().take(200).enumerate() {
+                let d = ObservationDraft {
+                    kind: Kind::Fact,
+                    title: q.chars().take(120).collect(),
+                    narrative: q.clone(),
+                    facts: vec![],
+                    files: vec![],
+                    importance: (i % 10 + 1) as u8,
+                    concerns: vec!["Ann".into()],
+                };
+                obs::insert(tx, &(&m).into(), &d, Default::default(), at, |_| false)?;
+            }
+            for i in 0..20 {
+                let s = store::memory::open_session(tx, &m, &format!("s{i}"), None, None, at)?;
+                store::memory::end_session(tx, s, Some("clear"), at)?;
+                let (q, r) = &ex[(i * 7) % ex.len()];
+                let d = SummaryDraft {
+                    title: q.chars().take(80).collect(),
+                    request: q.clone(),
+                    learned: r.clone(),
+                    ..SummaryDraft::default()
+                };
+                obs::insert_summary(tx, &m, s, &d, at)?;
+            }
+            for i in 0..500 {
+                let mut body = String::from("# A day\n\nArchived: x\n\n---\n\n");
+                for k in 0..20 {
+                    let (q, r) = &ex[(i * 20 + k) % ex.len()];
+                    body.push_str(&format!("**User**: {q}\n\n**G2**: {r}\n\n"));
+                }
+                store::archives::insert(tx, &day_archive(i, body))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}

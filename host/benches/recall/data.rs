@@ -218,7 +218,115 @@ pub fn shaped(name: &'static str, dir: &Path) -> Dataset {
     ds
 }
 
-/// Every data set there is: MemoryBank and the two in `benches/data/`.
+/// REALTALK (Lee et al., 2025: 21 days of real messaging between two
+/// people, with memory-probing questions whose evidence is labelled by
+/// message, `D<session>:<message>`), read from `$G2_REALTALK_DIR`, the
+/// `data/Chat_*.json` files of github.com/danny911kr/REALTALK. Published
+/// without a licence, so it is not copied into the project
+/// (docs/recall.md). Each session is one archive; an exchange is one
+/// speaker's run of messages and the other's answer, each message as
+/// `Name: text`.
+pub fn realtalk(dir: &Path) -> Dataset {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("Chat_") && n.ends_with(".json")
+        })
+        .collect();
+    files.sort();
+    let mut groups = Vec::new();
+    let mut questions = Vec::new();
+    let mut unanswerable = 0;
+    for f in files {
+        let d = read_json(&f);
+        let name = f.file_stem().unwrap().to_string_lossy().replace('_', " ");
+        let mut sessions = Vec::new();
+        // "D3:12" → (session id, exchange index).
+        let mut at: HashMap<String, (String, usize)> = HashMap::new();
+        for n in 1.. {
+            let Some(msgs) = d.get(format!("session_{n}")).and_then(Value::as_array) else {
+                break;
+            };
+            // "29.12.2023, 22:42:04" → "2023-12-29 22:42".
+            let when = d[format!("session_{n}_date_time")].as_str().unwrap();
+            let date = format!(
+                "{}-{}-{} {}",
+                &when[6..10],
+                &when[3..5],
+                &when[..2],
+                &when[12..17]
+            );
+            let mut exchanges: Vec<(String, String)> = Vec::new();
+            let mut opener: Option<String> = None;
+            for m in msgs {
+                let who = m["speaker"].as_str().unwrap().to_string();
+                let text = m["clean_text"].as_str().unwrap_or("").trim();
+                let line = format!("{who}: {text}");
+                let same = opener.as_deref() == Some(who.as_str());
+                match exchanges.last_mut() {
+                    Some((u, a)) if same && a.is_empty() => {
+                        u.push('\n');
+                        u.push_str(&line);
+                    }
+                    Some((_, a)) if !same => {
+                        if !a.is_empty() {
+                            a.push('\n');
+                        }
+                        a.push_str(&line);
+                    }
+                    // The first message, or the opener's after an answer.
+                    _ => {
+                        exchanges.push((line, String::new()));
+                        opener = Some(who.clone());
+                    }
+                }
+                at.insert(
+                    m["dia_id"].as_str().unwrap().to_string(),
+                    (n.to_string(), exchanges.len() - 1),
+                );
+            }
+            sessions.push(Session {
+                id: n.to_string(),
+                date,
+                exchanges,
+            });
+        }
+        for q in d["qa"].as_array().unwrap() {
+            let mut evidence: Vec<(String, usize)> = Vec::new();
+            for e in q["evidence"].as_array().into_iter().flatten() {
+                if let Some(x) = e.as_str().and_then(|e| at.get(e.trim()))
+                    && !evidence.contains(x)
+                {
+                    evidence.push(x.clone());
+                }
+            }
+            if evidence.is_empty() {
+                unanswerable += 1;
+                continue;
+            }
+            questions.push(Question {
+                group: name.clone(),
+                text: q["question"].as_str().unwrap().to_string(),
+                evidence,
+                kind: format!("category {}", q["category"]),
+            });
+        }
+        groups.push(Group { name, sessions });
+    }
+    let ds = Dataset {
+        name: "REALTALK",
+        groups,
+        questions,
+        unanswerable,
+    };
+    check(&ds);
+    ds
+}
+
+/// Every data set there is: MemoryBank and the two in `benches/data/`,
+/// and REALTALK when `$G2_REALTALK_DIR` names it.
 pub fn all(root: &Path) -> Vec<Dataset> {
     let fixtures = std::env::var_os("G2_MEMORY_FIXTURES")
         .map(PathBuf::from)
@@ -228,6 +336,9 @@ pub fn all(root: &Path) -> Vec<Dataset> {
     out.push(shaped("LongMemEval_S subset", &data.join("second-public")));
     if data.join("generated/labels.jsonl").is_file() {
         out.push(shaped("generated", &data.join("generated")));
+    }
+    if let Some(dir) = std::env::var_os("G2_REALTALK_DIR") {
+        out.push(realtalk(Path::new(&dir)));
     }
     out
 }

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use g2_embed::{Embedder, dot};
 use g2_host::memory::embed;
-use g2_host::memory::recall::recall;
+use g2_host::memory::context::{self, Injection};
+use g2_host::memory::recall::{Filters, Weights, recall, recall_weighted};
 use g2_host::search::question;
 use g2_host::store::{self, Store};
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::data::Dataset;
 use super::vectors::Cache;
@@ -75,6 +75,23 @@ fn messages(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The characters of a block that keeps the first `kept` of its `of`
+/// lines (the header and the kept lines; none when nothing is kept).
+fn block_chars(block: &str, kept: usize, of: usize) -> usize {
+    if kept == 0 {
+        return 0;
+    }
+    let lines: Vec<&str> = block.lines().collect();
+    // <g2-memory>, the header, `of` lines, </g2-memory>.
+    let body: usize = lines
+        .iter()
+        .skip(2)
+        .take(kept.min(of))
+        .map(|l| l.chars().count() + 1)
+        .sum();
+    body + lines.iter().take(2).map(|l| l.chars().count() + 1).sum::<usize>() + 12
+}
+
 /// Passage ids, best first, from scores (higher better).
 fn order(mut scored: Vec<(f64, i64)>) -> Vec<i64> {
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -119,6 +136,116 @@ fn rrf(lists: &[(&[i64], f64)]) -> Vec<i64> {
     order(score.into_iter().map(|(id, s)| (s, id)).collect())
 }
 
+/// The product's ranking with other weights, compared in the same run.
+fn variants() -> Vec<(String, Weights)> {
+    let s = Weights::SHIPPED;
+    let mut v = vec![
+        ("recall: lexical only".to_string(), Weights { lexical: 1.0, ..s }),
+        (
+            "recall: scaled 0.3, words alike".into(),
+            Weights {
+                lexical: 0.3,
+                idf: false,
+                scaled: true,
+                ..s
+            },
+        ),
+        (
+            "recall: scaled 0.5".into(),
+            Weights {
+                lexical: 0.5,
+                scaled: true,
+                ..s
+            },
+        ),
+        ("recall: words alike".into(), Weights { idf: false, ..s }),
+        ("recall: no phrase".into(), Weights { phrase: 0.0, ..s }),
+        ("recall: no BM25".into(), Weights { bm25: 0.0, ..s }),
+        (
+            "recall: raw cosine".into(),
+            Weights {
+                cos_floor: 0.0,
+                cos_full: 1.0,
+                ..s
+            },
+        ),
+        (
+            "recall: cosine 0.1-0.7".into(),
+            Weights {
+                cos_floor: 0.1,
+                cos_full: 0.7,
+                ..s
+            },
+        ),
+        (
+            "recall: cosine 0.2-0.6".into(),
+            Weights {
+                cos_floor: 0.2,
+                cos_full: 0.6,
+                ..s
+            },
+        ),
+    ];
+    for l in [0.4, 0.5, 0.6, 0.7, 0.8] {
+        v.push((format!("recall: {l} lexical"), Weights { lexical: l, ..s }));
+    }
+    v
+}
+
+/// Prompts no group's memory answers: what per-prompt injection should
+/// leave alone.
+const UNRELATED: &[&str] = &[
+    "write a haiku about the sea",
+    "what is the capital of France?",
+    "how do I reverse a list in Python?",
+    "good morning everyone!",
+    "can you explain how a transformer model works?",
+    "translate 'thank you very much' into Spanish",
+    "what's 17 times 23?",
+    "summarise the plot of Hamlet in three sentences",
+    "give me a recipe for pancakes",
+    "what is the difference between TCP and UDP?",
+    "tell me a joke about cats",
+    "how far is the Moon from the Earth?",
+    "write a SQL query that counts rows per day",
+    "what are good names for a golden retriever puppy?",
+    "explain compound interest simply",
+    "which planets have rings?",
+    "draft a polite email declining a meeting",
+    "how do vaccines work?",
+    "what year did the Berlin Wall fall?",
+    "suggest a 20 minute workout without equipment",
+];
+
+/// Per-prompt injection configurations compared: (hits, characters per
+/// message).
+const INJECTIONS: [(usize, usize); 5] = [(3, 300), (5, 300), (5, 200), (8, 200), (5, 500)];
+/// Gates compared: (the best hit's, every other hit's).
+const GATES: [(f64, f64); 10] = [
+    (0.0, 0.0),
+    (0.2, 0.2),
+    (0.25, 0.15),
+    (0.25, 0.2),
+    (0.25, 0.25),
+    (0.28, 0.2),
+    (0.3, 0.2),
+    (0.3, 0.25),
+    (0.35, 0.25),
+    (0.4, 0.3),
+];
+
+/// The hits a block keeps under a gate: none unless the best passes it,
+/// then those above the floor.
+fn gated(
+    hits: &[g2_host::memory::recall::RecallHit],
+    (gate, floor): (f64, f64),
+) -> Vec<&g2_host::memory::recall::RecallHit> {
+    if hits.first().is_none_or(|h| h.score < gate) {
+        return Vec::new();
+    }
+    hits.iter().filter(|h| h.score >= floor).collect()
+}
+
 pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embed::Model>) {
     let home = tempfile::tempdir().unwrap();
     let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
@@ -154,7 +281,7 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
                     id: r.id,
                     archive: r.archive_id,
                     turns: (r.turn_start, r.turn_end),
-                    whole: parts.join("\n"),
+                    whole: embed::clean(&r.text),
                     parts,
                 }
             })
@@ -166,21 +293,32 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
         units.insert(g.name.clone(), us);
     }
     cache.fill(model, &texts);
-    // The product embeds with its own jobs, as the host does.
-    let t = Instant::now();
-    let mut jobs = 0;
+    // The product's vectors: what its jobs would store (the text they
+    // embed, `embed::clean`), through the bench's cache so that a second
+    // run embeds nothing again; the jobs' own speed is measured apart.
     loop {
-        let n = embed::run_once(&store, product).unwrap();
-        if n == 0 {
+        let jobs = store
+            .write_blocking(|tx| store::embeddings::pending(tx, 1_000))
+            .unwrap();
+        if jobs.is_empty() {
             break;
         }
-        jobs += n;
+        let texts: Vec<String> = jobs.iter().map(|j| embed::clean(&j.text)).collect();
+        cache.fill(model, &texts);
+        let vectors: Vec<Vec<u8>> = texts
+            .iter()
+            .map(|t| g2_embed::to_bytes(cache.get(t)))
+            .collect();
+        let name = product.name.clone();
+        store
+            .write_blocking(move |tx| {
+                for (j, v) in jobs.iter().zip(&vectors) {
+                    store::embeddings::put(tx, j, &name, v)?;
+                }
+                Ok(())
+            })
+            .unwrap();
     }
-    eprintln!(
-        "{}: the jobs embedded {jobs} rows in {:.1} s",
-        ds.name,
-        t.elapsed().as_secs_f64()
-    );
 
     let names = [
         "g2 search (archives)",
@@ -200,7 +338,36 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
         "RRF lexical + dense exch w0.5",
         "norm 0.3 lexical + 0.7 dense exch",
         "norm 0.5 lexical + 0.5 dense exch",
+        "norm 0.6 lexical + 0.4 dense exch",
+        "norm 0.7 lexical + 0.3 dense exch",
+        "norm 0.8 lexical + 0.2 dense exch",
     ];
+    let variants = variants();
+    let names: Vec<String> = names
+        .iter()
+        .map(|n| n.to_string())
+        .chain(variants.iter().map(|v| v.0.clone()))
+        .collect();
+    // Per injection configuration and gate: questions whose block holds an
+    // answering turn, unrelated prompts given a block, characters injected.
+    let mut held = vec![[0usize; GATES.len()]; INJECTIONS.len()];
+    let mut noisy = vec![[0usize; GATES.len()]; INJECTIONS.len()];
+    let mut chars = vec![[0usize; GATES.len()]; INJECTIONS.len()];
+    let mut unrelated_n = 0;
+    let mut top_scores: Vec<f64> = Vec::new();
+    let mut unrelated_top: Vec<f64> = Vec::new();
+    let inject = |folder: &g2_core::validate::GroupFolder, text: &str, (hits, message_chars): (usize, usize)| {
+        let how = Injection {
+            hits,
+            gate: f64::MIN,
+            floor: f64::MIN,
+            message_chars,
+        };
+        let (g, t) = (folder.clone(), text.to_string());
+        store
+            .read_blocking(move |c| context::prompt_memory(c, &g, &t, 500, &how))
+            .unwrap()
+    };
     let mut tallies = vec![Tally::default(); names.len()];
     let mut by_kind: HashMap<String, Vec<Tally>> = HashMap::new();
     for q in &ds.questions {
@@ -358,7 +525,7 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
             .filter(|h| h.kind == "passage")
             .map(|h| (h.id, h.score))
             .collect();
-        for a in [0.3, 0.5] {
+        for a in [0.3, 0.5, 0.6, 0.7, 0.8] {
             let pool: Vec<i64> = ids
                 .iter()
                 .take(100)
@@ -387,6 +554,36 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
                 .collect();
             results.push(judge(&order(s)));
         }
+        for (_, w) in &variants {
+            let (t, g, w) = (q.text.clone(), folder.clone(), *w);
+            let hits = store
+                .read_blocking(move |c| recall_weighted(c, &g, &t, 50, &Filters::default(), &w))
+                .unwrap();
+            let ids: Vec<i64> = hits
+                .iter()
+                .filter(|h| h.kind == "passage")
+                .map(|h| h.id)
+                .collect();
+            results.push(judge(&ids));
+        }
+        // Per-prompt injection: does the block hold an answering turn?
+        let answers = |h: &g2_host::memory::recall::RecallHit| {
+            h.kind == "passage"
+                && by_id.get(&h.id).is_some_and(|u| {
+                    (u.turns.0..=u.turns.1).any(|m| answer_messages.contains(&(u.archive, m)))
+                })
+        };
+        for (i, how) in INJECTIONS.iter().enumerate() {
+            let m = inject(&folder, &q.text, *how);
+            if i == 1 {
+                top_scores.push(m.hits.first().map_or(f64::MIN, |h| h.score));
+            }
+            for (k, gate) in GATES.iter().enumerate() {
+                let kept = gated(&m.hits, *gate);
+                held[i][k] += usize::from(kept.iter().any(|h| answers(h)));
+                chars[i][k] += block_chars(&m.block, kept.len(), m.hits.len());
+            }
+        }
 
         let kinds = by_kind
             .entry(q.kind.clone())
@@ -394,6 +591,22 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
         for (i, (rank, turn)) in results.into_iter().enumerate() {
             tallies[i].add(rank, turn);
             kinds[i].add(rank, turn);
+        }
+    }
+    // Unrelated prompts, asked in every group.
+    for g in &ds.groups {
+        let folder = super::slug(&g.name);
+        for p in UNRELATED {
+            unrelated_n += 1;
+            for (i, how) in INJECTIONS.iter().enumerate() {
+                let m = inject(&folder, p, *how);
+                if i == 1 {
+                    unrelated_top.push(m.hits.first().map_or(f64::MIN, |h| h.score));
+                }
+                for (k, gate) in GATES.iter().enumerate() {
+                    noisy[i][k] += usize::from(!gated(&m.hits, *gate).is_empty());
+                }
+            }
         }
     }
     let sessions_n: usize = ds.groups.iter().map(|g| g.sessions.len()).sum();
@@ -422,6 +635,39 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
             turn
         );
     }
+    let pct = |k: usize, n: usize| format!("{:5.1}%", 100.0 * k as f64 / n.max(1) as f64);
+    println!(
+        "  per-prompt injection ({} questions; {unrelated_n} unrelated prompts): answer held / unrelated given a block / mean characters, by gate",
+        ds.questions.len()
+    );
+    for (i, (hits, mc)) in INJECTIONS.iter().enumerate() {
+        let cells: Vec<String> = GATES
+            .iter()
+            .enumerate()
+            .map(|(k, (g, f))| {
+                format!(
+                    "{g:.2}/{f:.2}: {} {} {:4}",
+                    pct(held[i][k], ds.questions.len()),
+                    pct(noisy[i][k], unrelated_n),
+                    chars[i][k] / ds.questions.len().max(1)
+                )
+            })
+            .collect();
+        println!("    {hits} hits, {mc} chars/message | {}", cells.join(" | "));
+    }
+    let quantiles = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        [0.1, 0.25, 0.5, 0.75, 0.9]
+            .iter()
+            .map(|p| format!("{:.2}", v[((v.len() - 1) as f64 * p) as usize]))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "    top hit's score, p10 p25 p50 p75 p90: questions {} | unrelated {}",
+        quantiles(top_scores),
+        quantiles(unrelated_top)
+    );
     if std::env::var_os("G2_BENCH_KINDS").is_some() {
         for (k, ts) in &by_kind {
             println!("  by kind {k} ({}):", ts[0].n);
