@@ -193,13 +193,17 @@ fn main() {
 
 /// The embedding jobs' speed, as the host runs them (`embed::run_once`,
 /// on their own pool): 40 archives of 16 MemoryBank exchanges each.
-fn throughput(product: &std::sync::Arc<g2_host::memory::embed::Model>, exchanges: &[(String, String)]) {
+fn throughput(
+    product: &std::sync::Arc<g2_host::memory::embed::Model>,
+    exchanges: &[(String, String)],
+) {
     let home = tempfile::tempdir().unwrap();
     let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
     let g = GroupFolder::new("jobs").unwrap();
     let batch: Vec<Prepared> = (0..40)
         .map(|i| {
-            let ex: Vec<(String, String)> = exchanges.iter().skip(i * 16).take(16).cloned().collect();
+            let ex: Vec<(String, String)> =
+                exchanges.iter().skip(i * 16).take(16).cloned().collect();
             let (title, body, _) = render(&ex, "2026-01-01 12:00");
             prepared(&g, i, "2026-01-01 12:00", title, body)
         })
@@ -225,8 +229,9 @@ fn throughput(product: &std::sync::Arc<g2_host::memory::embed::Model>, exchanges
 /// the labelled pairs (`data/supersede/pairs.jsonl`) a new observation
 /// would supersede the old one of, by what the pair is.
 fn supersession(model: &g2_embed::Embedder) {
-    let text = std::fs::read_to_string(project_root().join("host/benches/data/supersede/pairs.jsonl"))
-        .unwrap();
+    let text =
+        std::fs::read_to_string(project_root().join("host/benches/data/supersede/pairs.jsonl"))
+            .unwrap();
     let pairs: Vec<serde_json::Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -262,9 +267,16 @@ fn supersession(model: &g2_embed::Embedder) {
             k("different")
         );
     }
-    let mut diff: Vec<f32> = cos.iter().filter(|c| c.0 == "different").map(|c| c.1).collect();
+    let mut diff: Vec<f32> = cos
+        .iter()
+        .filter(|c| c.0 == "different")
+        .map(|c| c.1)
+        .collect();
     diff.sort_by(f32::total_cmp);
-    println!("  highest cosine of a different pair: {:.3}", diff.last().unwrap_or(&0.0));
+    println!(
+        "  highest cosine of a different pair: {:.3}",
+        diff.last().unwrap_or(&0.0)
+    );
 }
 
 fn latency(all_exchanges: &[(String, String)]) {

@@ -130,15 +130,16 @@ fn main() {
     // The group's memory: what the hooks of the memory-on turns are given
     // (observations, summaries, 500 archives with vectors).
     {
-        let store = g2_host::store::Store::open(
-            &home.path().join("data/g2.db"),
-            Duration::from_secs(5),
-        )
-        .unwrap();
+        let store =
+            g2_host::store::Store::open(&home.path().join("data/g2.db"), Duration::from_secs(5))
+                .unwrap();
         let ex: Vec<(String, String)> = (0..1_000)
             .map(|i| {
                 (
-                    format!("note {i}: the spare key number {i} is under stone {}", i % 17),
+                    format!(
+                        "note {i}: the spare key number {i} is under stone {}",
+                        i % 17
+                    ),
                     format!("noted, stone {} for key {i}", i % 17),
                 )
             })

@@ -170,9 +170,11 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
     let status = |id: i64| {
         store
             .read_blocking(move |c| {
-                Ok(c.query_row("SELECT status FROM observations WHERE id = ?1", [id], |r| {
-                    r.get::<_, String>(0)
-                })?)
+                Ok(
+                    c.query_row("SELECT status FROM observations WHERE id = ?1", [id], |r| {
+                        r.get::<_, String>(0)
+                    })?,
+                )
             })
             .unwrap()
     };
@@ -182,9 +184,16 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
     let other = observe("the bicycles are kept in the shed");
     assert_eq!(embed_all(&store, &model), 2);
     assert_eq!(status(first), "superseded", "a restatement supersedes it");
-    assert_eq!((status(id), status(other)), ("active".into(), "active".into()));
+    assert_eq!(
+        (status(id), status(other)),
+        ("active".into(), "active".into())
+    );
     let vectors = "SELECT count(*) FROM embeddings WHERE kind = 'observation'";
-    assert_eq!(count(&store, vectors), 3, "a superseded observation keeps its vector");
+    assert_eq!(
+        count(&store, vectors),
+        3,
+        "a superseded observation keeps its vector"
+    );
     let f = main.clone();
     assert!(
         store
@@ -208,7 +217,10 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
 fn wait(secs: u64, what: &str, done: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     while !done() {
-        assert!(std::time::Instant::now() < deadline, "{what}: not within {secs} s");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {secs} s"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
@@ -223,9 +235,17 @@ fn a_host_killed_while_embedding_embeds_each_row_once() {
     let store = home.store();
     for n in 0..40 {
         let exchanges: Vec<(String, String)> = (0..4)
-            .map(|k| (format!("note {n}-{k}: the shed key is under stone {k}"), format!("noted {n}-{k}")))
+            .map(|k| {
+                (
+                    format!("note {n}-{k}: the shed key is under stone {k}"),
+                    format!("noted {n}-{k}"),
+                )
+            })
             .collect();
-        let refs: Vec<(&str, &str)> = exchanges.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let refs: Vec<(&str, &str)> = exchanges
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
         archive(&store, "main", n, "2026-04-01", &refs);
     }
     let total = count(&store, "SELECT count(*) FROM archive_passages");
@@ -239,7 +259,10 @@ fn a_host_killed_while_embedding_embeds_each_row_once() {
     s.child.wait().unwrap();
     let stored = count(&store, "SELECT count(*) FROM embeddings");
     assert!(stored < total, "the kill came mid-way: {stored} of {total}");
-    assert_eq!(count(&store, "SELECT count(*) FROM embedding_jobs"), total - stored);
+    assert_eq!(
+        count(&store, "SELECT count(*) FROM embedding_jobs"),
+        total - stored
+    );
     // Back up: the rest is embedded, and nothing twice (a vector stored
     // again would have taken a new rowid).
     let _s = serve(&home, &[]);

@@ -602,8 +602,14 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
         "{shown}"
     );
     // The prompt's block: the archived turn, not the observation.
-    assert!(!injected_ids(&shown).iter().any(|id| id.starts_with('o')), "{shown}");
-    assert!(injected_ids(&shown).iter().any(|id| id.starts_with('p')), "{shown}");
+    assert!(
+        !injected_ids(&shown).iter().any(|id| id.starts_with('o')),
+        "{shown}"
+    );
+    assert!(
+        injected_ids(&shown).iter().any(|id| id.starts_with('p')),
+        "{shown}"
+    );
 }
 
 /// The header of the block a prompt is given (`memory::context`).
@@ -616,7 +622,13 @@ fn injected_ids(shown: &str) -> Vec<String> {
         .skip(1)
         .flat_map(|block| block.split("</g2-memory>").next().unwrap_or("").lines())
         .filter_map(|l| l.strip_prefix("- ["))
-        .filter_map(|l| l.split(']').next()?.split_whitespace().nth(1).map(str::to_string))
+        .filter_map(|l| {
+            l.split(']')
+                .next()?
+                .split_whitespace()
+                .nth(1)
+                .map(str::to_string)
+        })
         .collect()
 }
 

@@ -654,7 +654,9 @@ async fn search_and_the_memory_page_find_by_meaning() {
         .eval("document.querySelector('#memory-hits li').textContent")
         .await;
     assert!(
-        first.as_str().is_some_and(|t| t.contains("pier 7") && t.contains("by meaning")),
+        first
+            .as_str()
+            .is_some_and(|t| t.contains("pier 7") && t.contains("by meaning")),
         "{first}"
     );
     b.screenshot("search_by_meaning").await;
@@ -670,7 +672,10 @@ async fn search_and_the_memory_page_find_by_meaning() {
     let first = b
         .eval("document.querySelector('#memory-hits li').textContent")
         .await;
-    assert!(first.as_str().is_some_and(|t| t.contains("pier 7")), "{first}");
+    assert!(
+        first.as_str().is_some_and(|t| t.contains("pier 7")),
+        "{first}"
+    );
     let block = b
         .eval("document.getElementById('prompt-context').textContent")
         .await;

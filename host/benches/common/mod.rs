@@ -306,9 +306,13 @@ pub fn random_vectors(store: &g2_host::store::Store) {
     loop {
         let name = name.clone();
         let mut vec = move || {
-            let mut v: Vec<f32> = (0..384).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
+            let mut v: Vec<f32> = (0..384)
+                .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
+                .collect();
             let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.iter_mut().for_each(|x| *x /= norm);
+            for x in &mut v {
+                *x /= norm;
+            }
             v
         };
         let n = store

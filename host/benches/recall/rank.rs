@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use g2_embed::{Embedder, dot};
-use g2_host::memory::embed;
 use g2_host::memory::context::{self, Injection};
+use g2_host::memory::embed;
 use g2_host::memory::recall::{Filters, Weights, recall, recall_weighted};
 use g2_host::search::question;
 use g2_host::store::{self, Store};
@@ -89,7 +89,12 @@ fn block_chars(block: &str, kept: usize, of: usize) -> usize {
         .take(kept.min(of))
         .map(|l| l.chars().count() + 1)
         .sum();
-    body + lines.iter().take(2).map(|l| l.chars().count() + 1).sum::<usize>() + 12
+    body + lines
+        .iter()
+        .take(2)
+        .map(|l| l.chars().count() + 1)
+        .sum::<usize>()
+        + 12
 }
 
 /// Passage ids, best first, from scores (higher better).
@@ -140,7 +145,10 @@ fn rrf(lists: &[(&[i64], f64)]) -> Vec<i64> {
 fn variants() -> Vec<(String, Weights)> {
     let s = Weights::SHIPPED;
     let mut v = vec![
-        ("recall: lexical only".to_string(), Weights { lexical: 1.0, ..s }),
+        (
+            "recall: lexical only".to_string(),
+            Weights { lexical: 1.0, ..s },
+        ),
         (
             "recall: scaled 0.3, words alike".into(),
             Weights {
@@ -345,7 +353,7 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
     let variants = variants();
     let names: Vec<String> = names
         .iter()
-        .map(|n| n.to_string())
+        .map(ToString::to_string)
         .chain(variants.iter().map(|v| v.0.clone()))
         .collect();
     // Per injection configuration and gate: questions whose block holds an
@@ -356,7 +364,9 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
     let mut unrelated_n = 0;
     let mut top_scores: Vec<f64> = Vec::new();
     let mut unrelated_top: Vec<f64> = Vec::new();
-    let inject = |folder: &g2_core::validate::GroupFolder, text: &str, (hits, message_chars): (usize, usize)| {
+    let inject = |folder: &g2_core::validate::GroupFolder,
+                  text: &str,
+                  (hits, message_chars): (usize, usize)| {
         let how = Injection {
             hits,
             gate: f64::MIN,
@@ -653,7 +663,10 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
                 )
             })
             .collect();
-        println!("    {hits} hits, {mc} chars/message | {}", cells.join(" | "));
+        println!(
+            "    {hits} hits, {mc} chars/message | {}",
+            cells.join(" | ")
+        );
     }
     let quantiles = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);

@@ -246,7 +246,9 @@ fn turn_line(
     let quote = |text: &str| one_line(&crate::search::excerpt(text, terms, chars));
     let (id, text) = match h.kind.as_str() {
         "passage" => {
-            let text = store::recall::passage(conn, h.id)?.map(|(_, p)| p.text).unwrap_or_default();
+            let text = store::recall::passage(conn, h.id)?
+                .map(|(_, p)| p.text)
+                .unwrap_or_default();
             let mut said = Vec::new();
             for m in crate::search::passages::said(&text) {
                 said.push(match m.speaker {

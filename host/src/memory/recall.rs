@@ -385,7 +385,11 @@ fn meaning(
             .collect();
         // Passages by meaning join the candidates; the other kinds are few
         // and all found by their words already.
-        let n = if kind == "passage" { DENSE_CANDIDATES } else { 0 };
+        let n = if kind == "passage" {
+            DENSE_CANDIDATES
+        } else {
+            0
+        };
         let near = vectors::near(conn, groups, kind, model, qv, n, &have)?;
         for (id, c) in near.of {
             cos.insert((kind.to_string(), id), f64::from(c));
@@ -424,7 +428,9 @@ fn fuse(
         };
         (
             Some(span(&mut scored.iter().map(|s| s.0))),
-            Some(span(&mut scored.iter().filter_map(|s| cos.get(&key(&s.2)).copied()))),
+            Some(span(
+                &mut scored.iter().filter_map(|s| cos.get(&key(&s.2)).copied()),
+            )),
         )
     } else {
         (None, None)

@@ -302,7 +302,9 @@ mod tests {
 
     fn normalise(v: &mut [f32]) {
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter_mut().for_each(|x| *x /= norm);
+        for x in v.iter_mut() {
+            *x /= norm;
+        }
     }
 
     #[test]
@@ -314,7 +316,7 @@ mod tests {
             words: 6,
             ..Copy::default()
         };
-        let mut push = |c: &mut Copy, id: i64, v: &[f32]| {
+        let push = |c: &mut Copy, id: i64, v: &[f32]| {
             let (scale, b) = quantize(v);
             c.slots.insert(id, c.ids.len());
             c.ids.push(id);

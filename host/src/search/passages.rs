@@ -132,10 +132,15 @@ fn speaker_name(line: &str) -> Option<String> {
     let end = rest.find("**")?;
     let name = &rest[..end];
     let after = &rest[end + 2..];
-    Some(match after.strip_prefix(" (").and_then(|t| t.find("):").map(|c| &t[..c])) {
-        Some(time) => format!("{name} ({time})"),
-        None => name.to_string(),
-    })
+    Some(
+        match after
+            .strip_prefix(" (")
+            .and_then(|t| t.find("):").map(|c| &t[..c]))
+        {
+            Some(time) => format!("{name} ({time})"),
+            None => name.to_string(),
+        },
+    )
 }
 
 /// A message's text after its speaker mark.
@@ -256,7 +261,10 @@ Second paragraph of the answer.\n\n\
         assert_eq!(s[0].speaker.as_deref(), Some("Ann (09:00)"));
         assert_eq!(s[0].text, "remember that the boat is moored at pier 7");
         assert_eq!(s[2].speaker.as_deref(), Some("G2"));
-        assert_eq!(s[2].text, "Noted: pier 7, key with Carl.\n\nSecond paragraph of the answer.");
+        assert_eq!(
+            s[2].text,
+            "Noted: pier 7, key with Carl.\n\nSecond paragraph of the answer."
+        );
         let s = said("text before\n**User**: hi");
         assert_eq!((s[0].speaker.as_deref(), s[0].text), (None, "text before"));
         assert_eq!((s[1].speaker.as_deref(), s[1].text), (Some("User"), "hi"));

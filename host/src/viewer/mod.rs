@@ -804,7 +804,9 @@ async fn memory_page(
         body.push_str(&memory_hits(hits));
         body.push_str("<h2>A prompt asking this would be given</h2>");
         if block.is_empty() {
-            body.push_str("<p class=\"empty\" id=\"prompt-context\">Nothing: no memory passes the gate.</p>");
+            body.push_str(
+                "<p class=\"empty\" id=\"prompt-context\">Nothing: no memory passes the gate.</p>",
+            );
         } else {
             body.push_str(&format!(
                 "<pre class=\"context\" id=\"prompt-context\">{}</pre>",
