@@ -133,6 +133,8 @@ pub(super) async fn poll(
         let Some(last) = updates.iter().map(|u| u.id.0).max() else {
             continue;
         };
+        // Tests hold the host here to kill it between fetching and storing.
+        fail::fail_point!("telegram-fetched");
         match take(&tg, &channels, &settings, &me, &updates, last).await {
             // Stored, or refused item by item: the offset moved on with them.
             Ok(()) => next = Some(last as i32 + 1),
