@@ -139,7 +139,16 @@ fn injection(runs: usize) {
             "Memory that may bear on this message",
         ),
     ] {
-        let (_, out) = hook(&agent, ws, event, &input);
+        // The first asks load the group's vector copy and warm the model,
+        // past the hook's deadline: a running host has done both.
+        let mut out = String::new();
+        for _ in 0..50 {
+            out = hook(&agent, ws, event, &input).1;
+            if out.contains(expect) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
         assert!(out.contains(expect), "{label}: {out}");
         let mut samples = Vec::new();
         for _ in 0..runs {
