@@ -9,7 +9,7 @@ use crate::store;
 /// The settings file `g2 init` writes when there is none: every line a
 /// comment, so the defaults hold until the operator changes one.
 const SETTINGS_TEMPLATE: &str = "\
-# g2's settings (README.md, \"Configuration\"). Every key is optional;
+# g2's settings (docs/configuration.md). Every key is optional;
 # G2_* environment variables override this file.
 # This file may hold the API token: keep it readable by its owner only
 # (mode 600; `g2 doctor` fails otherwise). Model keys and bot tokens go in

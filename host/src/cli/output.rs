@@ -9,7 +9,7 @@ use serde::Serialize;
 // No doc comment: clap would take it for the commands' about text.
 #[derive(Args, Clone, Copy)]
 pub struct Output {
-    /// Print JSON (the shapes are documented in the README).
+    /// Print JSON (the shapes are documented in docs/cli.md).
     #[arg(long)]
     pub json: bool,
 }

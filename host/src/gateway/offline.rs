@@ -9,7 +9,7 @@
 //!   conversation" prompt) gets an `<analysis>`/`<summary>` reply built from
 //!   the messages it was sent.
 //! - The newest user prompt is read for command lines `g2:<command> <args>`
-//!   (the command language, documented in the README). Each command becomes
+//!   (the command language, documented in docs/gateway.md). Each command becomes
 //!   one or more tool calls, made one per turn, in order. Which step comes
 //!   next is worked out from the tool results already in the conversation,
 //!   so the model keeps no state between requests.
