@@ -19,8 +19,8 @@
 //! Processes run at least 10 times; median and best. The goal is archiving
 //! at least 10x faster than jq (compared on medians).
 //!
-//! Run: `cargo bench -p g2-host --bench archive`. The fixtures folder is `../../shared/fixtures/transcripts/` from
-//! this crate, or `$G2_FIXTURES`; jq is `jq` on the PATH, or `$JQ`; the g2
+//! Run: `cargo bench -p g2-host --bench archive`. The fixtures folder is the project's
+//! `tests/fixtures/transcripts/`, or `$G2_FIXTURES`; jq is `jq` on the PATH, or `$JQ`; the g2
 //! binary is the one Cargo built with the bench, or `$G2_BIN`.
 
 // Tests and benches fail loudly: an unwrap is the assertion.
@@ -243,7 +243,7 @@ fn largest_fixture() -> PathBuf {
     let dir = std::env::var_os("G2_FIXTURES")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/transcripts")
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/transcripts")
         });
     let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
         eprintln!(

@@ -12,7 +12,7 @@
 //! (`memory::process::pass`, real SQLite) with the model extractor through
 //! a gateway over the offline provider, on 2,000 completed prompt batches
 //! built from MemoryBank's conversations (`$G2_MEMORY_FIXTURES`, default
-//! `../shared/fixtures/memory/memorybank`), one exchange each: batches per
+//! `tests/fixtures/memory/memorybank`), one exchange each: batches per
 //! minute and observations per batch, and the tokens per request the
 //! gateway recorded (the request's size at 4 bytes a token: what the
 //! `anthropic` provider would be sent).
@@ -62,7 +62,7 @@ fn hook(agent: &Path, ws: &Path, event: &str, input: &[u8]) -> (Duration, String
 fn bank() -> Value {
     let dir = std::env::var_os("G2_MEMORY_FIXTURES")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| project_root().join("../shared/fixtures/memory/memorybank"));
+        .unwrap_or_else(|| project_root().join("tests/fixtures/memory/memorybank"));
     serde_json::from_str(&std::fs::read_to_string(dir.join("memory_bank_en.json")).unwrap())
         .unwrap()
 }

@@ -1,4 +1,4 @@
-//! Every real transcript in ../shared/fixtures archives cleanly, and the
+//! Every real transcript in tests/fixtures/transcripts archives cleanly, and the
 //! archive says what the conversation said: the right turns, no tool output
 //! or thinking, messages cut at 2,000 characters, the right title.
 

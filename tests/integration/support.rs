@@ -23,11 +23,11 @@ pub fn project_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `../shared/fixtures/transcripts` beside the project (or `G2_FIXTURES`).
+/// `tests/fixtures/transcripts` (or `G2_FIXTURES`).
 pub fn fixtures_dir() -> PathBuf {
     let dir = std::env::var_os("G2_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| project_root().join("../shared/fixtures/transcripts"));
+        .unwrap_or_else(|| project_root().join("tests/fixtures/transcripts"));
     assert!(
         dir.is_dir(),
         "transcript fixtures not found at {} (set G2_FIXTURES)",

@@ -2,7 +2,7 @@
 //! sessions of exchanges, and questions labelled with the exchanges that
 //! answer them.
 //!
-//! - MemoryBank (MIT; `../shared/fixtures/memory/memorybank` or
+//! - MemoryBank (MIT; `tests/fixtures/memory/memorybank` or
 //!   `$G2_MEMORY_FIXTURES`) with our labels in `data/memorybank_labels.jsonl`.
 //! - `data/second-public/` (LongMemEval_S, MIT, a derived subset) and
 //!   `data/generated/` (written and labelled for this project), in the
@@ -330,7 +330,7 @@ pub fn realtalk(dir: &Path) -> Dataset {
 pub fn all(root: &Path) -> Vec<Dataset> {
     let fixtures = std::env::var_os("G2_MEMORY_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared/fixtures/memory/memorybank"));
+        .unwrap_or_else(|| root.join("tests/fixtures/memory/memorybank"));
     let data = root.join("host/benches/data");
     let mut out = vec![memorybank(&fixtures, &data.join("memorybank_labels.jsonl"))];
     out.push(shaped("LongMemEval_S subset", &data.join("second-public")));

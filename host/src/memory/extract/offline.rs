@@ -803,7 +803,7 @@ mod tests {
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| {
                 std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../../shared/fixtures/transcripts")
+                    .join("../tests/fixtures/transcripts")
             })
     }
 
