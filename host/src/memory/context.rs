@@ -7,10 +7,12 @@
 //!   tools, within `memory.inject_tokens`. After a clear or a compaction
 //!   the summaries and observations of the session that ended are in it,
 //!   so what it established outlives it.
-//! - **Each prompt**: recall on the prompt; only hits that hold at least
-//!   two of its content words and at least half of them ([`relevant`]), at
-//!   most [`PROMPT_HITS`], within `memory.prompt_inject_tokens`; nothing
-//!   when nothing is relevant.
+//! - **Each prompt**: recall on the prompt, gated on recall's final score
+//!   ([`Injection::SHIPPED`]): nothing unless the best hit reaches the
+//!   gate, then the hits above the floor, each quoted as its turn (the day
+//!   it was said, its id, who said what, cut around the prompt's words),
+//!   within `memory.prompt_inject_tokens`. The values and what they trade
+//!   are measured in docs/recall.md.
 //!
 //! Nothing for a group whose `memory.inject` is off, nor for a prompt that
 //! says `#nomemory`. The hook asks over the group's own gateway socket

@@ -23,8 +23,9 @@
 //!    lexical score (the share of the question's words a text holds, each
 //!    weighing its IDF; BM25 relative to the best, counted as far as those
 //!    words are there; adjacent pairs kept as phrases; a named day; a
-//!    touch of recency; an observation's importance) mixed half and half
-//!    with the cosine read on the model's scale (0 at 0.15, 1 at 0.65). A
+//!    touch of recency; an observation's importance), weighing 0.6,
+//!    and the cosine read on the model's scale (0 at 0.15, 1 at 0.65),
+//!    weighing 0.4 (chosen on three public sets, docs/recall.md). A
 //!    score means the same from one question to the next, so per-prompt
 //!    injection gates on it and separate recalls merge by it.
 //!
