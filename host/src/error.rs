@@ -65,6 +65,14 @@ pub enum Error {
     Json(#[from] serde_json::Error),
 }
 
+impl From<g2_settings::Error> for Error {
+    fn from(e: g2_settings::Error) -> Self {
+        match e {
+            g2_settings::Error::Config(why) => Error::Config(why),
+        }
+    }
+}
+
 impl Error {
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {

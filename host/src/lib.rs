@@ -14,7 +14,6 @@ pub mod background;
 pub mod channels;
 pub mod chat;
 pub mod cli;
-pub mod config;
 pub mod container;
 pub mod doctor;
 pub mod error;
@@ -35,6 +34,7 @@ pub mod terminal;
 pub mod viewer;
 
 pub use error::{Error, Result};
+pub use g2_settings as config;
 
 /// The Claude Code version this build of g2 is tested with (the one file
 /// that pins it: `CLAUDE_CODE_VERSION` at the project root).
