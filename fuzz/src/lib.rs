@@ -17,7 +17,7 @@ use g2_core::wire::{Action, AgentEvent, HookInput};
 use g2_host::api::{ClearBody, NewGroupBody, ResumeBody};
 use g2_host::gateway::offline::{self, Block};
 use g2_host::groups::NewGroup;
-use g2_host::routing::messages::{Inbound, MAX_TEXT};
+use g2_host::routing::messages::{CheckInbound, Inbound, MAX_TEXT};
 use serde_json::Value;
 
 /// A fuzz target: its name and its body.

@@ -269,7 +269,10 @@ fn extraction(batches: usize) {
         g2_host::gateway::Gateway::with_provider(
             &Default::default(),
             store.clone(),
-            Arc::new(g2_host::gateway::offline::Offline::new(None)),
+            Arc::new(
+                g2_host::gateway::offline::Offline::new(None)
+                    .with_delegate(g2_host::memory::extract::model::answer_offline),
+            ),
         )
     };
     let extractor: Arc<dyn Extractor> = Arc::new(

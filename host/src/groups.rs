@@ -4,12 +4,12 @@
 //! and is validated before it is stored. At most one group is main; the
 //! database enforces it with a partial unique index.
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::GroupContainerConfig;
 use crate::store;
 use crate::{Error, Result};
 use g2_core::validate::GroupFolder;
+
+pub use crate::store::groups::Group;
 
 /// Longest trigger pattern accepted.
 pub const MAX_TRIGGER: usize = 1024;
@@ -22,19 +22,6 @@ pub fn trigger_regex(pattern: &str) -> std::result::Result<regex::Regex, regex::
         .nest_limit(32)
         .size_limit(1 << 20)
         .build()
-}
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Group {
-    pub folder: GroupFolder,
-    pub name: String,
-    pub jid: String,
-    /// Regex a message must match to wake the agent (when required).
-    pub trigger_pattern: Option<String>,
-    pub requires_trigger: bool,
-    pub is_main: bool,
-    /// Per-group container settings (limits, network, extra mounts).
-    pub container_config: GroupContainerConfig,
-    pub added_at: String,
 }
 
 /// What `add` needs; the rest gets defaults.

@@ -27,7 +27,7 @@ use crate::channels::Channels;
 use crate::config::Settings;
 use crate::container::docker::DockerRuntime;
 use crate::container::image;
-use crate::gateway::{Gateway, Listening};
+use crate::gateway::{Choice, Gateway, Hooks, Listening};
 use crate::home::Home;
 use crate::lock::HostLock;
 use crate::requests::{Links, RequestServer};
@@ -91,8 +91,7 @@ impl Host {
         home.ensure_layout()?;
         let addr = api_address(settings, listen)?;
         let store = open_store(home, settings).await?;
-        let (gateway, choice) = Gateway::new(&settings.gateway, home, store.clone())?;
-        let gateway = gateway.with_memory(settings.memory.clone());
+        let (gateway, choice) = gateway(home, settings, &store)?;
         // Before any container is reaped or socket bound: one host per home.
         let mut lock = HostLock::acquire(home, "serve")?;
         // Archives recorded before passages existed become recallable.
@@ -365,6 +364,22 @@ pub async fn open_store(home: &Home, settings: &Settings) -> Result<Store> {
     )
     .await
     .map_err(|e| context(format_args!("opening {}", home.db_path().display()), &e))
+}
+
+/// The model gateway with the provider the settings and environment
+/// select, and what memory serves through it: each group socket's hook
+/// routes (`memory::context`) and the offline model's answer to the host's
+/// extraction requests (`memory::extract::model`). Must be called inside a
+/// Tokio runtime.
+pub fn gateway(home: &Home, settings: &Settings, store: &Store) -> Result<(Gateway, Choice)> {
+    let (routes_store, memory) = (store.clone(), settings.memory.clone());
+    let hooks = Hooks {
+        group_routes: Some(Arc::new(move |folder: &GroupFolder| {
+            crate::memory::context::routes(routes_store.clone(), folder.clone(), memory.clone())
+        })),
+        offline: Some(crate::memory::extract::model::answer_offline),
+    };
+    Gateway::new(&settings.gateway, home, store.clone(), hooks)
 }
 
 /// The groups' session pointers and history.

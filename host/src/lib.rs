@@ -6,6 +6,12 @@
 //! its history; [`archives`] turns transcripts into markdown files that
 //! [`search`] finds again. See ARCHITECTURE.md for the code map and the
 //! invariants of each module.
+//!
+//! Two layers sit below the host as crates of their own, so the compiler
+//! keeps them below: the settings (`g2-settings`, here [`config`]) and the
+//! store (`g2-store`, here [`store`]: all SQL, the migrations, the rows and
+//! the [`Error`] they share with the host). Neither imports anything from
+//! the host.
 
 pub mod agent;
 pub mod api;
@@ -14,10 +20,8 @@ pub mod background;
 pub mod channels;
 pub mod chat;
 pub mod cli;
-pub mod config;
 pub mod container;
 pub mod doctor;
-pub mod error;
 pub mod gateway;
 pub mod groups;
 pub mod home;
@@ -29,18 +33,16 @@ pub mod requests;
 pub mod routing;
 pub mod search;
 pub mod sessions;
-pub mod store;
 pub mod tasks;
 pub mod terminal;
 pub mod viewer;
 
-pub use error::{Error, Result};
+pub use g2_settings as config;
+pub use g2_store as store;
+pub use g2_store::error;
+pub use g2_store::now_rfc3339;
+pub use g2_store::{Error, Result};
 
 /// The Claude Code version this build of g2 is tested with (the one file
 /// that pins it: `CLAUDE_CODE_VERSION` at the project root).
 pub const CLAUDE_CODE_VERSION: &str = include_str!("../../CLAUDE_CODE_VERSION");
-
-/// Current time as stored in the database: RFC 3339, UTC, milliseconds.
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}

@@ -21,7 +21,6 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Local};
-use serde::{Deserialize, Serialize};
 
 use g2_core::{archive, confined, transcript, validate};
 
@@ -31,41 +30,7 @@ use crate::store::{self, Store};
 use crate::{Error, Result};
 use g2_core::validate::GroupFolder;
 
-/// What started an archive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Trigger {
-    /// The session was cleared (or left for another one).
-    Clear,
-    /// Claude Code compacted the session.
-    Precompact,
-    /// Someone ran `g2 archive`.
-    Manual,
-}
-
-impl Trigger {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Clear => "clear",
-            Trigger::Precompact => "precompact",
-            Trigger::Manual => "manual",
-        }
-    }
-}
-
-/// A row of `conversation_archives`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArchiveRecord {
-    pub id: i64,
-    pub group: GroupFolder,
-    pub session_id: Option<String>,
-    /// The archive's title.
-    pub name: String,
-    /// Relative to the home directory.
-    pub path: String,
-    pub trigger: Trigger,
-    pub created_at: String,
-}
+pub use crate::store::archives::{ArchiveRecord, Trigger};
 
 /// An archive file written but not yet recorded.
 #[derive(Debug)]
@@ -243,6 +208,21 @@ impl Prepared {
     /// The file's absolute path, for people.
     pub fn path(&self, home: &Home) -> PathBuf {
         home.resolve(&self.rel_path)
+    }
+}
+
+impl<'a> From<&'a Prepared> for store::archives::NewArchive<'a> {
+    /// The row its record is: what `store::archives::insert` takes.
+    fn from(p: &'a Prepared) -> Self {
+        store::archives::NewArchive {
+            group: &p.group,
+            session_id: p.session_id.as_deref(),
+            title: &p.title,
+            rel_path: &p.rel_path,
+            body: &p.body,
+            trigger: p.trigger,
+            created_at: &p.created_at,
+        }
     }
 }
 

@@ -41,7 +41,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use g2_core::validate::GroupFolder;
 
-use crate::routing::messages::{Inbound, Message};
+use crate::routing::messages::{CheckInbound, Inbound, Message};
 use crate::store::{self, Store};
 use crate::{Error, Result};
 

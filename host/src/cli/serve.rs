@@ -6,7 +6,6 @@
 use anyhow::{Result, anyhow};
 
 use super::{Console, Ctx, Output, require_group};
-use crate::gateway::Gateway;
 use crate::host::{self, Host};
 use crate::lock::HostLock;
 use crate::terminal::{inert, inert_name};
@@ -24,8 +23,7 @@ pub(super) async fn serve(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
 pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     ctx.home.ensure_layout()?;
     let store = ctx.store().await?;
-    let (gw, choice) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
-    let gw = gw.with_memory(ctx.settings.memory.clone());
+    let (gw, choice) = host::gateway(&ctx.home, &ctx.settings, &store)?;
     // Per-prompt recall by meaning, as under `g2 serve`: the model, and the
     // jobs that embed what the groups' memory holds.
     let embedder = {
@@ -76,8 +74,7 @@ pub(super) async fn run(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> R
         )
     })?;
     let runtime = host::agent_runtime(&ctx.home, &ctx.settings, &Console).await?;
-    let (gw, _) = Gateway::new(&ctx.settings.gateway, &ctx.home, store.clone())?;
-    let gw = gw.with_memory(ctx.settings.memory.clone());
+    let (gw, _) = host::gateway(&ctx.home, &ctx.settings, &store)?;
     // The prompt's recall by meaning (the jobs are the host's to run).
     let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
     tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m)).await?;

@@ -29,7 +29,7 @@ use g2_core::wire::{
 use crate::{Error, Result};
 
 /// The image's name.
-pub const IMAGE: &str = "g2-agent:latest";
+pub use crate::config::IMAGE;
 /// Label holding the digest of the image's inputs.
 pub const INPUTS_LABEL: &str = "g2.inputs";
 /// The agent user's name inside the container (as `container/rootfs/etc/passwd` has it).

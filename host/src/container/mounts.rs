@@ -65,16 +65,7 @@ pub enum Mount {
 }
 
 /// An extra mount a group asks for in its `container_config`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExtraMount {
-    pub host_path: String,
-    /// Name under `/workspace/extra/` (default: the folder's name).
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub read_write: bool,
-}
+pub use crate::config::ExtraMount;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -125,8 +125,22 @@ struct Inner {
     /// first time a caller is seen on a day, then kept current in memory.
     spent: Mutex<HashMap<String, (String, u64)>>,
     recorder: mpsc::UnboundedSender<ToRecorder>,
-    /// What a group socket's memory route injects (`memory::context`).
-    memory: crate::config::MemorySettings,
+    /// What each group's socket serves beside the model's routes.
+    group_routes: Option<GroupRoutes>,
+}
+
+/// The routes a group's socket serves beside the model's, built for each
+/// group (the host wires in memory's hook routes, `memory::context`).
+pub type GroupRoutes = Arc<dyn Fn(&GroupFolder) -> Router + Send + Sync>;
+
+/// What other parts of the host serve through the gateway, given when the
+/// host is wired (`host::gateway`): the gateway itself knows none of them.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    /// The routes each group's socket serves beside the model's.
+    pub group_routes: Option<GroupRoutes>,
+    /// What the offline provider asks before its own rules.
+    pub offline: Option<offline::Delegate>,
 }
 
 /// The gateway; cheap to clone, shared by all its listeners.
@@ -169,25 +183,48 @@ impl Drop for Listening {
 }
 
 impl Gateway {
-    /// Builds the gateway with the provider [`choose`] selects. Must be
-    /// called inside a Tokio runtime (it starts the usage writer).
-    pub fn new(settings: &GatewaySettings, home: &Home, store: Store) -> Result<(Gateway, Choice)> {
+    /// Builds the gateway with the provider [`choose`] selects, serving
+    /// what `hooks` give. Must be called inside a Tokio runtime (it starts
+    /// the usage writer).
+    pub fn new(
+        settings: &GatewaySettings,
+        home: &Home,
+        store: Store,
+        hooks: Hooks,
+    ) -> Result<(Gateway, Choice)> {
         let choice = choose(settings, home.root())?;
         let provider: Arc<dyn Provider> = match (choice.kind, &choice.credential) {
             (ProviderKind::Anthropic, Some(c)) => Arc::new(anthropic::Anthropic::new(
                 &settings.upstream_url,
                 c.clone(),
             )?),
-            _ => Arc::new(offline::Offline::new(settings.model.clone())),
+            _ => {
+                let offline = offline::Offline::new(settings.model.clone());
+                Arc::new(match hooks.offline {
+                    Some(delegate) => offline.with_delegate(delegate),
+                    None => offline,
+                })
+            }
         };
-        Ok((Gateway::with_provider(settings, store, provider), choice))
+        let gateway = Gateway::build(settings, store, provider, hooks.group_routes);
+        Ok((gateway, choice))
     }
 
-    /// A gateway over any provider.
+    /// A gateway over any provider (its group sockets serve the model's
+    /// routes only).
     pub fn with_provider(
         settings: &GatewaySettings,
         store: Store,
         provider: Arc<dyn Provider>,
+    ) -> Gateway {
+        Gateway::build(settings, store, provider, None)
+    }
+
+    fn build(
+        settings: &GatewaySettings,
+        store: Store,
+        provider: Arc<dyn Provider>,
+        group_routes: Option<GroupRoutes>,
     ) -> Gateway {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(record_loop(store.clone(), rx));
@@ -199,19 +236,9 @@ impl Gateway {
                 slots: Mutex::new(HashMap::new()),
                 spent: Mutex::new(HashMap::new()),
                 recorder: tx,
-                memory: crate::config::MemorySettings::default(),
+                group_routes,
             }),
         }
-    }
-
-    /// The memory settings its group sockets answer hooks with; set before
-    /// any listener starts (a gateway already shared keeps its own).
-    #[must_use]
-    pub fn with_memory(mut self, memory: crate::config::MemorySettings) -> Gateway {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.memory = memory;
-        }
-        self
     }
 
     pub fn provider_name(&self) -> &'static str {
@@ -330,19 +357,16 @@ impl Gateway {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
         }
+        // The socket is the group's identity: its hooks ask here for the
+        // group's own memory (the routes the host wired in).
+        let mut router = self.router(folder);
+        if let Some(routes) = &self.inner.group_routes {
+            router = router.merge(routes(folder));
+        }
         Ok(Listening {
             address: path.display().to_string(),
             local_addr: None,
-            // The socket is the group's identity: its hooks ask here for the
-            // group's own memory (`memory::context`).
-            server: Some(self.spawn_server(
-                listener,
-                self.router(folder).merge(crate::memory::context::routes(
-                    self.inner.store.clone(),
-                    folder.clone(),
-                    self.inner.memory.clone(),
-                )),
-            )),
+            server: Some(self.spawn_server(listener, router)),
             socket: Some((home.clone(), folder.clone())),
         })
     }

@@ -3,8 +3,11 @@
 //! Claude Code CLI through every g2 feature.
 //!
 //! Its whole behaviour is a function of the request ([`answer`]):
-//! - A memory extraction request (`memory::extract::model`) gets the
-//!   observations or summary the offline rules find, as the JSON asked for.
+//! - A request its [`Delegate`] takes is answered by it: the host wires in
+//!   memory extraction's (`memory::extract::model::answer_offline`), so an
+//!   extraction request gets the observations or summary the offline rules
+//!   find, as the JSON asked for. The gateway itself knows nothing of
+//!   memory.
 //! - A compaction request (Claude Code's "create a detailed summary of the
 //!   conversation" prompt) gets an `<analysis>`/`<summary>` reply built from
 //!   the messages it was sent.
@@ -652,12 +655,9 @@ impl From<&str> for Refusal {
     }
 }
 
-/// Answers one Messages API request.
+/// Answers one Messages API request by the offline model's own rules (a
+/// [`Delegate`] is asked first, by [`Offline`]).
 pub fn answer(req: &Value) -> Result<Answer, Refusal> {
-    // The host's own memory extraction (`memory::extract::model`).
-    if let Some(json) = crate::memory::extract::model::answer_offline(req) {
-        return Ok(Answer::text(json));
-    }
     let messages = req["messages"]
         .as_array()
         .ok_or("messages: an array is required")?;
@@ -934,14 +934,38 @@ fn chunks(s: &str, n: usize) -> Vec<&str> {
     out
 }
 
+/// Answers the requests another part of the host makes of the offline
+/// model (its text, or None when the request is not one of them); given
+/// when the host is wired.
+pub type Delegate = fn(&Value) -> Option<String>;
+
 /// The offline provider.
 pub struct Offline {
     model: Option<String>,
+    delegate: Option<Delegate>,
 }
 
 impl Offline {
     pub fn new(model: Option<String>) -> Self {
-        Offline { model }
+        Offline {
+            model,
+            delegate: None,
+        }
+    }
+
+    /// Asks `delegate` first, before the offline rules.
+    #[must_use]
+    pub fn with_delegate(mut self, delegate: Delegate) -> Self {
+        self.delegate = Some(delegate);
+        self
+    }
+
+    /// [`answer`], after the delegate.
+    fn answer(&self, req: &Value) -> Result<Answer, Refusal> {
+        match self.delegate.and_then(|d| d(req)) {
+            Some(text) => Ok(Answer::text(text)),
+            None => answer(req),
+        }
     }
 
     fn reply(&self, req: &ModelRequest, count_only: bool) -> Reply {
@@ -963,7 +987,7 @@ impl Offline {
                 serde_json::json!({ "input_tokens": input_tokens }).to_string(),
             );
         }
-        let answer = match answer(&value) {
+        let answer = match self.answer(&value) {
             Ok(a) => a,
             Err(Refusal(msg)) => {
                 return Reply::error(StatusCode::BAD_REQUEST, "invalid_request_error", msg);

@@ -182,6 +182,12 @@ pub fn clean(text: &str) -> String {
         .join("\n")
 }
 
+/// The host's error for the model's (the store's error type, below the
+/// model, holds it in words).
+pub fn embed_error(e: g2_embed::Error) -> crate::Error {
+    crate::Error::Embed(e.to_string())
+}
+
 /// Embeds up to [`BATCH`] queued rows; how many were stored.
 pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
     let jobs = store.write_blocking(|tx| store::embeddings::pending(tx, BATCH))?;
@@ -193,9 +199,10 @@ pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
     // On a pool of its own at a lower priority: a question asked meanwhile
     // (the hook's 50 ms) does not wait behind a batch.
     let vectors = match JOBS_POOL.as_ref() {
-        Some(pool) => pool.install(|| model.embedder.embed(&refs))?,
-        None => model.embedder.embed(&refs)?,
-    };
+        Some(pool) => pool.install(|| model.embedder.embed(&refs)),
+        None => model.embedder.embed(&refs),
+    }
+    .map_err(embed_error)?;
     let name = model.name.clone();
     let stored = store.write_blocking(move |tx| {
         let mut n = 0;

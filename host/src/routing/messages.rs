@@ -8,61 +8,23 @@
 //! neutralizes it when it is printed); sender names hold no control
 //! characters.
 
-use serde::{Deserialize, Serialize};
-
 use crate::{Error, Result};
+
+pub use crate::store::messages::{Inbound, Message};
 
 /// Longest message text accepted.
 pub const MAX_TEXT: usize = 32 * 1024;
 /// Longest sender id or name.
 const MAX_SENDER: usize = 200;
 
-/// One message. Also the stable JSON shape of the API.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub seq: i64,
-    pub id: String,
-    pub chat_jid: String,
-    pub sender: String,
-    pub sender_name: Option<String>,
-    pub text: String,
-    /// RFC 3339, UTC.
-    pub timestamp: String,
-    /// Written by the assistant.
-    pub from_bot: bool,
-    /// The channel saw it address the assistant (a mention of the bot, a
-    /// reply to one of its messages, a private chat): it wakes the agent
-    /// like a trigger.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub addressed: bool,
-    /// The assistant's answer to this message (`seq`): the one that woke it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply_to: Option<i64>,
+/// The checks an [`Inbound`] passes before it is stored (a channel runs
+/// them; `store::messages::insert_inbound` takes what passed).
+pub trait CheckInbound {
+    fn check(&self) -> Result<()>;
 }
 
-/// An inbound message as a channel hands it over. Only `sender`,
-/// `sender_name` and `text` come from the HTTP API; the rest is what a
-/// platform's channel knows.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Inbound {
-    pub sender: String,
-    pub sender_name: Option<String>,
-    pub text: String,
-    /// The platform's id of the message, unique in its chat: a message
-    /// handed over twice is stored once.
-    #[serde(skip)]
-    pub external_id: Option<String>,
-    /// The platform's thread (forum topic) it was posted in.
-    #[serde(skip)]
-    pub thread: Option<String>,
-    /// It addresses the assistant (see [`Message::addressed`]).
-    #[serde(skip)]
-    pub addressed: bool,
-}
-
-impl Inbound {
-    pub fn check(&self) -> Result<()> {
+impl CheckInbound for Inbound {
+    fn check(&self) -> Result<()> {
         let bad = |why: &str| Err(Error::Invalid(why.to_string()));
         if self.sender.trim().is_empty() || self.sender.len() > MAX_SENDER {
             return bad("sender: 1-200 characters");

@@ -37,42 +37,24 @@
 use std::collections::{HashMap, HashSet};
 
 use rusqlite::Connection;
-use serde::{Deserialize, Serialize};
 
 use g2_core::validate;
 
 use crate::{Error, Result, store};
 
-pub mod passages;
 mod query;
 pub mod question;
 mod snippet;
 mod stem;
 
+pub use crate::store::passages;
+pub use crate::store::search::Hit;
 pub use query::fts_query;
 pub(crate) use snippet::{SnippetTerms, excerpt, make_snippet};
 pub(crate) use stem::stem;
 
 /// Most hits one search returns.
 pub const MAX_LIMIT: usize = 1000;
-
-/// One hit. This is also the stable `--json` shape of `g2 search`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hit {
-    pub archive_id: i64,
-    pub group: String,
-    /// The archive's title.
-    pub name: String,
-    /// The markdown file, relative to the home directory.
-    pub path: String,
-    pub session_id: Option<String>,
-    /// When the archive was written (RFC 3339, UTC).
-    pub created_at: String,
-    /// Matching text, matches in `[` `]`.
-    pub snippet: String,
-    /// BM25 relevance; higher is better.
-    pub score: f64,
-}
 
 /// Candidates each FTS5 query of a multi-word search hands on to the
 /// re-ranking, at least (see the module doc).
@@ -203,7 +185,36 @@ fn relative(score: f64, best: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::search::tests::store_with;
+    use rusqlite::params;
+
+    /// A store with archives in two groups, for the query itself.
+    fn store_with(archives: &[(&str, &str, &str)]) -> (tempfile::TempDir, store::Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5))
+                .unwrap();
+        let rows: Vec<(String, String, String)> = archives
+            .iter()
+            .map(|(g, n, b)| (g.to_string(), n.to_string(), b.to_string()))
+            .collect();
+        store
+            .write_blocking(move |tx| {
+                for (i, (group, name, body)) in rows.iter().enumerate() {
+                    tx.execute(
+                        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
+                         VALUES (?1, NULL, ?2, ?3, 'manual', '2025-01-01T00:00:00.000Z')",
+                        params![group, name, format!("groups/{group}/conversations/{i}.md")],
+                    )?;
+                    tx.execute(
+                        "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
+                        params![tx.last_insert_rowid(), name, body],
+                    )?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        (dir, store)
+    }
 
     #[test]
     fn search_ranks_filters_and_limits() {

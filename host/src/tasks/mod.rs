@@ -32,10 +32,11 @@ use chrono::{DateTime, LocalResult, NaiveDateTime, SecondsFormat, TimeDelta, Tim
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use rusqlite::{Connection, Transaction};
-use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result, store};
 use g2_core::validate::GroupFolder;
+
+pub use crate::store::tasks::{Task, TaskRun};
 
 /// Longest prompt accepted, in bytes.
 pub const MAX_PROMPT: usize = 16 * 1024;
@@ -49,31 +50,6 @@ const MAX_LOG_CHARS: usize = 16 * 1024;
 const MAX_SCHEDULE_VALUE: usize = 200;
 /// Longest chat jid.
 const MAX_JID: usize = 512;
-
-/// One scheduled task. Also the stable JSON shape of the API.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Task {
-    pub id: String,
-    pub group_folder: GroupFolder,
-    pub chat_jid: String,
-    pub prompt: String,
-    /// `cron`, `interval` or `once`.
-    pub schedule_type: String,
-    pub schedule_value: String,
-    /// IANA name.
-    pub timezone: String,
-    /// `group` (the group's session) or `isolated` (a fresh one).
-    pub context_mode: String,
-    /// RFC 3339, UTC. NULL when no run is pending (a claimed or finished
-    /// `once`). In a task returned by [`claim_due`]: the slot being run.
-    pub next_run: Option<String>,
-    pub last_run: Option<String>,
-    /// The last run's result, or `Error: …`; at most 2,000 characters.
-    pub last_result: Option<String>,
-    /// `active`, `paused`, `completed` or `cancelled`.
-    pub status: String,
-    pub created_at: String,
-}
 
 /// What [`create`] needs; the rest gets defaults.
 #[derive(Debug, Clone, Default)]
@@ -99,20 +75,6 @@ pub enum StatusAction {
     Resume,
     /// anything but cancelled → cancelled.
     Cancel,
-}
-
-/// One row of a task's run log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskRun {
-    pub id: i64,
-    pub task_id: String,
-    /// RFC 3339, UTC.
-    pub run_at: String,
-    pub duration_ms: i64,
-    /// `success` or `error`.
-    pub status: String,
-    pub result: Option<String>,
-    pub error: Option<String>,
 }
 
 /// The database form of an instant.

@@ -23,7 +23,7 @@ use super::{Identity, Jid, Telegram};
 use crate::background::StopSignal;
 use crate::channels::{Channels, Intake, Mark};
 use crate::config::{TelegramSettings, Unregistered};
-use crate::routing::messages::{Inbound, MAX_TEXT};
+use crate::routing::messages::{CheckInbound, Inbound, MAX_TEXT};
 use crate::store;
 
 /// The `router_state` key of the next update to fetch.

@@ -24,57 +24,7 @@ use g2_core::validate::GroupFolder;
 pub mod model;
 pub mod offline;
 
-/// What kind of thing an observation records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// Something chosen or agreed ("we'll use Postgres", "let's meet at 7").
-    Decision,
-    /// Something found out by looking (a cause, a result, a location).
-    Discovery,
-    /// Something stated to be so ("the boat is moored at pier 7").
-    Fact,
-    /// What someone likes, wants or always does.
-    Preference,
-    /// A file or system changed.
-    Change,
-    /// A fault found and fixed.
-    Bugfix,
-    /// Something someone committed to do, or asked to be done later.
-    Todo,
-    /// Who someone is (name, role, relation).
-    Person,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 8] = [
-        Kind::Decision,
-        Kind::Discovery,
-        Kind::Fact,
-        Kind::Preference,
-        Kind::Change,
-        Kind::Bugfix,
-        Kind::Todo,
-        Kind::Person,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Decision => "decision",
-            Kind::Discovery => "discovery",
-            Kind::Fact => "fact",
-            Kind::Preference => "preference",
-            Kind::Change => "change",
-            Kind::Bugfix => "bugfix",
-            Kind::Todo => "todo",
-            Kind::Person => "person",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-}
+pub use crate::store::observations::{Kind, ObservationDraft, SummaryDraft};
 
 /// One tool call of a batch, as captured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,42 +50,6 @@ pub struct BatchInput {
     pub activities: Vec<ActivityInput>,
     /// When the prompt came (RFC 3339).
     pub at: String,
-}
-
-/// What one batch taught.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ObservationDraft {
-    pub kind: Kind,
-    /// One line, at most 120 characters.
-    pub title: String,
-    /// A few sentences: what, and why it matters.
-    pub narrative: String,
-    /// Short standalone statements.
-    pub facts: Vec<String>,
-    /// Files it concerns (read or changed).
-    pub files: Vec<String>,
-    /// 1 (trivia) to 10 (must never be forgotten).
-    pub importance: u8,
-    /// The people it concerns (sender names from routed chat).
-    pub concerns: Vec<String>,
-}
-
-/// What a session did, for the archive, history and later sessions.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct SummaryDraft {
-    /// What was asked.
-    pub request: String,
-    /// What was looked into.
-    pub investigated: String,
-    /// What was learned.
-    pub learned: String,
-    /// What was done.
-    pub completed: String,
-    /// What is left to do.
-    pub next_steps: String,
-    /// A short title (at most 80 characters) for a session cleared without
-    /// a name.
-    pub title: String,
 }
 
 /// Why an extraction produced nothing.

@@ -495,7 +495,9 @@ mod tests {
         let gateway = Gateway::with_provider(
             &Default::default(),
             store.clone(),
-            std::sync::Arc::new(crate::gateway::offline::Offline::new(None)),
+            std::sync::Arc::new(
+                crate::gateway::offline::Offline::new(None).with_delegate(answer_offline),
+            ),
         );
         let mut settings = MemorySettings {
             daily_tokens: 400,

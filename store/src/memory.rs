@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
 
-use crate::{Error, Result, store};
+use super::{Error, Result, folder_at, query_all};
 
 /// A captured session, as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -298,7 +298,7 @@ pub fn close_idle_batches(tx: &Transaction<'_>, idle_since: &str) -> Result<usiz
 /// Sessions open with no activity since `idle_since` become `completed`
 /// with reason `stale` (their open batches too).
 pub fn close_stale_sessions(tx: &Transaction<'_>, idle_since: &str) -> Result<usize> {
-    let stale: Vec<(i64, String)> = store::query_all(
+    let stale: Vec<(i64, String)> = query_all(
         tx,
         "SELECT id, last_activity_at FROM memory_sessions
          WHERE status = 'active' AND last_activity_at < ?1",
@@ -315,7 +315,7 @@ pub fn close_stale_sessions(tx: &Transaction<'_>, idle_since: &str) -> Result<us
 /// session that started before them, else to a recovery batch made for
 /// the session.
 pub fn attach_orphans(tx: &Transaction<'_>) -> Result<usize> {
-    let orphans: Vec<(i64, i64, String)> = store::query_all(
+    let orphans: Vec<(i64, i64, String)> = query_all(
         tx,
         "SELECT id, session_id, at FROM activities WHERE batch_id IS NULL ORDER BY at",
         [],
@@ -404,7 +404,7 @@ pub fn session_group_by_row(conn: &Connection, session: i64) -> Result<Option<Gr
         .query_row(
             "SELECT group_folder FROM memory_sessions WHERE id = ?1",
             [session],
-            |r| store::folder_at(r, 0),
+            |r| folder_at(r, 0),
         )
         .optional()?)
 }
@@ -415,7 +415,7 @@ pub fn session_group(conn: &Connection, session_id: &str) -> Result<Option<Group
         .query_row(
             "SELECT group_folder FROM memory_sessions WHERE content_session_id = ?1",
             [session_id],
-            |r| store::folder_at(r, 0),
+            |r| folder_at(r, 0),
         )
         .optional()?)
 }
@@ -428,7 +428,7 @@ const SESSION_COLUMNS: &str =
 fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
     Ok(SessionRow {
         row: r.get(0)?,
-        group: store::folder_at(r, 1)?,
+        group: folder_at(r, 1)?,
         session_id: r.get(2)?,
         status: r.get(3)?,
         start_source: r.get(4)?,
@@ -444,7 +444,7 @@ fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
 
 /// A group's captured sessions, newest first.
 pub fn sessions(conn: &Connection, group: &GroupFolder) -> Result<Vec<SessionRow>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {SESSION_COLUMNS} FROM memory_sessions s
@@ -481,7 +481,7 @@ pub fn timeline(
 
 /// A session's batches (by its row id), each with its tool calls in order.
 pub fn batches_of(conn: &Connection, session: i64) -> Result<Vec<BatchRow>> {
-    let mut batches = store::query_all(
+    let mut batches = query_all(
         conn,
         "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered
          FROM prompt_batches WHERE session_id = ?1 ORDER BY prompt_number",
@@ -502,7 +502,7 @@ pub fn batch(conn: &Connection, batch: i64) -> Result<Option<(GroupFolder, i64, 
                     group_folder, session_id
              FROM prompt_batches WHERE id = ?1",
             [batch],
-            |r| Ok((store::folder_at(r, 9)?, r.get::<_, i64>(10)?, batch_from_row(r)?)),
+            |r| Ok((folder_at(r, 9)?, r.get::<_, i64>(10)?, batch_from_row(r)?)),
         )
         .optional()?
     else {
@@ -531,7 +531,7 @@ fn batch_from_row(r: &Row<'_>) -> rusqlite::Result<BatchRow> {
 }
 
 fn activities_of(conn: &Connection, batch: i64) -> Result<Vec<ActivityRow>> {
-    store::query_all(
+    query_all(
         conn,
         "SELECT tool, tool_use_id, input, output, files_read, files_modified, ok, subagent, at
          FROM activities WHERE batch_id = ?1 ORDER BY at, id",
@@ -562,8 +562,8 @@ fn activities_of(conn: &Connection, batch: i64) -> Result<Vec<ActivityRow>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Store;
     use super::*;
-    use crate::store::Store;
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -844,7 +844,7 @@ pub fn feed_after(
             from.summary,
         ),
     ] {
-        let rows = store::query_all(conn, sql, params![g, after, limit], item(kind))?;
+        let rows = query_all(conn, sql, params![g, after, limit], item(kind))?;
         if let Some(last) = rows.last() {
             match kind {
                 "prompt" => to.prompt = last.id,

@@ -1,4 +1,8 @@
-//! The host library's error type. Binaries wrap it in `anyhow` at the edge.
+//! The host library's error type, shared by the store and the host: the
+//! closures `Store::write` and `Store::read` run return it, carrying the
+//! host's own errors (`Invalid`, `StaleGeneration`, `OverQuota`, …) as well
+//! as the database's.
+//! Binaries wrap it in `anyhow` at the edge.
 
 use g2_core::validate::ValidationError;
 
@@ -57,12 +61,20 @@ pub enum Error {
     /// doing, then the error and its causes.
     #[error("{0}")]
     Startup(String),
-    /// The embedding model failed on a text.
+    /// The embedding model failed on a text (its error, in words).
     #[error("embedding: {0}")]
-    Embed(#[from] g2_embed::Error),
+    Embed(String),
     /// A value of ours could not be written as JSON.
     #[error("encoding JSON: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+impl From<g2_settings::Error> for Error {
+    fn from(e: g2_settings::Error) -> Self {
+        match e {
+            g2_settings::Error::Config(why) => Error::Config(why),
+        }
+    }
 }
 
 impl Error {

@@ -2,6 +2,10 @@
 //! file named by `--config` / `G2_CONFIG`), then `G2_*` environment
 //! variables. Nested keys use a double underscore in the environment:
 //! `G2_ARCHIVE__MAX_MESSAGE_CHARS=4000` sets `[archive] max_message_chars`.
+//!
+//! A crate of its own below the host, which re-exports it as its `config`
+//! module: it imports nothing from the host, so every part of the host,
+//! and the store, reads settings without a cycle.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +13,17 @@ use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Settings that could not be read, or do not hold together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+/// The agent image's name (the default of `container.image`).
+pub const IMAGE: &str = "g2-agent:latest";
 
 /// File name of the optional settings file in the home directory.
 pub const CONFIG_FILE: &str = "g2.toml";
@@ -206,7 +220,7 @@ pub struct ContainerSettings {
 impl Default for ContainerSettings {
     fn default() -> Self {
         ContainerSettings {
-            image: crate::container::image::IMAGE.into(),
+            image: IMAGE.into(),
             memory_mb: 2048,
             cpus: 1.0,
             pids: 512,
@@ -225,8 +239,8 @@ impl Default for ContainerSettings {
 
 /// Per-group container settings (`registered_groups.container_config`),
 /// each falling back to `[container]` in the settings. Parsed once, when
-/// the group's row is read ([`crate::store::groups`]); a stored config that
-/// does not parse is an error naming the group, never a silent default.
+/// the group's row is read (`store::groups`); a stored config that does
+/// not parse is an error naming the group, never a silent default.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GroupContainerConfig {
@@ -251,10 +265,23 @@ pub struct GroupContainerConfig {
     pub max_files: Option<u64>,
     /// Extra host folders, checked against the mount allowlist.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub mounts: Vec<crate::container::mounts::ExtraMount>,
+    pub mounts: Vec<ExtraMount>,
     /// The group's memory capture (`memory.capture`).
     #[serde(skip_serializing_if = "GroupMemoryConfig::is_default")]
     pub memory: GroupMemoryConfig,
+}
+
+/// An extra mount a group asks for in its `container_config` (checked
+/// against the mount allowlist by the host's `container::mounts`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraMount {
+    pub host_path: String,
+    /// Name under `/workspace/extra/` (default: the folder's name).
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub read_write: bool,
 }
 
 /// A group's own memory settings (`{"memory": {"capture": false}}` in its
@@ -547,21 +574,30 @@ impl Settings {
                 "queue.retries: at most 20; queue.retry_base_ms: at least 1".into(),
             ));
         }
-        for (section, l) in [
-            ("api", crate::http::Limits::from(&self.api)),
-            ("gateway", crate::http::Limits::from(&self.gateway)),
+        // The bounds of each server (the host's `http::Limits`): none zero.
+        let (api, gw) = (&self.api, &self.gateway);
+        for (section, zero) in [
+            (
+                "api",
+                api.header_timeout_ms == 0
+                    || api.body_timeout_ms == 0
+                    || api.idle_timeout_secs == 0
+                    || api.max_connections == 0,
+            ),
+            (
+                "gateway",
+                gw.header_timeout_ms == 0
+                    || gw.body_timeout_ms == 0
+                    || gw.idle_timeout_secs == 0
+                    || gw.max_connections == 0,
+            ),
         ] {
-            if l.header_timeout.is_zero()
-                || l.body_timeout.is_zero()
-                || l.idle_timeout.is_zero()
-                || l.max_connections == 0
-            {
+            if zero {
                 return Err(Error::Config(format!(
                     "{section}.header_timeout_ms, .body_timeout_ms, .idle_timeout_secs and .max_connections must be at least 1"
                 )));
             }
         }
-        let gw = &self.gateway;
         if gw.max_concurrent == 0 || gw.groups.values().any(|g| g.max_concurrent == Some(0)) {
             return Err(Error::Config(
                 "gateway.max_concurrent must be at least 1".into(),
@@ -595,7 +631,7 @@ impl Settings {
     }
 
     /// How the host renders archives; `redactor` carries the host's own
-    /// credential ([`crate::gateway::credentials::redactor`]).
+    /// credential (the host's `gateway::credentials::redactor`).
     pub fn archive_options(
         &self,
         redactor: &g2_core::privacy::Redactor,

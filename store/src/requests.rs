@@ -1,11 +1,12 @@
 //! SQL of the agents' requests: the `ipc_log` table (every request and what
 //! the host decided) and the "is this a known chat" question
-//! `send_message` asks. The decisions themselves are `crate::requests`'s.
+//! `send_message` asks. The decisions themselves belong to the host's
+//! `requests` module.
 
 use rusqlite::{Connection, Transaction, params};
 use serde::Serialize;
 
-use crate::Result;
+use super::{Result, now_rfc3339};
 
 /// One recorded request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,7 +31,7 @@ pub fn log(
 ) -> Result<()> {
     tx.execute(
         "INSERT INTO ipc_log (group_folder, request_id, action, outcome, detail, at) VALUES (?1, ?2, ?3, ?4, NULLIF(?5, ''), ?6)",
-        params![folder, request_id, action, outcome, detail, crate::now_rfc3339()],
+        params![folder, request_id, action, outcome, detail, now_rfc3339()],
     )?;
     Ok(())
 }

@@ -10,8 +10,8 @@
 
 use rusqlite::{Connection, Transaction, params};
 
-use crate::Result;
-use crate::search::passages::Passage;
+use super::passages::Passage;
+use super::{Result, query_all};
 
 /// Records an archive's passages in the caller's transaction.
 pub fn insert_passages(
@@ -41,7 +41,7 @@ pub fn insert_passages(
 
 /// An archive that has no passages yet: (id, group, created_at, body).
 pub fn archives_without_passages(conn: &Connection) -> Result<Vec<(i64, String, String, String)>> {
-    crate::store::query_all(
+    query_all(
         conn,
         "SELECT a.id, a.group_folder, a.created_at, f.body
          FROM conversation_archives a
@@ -133,7 +133,7 @@ pub fn passages_on_days(
     let prefixes: Vec<String> = (first.max(last - 49)..=last)
         .flat_map(|y| days.iter().map(move |d| format!("{y:04}-{d}")))
         .collect();
-    crate::store::query_all(
+    query_all(
         conn,
         concat!(
             "SELECT ",
@@ -182,7 +182,7 @@ const PASSAGE: &str = concat!(
 /// One passage by id, with its group.
 pub fn passage(conn: &Connection, id: i64) -> Result<Option<(String, PassageRow)>> {
     Ok(
-        crate::store::query_all(conn, &format!("{PASSAGE} WHERE p.id = ?1"), [id], |r| {
+        query_all(conn, &format!("{PASSAGE} WHERE p.id = ?1"), [id], |r| {
             let p = row(r)?;
             Ok((p.group.clone(), p))
         })?
@@ -208,7 +208,7 @@ pub fn passages_between(
     from: i64,
     to: i64,
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(
+    query_all(
         conn,
         &format!(
             "{PASSAGE} WHERE p.archive_id = ?1 AND p.ordinal BETWEEN ?2 AND ?3 ORDER BY p.ordinal"
@@ -232,7 +232,7 @@ pub fn passage_candidates(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(
+    query_all(
         conn,
         CANDIDATES,
         params![fts, groups[0], limit, SCAN, groups[1]],
@@ -250,7 +250,7 @@ pub fn newest_matching(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(
+    query_all(
         conn,
         concat!(
             "SELECT ",
@@ -277,7 +277,7 @@ pub fn bm25_passages(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(
+    query_all(
         conn,
         concat!(
             "SELECT ",
@@ -304,7 +304,7 @@ pub fn passages_by_ids(
     ids: &[i64],
     groups: [&str; 2],
 ) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(
+    query_all(
         conn,
         concat!(
             "SELECT ",
@@ -326,7 +326,7 @@ pub fn passages_by_ids(
 
 /// Every passage of `group`, in id order.
 pub fn group_passages(conn: &Connection, group: &str) -> Result<Vec<PassageRow>> {
-    crate::store::query_all(
+    query_all(
         conn,
         &format!("{PASSAGE} WHERE p.group_folder = ?1 ORDER BY p.id"),
         [group],
@@ -375,7 +375,7 @@ pub fn unarchived_prompts(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PromptRow>> {
-    crate::store::query_all(
+    query_all(
         conn,
         &format!(
             "{PROMPT}
@@ -400,7 +400,7 @@ pub fn unarchived_prompts(
 /// One captured prompt by its batch id.
 pub fn prompt(conn: &Connection, id: i64) -> Result<Option<PromptRow>> {
     Ok(
-        crate::store::query_all(conn, &format!("{PROMPT} WHERE b.id = ?1"), [id], prompt_row)?
+        query_all(conn, &format!("{PROMPT} WHERE b.id = ?1"), [id], prompt_row)?
             .into_iter()
             .next(),
     )
@@ -408,30 +408,28 @@ pub fn prompt(conn: &Connection, id: i64) -> Result<Option<PromptRow>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::archives::{Prepared, Trigger};
+    use super::super::Store;
+    use super::super::archives::{NewArchive, Trigger};
     use g2_core::validate::GroupFolder;
 
     #[test]
     fn a_recorded_archive_is_split_into_passages_with_it() {
         let dir = tempfile::tempdir().unwrap();
         let store =
-            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5))
-                .unwrap();
-        let p = Prepared {
-            group: GroupFolder::new("main").unwrap(),
-            session_id: None,
-            title: "Boat".into(),
-            file_name: "2026-05-01-boat.md".into(),
-            rel_path: "groups/main/conversations/2026-05-01-boat.md".into(),
-            body: "# Boat\n\nArchived: x\n\n---\n\n**User**: the boat is at pier 7\n\n**G2**: noted\n\n**User**: and the oars?\n\n**G2**: in the shed\n".into(),
-            trigger: Trigger::Manual,
-            created_at: "2026-05-01T10:00:00.000Z".into(),
-            stats: Default::default(),
-            pending: false,
-        };
+            Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+        let group = GroupFolder::new("main").unwrap();
         let (n, hits) = store
             .write_blocking(move |tx| {
-                let rec = crate::store::archives::insert(tx, &p)?;
+                let p = NewArchive {
+                    group: &group,
+                    session_id: None,
+                    title: "Boat",
+                    rel_path: "groups/main/conversations/2026-05-01-boat.md",
+                    body: "# Boat\n\nArchived: x\n\n---\n\n**User**: the boat is at pier 7\n\n**G2**: noted\n\n**User**: and the oars?\n\n**G2**: in the shed\n",
+                    trigger: Trigger::Manual,
+                    created_at: "2026-05-01T10:00:00.000Z",
+                };
+                let rec = super::super::archives::insert(tx, p)?;
                 let n: i64 = tx.query_row(
                     "SELECT count(*) FROM archive_passages WHERE archive_id = ?1",
                     [rec.id],

@@ -1,11 +1,28 @@
 //! The `registered_groups` table.
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::{Deserialize, Serialize};
 
-use crate::config::GroupContainerConfig;
-use crate::groups::Group;
-use crate::{Error, Result, store};
 use g2_core::validate::GroupFolder;
+use g2_settings::GroupContainerConfig;
+
+use super::{Error, Result, folder_at, query_all};
+
+/// A registered group (the host's `groups` validates one before it is
+/// added).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub folder: GroupFolder,
+    pub name: String,
+    pub jid: String,
+    /// Regex a message must match to wake the agent (when required).
+    pub trigger_pattern: Option<String>,
+    pub requires_trigger: bool,
+    pub is_main: bool,
+    /// Per-group container settings (limits, network, extra mounts).
+    pub container_config: GroupContainerConfig,
+    pub added_at: String,
+}
 
 pub fn add(tx: &Transaction<'_>, group: &Group) -> Result<()> {
     if get(tx, &group.folder)?.is_some() {
@@ -57,7 +74,7 @@ const COLUMNS: &str =
     "folder, name, jid, trigger_pattern, requires_trigger, is_main, container_config, added_at";
 
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Group> {
-    let folder = store::folder_at(r, 0)?;
+    let folder = folder_at(r, 0)?;
     let config: String = r.get(6)?;
     let container_config = serde_json::from_str(&config).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(
@@ -112,7 +129,7 @@ pub fn main_group(conn: &Connection) -> Result<Option<Group>> {
 }
 
 pub fn list(conn: &Connection) -> Result<Vec<Group>> {
-    store::query_all(
+    query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM registered_groups ORDER BY is_main DESC, folder"),
         [],
@@ -149,20 +166,23 @@ pub fn remove(tx: &Transaction<'_>, folder: &GroupFolder) -> Result<Group> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Store;
     use super::*;
-    use crate::groups::NewGroup;
 
-    fn store_with(folder: &str) -> (tempfile::TempDir, store::Store) {
+    fn store_with(folder: &str) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
-        let s = store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1))
-            .unwrap();
-        let g = NewGroup {
-            folder: folder.into(),
+        let s = Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
+        // What the host's `NewGroup { folder, name: "Fam", .. }` becomes.
+        let g = Group {
+            folder: GroupFolder::new(folder).unwrap(),
             name: "Fam".into(),
-            ..Default::default()
-        }
-        .into_group("G2")
-        .unwrap();
+            jid: format!("local:{folder}"),
+            trigger_pattern: Some(r"(?i)^@G2\b".into()),
+            requires_trigger: true,
+            is_main: false,
+            container_config: GroupContainerConfig::default(),
+            added_at: "2026-01-01T00:00:00.000Z".into(),
+        };
         s.write_blocking(|tx| add(tx, &g)).unwrap();
         (dir, s)
     }

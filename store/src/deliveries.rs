@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, Transaction, params};
 
-use crate::{Result, store};
+use super::{Result, now_rfc3339, query_all};
 
 /// Where one part of a message stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub struct Part {
 
 /// The parts of a message that have a row, in order.
 pub fn of(conn: &Connection, message_id: &str) -> Result<Vec<Part>> {
-    store::query_all(
+    query_all(
         conn,
         "SELECT part, state, external_id, detail FROM deliveries WHERE message_id = ?1 ORDER BY part",
         [message_id],
@@ -85,7 +85,7 @@ pub fn set(
             state.as_str(),
             external_id,
             detail,
-            crate::now_rfc3339()
+            now_rfc3339()
         ],
     )?;
     Ok(())

@@ -1,9 +1,62 @@
 //! The `conversation_archives` table and its full-text index `archives_fts`.
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::{Deserialize, Serialize};
 
-use crate::archives::{ArchiveRecord, Prepared, Trigger};
-use crate::{Result, store};
+use g2_core::validate::GroupFolder;
+
+use super::{Result, folder_at, query_all};
+
+/// What started an archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trigger {
+    /// The session was cleared (or left for another one).
+    Clear,
+    /// Claude Code compacted the session.
+    Precompact,
+    /// Someone ran `g2 archive`.
+    Manual,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Clear => "clear",
+            Trigger::Precompact => "precompact",
+            Trigger::Manual => "manual",
+        }
+    }
+}
+
+/// A row of `conversation_archives`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveRecord {
+    pub id: i64,
+    pub group: GroupFolder,
+    pub session_id: Option<String>,
+    /// The archive's title.
+    pub name: String,
+    /// Relative to the home directory.
+    pub path: String,
+    pub trigger: Trigger,
+    pub created_at: String,
+}
+
+/// What [`insert`] records of an archive written but not yet recorded (the
+/// host's `archives::Prepared` converts into one).
+#[derive(Debug, Clone, Copy)]
+pub struct NewArchive<'a> {
+    pub group: &'a GroupFolder,
+    pub session_id: Option<&'a str>,
+    pub title: &'a str,
+    /// Path as stored (relative to the home).
+    pub rel_path: &'a str,
+    /// The markdown, indexed and split into passages.
+    pub body: &'a str,
+    pub trigger: Trigger,
+    pub created_at: &'a str,
+}
 
 /// Whether an archive row holds this path (relative to the home).
 pub fn is_recorded(conn: &Connection, rel_path: &str) -> Result<bool> {
@@ -14,8 +67,14 @@ pub fn is_recorded(conn: &Connection, rel_path: &str) -> Result<bool> {
     )?)
 }
 
-/// Records and indexes a prepared archive in the caller's transaction.
-pub fn insert(tx: &Transaction<'_>, p: &Prepared) -> Result<ArchiveRecord> {
+/// Records and indexes a prepared archive (a [`NewArchive`], or what
+/// converts into one: the host's `archives::Prepared`) in the caller's
+/// transaction; its body is split into recall's passages with it.
+pub fn insert<'a>(
+    tx: &Transaction<'_>,
+    archive: impl Into<NewArchive<'a>>,
+) -> Result<ArchiveRecord> {
+    let p = archive.into();
     tx.execute(
         "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -26,21 +85,21 @@ pub fn insert(tx: &Transaction<'_>, p: &Prepared) -> Result<ArchiveRecord> {
         "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
         params![id, p.title, p.body],
     )?;
-    store::recall::insert_passages(
+    super::recall::insert_passages(
         tx,
         id,
         p.group.as_str(),
-        &p.created_at,
-        &crate::search::passages::split(&p.body),
+        p.created_at,
+        &super::passages::split(p.body),
     )?;
     Ok(ArchiveRecord {
         id,
         group: p.group.clone(),
-        session_id: p.session_id.clone(),
-        name: p.title.clone(),
-        path: p.rel_path.clone(),
+        session_id: p.session_id.map(str::to_string),
+        name: p.title.to_string(),
+        path: p.rel_path.to_string(),
         trigger: p.trigger,
-        created_at: p.created_at.clone(),
+        created_at: p.created_at.to_string(),
     })
 }
 
@@ -71,7 +130,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
     let trigger: String = r.get(5)?;
     Ok(ArchiveRecord {
         id: r.get(0)?,
-        group: store::folder_at(r, 1)?,
+        group: folder_at(r, 1)?,
         session_id: r.get(2)?,
         name: r.get(3)?,
         path: r.get(4)?,
@@ -86,7 +145,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
 
 /// A group's archives, newest first.
 pub fn list(conn: &Connection, group: &str) -> Result<Vec<ArchiveRecord>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {COLUMNS} FROM conversation_archives WHERE group_folder = ?1 ORDER BY created_at DESC, id DESC"

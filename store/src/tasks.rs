@@ -1,11 +1,53 @@
 //! The `scheduled_tasks` and `task_run_logs` tables. The schedule logic
 //! (what is due, what runs next, which status changes are allowed) is in
-//! [`crate::tasks`]; these are its statements.
+//! the host's `tasks`; these are its statements and rows.
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::{Deserialize, Serialize};
 
-use crate::tasks::{Task, TaskRun};
-use crate::{Result, store};
+use g2_core::validate::GroupFolder;
+
+use super::{Result, folder_at, query_all};
+
+/// One scheduled task. Also the stable JSON shape of the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: String,
+    pub group_folder: GroupFolder,
+    pub chat_jid: String,
+    pub prompt: String,
+    /// `cron`, `interval` or `once`.
+    pub schedule_type: String,
+    pub schedule_value: String,
+    /// IANA name.
+    pub timezone: String,
+    /// `group` (the group's session) or `isolated` (a fresh one).
+    pub context_mode: String,
+    /// RFC 3339, UTC. NULL when no run is pending (a claimed or finished
+    /// `once`). In a task returned by the host's `tasks::claim_due`: the
+    /// slot being run.
+    pub next_run: Option<String>,
+    pub last_run: Option<String>,
+    /// The last run's result, or `Error: …`; at most 2,000 characters.
+    pub last_result: Option<String>,
+    /// `active`, `paused`, `completed` or `cancelled`.
+    pub status: String,
+    pub created_at: String,
+}
+
+/// One row of a task's run log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRun {
+    pub id: i64,
+    pub task_id: String,
+    /// RFC 3339, UTC.
+    pub run_at: String,
+    pub duration_ms: i64,
+    /// `success` or `error`.
+    pub status: String,
+    pub result: Option<String>,
+    pub error: Option<String>,
+}
 
 /// Stores a new task.
 pub fn insert(tx: &Transaction<'_>, task: &Task) -> Result<()> {
@@ -37,7 +79,7 @@ const COLUMNS: &str = "id, group_folder, chat_jid, prompt, schedule_type, schedu
 fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
         id: r.get(0)?,
-        group_folder: store::folder_at(r, 1)?,
+        group_folder: folder_at(r, 1)?,
         chat_jid: r.get(2)?,
         prompt: r.get(3)?,
         schedule_type: r.get(4)?,
@@ -54,7 +96,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
 
 /// Tasks of one group, or of every group (`None`), oldest first.
 pub fn list(conn: &Connection, group: Option<&str>) -> Result<Vec<Task>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {COLUMNS} FROM scheduled_tasks
@@ -79,7 +121,7 @@ pub fn get(conn: &Connection, id: &str) -> Result<Option<Task>> {
 /// A task's run log, newest first.
 pub fn runs(conn: &Connection, task_id: &str, limit: usize) -> Result<Vec<TaskRun>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    store::query_all(
+    query_all(
         conn,
         "SELECT id, task_id, run_at, duration_ms, status, result, error FROM task_run_logs
          WHERE task_id = ?1 ORDER BY run_at DESC, id DESC LIMIT ?2",
@@ -119,7 +161,7 @@ pub fn reactivate(tx: &Transaction<'_>, id: &str, next_run: Option<&str>) -> Res
 /// Up to `limit` active, unclaimed tasks due at `now`, earliest first.
 pub fn due(tx: &Transaction<'_>, now: &str, limit: usize) -> Result<Vec<Task>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    store::query_all(
+    query_all(
         tx,
         &format!(
             "SELECT {COLUMNS} FROM scheduled_tasks
@@ -199,7 +241,7 @@ pub fn claimed(
     tx: &Transaction<'_>,
     claimer_prefix: Option<&str>,
 ) -> Result<Vec<(Task, Option<String>)>> {
-    store::query_all(
+    query_all(
         tx,
         &format!(
             "SELECT {COLUMNS}, claimed_at FROM scheduled_tasks

@@ -41,9 +41,27 @@
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
 
-use crate::Result;
-use crate::search::Hit;
+use super::{Result, query_all};
+
+/// One hit. This is also the stable `--json` shape of `g2 search`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub archive_id: i64,
+    pub group: String,
+    /// The archive's title.
+    pub name: String,
+    /// The markdown file, relative to the home directory.
+    pub path: String,
+    pub session_id: Option<String>,
+    /// When the archive was written (RFC 3339, UTC).
+    pub created_at: String,
+    /// Matching text, matches in `[` `]`.
+    pub snippet: String,
+    /// BM25 relevance; higher is better.
+    pub score: f64,
+}
 
 // The two-phase queries (see the module doc). bm25() is "lower is
 // better"; weights: name 4, body 1.
@@ -94,14 +112,14 @@ pub fn ranked(
 ) -> Result<Vec<(i64, f64)>> {
     let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, -r.get::<_, f64>(1)?));
     match group {
-        Some(g) => crate::store::query_all(conn, RANK_GROUP, params![fts, limit, g], row),
-        None => crate::store::query_all(conn, RANK_ALL, params![fts, limit], row),
+        Some(g) => query_all(conn, RANK_GROUP, params![fts, limit, g], row),
+        None => query_all(conn, RANK_ALL, params![fts, limit], row),
     }
 }
 
 /// Every archive matching the FTS5 query `fts` (ids, unranked).
 pub fn matching(conn: &Connection, fts: &str) -> Result<Vec<i64>> {
-    crate::store::query_all(
+    query_all(
         conn,
         "SELECT rowid FROM archives_fts WHERE archives_fts MATCH ?1",
         params![fts],
@@ -210,17 +228,15 @@ pub fn archive_hits(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::super::Store;
     use super::*;
 
     /// A store with archives in two groups, for the query itself.
-    pub(crate) fn store_with(
-        archives: &[(&str, &str, &str)],
-    ) -> (tempfile::TempDir, crate::store::Store) {
+    fn store_with(archives: &[(&str, &str, &str)]) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store =
-            crate::store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5))
-                .unwrap();
+            Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
         let rows: Vec<(String, String, String)> = archives
             .iter()
             .map(|(g, n, b)| (g.to_string(), n.to_string(), b.to_string()))

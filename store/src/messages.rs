@@ -1,21 +1,66 @@
-//! The `messages` and `chats` tables: the message log.
+//! The `messages` and `chats` tables: the message log, and its rows.
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
 
-use crate::routing::messages::{Inbound, Message};
-use crate::{Result, store};
+use super::{Result, now_rfc3339, query_all};
+
+/// One message. Also the stable JSON shape of the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub seq: i64,
+    pub id: String,
+    pub chat_jid: String,
+    pub sender: String,
+    pub sender_name: Option<String>,
+    pub text: String,
+    /// RFC 3339, UTC.
+    pub timestamp: String,
+    /// Written by the assistant.
+    pub from_bot: bool,
+    /// The channel saw it address the assistant (a mention of the bot, a
+    /// reply to one of its messages, a private chat): it wakes the agent
+    /// like a trigger.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub addressed: bool,
+    /// The assistant's answer to this message (`seq`): the one that woke it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<i64>,
+}
+
+/// An inbound message as a channel hands it over. Only `sender`,
+/// `sender_name` and `text` come from the HTTP API; the rest is what a
+/// platform's channel knows. The host's `routing::messages` checks one
+/// before it is stored.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inbound {
+    pub sender: String,
+    pub sender_name: Option<String>,
+    pub text: String,
+    /// The platform's id of the message, unique in its chat: a message
+    /// handed over twice is stored once.
+    #[serde(skip)]
+    pub external_id: Option<String>,
+    /// The platform's thread (forum topic) it was posted in.
+    #[serde(skip)]
+    pub thread: Option<String>,
+    /// It addresses the assistant (see [`Message::addressed`]).
+    #[serde(skip)]
+    pub addressed: bool,
+}
 
 /// Stores an inbound message for a chat (creating the chat row on first
 /// use); returns it with its `seq`, or `None` when a message with the same
-/// platform id (`external_id`) is already stored in the chat.
+/// platform id (`external_id`) is already stored in the chat. The caller
+/// has checked it (the host's `routing::messages::CheckInbound`).
 pub fn insert_inbound(
     tx: &Transaction<'_>,
     chat_jid: &str,
     channel: &str,
     m: &Inbound,
 ) -> Result<Option<Message>> {
-    m.check()?;
-    let now = crate::now_rfc3339();
+    let now = now_rfc3339();
     // Cached: a batch runs these once per message in one transaction.
     tx.prepare_cached(
         "INSERT INTO chats (jid, channel, last_message_time) VALUES (?1, ?2, ?3)
@@ -112,7 +157,7 @@ pub fn insert_outbound(
     reply_to: Option<i64>,
     delivered: bool,
 ) -> Result<Message> {
-    let now = crate::now_rfc3339();
+    let now = now_rfc3339();
     tx.execute(
         "INSERT INTO chats (jid, last_message_time) VALUES (?1, ?2)
          ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
@@ -144,7 +189,7 @@ pub fn mark_delivered(tx: &Transaction<'_>, id: &str, kept: Option<&str>) -> Res
     tx.execute(
         "UPDATE messages SET delivered_at = ?2, content = coalesce(?3, content)
          WHERE id = ?1 AND delivered_at IS NULL",
-        params![id, crate::now_rfc3339(), kept],
+        params![id, now_rfc3339(), kept],
     )?;
     Ok(())
 }
@@ -161,7 +206,7 @@ pub fn replace_text(tx: &Transaction<'_>, seq: i64, text: &str) -> Result<()> {
 /// One chat's outbound messages a channel has not confirmed yet, oldest
 /// first.
 pub fn undelivered_in(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {COLUMNS} FROM messages WHERE is_bot = 1 AND delivered_at IS NULL AND chat_jid = ?1 ORDER BY seq LIMIT ?2"
@@ -174,7 +219,7 @@ pub fn undelivered_in(conn: &Connection, chat_jid: &str, limit: usize) -> Result
 /// Outbound messages after `after` (a `seq`) that a channel has not
 /// confirmed yet (for redelivery), oldest first.
 pub fn undelivered(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {COLUMNS} FROM messages WHERE is_bot = 1 AND delivered_at IS NULL AND seq > ?1 ORDER BY seq LIMIT ?2"
@@ -210,7 +255,7 @@ pub fn inbound_texts(
     after: i64,
     upto: i64,
 ) -> Result<Vec<(i64, String)>> {
-    store::query_all(
+    query_all(
         conn,
         "SELECT seq, content FROM messages
          WHERE chat_jid = ?1 AND seq > ?2 AND seq <= ?3 AND is_bot = 0 ORDER BY seq",
@@ -248,7 +293,7 @@ pub fn last_seq(conn: &Connection) -> Result<i64> {
 
 /// Messages of every chat after `after` (a `seq`), oldest first.
 pub fn since(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {
-    store::query_all(
+    query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM messages WHERE seq > ?1 ORDER BY seq LIMIT ?2"),
         params![after, limit as i64],
@@ -258,7 +303,7 @@ pub fn since(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>
 
 /// Messages of every chat with `after < seq < before`, oldest first.
 pub fn between(conn: &Connection, after: i64, before: i64) -> Result<Vec<Message>> {
-    store::query_all(
+    query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM messages WHERE seq > ?1 AND seq < ?2 ORDER BY seq"),
         params![after, before],
@@ -268,7 +313,7 @@ pub fn between(conn: &Connection, after: i64, before: i64) -> Result<Vec<Message
 
 /// The newest `limit` messages of a chat, oldest first.
 pub fn latest(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
-    let mut m = store::query_all(
+    let mut m = query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 ORDER BY seq DESC LIMIT ?2"),
         params![chat_jid, limit as i64],
@@ -280,7 +325,7 @@ pub fn latest(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Mes
 
 /// Messages of a chat after `after` (a `seq`), oldest first.
 pub fn after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"

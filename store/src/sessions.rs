@@ -1,13 +1,14 @@
 //! SQL of the `sessions` and `session_history` tables: the pointer row of
 //! each group and its bookmarks. Pure row access: the generation guard,
-//! name rules and the clear/resume operations are `crate::sessions`'s.
+//! name rules and the clear/resume operations belong to the host's
+//! `sessions` module.
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
 
-use crate::{Result, store};
+use super::{Result, folder_at, now_rfc3339};
 
 /// A group's active session pointer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +64,7 @@ pub fn write(
     session_id: Option<&str>,
     created_at: Option<&str>,
 ) -> Result<Pointer> {
-    let now = crate::now_rfc3339();
+    let now = now_rfc3339();
     let generation = current.generation + 1;
     tx.execute(
         "INSERT INTO sessions (group_folder, session_id, generation, created_at, updated_at)
@@ -95,7 +96,7 @@ pub fn insert_history(
     session_id: &str,
     name: &str,
 ) -> Result<HistoryEntry> {
-    let archived_at = crate::now_rfc3339();
+    let archived_at = now_rfc3339();
     let created_at = current
         .created_at
         .clone()
@@ -126,7 +127,7 @@ const HISTORY_COLUMNS: &str = "id, group_folder, session_id, name, created_at, a
 fn history_from_row(r: &Row<'_>) -> rusqlite::Result<HistoryEntry> {
     Ok(HistoryEntry {
         id: r.get(0)?,
-        group: store::folder_at(r, 1)?,
+        group: folder_at(r, 1)?,
         session_id: r.get(2)?,
         name: r.get(3)?,
         created_at: r.get(4)?,

@@ -1,10 +1,22 @@
-//! The SQLite store: one database file, WAL, foreign keys, a busy timeout,
-//! migrations from `migrations/` applied at open — and **all of the host's
-//! SQL**, one module per table family (`groups`, `messages`,
-//! `router_state`, `sessions`, `archives`, `search`, `tasks`, `usage`,
-//! `requests`, `events`). Domain modules hold the rules and call these; no
-//! statement is written anywhere else. [`query_all`] and [`folder_at`] are
-//! the row helpers every family uses.
+//! The g2 host's store: the SQLite database (`data/g2.db`) and **all of
+//! the host's SQL**, the schema's migrations (the project's `migrations/`
+//! folder, compiled in and applied at open) and the rows it reads and
+//! writes ([`groups::Group`], [`messages::Message`],
+//! [`archives::ArchiveRecord`], [`tasks::Task`], [`usage::Record`], …).
+//!
+//! Invariant: this crate imports nothing from the host (only `g2-core` and
+//! `g2-settings`), so the host's layering starts here and the compiler
+//! keeps it. Its rows are plain data; a domain module of the host that
+//! needs more (rules, files, names checked) re-exports them or converts
+//! them to its own types, and holds the rules itself. [`Store`] is the one
+//! door to the database: no statement is written anywhere else.
+//!
+//! One database file, WAL, foreign keys, a busy timeout; one module per
+//! table family (`groups`, `messages`, `router_state`, `sessions`,
+//! `archives`, `search`, `recall`, `memory`, `observations`, `embeddings`,
+//! `tasks`, `usage`, `requests`, `deliveries`). [`query_all`] and
+//! [`folder_at`] are the row helpers every family uses. The error type the
+//! store and the host share is [`error::Error`].
 //!
 //! Every call runs on tokio's blocking pool ([`Store::read`],
 //! [`Store::write`]), so the async runtime never waits on SQLite. Writes go
@@ -21,16 +33,15 @@ use rusqlite_migration::{M, Migrations};
 
 use g2_core::validate::GroupFolder;
 
-use crate::Result;
-use crate::error::IoContext;
-
 pub mod archives;
 pub mod deliveries;
 pub mod embeddings;
+pub mod error;
 pub mod groups;
 pub mod memory;
 pub mod messages;
 pub mod observations;
+pub mod passages;
 pub mod recall;
 pub mod requests;
 pub mod router_state;
@@ -39,27 +50,30 @@ pub mod sessions;
 pub mod tasks;
 pub mod usage;
 
+pub use error::{Error, IoContext, Result};
+
+/// Current time as stored in the database: RFC 3339, UTC, milliseconds.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 /// The schema, one entry per file in `migrations/`, in order.
 pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
     Migrations::new(vec![
-        M::up(include_str!("../../../migrations/0001_foundation.sql")),
-        M::up(include_str!("../../../migrations/0002_model_usage.sql")),
-        M::up(include_str!("../../../migrations/0003_agent_events.sql")),
-        M::up(include_str!("../../../migrations/0004_ipc_log.sql")),
-        M::up(include_str!("../../../migrations/0005_memory_capture.sql")),
+        M::up(include_str!("../../migrations/0001_foundation.sql")),
+        M::up(include_str!("../../migrations/0002_model_usage.sql")),
+        M::up(include_str!("../../migrations/0003_agent_events.sql")),
+        M::up(include_str!("../../migrations/0004_ipc_log.sql")),
+        M::up(include_str!("../../migrations/0005_memory_capture.sql")),
+        M::up(include_str!("../../migrations/0006_drop_hook_events.sql")),
+        M::up(include_str!("../../migrations/0007_archive_passages.sql")),
+        M::up(include_str!("../../migrations/0008_observations.sql")),
+        M::up(include_str!("../../migrations/0009_usage_purpose.sql")),
         M::up(include_str!(
-            "../../../migrations/0006_drop_hook_events.sql"
+            "../../migrations/0010_archives_by_session.sql"
         )),
-        M::up(include_str!(
-            "../../../migrations/0007_archive_passages.sql"
-        )),
-        M::up(include_str!("../../../migrations/0008_observations.sql")),
-        M::up(include_str!("../../../migrations/0009_usage_purpose.sql")),
-        M::up(include_str!(
-            "../../../migrations/0010_archives_by_session.sql"
-        )),
-        M::up(include_str!("../../../migrations/0011_channels.sql")),
-        M::up(include_str!("../../../migrations/0012_embeddings.sql")),
+        M::up(include_str!("../../migrations/0011_channels.sql")),
+        M::up(include_str!("../../migrations/0012_embeddings.sql")),
     ])
 });
 
@@ -324,7 +338,7 @@ mod tests {
                 "INSERT INTO router_state (key, value) VALUES ('k', 'v')",
                 [],
             )?;
-            Err(crate::Error::Invalid("boom".into()))
+            Err(Error::Invalid("boom".into()))
         });
         assert!(r.is_err());
         let n: i64 = store

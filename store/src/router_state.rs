@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
-use crate::Result;
+use super::Result;
 
 /// The value stored under `key`.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {

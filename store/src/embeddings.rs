@@ -4,7 +4,7 @@
 
 use rusqlite::{Connection, Transaction, params};
 
-use crate::Result;
+use super::{Result, query_all};
 
 /// A row waiting for its vector.
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ fn source(kind: &str) -> Option<&'static str> {
 /// Up to `limit` jobs, newest rows first (what was just said is the likeliest
 /// to be asked about), with their texts. A job whose row is gone is dropped.
 pub fn pending(tx: &Transaction<'_>, limit: i64) -> Result<Vec<Job>> {
-    let keys: Vec<(String, i64)> = crate::store::query_all(
+    let keys: Vec<(String, i64)> = query_all(
         tx,
         "SELECT kind, item_id FROM embedding_jobs ORDER BY item_id DESC LIMIT ?1",
         [limit],
@@ -52,7 +52,7 @@ pub fn pending(tx: &Transaction<'_>, limit: i64) -> Result<Vec<Job>> {
     let mut out = Vec::with_capacity(keys.len());
     for (kind, id) in keys {
         let row = match source(&kind) {
-            Some(sql) => crate::store::query_all(tx, sql, [id], |r| Ok((r.get(0)?, r.get(1)?)))?
+            Some(sql) => query_all(tx, sql, [id], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .into_iter()
                 .next(),
             None => None,
@@ -109,7 +109,7 @@ pub fn vectors_after(
     model: &str,
     after: i64,
 ) -> Result<Vec<(i64, i64, Vec<u8>)>> {
-    crate::store::query_all(
+    query_all(
         conn,
         "SELECT rowid, item_id, vector FROM embeddings
          WHERE group_folder = ?1 AND kind = ?2 AND rowid > ?4 AND model = ?3

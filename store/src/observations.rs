@@ -9,12 +9,100 @@
 //! and finds it `pending` again (`release_claims` at start).
 
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use g2_core::validate::{GroupFolder, MemoryFolder};
 
-use crate::memory::extract::{ObservationDraft, SummaryDraft};
-use crate::{Result, store};
+use super::{Result, query_all};
+
+/// What kind of thing an observation records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Something chosen or agreed ("we'll use Postgres", "let's meet at 7").
+    Decision,
+    /// Something found out by looking (a cause, a result, a location).
+    Discovery,
+    /// Something stated to be so ("the boat is moored at pier 7").
+    Fact,
+    /// What someone likes, wants or always does.
+    Preference,
+    /// A file or system changed.
+    Change,
+    /// A fault found and fixed.
+    Bugfix,
+    /// Something someone committed to do, or asked to be done later.
+    Todo,
+    /// Who someone is (name, role, relation).
+    Person,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Decision,
+        Kind::Discovery,
+        Kind::Fact,
+        Kind::Preference,
+        Kind::Change,
+        Kind::Bugfix,
+        Kind::Todo,
+        Kind::Person,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Decision => "decision",
+            Kind::Discovery => "discovery",
+            Kind::Fact => "fact",
+            Kind::Preference => "preference",
+            Kind::Change => "change",
+            Kind::Bugfix => "bugfix",
+            Kind::Todo => "todo",
+            Kind::Person => "person",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// What one batch taught (an extractor's answer, stored by [`insert`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObservationDraft {
+    pub kind: Kind,
+    /// One line, at most 120 characters.
+    pub title: String,
+    /// A few sentences: what, and why it matters.
+    pub narrative: String,
+    /// Short standalone statements.
+    pub facts: Vec<String>,
+    /// Files it concerns (read or changed).
+    pub files: Vec<String>,
+    /// 1 (trivia) to 10 (must never be forgotten).
+    pub importance: u8,
+    /// The people it concerns (sender names from routed chat).
+    pub concerns: Vec<String>,
+}
+
+/// What a session did, for the archive, history and later sessions (stored
+/// by [`insert_summary`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryDraft {
+    /// What was asked.
+    pub request: String,
+    /// What was looked into.
+    pub investigated: String,
+    /// What was learned.
+    pub learned: String,
+    /// What was done.
+    pub completed: String,
+    /// What is left to do.
+    pub next_steps: String,
+    /// A short title (at most 80 characters) for a session cleared without
+    /// a name.
+    pub title: String,
+}
 
 /// Which job table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +139,7 @@ pub fn release_claims(tx: &Transaction<'_>) -> Result<usize> {
 /// `processing`, one more attempt. Returns their keys.
 pub fn claim(tx: &Transaction<'_>, q: Queue, now: &str, n: usize) -> Result<Vec<i64>> {
     let (table, key) = q.table_key();
-    let keys: Vec<i64> = store::query_all(
+    let keys: Vec<i64> = query_all(
         tx,
         &format!(
             "SELECT {key} FROM {table}
@@ -324,7 +412,7 @@ pub fn insert(
         ],
     )?;
     let id = tx.last_insert_rowid();
-    let older: Vec<(i64, String)> = store::query_all(
+    let older: Vec<(i64, String)> = query_all(
         tx,
         "SELECT id, title FROM observations
          WHERE group_folder = ?1 AND kind = ?2 AND status = 'active' AND id <> ?3",
@@ -353,7 +441,7 @@ pub fn first(
     all: bool,
     n: i64,
 ) -> Result<Vec<ObservationRow>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {OBSERVATION_COLUMNS} FROM observations o
@@ -403,7 +491,7 @@ pub fn forget(tx: &Transaction<'_>, group: &MemoryFolder, id: i64) -> Result<boo
 
 /// An observation's group and kind, while it is active.
 pub fn active_kind(conn: &Connection, id: i64) -> Result<Option<(String, String)>> {
-    Ok(store::query_all(
+    Ok(query_all(
         conn,
         "SELECT group_folder, kind FROM observations WHERE id = ?1 AND status = 'active'",
         [id],
@@ -422,7 +510,7 @@ pub fn active_vectors(
     except: i64,
     model: &str,
 ) -> Result<Vec<(i64, Vec<u8>)>> {
-    store::query_all(
+    query_all(
         conn,
         "SELECT o.id, e.vector FROM observations o
          JOIN embeddings e ON e.kind = 'observation' AND e.item_id = o.id AND e.model = ?4
@@ -449,7 +537,7 @@ pub fn matching(
     fts: &str,
     limit: i64,
 ) -> Result<Vec<(ObservationRow, f64)>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {OBSERVATION_COLUMNS}, s.score
@@ -575,7 +663,7 @@ pub fn summary(
 
 /// A group's latest summaries, newest first.
 pub fn latest_summaries(conn: &Connection, group: &GroupFolder, n: i64) -> Result<Vec<SummaryRow>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
@@ -595,7 +683,7 @@ pub fn matching_summaries(
     fts: &str,
     limit: i64,
 ) -> Result<Vec<(SummaryRow, f64)>> {
-    store::query_all(
+    query_all(
         conn,
         &format!(
             "SELECT {SUMMARY_COLUMNS}, x.score
