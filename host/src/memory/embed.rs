@@ -184,11 +184,11 @@ pub fn clean(text: &str) -> String {
 
 /// The host's error for the model's (the store's error type, below the
 /// model, holds it in words).
-pub fn embed_error(e: g2_embed::Error) -> crate::Error {
+fn embed_error(e: g2_embed::Error) -> crate::Error {
     crate::Error::Embed(e.to_string())
 }
 
-/// Embeds up to [`BATCH`] queued rows; how many were stored.
+/// Embeds up to `BATCH` queued rows; how many were stored.
 pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
     let jobs = store.write_blocking(|tx| store::embeddings::pending(tx, BATCH))?;
     if jobs.is_empty() {
