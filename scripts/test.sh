@@ -6,7 +6,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
-# Fast checks first: the tree stays formatted and free of clippy warnings.
+# Fast checks first: the tree stays formatted and free of clippy and
+# rustdoc warnings.
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The docs build without a broken or private link.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 exec cargo test --workspace --locked "$@"

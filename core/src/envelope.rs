@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Every value is escaped (`& < > " '`), so no text can close a tag or
-//! forge a sender. The host writes it ([`write`], for the routing rules);
+//! forge a sender. The host writes it ([`write()`], for the routing rules);
 //! whoever reads a prompt back as who said what — the offline model, the
 //! archives, the memory layer — uses [`read`], which also hands back what
 //! stands before the envelope (the host's note on an interrupted turn).

@@ -45,7 +45,7 @@ pub struct Walk<'a> {
     /// Gives every entry (and the root) to `uid:gid`: links themselves,
     /// never what they point to.
     pub give: Option<(u32, u32)>,
-    /// Called every [`PACE_EVERY`] entries with the tally so far; an
+    /// Called every `PACE_EVERY` entries with the tally so far; an
     /// error ends the walk with it.
     pub pace: &'a mut dyn FnMut(&Tally) -> io::Result<()>,
 }

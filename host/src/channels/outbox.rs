@@ -116,7 +116,7 @@ impl Outbox {
     }
 
     /// Keeps a group's typing indicator up in its chat (renewed until
-    /// [`Outbox::stop_typing`], at most [`TYPING_AT_MOST`]).
+    /// [`Outbox::stop_typing`], at most `TYPING_AT_MOST`).
     pub fn start_typing(&self, folder: &GroupFolder, channel: Arc<dyn Channel>, chat_jid: &str) {
         let mut typing = self.typing.lock().unwrap_or_else(PoisonError::into_inner);
         if typing.get(folder).is_some_and(|h| !h.is_finished()) {

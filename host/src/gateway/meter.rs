@@ -5,7 +5,7 @@
 //! Server-sent events: `message_start` carries input (and cache) tokens,
 //! `message_delta` the running output count; an `error` event marks the
 //! answer failed. A plain JSON body (non-streaming answer) is kept up to
-//! [`MAX_JSON`] bytes and its top-level `usage` read at the end.
+//! `MAX_JSON` bytes and its top-level `usage` read at the end.
 
 use memchr::{memchr, memmem};
 use serde::Deserialize;

@@ -183,7 +183,7 @@ pub struct PromptMemory {
 }
 
 /// The block for a prompt: the recalled memories whose final score passes
-/// [`PROMPT_GATE`], as the turns themselves (who said what, and the day),
+/// the gate of [`Injection`], as the turns themselves (who said what, and the day),
 /// within `tokens`; empty when none does.
 pub fn for_prompt(
     conn: &Connection,

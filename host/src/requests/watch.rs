@@ -74,7 +74,7 @@ impl RequestServer {
     /// Serves every group's requests until stopped (`g2 serve`): inotify on
     /// `data/ipc/` (new group folders) and on each group's `messages/` and
     /// `tasks/`, each event draining the folder it names; a full rescan
-    /// every [`FULL_RESCAN`] and whenever the kernel's queue overflowed.
+    /// every `FULL_RESCAN` and whenever the kernel's queue overflowed.
     /// Starts with a full drain (what an earlier host left).
     pub fn watch_all(&self) -> Result<Background> {
         let root = self.home.ipc_root();
@@ -258,7 +258,7 @@ fn read_request(
 }
 
 /// Parses a request file's bytes found in `sub` (`messages/` or `tasks/`);
-/// see [`read_request`].
+/// see `read_request`.
 pub fn parse_request(
     bytes: &[u8],
     sub: &str,

@@ -5,7 +5,7 @@
 //!
 //! Boundary: the queue decides *when* to give up ([`GiveUp`] says how the
 //! turn ended); this module decides what is said and stores it, through
-//! [`rules`](super::rules) and [`messages`], in one
+//! [`rules`](super::rules) and [`messages`](super::messages), in one
 //! transaction. Delivering the stored notice is the caller's.
 
 use rusqlite::Transaction;

@@ -7,7 +7,7 @@
 //! Boundary: slots only — admission, the FIFO, warm containers,
 //! follow-ups, retries. What the senders are told when their messages go
 //! unanswered (and what giving up records) is [`notices`]; a task's run
-//! is logged and posted by [`store::tasks::runs`](mod@store::tasks::runs); the store is
+//! is logged and posted by [`store::tasks::runs`]; the store is
 //! reached through those and [`router`], never with SQL of its own.
 //!
 //! Invariants:

@@ -231,7 +231,7 @@ impl SessionManager {
 
     /// `resume_session`: bookmarks the active session (and, when
     /// `save_current_as` names it, archives its transcript under that name;
-    /// unnamed it is bookmarked as "before resuming <target>"), then
+    /// unnamed it is bookmarked as "before resuming `<target>`"), then
     /// restores the chosen one.
     pub async fn resume(
         &self,

@@ -1,6 +1,6 @@
 //! The scheduler: fires due scheduled tasks into the group queue.
 //!
-//! It sleeps until the earliest `next_run` (at most [`MAX_SLEEP`]) or until
+//! It sleeps until the earliest `next_run` (at most `MAX_SLEEP`) or until
 //! told that tasks changed, then claims due tasks in one transaction
 //! ([`tasks::claim_due`]: a claimed task is never claimed twice, and its
 //! next run is computed at claim time) and hands them to the queue, which

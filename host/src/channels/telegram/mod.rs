@@ -6,9 +6,9 @@
 //!   its own is its own agent, memory and session; a topic that is not
 //!   shares its chat's group, and the reply goes back into the topic it
 //!   was asked in (the message's thread is stored with it).
-//! - **Inbound** ([`inbound`]): one long-polling loop calls `getUpdates`
+//! - **Inbound** (`inbound`): one long-polling loop calls `getUpdates`
 //!   and hands each batch to [`Channels::take_in`] with the next offset as
-//!   its [`Mark`], so the updates and the offset commit together: a host
+//!   its `Mark`, so the updates and the offset commit together: a host
 //!   killed before the commit fetches the same updates again, one killed
 //!   after it never sees them again, and a message stored twice is stored
 //!   once anyway (its Telegram message id is unique in its chat).
@@ -18,7 +18,7 @@
 //!   the message that woke the agent (not in private chats, where every
 //!   message does). [`crate::channels::outbox`] does the ordering, the
 //!   waiting and the exactly-once bookkeeping; this module says what each
-//!   Bot API error means ([`send_error`]).
+//!   Bot API error means (`send_error`).
 //!
 //! The token is read from [`TOKEN_VARIABLE`] (the environment or
 //! `{home}/.env`), kept in the client, and never logged: teloxide removes
