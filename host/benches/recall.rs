@@ -284,13 +284,8 @@ fn latency(all_exchanges: &[(String, String)]) {
     let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
     let n_archives: usize = env_or("G2_BENCH_ARCHIVES", 10_000);
     let big = GroupFolder::new("big").unwrap();
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = common::Rng::default();
+    let mut next = move || rng.next();
     let t = Instant::now();
     let mut batch = Vec::new();
     for i in 0..n_archives {

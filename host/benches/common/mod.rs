@@ -288,38 +288,46 @@ pub fn day_archive(i: usize, body: String) -> g2_host::archives::Prepared {
     }
 }
 
+/// A fixed-seed xorshift generator: the same bench data on every run.
+pub struct Rng(u64);
+
+impl Default for Rng {
+    fn default() -> Self {
+        Rng(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
 /// Stores a random unit vector for every queued row, under the name the
 /// model's vectors have.
 pub fn random_vectors(store: &g2_host::store::Store) {
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng::default();
     let name = Path::new(g2_host::memory::embed::DEFAULT_MODEL)
         .file_name()
         .unwrap()
         .to_string_lossy()
         .into_owned();
     loop {
-        let name = name.clone();
-        let mut vec = move || {
-            let mut v: Vec<f32> = (0..384)
-                .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
-                .collect();
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            for x in &mut v {
-                *x /= norm;
-            }
-            v
-        };
         let n = store
-            .write_blocking(move |tx| {
+            .write_blocking(|tx| {
                 let jobs = g2_host::store::embeddings::pending(tx, 5_000)?;
                 for j in &jobs {
-                    g2_host::store::embeddings::put(tx, j, &name, &g2_embed::to_bytes(&vec()))?;
+                    let mut v: Vec<f32> = (0..384)
+                        .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+                        .collect();
+                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    for x in &mut v {
+                        *x /= norm;
+                    }
+                    g2_host::store::embeddings::put(tx, j, &name, &g2_embed::to_bytes(&v))?;
                 }
                 Ok(jobs.len())
             })
