@@ -112,7 +112,7 @@ fn main() {
     // The gateway serves every group's socket and the TCP listener.
     let gw = common::Gateway::start(home);
     let db = home.join("data/g2.db");
-    let (uid, gid) = g2_host::container::image::agent_ids();
+    let (uid, gid) = g2_host::home::agent_ids();
 
     // Warm both paths once (page cache, image layers).
     ok(g2(home).args(["run", "main", "warm-up"]));

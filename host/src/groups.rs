@@ -66,7 +66,7 @@ impl NewGroup {
         if jid.trim().is_empty() || jid.len() > 512 {
             return Err(Error::Invalid(format!("jid {jid:?} is empty or too long")));
         }
-        crate::channels::telegram::check_jid(&jid)?;
+        crate::jid::check(&jid)?;
         let pattern = self
             .trigger_pattern
             .unwrap_or_else(|| default_trigger(assistant_name));

@@ -349,7 +349,7 @@ pub fn install_roots(home: &Path) -> Vec<PathBuf> {
 /// when the host runs as root: the host acts for the agent, never as root
 /// over the agent's files.
 fn agent_owned(dir: Dir) -> Dir {
-    match crate::container::image::agent_owner() {
+    match agent_owner() {
         Some((uid, gid)) => dir.owned_by(uid, gid),
         None => dir,
     }
@@ -374,6 +374,40 @@ pub fn write_if_missing(path: &Path, contents: &str, mode: u32) -> Result<bool> 
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(crate::Error::io(format!("creating {}", path.display()), e)),
     }
+}
+
+// Whose files: the ids are the host process's, so they live with the
+// home the host owns; the container image and the agent's mounts read them
+// from here.
+
+/// The uid and gid this process runs as (from `/proc/self/status`).
+pub fn host_ids() -> (u32, u32) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    (field("Uid:"), field("Gid:"))
+}
+
+/// The uid/gid agents run as: the host's, or 1000 when the host is root
+/// (never root inside the container).
+pub fn agent_ids() -> (u32, u32) {
+    match host_ids() {
+        (0, _) | (_, 0) => (1000, 1000),
+        ids => ids,
+    }
+}
+
+/// Whom the host gives what it finds or makes in a group's trees: the
+/// agent's user when the host runs as root (it acts for the agent, never
+/// as root over the agent's files); None otherwise.
+pub fn agent_owner() -> Option<(u32, u32)> {
+    (host_ids().0 == 0).then(agent_ids)
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod groups;
 pub mod home;
 pub mod host;
 pub mod http;
+pub mod jid;
 pub mod lock;
 pub mod memory;
 pub mod requests;

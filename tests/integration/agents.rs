@@ -168,7 +168,7 @@ fn agents_are_hardened_isolated_and_hold_no_key() {
     let inspect: Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &inspect[0];
     let hc = &c["HostConfig"];
-    let (uid, gid) = g2_host::container::image::agent_ids();
+    let (uid, gid) = g2_host::home::agent_ids();
     assert_eq!(c["Config"]["User"], format!("{uid}:{gid}"));
     assert_ne!(uid, 0);
     assert_eq!(hc["CapDrop"], serde_json::json!(["ALL"]));

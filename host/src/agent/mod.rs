@@ -129,7 +129,7 @@ impl Agents {
             home.clone(),
             std::time::Duration::from_millis(settings.container.disk_check_ms.max(100)),
             settings.container.disk_cpu_percent,
-            container::image::agent_owner(),
+            crate::home::agent_owner(),
         );
         Agents {
             redactor: sessions.redactor().clone(),

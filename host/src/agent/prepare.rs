@@ -53,7 +53,7 @@ impl Agents {
         self.write_snapshots(group, &ipc_tree)?;
         // The tops of the trees belong to the agent; everything beneath is
         // given to it by the disk counts (which walk it all anyway).
-        if let Some((uid, gid)) = crate::container::image::agent_owner() {
+        if let Some((uid, gid)) = crate::home::agent_owner() {
             for tree in [self.home.group_tree(folder)?, claude, ipc_tree] {
                 tree.chown_top(uid, gid);
             }

@@ -76,36 +76,6 @@ pub struct Inputs {
     pub gid: u32,
 }
 
-/// The uid and gid this process runs as (from `/proc/self/status`).
-pub fn host_ids() -> (u32, u32) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|v| v.parse::<u32>().ok())
-            .unwrap_or(0)
-    };
-    (field("Uid:"), field("Gid:"))
-}
-
-/// The uid/gid agents run as: the host's, or 1000 when the host is root
-/// (never root inside the container).
-pub fn agent_ids() -> (u32, u32) {
-    match host_ids() {
-        (0, _) | (_, 0) => (1000, 1000),
-        ids => ids,
-    }
-}
-
-/// Whom the host gives what it finds or makes in a group's trees: the
-/// agent's user when the host runs as root (it acts for the agent, never
-/// as root over the agent's files); None otherwise.
-pub fn agent_owner() -> Option<(u32, u32)> {
-    (host_ids().0 == 0).then(agent_ids)
-}
-
 /// Whether an ELF file asks for a dynamic loader (a `PT_INTERP` header).
 pub fn is_dynamic(path: &Path) -> Result<bool> {
     let b = std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
@@ -248,7 +218,7 @@ impl Inputs {
         }
         let libraries = libraries_of(&claude)?;
         let ca = PathBuf::from("/etc/ssl/certs/ca-certificates.crt");
-        let (uid, gid) = agent_ids();
+        let (uid, gid) = crate::home::agent_ids();
         Ok(Inputs {
             agent,
             claude,

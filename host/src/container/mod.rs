@@ -115,7 +115,7 @@ pub fn spec_for(
 ) -> Result<Spec> {
     let cfg = &group.container_config;
     let mounts = mounts::table(home, settings, group, cfg, project_root)?;
-    let (uid, gid) = image::agent_ids();
+    let (uid, gid) = crate::home::agent_ids();
     let now = chrono::Utc::now().timestamp_millis();
     let memory_mb = cfg.memory_mb.unwrap_or(settings.memory_mb).max(64);
     let cpus = cfg.cpus.unwrap_or(settings.cpus).clamp(0.05, 1024.0);

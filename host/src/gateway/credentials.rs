@@ -16,13 +16,14 @@ use g2_core::privacy::Redactor;
 use crate::config::Settings;
 use crate::home::Home;
 
+/// Where the Telegram bot token is read from. The channels' token names
+/// are defined here, below the channels, so that this list can name them.
+pub const TELEGRAM_TOKEN: &str = "TELEGRAM_BOT_TOKEN";
+
 /// Every variable g2 reads a secret from (the environment or `{home}/.env`):
 /// the model credential and the channels' tokens. A new channel adds its own.
-pub const SECRET_VARIABLES: &[&str] = &[
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    crate::channels::telegram::TOKEN_VARIABLE,
-];
+pub const SECRET_VARIABLES: &[&str] =
+    &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", TELEGRAM_TOKEN];
 
 /// Every credential g2 holds: the API token and the values of
 /// [`SECRET_VARIABLES`] that are set.

@@ -47,63 +47,10 @@ use crate::store::{self, Store};
 use crate::{Error, Result};
 
 /// Where the bot token is read from (the environment, then `{home}/.env`).
-pub const TOKEN_VARIABLE: &str = "TELEGRAM_BOT_TOKEN";
-/// The jid prefix of Telegram chats.
-pub const PREFIX: &str = "tg:";
+pub use crate::gateway::credentials::TELEGRAM_TOKEN as TOKEN_VARIABLE;
+pub use crate::jid::{TELEGRAM_PREFIX as PREFIX, TelegramJid as Jid};
 /// The channel's name, stored with its chats.
 const NAME: &str = "telegram";
-
-/// A Telegram chat, or one forum topic of it, as a jid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Jid {
-    pub chat: i64,
-    pub topic: Option<i32>,
-}
-
-impl Jid {
-    /// `tg:<chat_id>` or `tg:<chat_id>:<topic_id>`; None for anything
-    /// else.
-    pub fn parse(jid: &str) -> Option<Jid> {
-        let rest = jid.strip_prefix(PREFIX)?;
-        let (chat, topic) = match rest.split_once(':') {
-            Some((c, t)) => (c, Some(t)),
-            None => (rest, None),
-        };
-        let chat: i64 = chat.parse().ok().filter(|c| *c != 0)?;
-        let topic = match topic {
-            Some(t) => Some(t.parse::<i32>().ok().filter(|t| *t > 0)?),
-            None => None,
-        };
-        // No sign, spaces or leading zeros the number would not print back.
-        let jid_back = Jid { chat, topic };
-        (jid_back.to_string() == jid).then_some(jid_back)
-    }
-
-    /// A private chat with one person (positive ids; groups are negative).
-    pub fn is_private(&self) -> bool {
-        self.chat > 0
-    }
-}
-
-impl fmt::Display for Jid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.topic {
-            Some(t) => write!(f, "{PREFIX}{}:{t}", self.chat),
-            None => write!(f, "{PREFIX}{}", self.chat),
-        }
-    }
-}
-
-/// Checks a jid that claims to be Telegram's (at registration).
-pub fn check_jid(jid: &str) -> Result<()> {
-    if jid.starts_with(PREFIX) && Jid::parse(jid).is_none() {
-        return Err(Error::Invalid(format!(
-            "jid {jid:?}: a Telegram chat is tg:<chat_id> (e.g. tg:-1001234567890), \
-             a forum topic tg:<chat_id>:<topic_id>"
-        )));
-    }
-    Ok(())
-}
 
 /// The bot token: shown nowhere.
 #[derive(Clone)]
@@ -364,33 +311,6 @@ fn send_error(e: RequestError) -> SendError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jids_name_a_chat_or_a_topic_and_nothing_else() {
-        assert_eq!(
-            Jid::parse("tg:-1001234567890"),
-            Some(Jid {
-                chat: -1001234567890,
-                topic: None
-            })
-        );
-        assert_eq!(
-            Jid::parse("tg:-100123:7"),
-            Some(Jid {
-                chat: -100123,
-                topic: Some(7)
-            })
-        );
-        assert!(Jid::parse("tg:42").unwrap().is_private());
-        for bad in [
-            "tg:", "tg:abc", "tg:0", "tg:+5", "tg:-00", "tg:1:0", "tg:1:-3", "tg:1:2:3", "tg: 1",
-            "local:x", "tg:007",
-        ] {
-            assert_eq!(Jid::parse(bad), None, "{bad}");
-        }
-        assert!(check_jid("tg:-1").is_ok() && check_jid("local:x").is_ok());
-        assert!(check_jid("tg:x").is_err());
-    }
 
     #[test]
     fn bot_api_errors_decide_what_happens_to_a_part() {
