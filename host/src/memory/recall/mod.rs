@@ -1,0 +1,331 @@
+//! Recall: the one function behind every memory read (`g2 memory search`,
+//! the agents' memory tools, per-prompt injection, the viewer and the HTTP
+//! search). A question in people's words goes in; ranked hits with their
+//! provenance and day come out, from the group's own memory (and
+//! `global`'s) only. Why it ranks as it does, and what that measures:
+//! docs/recall.md.
+//!
+//! Sources: archive passages (one exchange each, `search::passages`),
+//! observations, session summaries, and captured prompts no archive holds
+//! yet. Three steps:
+//! 1. **Candidates by words.** FTS5 finds the passages holding any of the
+//!    question's content words (`search::question`) that is not common
+//!    (`search::COMMON`), ranked by BM25 among the newest
+//!    `store::recall::SCAN` that match; when every word is common, the
+//!    newest passages holding them are weighed here. A question's cost is
+//!    bounded by the rows read. A question naming a day also takes that
+//!    day's passages.
+//! 2. **Candidates by meaning.** With a model (`memory::embed`), the
+//!    question's vector is compared with the group's passages
+//!    (`memory::vectors`; the group is chosen before any similarity), and
+//!    the [`DENSE_CANDIDATES`] nearest join, whatever their words.
+//! 3. **One final score on an absolute scale** ([`Weights::SHIPPED`]): the
+//!    lexical score (the share of the question's words a text holds, each
+//!    weighing its IDF; BM25 relative to the best, counted as far as those
+//!    words are there; adjacent pairs kept as phrases; a named day; a
+//!    touch of recency; an observation's importance), weighing 0.6,
+//!    and the cosine read on the model's scale (0 at 0.15, 1 at 0.65),
+//!    weighing 0.4 (chosen on three public sets, docs/recall.md). A
+//!    score means the same from one question to the next, so per-prompt
+//!    injection gates on it and separate recalls merge by it.
+//!
+//! Boundary: the group is a [`GroupFolder`] the caller took from where the
+//! request arrived; SQL is in `store::recall`.
+//!
+//! Files: `candidates.rs` gathers the candidates by words (step 1),
+//! `meaning.rs` brings in and scores those by meaning and blends the two
+//! (steps 2 and 3), `lexical.rs` holds the lexical measures; this file
+//! holds the types, [`recall_weighted`] (the steps in order) and the
+//! passage index.
+
+mod candidates;
+mod lexical;
+mod meaning;
+
+use rusqlite::Connection;
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::search::question;
+use crate::search::{SnippetTerms, make_snippet};
+use crate::store;
+use g2_core::validate::{GroupFolder, MemoryFolder};
+
+use candidates::{observations, passages, prompts, summaries};
+use lexical::{doc_counts, idf, matches, on_named_day, recency, share};
+pub use meaning::DENSE_CANDIDATES;
+use meaning::{fuse, meaning};
+
+/// Candidates FTS5 hands on to the second step, at least.
+pub const CANDIDATES: usize = 100;
+/// Captured prompts not yet archived that one recall weighs, at most.
+pub const PROMPTS: i64 = 50;
+/// Most hits one recall returns.
+pub const MAX_LIMIT: usize = 100;
+
+/// The ranking's weights: [`Weights::SHIPPED`] is what every recall uses;
+/// the recall bench compares others through [`recall_weighted`]
+/// (docs/recall.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    /// Share of the lexical score in the final one; the cosine with the
+    /// question has the rest.
+    pub lexical: f64,
+    /// Within the lexical score: BM25 relative to the best candidate's,
+    pub bm25: f64,
+    /// the share of the question's words the text holds (each weighing its
+    /// inverse document frequency when `idf`, else alike),
+    pub coverage: f64,
+    pub idf: bool,
+    /// and the share of its adjacent word pairs held side by side; these
+    /// three are scaled to 0–1 together.
+    pub phrase: f64,
+    /// Added: said on a day the question names; how recent (the newest
+    /// candidate gets all of it).
+    pub named_day: f64,
+    pub recency: f64,
+    /// Min-max scale the lexical score and the cosine over the candidates
+    /// before mixing them (the final score then says nothing on its own).
+    pub scaled: bool,
+    /// Otherwise the cosine is read on the model's own scale: at or below
+    /// `cos_floor` it counts 0 (unrelated texts), at `cos_full` and above 1.
+    pub cos_floor: f64,
+    pub cos_full: f64,
+}
+
+impl Weights {
+    pub const SHIPPED: Weights = Weights {
+        lexical: 0.6,
+        bm25: 1.0,
+        coverage: 0.6,
+        idf: true,
+        phrase: 0.3,
+        named_day: 0.5,
+        recency: 0.01,
+        scaled: false,
+        cos_floor: 0.15,
+        cos_full: 0.65,
+    };
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights::SHIPPED
+    }
+}
+
+/// Extra weight of an observation (a distilled memory) over raw text,
+/// plus this much per point of importance.
+pub const OBSERVATION: f64 = 0.1;
+pub const IMPORTANCE: f64 = 0.01;
+
+/// One recalled memory and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecallHit {
+    /// What it is: `passage` (a piece of an archived conversation),
+    /// `prompt` (a captured prompt and its reply no archive holds yet),
+    /// `observation` (something learned) or `summary` (of a session).
+    pub kind: String,
+    /// The passage's, prompt batch's, observation's or summary's id.
+    pub id: i64,
+    /// Its group: the asking group's, or `global` (read-only).
+    pub group: String,
+    /// The archive's title, the observation's or the summary's.
+    pub title: String,
+    /// For an observation: decision, fact, preference, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observation_kind: Option<String>,
+    /// Claude Code's session id it came from.
+    pub session_id: Option<String>,
+    /// A passage's archive: its id, markdown file (relative to the home)
+    /// and the messages it holds, by index in the archive (from 0),
+    /// inclusive.
+    pub archive_id: Option<i64>,
+    pub archive_path: Option<String>,
+    pub turn_start: Option<i64>,
+    pub turn_end: Option<i64>,
+    /// When it was said or learned (RFC 3339).
+    pub at: String,
+    /// The text around its first match, matches in `[` `]`.
+    pub snippet: String,
+    /// Higher is better; comparable within one recall only.
+    pub score: f64,
+    /// How many of the question's content words it holds, of how many.
+    pub matched_words: usize,
+    pub question_words: usize,
+}
+
+/// What a recall may return.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    /// `passage`, `observation`, `summary`, or an observation kind
+    /// (`decision`, `fact`, …).
+    pub kind: Option<String>,
+    /// Only memories from this time on (RFC 3339, or a date).
+    pub since: Option<String>,
+}
+
+impl Filters {
+    fn wants(&self, kind: &str) -> bool {
+        match self.kind.as_deref() {
+            None => true,
+            Some(k) if k == kind => true,
+            Some(k) => kind == "observation" && crate::memory::extract::Kind::parse(k).is_some(),
+        }
+    }
+
+    fn admits(&self, c: &Candidate) -> bool {
+        let kind_ok = match self.kind.as_deref() {
+            Some(k) if crate::memory::extract::Kind::parse(k).is_some() => {
+                c.observation_kind.as_deref() == Some(k)
+            }
+            _ => true,
+        };
+        kind_ok && self.since.as_deref().is_none_or(|s| c.at.as_str() >= s)
+    }
+}
+
+/// A candidate of any kind, before ranking.
+struct Candidate {
+    hit: RecallHit,
+    /// The text its words are counted in (and its snippet cut from).
+    text: String,
+    at: String,
+    observation_kind: Option<String>,
+    /// bm25() relative to the best of its kind.
+    relevance: f64,
+    /// An observation's importance, 1–10.
+    importance: Option<i64>,
+}
+
+/// The group's memories that answer `query`, best first, at most `limit`.
+/// A query with no words recalls nothing.
+pub fn recall(
+    conn: &Connection,
+    group: &GroupFolder,
+    query: &str,
+    limit: usize,
+) -> Result<Vec<RecallHit>> {
+    recall_with(conn, group, query, limit, &Filters::default())
+}
+
+/// [`recall`] with filters.
+pub fn recall_with(
+    conn: &Connection,
+    group: &GroupFolder,
+    query: &str,
+    limit: usize,
+    filters: &Filters,
+) -> Result<Vec<RecallHit>> {
+    recall_weighted(conn, group, query, limit, filters, &Weights::SHIPPED)
+}
+
+/// [`recall_with`] with other weights (the recall bench's comparisons).
+pub fn recall_weighted(
+    conn: &Connection,
+    group: &GroupFolder,
+    query: &str,
+    limit: usize,
+    filters: &Filters,
+    w: &Weights,
+) -> Result<Vec<RecallHit>> {
+    let Some(q) = question::read(query) else {
+        return Ok(Vec::new());
+    };
+    // The question's vector is made on another thread while the words find
+    // their candidates here (docs/recall.md: it takes longer than they do).
+    let vector = crate::memory::embed::model().is_some().then(|| {
+        let text = query.to_string();
+        std::thread::spawn(move || crate::memory::embed::query(&text))
+    });
+    let limit = limit.clamp(1, MAX_LIMIT);
+    let want = CANDIDATES.max(limit * 10) as i64;
+    // The group's own memory, and `global`'s, read-only.
+    let groups = [group.as_str(), MemoryFolder::GLOBAL];
+    let mut all: Vec<Candidate> = Vec::new();
+    // How many passages hold each word (capped at `search::COMMON`): which
+    // words find candidates, and what each weighs.
+    let docs = doc_counts(conn, &q)?;
+    let idf = idf(conn, &docs, w.idf)?;
+    if filters.wants("passage") {
+        all.extend(passages(conn, group, &q, &docs, want)?);
+    }
+    if filters.wants("prompt") {
+        all.extend(prompts(conn, groups, &q)?);
+    }
+    if filters.wants("observation") {
+        all.extend(observations(conn, groups, &q, want)?);
+    }
+    if filters.wants("summary") {
+        all.extend(summaries(conn, groups, &q, want)?);
+    }
+    // Meaning: the question's vector against the group's.
+    let dense = match vector.and_then(|v| v.join().ok().flatten()) {
+        Some((model, qv)) => Some(meaning(conn, groups, &model.name, &qv, filters, &mut all)?),
+        None => None,
+    };
+    all.retain(|c| filters.admits(c));
+    let newest = all.iter().map(|c| c.at.clone()).max().unwrap_or_default();
+    let oldest = all.iter().map(|c| c.at.clone()).min().unwrap_or_default();
+    let words = q.terms.len();
+    let parts = (w.bm25 + w.coverage + w.phrase).max(f64::EPSILON);
+    let mut scored: Vec<(f64, usize, Candidate)> = all
+        .into_iter()
+        .map(|c| {
+            let (seen, phrase) = matches(&q, &c.text);
+            let matched = seen.iter().filter(|s| **s).count();
+            let coverage = share(&seen, &idf);
+            // Relative to the best candidate, BM25 alone would call the
+            // best of junk matches perfect: on the absolute scale it counts
+            // as much as the question's words are there.
+            let relevance = if w.scaled {
+                c.relevance
+            } else {
+                c.relevance * coverage
+            };
+            let score = (w.bm25 * relevance + w.coverage * coverage + w.phrase * phrase) / parts
+                + w.named_day * f64::from(u8::from(on_named_day(&q, &c.at)))
+                + w.recency * recency(&c.at, &oldest, &newest)
+                + c.importance
+                    .map_or(0.0, |i| OBSERVATION + IMPORTANCE * i as f64);
+            (score, matched, c)
+        })
+        .collect();
+    if let Some(cos) = &dense {
+        fuse(&mut scored, cos, w);
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.2.hit.id.cmp(&a.2.hit.id)));
+    scored.truncate(limit);
+    // Snippets for the hits returned only.
+    let terms = SnippetTerms::new(&q.text);
+    Ok(scored
+        .into_iter()
+        .map(|(score, matched, c)| RecallHit {
+            snippet: make_snippet(&c.text, &terms),
+            score,
+            matched_words: matched,
+            question_words: words,
+            ..c.hit
+        })
+        .collect())
+}
+
+/// Splits every archive that has no passages yet (archives recorded before
+/// passages existed) in one transaction; returns how many were split.
+pub fn index_missing(tx: &rusqlite::Transaction<'_>) -> Result<usize> {
+    let missing = store::recall::archives_without_passages(tx)?;
+    for (id, group, at, body) in &missing {
+        let passages = crate::search::passages::split(body);
+        store::recall::insert_passages(tx, *id, group, at, &passages)?;
+    }
+    Ok(missing.len())
+}
+
+/// Rebuilds every passage from the archives' indexed text.
+pub fn reindex(tx: &rusqlite::Transaction<'_>) -> Result<usize> {
+    store::recall::clear_passages(tx)?;
+    index_missing(tx)
+}
+
+#[cfg(test)]
+mod tests;

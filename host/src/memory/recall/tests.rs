@@ -1,0 +1,250 @@
+use super::*;
+
+fn store_with(archives: &[(&str, &str, &str)]) -> (tempfile::TempDir, store::Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+    let rows: Vec<(String, String, String)> = archives
+        .iter()
+        .map(|(g, at, b)| (g.to_string(), at.to_string(), b.to_string()))
+        .collect();
+    store
+        .write_blocking(move |tx| {
+            for (i, (group, at, body)) in rows.iter().enumerate() {
+                tx.execute(
+                    "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
+                     VALUES (?1, ?2, ?3, ?4, 'manual', ?5)",
+                    rusqlite::params![group, format!("s{i}"), format!("A{i}"), format!("groups/{group}/conversations/{i}.md"), at],
+                )?;
+                tx.execute(
+                    "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
+                    rusqlite::params![tx.last_insert_rowid(), format!("A{i}"), body],
+                )?;
+            }
+            index_missing(tx)
+        })
+        .unwrap();
+    (dir, store)
+}
+
+fn md(exchanges: &[(&str, &str)]) -> String {
+    let mut s = String::from("# T\n\nArchived: x\n\n---\n\n");
+    for (u, a) in exchanges {
+        s.push_str(&format!("**User**: {u}\n\n**G2**: {a}\n\n"));
+    }
+    s
+}
+
+#[test]
+fn questions_find_the_turn_that_answers_them() {
+    let (_d, store) = store_with(&[
+        (
+            "main",
+            "2026-05-01T10:00:00.000Z",
+            &md(&[
+                ("we sailed today", "nice"),
+                ("remember that the boat is moored at pier 7", "noted"),
+                ("the weather was fine", "good"),
+            ]),
+        ),
+        (
+            "main",
+            "2026-05-02T10:00:00.000Z",
+            &md(&[
+                ("I went to the museum", "which exhibition?"),
+                ("the boat show", "fun"),
+            ]),
+        ),
+        (
+            "fam",
+            "2026-05-03T10:00:00.000Z",
+            &md(&[("the boat is moored at pier 9", "ok")]),
+        ),
+    ]);
+    let main = GroupFolder::new("main").unwrap();
+    store
+        .read_blocking(|c| {
+            // No word is required: "where" and "is" are not searched.
+            let hits = recall(c, &main, "where is the boat moored?", 5)?;
+            assert_eq!(
+                (hits[0].archive_id, hits[0].turn_start),
+                (Some(1), Some(2)),
+                "{hits:#?}"
+            );
+            assert!(hits[0].snippet.contains("[boat]"), "{}", hits[0].snippet);
+            // Never another group's.
+            assert!(
+                hits.iter()
+                    .all(|h| h.group == "main" && !h.snippet.contains("pier 9"))
+            );
+            // A named day lifts that day's passages.
+            let hits = recall(c, &main, "on May 2nd, what did I see at the boat show?", 5)?;
+            assert_eq!(hits[0].archive_id, Some(2), "{hits:#?}");
+            // A named day brings that day's talk, whatever its words.
+            let hits = recall(c, &main, "what did we talk about on May 1st?", 5)?;
+            assert!(
+                !hits.is_empty() && hits.iter().all(|h| h.archive_id == Some(1)),
+                "{hits:#?}"
+            );
+            assert!(recall(c, &main, "?!", 5)?.is_empty());
+            assert!(recall(c, &main, "zebra", 5)?.is_empty());
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn observations_rank_first_and_forgetting_removes_them() {
+    use crate::memory::extract::{Kind, ObservationDraft};
+    use crate::store::observations as obs;
+    let (_d, store) = store_with(&[(
+        "main",
+        "2026-05-01T10:00:00.000Z",
+        &md(&[("remember that the boat is moored at pier 7", "noted")]),
+    )]);
+    let main = GroupFolder::new("main").unwrap();
+    let fam = GroupFolder::new("fam").unwrap();
+    let (m, f) = (main.clone(), fam.clone());
+    let id = store
+        .write_blocking(move |tx| {
+            let draft = |title: &str| ObservationDraft {
+                kind: Kind::Fact,
+                title: title.into(),
+                narrative: String::new(),
+                facts: vec![],
+                files: vec![],
+                importance: 8,
+                concerns: vec!["Ann".into()],
+            };
+            let at = "2026-05-01T10:00:01.000Z";
+            obs::insert(
+                tx,
+                &(&f).into(),
+                &draft("the boat is at pier 9"),
+                Default::default(),
+                at,
+                |_| false,
+            )?;
+            obs::insert(
+                tx,
+                &(&m).into(),
+                &draft("the boat is moored at pier 7"),
+                Default::default(),
+                at,
+                |_| false,
+            )
+        })
+        .unwrap();
+    let ask = |filters: Filters| {
+        let m = main.clone();
+        store
+            .read_blocking(move |c| recall_with(c, &m, "where is the boat?", 5, &filters))
+            .unwrap()
+    };
+    let hits = ask(Filters::default());
+    assert_eq!(
+        (hits[0].kind.as_str(), hits[0].id),
+        ("observation", id),
+        "{hits:#?}"
+    );
+    assert_eq!(hits[0].observation_kind.as_deref(), Some("fact"));
+    assert!(hits.iter().any(|h| h.kind == "passage"));
+    // Never the other group's.
+    assert!(
+        hits.iter().all(|h| !h.snippet.contains("pier 9")),
+        "{hits:#?}"
+    );
+    let only = |k: &str| Filters {
+        kind: Some(k.into()),
+        since: None,
+    };
+    assert!(ask(only("passage")).iter().all(|h| h.kind == "passage"));
+    assert_eq!(ask(only("fact")).len(), 1);
+    assert!(ask(only("decision")).is_empty());
+    assert!(
+        ask(Filters {
+            kind: None,
+            since: Some("2027".into())
+        })
+        .is_empty()
+    );
+    // Forgotten through another group: nothing happens.
+    let (f, m) = (fam.clone(), main.clone());
+    assert!(
+        !store
+            .write_blocking(move |tx| obs::forget(tx, &(&f).into(), id))
+            .unwrap()
+    );
+    assert!(
+        store
+            .write_blocking(move |tx| obs::forget(tx, &(&m).into(), id))
+            .unwrap()
+    );
+    assert!(ask(only("observation")).is_empty());
+}
+
+#[test]
+fn global_memory_and_the_live_conversation_are_recalled_too() {
+    use crate::memory::extract::{Kind, ObservationDraft};
+    use crate::store::observations as obs;
+    let (_d, store) = store_with(&[(
+        "main",
+        "2026-05-01T10:00:00.000Z",
+        &md(&[("we talked about the weather", "it was sunny")]),
+    )]);
+    let main = GroupFolder::new("main").unwrap();
+    store
+        .write_blocking(|tx| {
+            let draft = ObservationDraft {
+                kind: Kind::Fact,
+                title: "the family doctor is Dr. Lee".into(),
+                narrative: String::new(),
+                facts: vec![],
+                files: vec![],
+                importance: 9,
+                concerns: vec![],
+            };
+            let at = "2026-05-01T10:00:01.000Z";
+            let global = MemoryFolder::global();
+            obs::insert(tx, &global, &draft, Default::default(), at, |_| false)?;
+            // A session archived at 10:00 whose later prompt is not.
+            let m = GroupFolder::new("main").unwrap();
+            let s = store::memory::open_session(tx, &m, "live", None, None, at)?;
+            for (p, when) in [
+                ("the lawnmower is in the shed", "2026-05-01T09:00:00.000Z"),
+                ("the kayak is behind the garage", "2026-05-01T11:00:00.000Z"),
+            ] {
+                let b = store::memory::start_batch(tx, s, p, &[], when)?;
+                store::memory::finish_batch(tx, b, Some("noted"), when)?;
+            }
+            tx.execute("UPDATE conversation_archives SET session_id = 'live'", [])?;
+            Ok(())
+        })
+        .unwrap();
+    let ask = |q: &str| {
+        let (m, q) = (main.clone(), q.to_string());
+        store.read_blocking(move |c| recall(c, &m, &q, 5)).unwrap()
+    };
+    let hits = ask("who is our doctor?");
+    assert_eq!(
+        (hits[0].kind.as_str(), hits[0].group.as_str()),
+        ("observation", "global"),
+        "{hits:#?}"
+    );
+    let hits = ask("where is the kayak?");
+    assert_eq!(hits[0].kind, "prompt", "{hits:#?}");
+    assert_eq!(hits[0].session_id.as_deref(), Some("live"));
+    // What the archive holds is recalled as its passage, not as a prompt.
+    assert!(
+        ask("where is the lawnmower?")
+            .iter()
+            .all(|h| h.kind != "prompt"),
+    );
+    // Another group does not see main's prompts, but does see global's.
+    let fam = GroupFolder::new("fam").unwrap();
+    let theirs = store
+        .read_blocking(move |c| Ok((recall(c, &fam, "kayak", 5)?, recall(c, &fam, "doctor", 5)?)))
+        .unwrap();
+    assert!(theirs.0.is_empty(), "{theirs:#?}");
+    assert_eq!(theirs.1.len(), 1, "{theirs:#?}");
+}
