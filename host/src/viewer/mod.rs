@@ -26,9 +26,8 @@
 //!   one, the viewer asks for it once (`/login`) and starts a signed session
 //!   kept in an HttpOnly, SameSite=Strict cookie, and every state-changing
 //!   API request made with that cookie must carry the session's CSRF token
-//!   (`x-g2-csrf`), which only that session's pages show ([`auth`]).
+//!   (`x-g2-csrf`), which only that session's pages show (`api::auth`).
 
-pub mod auth;
 pub mod markdown;
 
 use axum::Router;
@@ -39,7 +38,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use crate::api::Api;
+use crate::api::{Api, auth};
 use crate::store;
 use crate::{Error, archives};
 use g2_core::validate::GroupFolder;
@@ -52,7 +51,7 @@ const APP_CSS: &str = include_str!("assets/app.css");
 /// Messages a chat page opens with.
 const CHAT_HISTORY: usize = 200;
 
-/// The viewer's routes, merged into the API's router.
+/// The viewer's routes, served beside the API's (`Api::router`).
 pub fn routes(api: &Api) -> Router<Api> {
     let pages = Router::new()
         .route("/", get(groups_page))
