@@ -116,6 +116,17 @@ pub async fn require(store: &store::Store, folder: &GroupFolder) -> Result<Group
         .ok_or_else(|| Error::NotFound(format!("group {folder:?}")))
 }
 
+/// Every registered group, the main group first.
+pub async fn list(store: &store::Store) -> Result<Vec<Group>> {
+    store.read(store::groups::list).await
+}
+
+/// Unregisters a group (its folder and memory stay); returns it as it was.
+pub async fn remove(store: &store::Store, folder: &GroupFolder) -> Result<Group> {
+    let f = folder.clone();
+    store.write(move |tx| store::groups::remove(tx, &f)).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -242,7 +242,7 @@ impl Host {
         let stopped = stop_api.clone();
         let server = tokio::spawn(crate::http::serve(
             listener,
-            api.router(),
+            router(api),
             crate::http::Limits::from(&settings.api),
             async move { stopped.notified().await },
         ));
@@ -319,8 +319,17 @@ fn api_address(settings: &Settings, listen: Option<&str>) -> Result<SocketAddr> 
         .unwrap_or(&settings.api.listen)
         .parse()
         .map_err(|e| context("api listen address: use IP:PORT", &e))?;
-    crate::api::check_bind(&addr, settings.api.token.as_deref())?;
+    crate::api::auth::check_bind(&addr, settings.api.token.as_deref())?;
     Ok(addr)
+}
+
+/// What the HTTP server serves: the API, and the viewer's pages beside it
+/// under the same access rules. Joined here, above both, so that the
+/// viewer depends on the API (its state and auth) and the API on nothing
+/// of the viewer.
+fn router(api: Api) -> axum::Router {
+    let pages = crate::viewer::routes(&api);
+    api.router(pages)
 }
 
 /// Routes again what was stored but not delivered or answered before a

@@ -386,6 +386,20 @@ pub async fn settled(
     .await?
 }
 
+/// A group's (or `global`'s) recorded archives, newest first.
+pub async fn list(store: &Store, folder: &str) -> Result<Vec<ArchiveRecord>> {
+    let folder = folder.to_string();
+    store.read(move |c| store::archives::list(c, &folder)).await
+}
+
+/// A recorded archive by id, or `NotFound`.
+pub async fn find(store: &Store, id: i64) -> Result<ArchiveRecord> {
+    store
+        .read(move |c| store::archives::get(c, id))
+        .await?
+        .ok_or_else(|| Error::NotFound(format!("archive {id}")))
+}
+
 /// A recorded archive's markdown, read beneath its group's folder without
 /// following a link; None when the file is gone.
 pub fn read_markdown(home: &Home, rec: &ArchiveRecord) -> Result<Option<String>> {

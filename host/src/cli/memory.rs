@@ -155,13 +155,9 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             })?;
         }
         MemoryCmd::Forget { id: Some(id), .. } => {
-            let forgotten = store
-                .write(move |tx| match store::observations::group_of(tx, id)? {
-                    Some(group) => store::observations::forget(tx, &group, id),
-                    None => Ok(false),
-                })
-                .await?;
-            if !forgotten {
+            // A person may forget any memory's observation.
+            let forgotten = crate::memory::forget::forget(&store, id, None).await?;
+            if forgotten != crate::memory::forget::Forgotten::Done {
                 return Err(anyhow!("no observation {id}"));
             }
             println!("forgot observation {id}");
@@ -297,13 +293,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             session: Some(session),
             ..
         } => {
-            let id = session.clone();
-            let forgotten = store
-                .write(move |tx| match store::memory::session_group(tx, &id)? {
-                    Some(group) => store::memory::forget_session(tx, &group, &id),
-                    None => Ok(false),
-                })
-                .await?;
+            let forgotten = crate::memory::forget::forget_session(&store, &session).await?;
             if !forgotten {
                 return Err(anyhow!("no captured session {session:?}"));
             }

@@ -10,6 +10,7 @@
 pub mod context;
 pub mod embed;
 pub mod extract;
+pub mod forget;
 pub mod ingest;
 pub mod process;
 pub mod recall;

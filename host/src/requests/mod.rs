@@ -3,7 +3,8 @@
 //! [`RequestServer::new`], run with [`RequestServer::watch_all`] or
 //! [`RequestServer::watch`], one request at a time with
 //! [`RequestServer::handle`]), [`Links`] (what requests reach beyond the
-//! store) and [`parse_request`] (a request file's bytes, for the fuzzer).
+//! store), [`log`] (what was decided, for the API) and [`parse_request`]
+//! (a request file's bytes, for the fuzzer).
 //!
 //! - `watch`: inotify, rescans, claiming by rename, reading and parsing,
 //!   answering in `responses/`, keeping failures in `errors/`;
@@ -34,6 +35,19 @@ pub mod authorize;
 mod watch;
 
 pub use watch::parse_request;
+
+/// The newest `limit` requests found in `folder` (a registered group's or
+/// not) and what the host decided, newest first.
+pub async fn log(
+    store: &Store,
+    folder: &str,
+    limit: usize,
+) -> crate::Result<Vec<crate::store::requests::LogEntry>> {
+    let folder = folder.to_string();
+    store
+        .read(move |c| crate::store::requests::list(c, &folder, limit))
+        .await
+}
 
 /// Callback with a group's folder.
 pub type FolderHook = std::sync::Arc<dyn Fn(&GroupFolder) + Send + Sync>;

@@ -33,6 +33,7 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use rusqlite::{Connection, Transaction};
 
+use crate::store::Store;
 use crate::{Error, Result, store};
 use g2_core::validate::GroupFolder;
 
@@ -458,6 +459,32 @@ pub fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
         .as_deref()
         .map(parse_ts)
         .transpose()
+}
+
+/// The tasks `scope` may see (every group's when `None`), as the API, the
+/// viewer and the agents' `list_tasks` show them.
+pub async fn list(store: &Store, scope: Option<GroupFolder>) -> Result<Vec<Task>> {
+    store
+        .read(move |c| store::tasks::list(c, scope.as_deref()))
+        .await
+}
+
+/// Most runs [`detail`] returns, newest first.
+pub const DETAIL_RUNS: usize = 50;
+
+/// One task, any group's, with its last [`DETAIL_RUNS`] runs; `NotFound`
+/// for an unknown id.
+pub async fn detail(store: &Store, id: &str) -> Result<(Task, Vec<TaskRun>)> {
+    let id = id.to_string();
+    store
+        .read(move |c| {
+            Ok((
+                store::tasks::get(c, &id)?
+                    .ok_or_else(|| Error::NotFound(format!("task {id:?}")))?,
+                store::tasks::runs(c, &id, DETAIL_RUNS)?,
+            ))
+        })
+        .await
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use super::super::RequestServer;
 use super::super::authorize::{self, Family};
 use crate::groups::Group;
 use crate::memory::context;
+use crate::memory::forget::{self, Forgotten};
 use crate::memory::recall::{self, Filters, RecallHit};
 use crate::store::observations as obs;
 use crate::store::{self, recall as passages};
@@ -101,9 +102,12 @@ impl RequestServer {
     /// Refuses a memory of another group (`global`'s may be read).
     fn may(me: &Group, owner: &str, id: &str, read: bool) -> Result<()> {
         let ok = owner == me.folder.as_str() || (read && owner == MemoryFolder::GLOBAL);
-        authorize::check(me, Family::Memory, ok, || {
-            format!("memory {id} is not group {}'s", me.folder)
-        })
+        authorize::check(me, Family::Memory, ok, || Self::not_ours(me, id))
+    }
+
+    /// Why a memory outside `me`'s reach is refused.
+    fn not_ours(me: &Group, id: &str) -> String {
+        format!("memory {id} is not group {}'s", me.folder)
     }
 
     /// Refuses a memory of another group.
@@ -397,9 +401,14 @@ impl RequestServer {
                 "{raw}: only observations (o…) can be forgotten; archives stay"
             )));
         };
-        let g = self.own_observation(me, n, raw, false).await?;
-        self.store.write(move |tx| obs::forget(tx, &g, n)).await?;
-        Ok(format!("Forgot o{n}."))
+        // Within the family's reach only: never another group's, nor
+        // `global`'s (read-only to agents).
+        let scope = authorize::scope(me, Family::Memory).map(MemoryFolder::from);
+        match forget::forget(&self.store, n, scope).await? {
+            Forgotten::Done => Ok(format!("Forgot o{n}.")),
+            Forgotten::Missing => Err(Error::NotFound(format!("memory {raw}"))),
+            Forgotten::Elsewhere(_) => Err(Error::Forbidden(Self::not_ours(me, raw))),
+        }
     }
 }
 

@@ -49,11 +49,7 @@ impl RequestServer {
     }
 
     pub(super) async fn list_tasks(&self, me: &Group) -> Result<String> {
-        let scope = authorize::scope(me, Family::Tasks);
-        let list = self
-            .store
-            .read(move |c| crate::store::tasks::list(c, scope.as_deref()))
-            .await?;
+        let list = tasks::list(&self.store, authorize::scope(me, Family::Tasks)).await?;
         if list.is_empty() {
             return Ok("No scheduled tasks.".into());
         }

@@ -1,7 +1,18 @@
-//! Signing in to the viewer, and what the API and the viewer both check of
-//! a browser: its session cookie and, for a change, the session's CSRF
-//! token. Only with `api.token` set (without one, the host answers
-//! loopback names only: `http::loopback`).
+//! Who may use the host's HTTP server: the one access module of the API
+//! and the web viewer (the viewer's sign-in pages, `viewer/login.rs`, use
+//! it too).
+//!
+//! **Where it listens** ([`check_bind`]): a loopback address, or any with
+//! an `api.token` of 16+ characters.
+//!
+//! **Without a token** (`loopback_only`, on every route: pages,
+//! `/health` and unknown routes included) the host answers loopback names
+//! with its own port only, and takes changes only from its own pages
+//! (`http::loopback`: DNS rebinding).
+//!
+//! **With a token** (`require_token`, on every `/api` route) a request
+//! carries it as `Authorization: Bearer`, or is the viewer's: signed in,
+//! with, for a change, the session's CSRF token. `/health` stays open.
 //!
 //! **A session** is what a sign-in with the API token starts: a random id
 //! and the time it began, signed with the token (HMAC-SHA256), kept in an
@@ -13,14 +24,23 @@
 //! sign-in (rotated at every sign-in), useless without its cookie, shown
 //! only on the pages of that session (never on `/login`, never before
 //! sign-in). The page hands it to its script in
-//! `<meta name="g2-csrf">`; a state-changing API request made with the
+//! `<meta name="g2-csrf">` ([`for_session`] scopes a page's rendering to
+//! it, [`page_csrf`] reads it); a state-changing API request made with the
 //! cookie must carry it in [`CSRF_HEADER`].
 
+use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::http::{HeaderMap, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+
+use super::Api;
+use super::extract::error_response;
+use crate::Error;
 
 /// The cookie holding the viewer's session.
 pub const SESSION_COOKIE: &str = "g2_session";
@@ -133,6 +153,61 @@ pub fn same_secret(a: &str, b: &str) -> bool {
             .zip(b.bytes())
             .fold(0, |acc, (x, y)| acc | (x ^ y))
             == 0
+}
+
+/// Checks that an address may be served: loopback, or any with a token.
+pub fn check_bind(addr: &SocketAddr, token: Option<&str>) -> crate::Result<()> {
+    if addr.ip().is_loopback() || token.is_some_and(|t| t.len() >= 16) {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "api.listen {addr} is not a loopback address: set api.token (16+ characters) to serve it"
+        )))
+    }
+}
+
+/// Without a token, every route (pages, `/health` and unknown routes
+/// included) answers only loopback names, and changes only from the
+/// host's own pages: see `http::loopback` (DNS rebinding).
+pub(super) async fn loopback_only(State(api): State<Api>, req: Request, next: Next) -> Response {
+    let checks = crate::http::Loopback { port: api.port };
+    if api.token.is_none()
+        && let Some(why) = checks.refusal(req.method(), req.uri(), req.headers())
+    {
+        tracing::warn!(method = %req.method(), path = %req.uri().path(), "refused: {why}");
+        return error_response(StatusCode::FORBIDDEN, "forbidden", why);
+    }
+    next.run(req).await
+}
+
+/// With a token, an `/api` request needs it, or the viewer's session
+/// (and, for a change, its CSRF token).
+pub(super) async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Response {
+    if let Some(token) = &api.token {
+        let bearer = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let ok = if let Some(given) = bearer {
+            same_secret(given, token)
+        } else if let Some(s) = session(req.headers(), token) {
+            // The viewer's session: a request that changes something must
+            // also carry the session's CSRF token, which another site's
+            // page cannot read.
+            allows(req.headers(), req.method(), &s, token)
+        } else {
+            false
+        };
+        if !ok {
+            return error_response(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a bearer token (or the viewer's session cookie and CSRF token) is required".into(),
+            );
+        }
+    }
+    next.run(req).await
 }
 
 tokio::task_local! {

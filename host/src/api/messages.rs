@@ -1,0 +1,96 @@
+//! `/api/groups/{folder}/messages` and `/stream`: a group's chat. A
+//! message in is stored first (`Channels::receive`), then answered with
+//! 202; the stream is the chat's live log in `seq` order
+//! (`Channels::follow`).
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Api, ApiError, ApiResult, Json, Path, Query, require_group};
+use crate::Error;
+use crate::routing::messages;
+use crate::store;
+use g2_core::validate::GroupFolder;
+
+pub(super) fn routes() -> Router<Api> {
+    Router::new()
+        .route(
+            "/groups/{folder}/messages",
+            get(list_messages).post(post_message),
+        )
+        .route("/groups/{folder}/stream", get(stream_messages))
+}
+
+#[derive(Deserialize)]
+struct AfterQuery {
+    after: Option<i64>,
+    limit: Option<usize>,
+}
+
+async fn list_messages(
+    State(api): State<Api>,
+    Path(folder): Path<GroupFolder>,
+    Query(q): Query<AfterQuery>,
+) -> ApiResult<Vec<messages::Message>> {
+    let g = require_group(&api, &folder).await?;
+    let (after, limit) = (q.after.unwrap_or(0), q.limit.unwrap_or(100).clamp(1, 1000));
+    Ok(Json(
+        api.store
+            .read(move |c| store::messages::after(c, &g.jid, after, limit))
+            .await?,
+    ))
+}
+
+/// A message into a group's chat: stored first, then answered with 202.
+async fn post_message(
+    State(api): State<Api>,
+    Path(folder): Path<GroupFolder>,
+    Json(m): Json<messages::Inbound>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let stored = api.channels.receive(&folder, m).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": stored.id, "seq": stored.seq })),
+    ))
+}
+
+/// Server-sent events of a chat's messages (`event: message`, `id:` its
+/// `seq`, data = the message JSON): first those after `Last-Event-ID` (a
+/// reconnecting client) or else `?after=<seq>`, then new ones as they are
+/// stored, in `seq` order, each once (see `Channels::follow`). A listener
+/// that falls too far behind is closed; it reconnects with `Last-Event-ID`.
+async fn stream_messages(
+    State(api): State<Api>,
+    Path(folder): Path<GroupFolder>,
+    Query(q): Query<AfterQuery>,
+    headers: axum::http::HeaderMap,
+) -> Result<
+    axum::response::sse::Sse<
+        impl futures_util::Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>>,
+    >,
+    ApiError,
+> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let g = require_group(&api, &folder).await?;
+    let resume = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .ok_or_else(|| Error::Invalid("Last-Event-ID: a message seq".into()))?,
+        ),
+        None => None,
+    };
+    let live = api.channels.follow(g.jid, resume.or(q.after));
+    let events = futures_util::StreamExt::map(live, |l| {
+        Ok(Event::default()
+            .event("message")
+            .id(l.message.seq.to_string())
+            .data(&l.json))
+    });
+    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+}
