@@ -705,19 +705,9 @@ fn store_inbound(
                 addressed,
                 ..
             } => {
-                // Neither answered nor handed to the agent yet.
-                let cursor = crate::routing::rules::cursor(tx, folder)?;
-                let inflight = crate::routing::rules::inflight(tx, folder)?.unwrap_or(0);
-                let edited = !text.trim().is_empty()
-                    && text.len() <= crate::routing::messages::MAX_TEXT
-                    && store::messages::edit_pending(
-                        tx,
-                        &jid,
-                        external_id,
-                        text,
-                        *addressed,
-                        cursor.max(inflight),
-                    )?;
+                // What an edit may change is the router's rule.
+                let edited =
+                    crate::routing::rules::edit(tx, folder, &jid, external_id, text, *addressed)?;
                 Ok(if edited {
                     Taken::Edited
                 } else {
