@@ -5,7 +5,8 @@
 //! [`telegram`]. Adding one means implementing the trait, registering it
 //! in [`Channels`], and running the conformance suite
 //! (`tests/integration/channels.rs`) against it; the router and the queue
-//! never see channels, only the message log.
+//! never see channels, only the message log (the queue hands what it
+//! stored to the [`Outlet`] that [`Channels`] implements).
 //!
 //! - Inbound: a channel calls [`Channels::receive`] (one message) or
 //!   [`Channels::take_in`] (a platform's batch, with its own progress mark
@@ -42,6 +43,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use g2_core::validate::GroupFolder;
 
 use crate::routing::messages::{CheckInbound, Inbound, Message};
+use crate::routing::queue::Outlet;
 use crate::store::{self, Store};
 use crate::{Error, Result};
 
@@ -788,6 +790,39 @@ async fn publish_stored(
                 return published;
             }
         }
+    }
+}
+
+/// The queue's way to the chats: what it stored is published and sent
+/// here, and its agents' working state shown.
+impl Outlet for Channels {
+    fn working(&self, folder: &GroupFolder, chat_jid: &str) {
+        Channels::working(self, folder, chat_jid);
+    }
+
+    fn idle(&self, folder: &GroupFolder) {
+        Channels::idle(self, folder);
+    }
+
+    fn stored_is_delivered(&self, chat_jid: &str) -> bool {
+        Channels::stored_is_delivered(self, chat_jid)
+    }
+
+    fn redactor(&self) -> &g2_core::privacy::Redactor {
+        Channels::redactor(self)
+    }
+
+    fn deliver(&self, m: Message) -> BoxFuture<'_, ()> {
+        Box::pin(Channels::deliver(self, m))
+    }
+
+    fn say<'a>(
+        &'a self,
+        chat_jid: &'a str,
+        sender: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Message>>> {
+        Box::pin(Channels::say(self, chat_jid, sender, text))
     }
 }
 
