@@ -187,10 +187,11 @@ impl Host {
             &queue,
             agents.clone(),
             store.clone(),
-            channels.clone(),
+            // The queue's way to the chats.
+            Arc::new(channels.clone()),
             Some(tasks_changed.clone()),
         );
-        let schedule = scheduler::start(store.clone(), queue.clone(), tasks_changed).await?;
+        let schedule = scheduler::start(store.clone(), queue.task_sender(), tasks_changed).await?;
         // A pass at start: what a killed host or a dead container left.
         let recovery = crate::memory::recovery::start(store.clone(), settings.memory.clone());
         // Extraction goes through the gateway's provider, accounted to the

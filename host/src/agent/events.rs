@@ -24,6 +24,8 @@ impl Agents {
         let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
         let mut archived = Vec::new();
         // A group whose capture is off keeps none, whatever a hook wrote.
+        // Read now rather than taken from the run's row: capture turned
+        // off while the agent runs must stop what it captures next.
         let f = folder.clone();
         let captures = self
             .store

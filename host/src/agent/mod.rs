@@ -226,27 +226,29 @@ impl Agents {
 
     /// Runs one prompt in the group's container and returns when the
     /// container has finished (`g2 run`).
-    pub async fn run_prompt(&self, folder: &GroupFolder, prompt: &str) -> Result<RunReport> {
-        self.clear_inputs(folder)?;
-        self.run(folder, prompt, RunOptions::default(), None).await
+    pub async fn run_prompt(&self, group: &groups::Group, prompt: &str) -> Result<RunReport> {
+        self.clear_inputs(&group.folder)?;
+        self.run(group, prompt, RunOptions::default(), None).await
     }
 
     /// Runs the group's container with `prompt` until it exits. Each
     /// finished turn is also sent to `turns` as it happens. A warm run stays
     /// up between turns for follow-ups in `input/` until `_close` (see
-    /// [`close`]); a one-shot run closes after its first turn.
+    /// [`close`]); a one-shot run closes after its first turn. `group` is
+    /// the row the caller read (the queue, once per batch): the run does
+    /// not read it again.
     pub async fn run(
         &self,
-        folder: &GroupFolder,
+        group: &groups::Group,
         prompt: &str,
         opts: RunOptions,
         turns: Option<TurnSink>,
     ) -> Result<RunReport> {
-        let group = groups::require(&self.store, folder).await?;
-        self.check_disk(&group).await?;
+        let folder = &group.folder;
+        self.check_disk(group).await?;
         // Counted again and again while the container runs, once more after.
         let _counted = self.disk.running(folder);
-        self.prepare(&group)?;
+        self.prepare(group)?;
         self.ensure_socket(folder).await?;
         let pointer = self.sessions.get(folder).await?;
         // An isolated task neither resumes nor moves the group's session.
@@ -257,7 +259,7 @@ impl Agents {
         };
         let mut report = self
             .attempt(
-                &group,
+                group,
                 prompt,
                 session.clone(),
                 generation,
@@ -275,7 +277,7 @@ impl Agents {
                 None => None,
             };
             report = self
-                .attempt(&group, prompt, None, generation, &opts, turns.as_ref())
+                .attempt(group, prompt, None, generation, &opts, turns.as_ref())
                 .await?;
             report.retried_fresh = true;
         }

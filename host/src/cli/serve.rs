@@ -83,7 +83,7 @@ pub(super) async fn run(ctx: &Ctx, folder: &str, prompt: &str, out: Output) -> R
         eprintln!("removed container {name} left by an earlier host");
     }
     host::reconcile_archives(&ctx.home, &store).await?;
-    let report = agents.run_prompt(&group.folder, prompt).await?;
+    let report = agents.run_prompt(&group, prompt).await?;
     gw.flush().await;
     out.print(&report, |report| {
         for r in &report.replies {

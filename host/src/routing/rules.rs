@@ -12,6 +12,9 @@
 //! - a reply that was stored has moved the cursor: it is never produced or
 //!   sent a second time.
 //!
+//! An edit a platform reports changes a message only while it is pending
+//! ([`edit`]): what the agent had, or answered, stays as it was.
+//!
 //! Trigger rules: the main group and groups that do not
 //! require a trigger are woken by every message; others only by a message
 //! matching their trigger pattern. Messages without a trigger stay pending
@@ -24,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::groups::Group;
-use crate::routing::messages::Message;
+use crate::routing::messages::{MAX_TEXT, Message};
 use crate::store;
 
 /// Most pending messages put into one prompt (the newest are kept).
@@ -117,6 +120,36 @@ pub fn drop_inflight(tx: &Transaction<'_>, folder: &str) -> Result<()> {
 pub fn inflight(conn: &Connection, folder: &str) -> Result<Option<i64>> {
     let v = store::router_state::get(conn, &inflight_key(folder))?;
     Ok(v.and_then(|v| v.parse().ok()))
+}
+
+/// An edit of a message a platform handed in before (by its platform id,
+/// in the group's chat `jid`): the new text replaces the stored one only
+/// while the message is pending, neither answered (the cursor) nor handed
+/// to the agent (the in-flight mark); an answered message stays as it was
+/// answered. A text that is empty or too long changes nothing. An edit
+/// that `addressed` the assistant calls it (a mention added by the edit
+/// counts; one removed does not un-call it). Whether the text was
+/// replaced.
+pub fn edit(
+    tx: &Transaction<'_>,
+    folder: &str,
+    jid: &str,
+    external_id: &str,
+    text: &str,
+    addressed: bool,
+) -> Result<bool> {
+    let cursor = cursor(tx, folder)?;
+    let inflight = inflight(tx, folder)?.unwrap_or(0);
+    Ok(!text.trim().is_empty()
+        && text.len() <= MAX_TEXT
+        && store::messages::edit_pending(
+            tx,
+            jid,
+            external_id,
+            text,
+            addressed,
+            cursor.max(inflight),
+        )?)
 }
 
 /// What the agent is told before a prompt that an earlier attempt began

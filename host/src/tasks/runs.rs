@@ -1,10 +1,11 @@
 //! A scheduled task's run, once it is over: its outcome read from what the
 //! run produced, the task row finished and the run logged
-//! ([`tasks::finish`](super::finish)), and the result (or the failure)
-//! posted to the task's chat.
+//! ([`tasks::finish`](super::finish)), and the text to post to the task's
+//! chat (its result, or the failure).
 //!
 //! Boundary: the queue runs the task and calls [`outcome`] and [`record`]
-//! when its container has exited; nothing here starts or stops a run.
+//! when its container has exited, and posts the text [`record`] answers;
+//! nothing here starts or stops a run or reaches a chat.
 
 use std::time::Duration;
 
@@ -12,7 +13,6 @@ use chrono::{DateTime, Utc};
 
 use super::Task;
 use crate::agent::RunReport;
-use crate::channels::Channels;
 use crate::store::Store;
 
 /// What the run of a task came to: the reply it gave, else the error it
@@ -39,18 +39,16 @@ pub fn outcome(
 }
 
 /// Logs the run (started at `run_at`, `took` long) on the task's row and
-/// posts its result to the task's chat as `sender`; a failure is posted as
-/// one (at most 500 characters of why). Errors are logged, not returned:
-/// the run is over either way.
+/// answers what to post to the task's chat: its result, or the failure (at
+/// most 500 characters of why). Errors are logged, not returned: the run
+/// is over either way.
 pub async fn record(
     store: &Store,
-    channels: &Channels,
-    sender: &str,
     task: &Task,
     run_at: DateTime<Utc>,
     took: Duration,
     outcome: Result<String, String>,
-) {
+) -> String {
     let (id, o) = (task.id.clone(), outcome.clone());
     let res = store
         .write(move |tx| {
@@ -66,15 +64,12 @@ pub async fn record(
     if let Err(e) = res {
         tracing::error!(task = %task.id, error = %e, "recording a task run");
     }
-    let text = match &outcome {
-        Ok(r) => r.clone(),
+    match outcome {
+        Ok(r) => r,
         Err(e) => format!(
             "Scheduled task {} failed: {}",
             task.id,
             e.chars().take(500).collect::<String>()
         ),
-    };
-    if let Err(e) = channels.say(&task.chat_jid, sender, &text).await {
-        tracing::error!(task = %task.id, error = %e, "delivering a task result");
     }
 }

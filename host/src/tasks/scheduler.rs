@@ -3,7 +3,8 @@
 //! It sleeps until the earliest `next_run` (at most `MAX_SLEEP`) or until
 //! told that tasks changed, then claims due tasks in one transaction
 //! ([`tasks::claim_due`]: a claimed task is never claimed twice, and its
-//! next run is computed at claim time) and hands them to the queue, which
+//! next run is computed at claim time) and hands them to the queue
+//! through `due` (the queue's task channel, wired in host/src/host.rs), which
 //! runs them, logs each run in `task_run_logs` and delivers the result to
 //! the group's chat. Schedules are [`tasks`]' business (cron with a
 //! timezone, interval, once).
@@ -14,20 +15,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 
+use crate::Result;
 use crate::background::Background;
-use crate::routing::queue::QueueHandle;
 use crate::store::Store;
-use crate::{Result, tasks};
+use crate::tasks::{self, Task};
 
 /// Longest sleep between looks, in case the clock jumps.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// Most tasks claimed per look.
 const CLAIM_BATCH: usize = 50;
 
-/// Starts the scheduler. `changed` wakes it when tasks are added or change.
-pub async fn start(store: Store, queue: QueueHandle, changed: Arc<Notify>) -> Result<Background> {
+/// Starts the scheduler: due tasks are sent to `due`. `changed` wakes it
+/// when tasks are added or change.
+pub async fn start(
+    store: Store,
+    due: mpsc::UnboundedSender<Task>,
+    changed: Arc<Notify>,
+) -> Result<Background> {
     let released = store.write(|tx| tasks::release_claims(tx, None)).await?;
     if released > 0 {
         tracing::warn!(
@@ -44,10 +50,10 @@ pub async fn start(store: Store, queue: QueueHandle, changed: Arc<Notify>) -> Re
                 .write(move |tx| tasks::claim_due(tx, now, &c, CLAIM_BATCH))
                 .await
             {
-                Ok(due) => {
-                    for t in due {
+                Ok(claimed) => {
+                    for t in claimed {
                         tracing::info!(task = %t.id, group = %t.group_folder, "scheduled task due");
-                        queue.task(t);
+                        let _ = due.send(t);
                     }
                 }
                 Err(e) => tracing::error!(error = %e, "claiming due tasks"),

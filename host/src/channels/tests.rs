@@ -1,0 +1,298 @@
+//! The channels' unit tests: plugging in a channel, a platform's batch
+//! and its edits, publication order, and a listener that falls behind.
+
+use super::*;
+use crate::groups;
+use std::sync::Mutex;
+
+/// A channel that records what it was asked to send.
+struct Recorder(Mutex<Vec<String>>);
+
+impl Channel for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn owns(&self, jid: &str) -> bool {
+        jid.starts_with("rec:")
+    }
+    fn send<'a>(
+        &'a self,
+        _m: &'a Message,
+        _part: usize,
+        text: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
+        self.0.lock().unwrap().push(text.to_string());
+        Box::pin(async { Ok("1".to_string()) })
+    }
+}
+
+#[tokio::test]
+async fn a_new_channel_plugs_in_without_the_router() {
+    let (_d, store) = store_with_group("tg", Some("rec:42")).await;
+    let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let ch = Channels::new(store.clone())
+        .with(rec.clone())
+        .with_router(tx);
+    let mut live = ch.subscribe();
+    let m = ch
+        .receive(
+            &GroupFolder::new("tg").unwrap(),
+            Inbound {
+                sender: "u".into(),
+                sender_name: None,
+                text: "hi".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(rx.recv().await.unwrap(), "tg");
+    assert_eq!(live.recv().await.unwrap().message.id, m.id);
+    let chan: String = store
+        .read(|c| {
+            Ok(
+                c.query_row("SELECT channel FROM chats WHERE jid = 'rec:42'", [], |r| {
+                    r.get(0)
+                })?,
+            )
+        })
+        .await
+        .unwrap();
+    assert_eq!(chan, "recorder");
+    let out = ch
+        .say("rec:42", "Andy", "hello <internal>x</internal>")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(live.recv().await.unwrap().message.id, out.id);
+    // Sent in the background, then marked delivered.
+    for _ in 0..100 {
+        if store
+            .read(|c| store::messages::undelivered(c, 0, 10))
+            .await
+            .unwrap()
+            .is_empty()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(rec.0.lock().unwrap().as_slice(), ["hello"]);
+    assert!(
+        store
+            .read(|c| store::messages::undelivered(c, 0, 10))
+            .await
+            .unwrap()
+            .is_empty(),
+        "marked delivered"
+    );
+    assert!(
+        ch.say("rec:42", "Andy", "<internal>only</internal>")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// A store with the group `fam` registered; its chat's jid.
+async fn store_with_fam() -> (tempfile::TempDir, Store, String) {
+    let (d, store) = store_with_group("fam", None).await;
+    (d, store, "local:fam".to_string())
+}
+
+/// A fresh store with one group registered (its jid, else the default).
+pub(super) async fn store_with_group(
+    folder: &str,
+    jid: Option<&str>,
+) -> (tempfile::TempDir, Store) {
+    let d = tempfile::tempdir().unwrap();
+    let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+    let g = groups::NewGroup {
+        folder: folder.into(),
+        name: folder.to_uppercase(),
+        jid: jid.map(str::to_string),
+        ..Default::default()
+    }
+    .into_group("Andy")
+    .unwrap();
+    store
+        .write(move |tx| store::groups::add(tx, &g))
+        .await
+        .unwrap();
+    (d, store)
+}
+
+#[tokio::test]
+async fn a_platform_batch_commits_with_its_mark_once_and_edits_only_what_is_pending() {
+    let (_d, store, jid) = store_with_fam().await;
+    let ch = Channels::new(store.clone());
+    let fam = GroupFolder::new("fam").unwrap();
+    let new = |id: &str, text: &str| Intake::New {
+        folder: fam.clone(),
+        m: Inbound {
+            sender: "42".into(),
+            sender_name: None,
+            text: text.into(),
+            external_id: Some(id.into()),
+            ..Default::default()
+        },
+    };
+    let mark = |v: &str| {
+        Some(Mark {
+            key: "test:offset".into(),
+            value: v.into(),
+        })
+    };
+    let taken = ch
+        .take_in(vec![new("1", "one"), new("2", "two")], mark("3"))
+        .await
+        .unwrap();
+    assert!(matches!(&taken[0], Ok(Taken::Stored(m)) if m.text == "one"));
+    let offset = store
+        .read(|c| store::router_state::get(c, "test:offset"))
+        .await
+        .unwrap();
+    assert_eq!(offset.as_deref(), Some("3"));
+    // Handed in again (a host killed before its mark): stored once.
+    let again = ch.take_in(vec![new("2", "two")], mark("3")).await.unwrap();
+    assert!(matches!(again[0], Ok(Taken::Duplicate)), "{again:?}");
+    // An edit of a pending message replaces its text ...
+    let edit = |id: &str, text: &str| Intake::Edit {
+        folder: fam.clone(),
+        external_id: id.into(),
+        text: text.into(),
+        addressed: true,
+    };
+    let e = ch
+        .take_in(vec![edit("1", "one, fixed")], None)
+        .await
+        .unwrap();
+    assert!(matches!(e[0], Ok(Taken::Edited)), "{e:?}");
+    // ... not one that was answered.
+    let seq2 = match &taken[1] {
+        Ok(Taken::Stored(m)) => m.seq,
+        other => panic!("{other:?}"),
+    };
+    store
+        .write(move |tx| crate::routing::rules::advance(tx, "fam", seq2))
+        .await
+        .unwrap();
+    let e = ch
+        .take_in(vec![edit("2", "rewritten")], None)
+        .await
+        .unwrap();
+    assert!(matches!(e[0], Ok(Taken::Unchanged)), "{e:?}");
+    let texts: Vec<String> = store
+        .read(move |c| store::messages::after(c, &jid, 0, 10))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.text)
+        .collect();
+    assert_eq!(texts, ["one, fixed", "two"]);
+    let addressed = store
+        .read(|c| store::messages::latest(c, "local:fam", 10))
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.addressed)
+        .collect::<Vec<_>>();
+    assert_eq!(addressed, [true, false], "the edit called the assistant");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_posts_and_replies_are_published_in_seq_order() {
+    use futures_util::StreamExt;
+    let (_d, store, jid) = store_with_fam().await;
+    let ch = Channels::new(store.clone());
+    let mut live = ch.subscribe();
+    let follow = ch.follow(jid.clone(), None);
+    let mut tasks = Vec::new();
+    for p in 0..8 {
+        let ch = ch.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..100 {
+                ch.receive(
+                    &GroupFolder::new("fam").unwrap(),
+                    Inbound {
+                        sender: format!("u{p}"),
+                        sender_name: None,
+                        text: format!("{i}"),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    let (ch2, j2) = (ch.clone(), jid.clone());
+    tasks.push(tokio::spawn(async move {
+        for i in 0..50 {
+            ch2.say(&j2, "Andy", &format!("reply {i}")).await.unwrap();
+        }
+    }));
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut seqs = Vec::new();
+    while seqs.len() < 850 {
+        seqs.push(live.recv().await.unwrap().message.seq);
+    }
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "published out of order"
+    );
+    let followed: Vec<i64> = follow.take(850).map(|l| l.message.seq).collect().await;
+    assert_eq!(followed, seqs);
+    let stored = store
+        .read(move |c| store::messages::after(c, &jid, 0, 1000))
+        .await
+        .unwrap();
+    assert_eq!(stored.iter().map(|m| m.seq).collect::<Vec<_>>(), seqs);
+    // An unknown group is refused; nothing is stored for it.
+    let none = ch
+        .receive(
+            &GroupFolder::new("nobody").unwrap(),
+            Inbound {
+                sender: "u".into(),
+                sender_name: None,
+                text: "x".into(),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(matches!(none, Err(Error::NotFound(_))), "{none:?}");
+    assert_eq!(
+        store.read(store::messages::last_seq).await.unwrap(),
+        *seqs.last().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_listener_that_falls_behind_is_closed_and_resumes_from_the_store() {
+    use futures_util::StreamExt;
+    let (_d, store, jid) = store_with_fam().await;
+    let ch = Channels::new(store.clone());
+    let mut slow = std::pin::pin!(ch.follow(jid.clone(), None));
+    let n = LISTENER_BUFFER + 10;
+    for i in 0..n {
+        ch.say(&jid, "Andy", &format!("m{i}")).await.unwrap();
+    }
+    // Let the sequencer publish everything (the last `say` is stored).
+    let mut probe = ch.subscribe();
+    ch.say(&jid, "Andy", "last").await.unwrap();
+    while probe.recv().await.unwrap().message.text != "last" {}
+    // Nothing skipped silently: the stream ends instead.
+    assert!(slow.next().await.is_none());
+    let resumed: Vec<String> = ch
+        .follow(jid.clone(), Some(0))
+        .take(n + 1)
+        .map(|l| l.message.text.clone())
+        .collect()
+        .await;
+    assert_eq!(resumed.len(), n + 1);
+    assert_eq!(resumed[0], "m0");
+    assert_eq!(resumed[n], "last");
+}

@@ -1,0 +1,183 @@
+//! Starting a group's container: its next task, or else its pending
+//! messages, as one prompt; the run is spawned with the group's row the
+//! queue read, and its turns and exit come back to the actor as commands.
+//! Also closing a container (after its current turn).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::Utc;
+use tokio::sync::mpsc;
+
+use super::{Cmd, Kind, Queue, Run, router};
+use crate::agent::{self, RunOptions};
+use crate::groups::Group;
+use crate::routing::notices;
+use crate::store::Store;
+use g2_core::validate::GroupFolder;
+
+/// Records that messages up to `upto` went to the group's agent.
+pub(super) async fn mark_inflight(store: &Store, folder: &GroupFolder, upto: i64) {
+    let f = folder.clone();
+    if let Err(e) = store
+        .write(move |tx| router::mark_inflight(tx, &f, upto))
+        .await
+    {
+        tracing::warn!(group = %folder, error = %e, "recording the in-flight mark");
+    }
+}
+
+impl Queue {
+    /// Starts a group that was not woken with its row (it waited in line
+    /// for a slot, or a task is due). Its row is read now: one read before
+    /// it waited would be stale (the group may have changed or gone).
+    pub(super) async fn start_waiting(&mut self, folder: &GroupFolder) {
+        if self.stopping.is_some() {
+            return;
+        }
+        match self.group(folder).await {
+            Ok(Some(g)) => self.start(g).await,
+            Ok(None) => {
+                // Unregistered meanwhile: its tasks cannot run.
+                if let Some(g) = self.groups.get_mut(folder) {
+                    for t in g.tasks.drain(..) {
+                        tracing::warn!(task = %t.id, group = %folder, "the task's group is gone; not run");
+                    }
+                }
+            }
+            Err(_) => self.retry_soon(folder),
+        }
+    }
+
+    /// Starts the group's container with its next task, or else its
+    /// pending messages; the run gets `group`, the row read for it.
+    pub(super) async fn start(&mut self, group: Group) {
+        if self.stopping.is_some() {
+            return;
+        }
+        let folder = &group.folder;
+        // Before the run exists, so no follow-up or _close of this run can
+        // be written yet and then be taken for a leftover.
+        if let Err(e) = self.agents.clear_inputs(folder) {
+            tracing::error!(group = %folder, error = %e, "clearing input/");
+        }
+        let task = self
+            .groups
+            .entry(folder.clone())
+            .or_default()
+            .tasks
+            .pop_front();
+        let (kind, prompt, opts) = match task {
+            Some(t) => {
+                let opts = RunOptions {
+                    warm: false,
+                    scheduled: true,
+                    isolated: t.context_mode != "group",
+                };
+                let prompt = t.prompt.clone();
+                (
+                    Kind::Task {
+                        task: Box::new(t),
+                        run_at: Utc::now(),
+                        started: Instant::now(),
+                        reply: None,
+                        error: None,
+                    },
+                    prompt,
+                    opts,
+                )
+            }
+            None => {
+                let Some(b) = self.pending(&group).await else {
+                    return;
+                };
+                self.outlet.working(folder, &group.jid);
+                let kind = Kind::Messages {
+                    outstanding: VecDeque::from([b.upto]),
+                    sent_upto: b.upto,
+                    failed: None,
+                    follow_ups: Vec::new(),
+                };
+                // An attempt that ran and was cut short, here or by a host
+                // that stopped mid-turn (its in-flight mark is still there).
+                let interrupted = self
+                    .groups
+                    .get_mut(folder)
+                    .and_then(|g| g.interrupted.take())
+                    .or_else(|| b.resumes.then(|| notices::HOST_STOPPED.into()));
+                let prompt = match interrupted {
+                    Some(why) => format!("{}{}", router::interrupted_note(&why), b.prompt),
+                    None => b.prompt,
+                };
+                (
+                    kind,
+                    prompt,
+                    RunOptions {
+                        warm: true,
+                        ..Default::default()
+                    },
+                )
+            }
+        };
+        let inflight = match &kind {
+            Kind::Messages { sent_upto, .. } => Some(*sent_upto),
+            Kind::Task { .. } => None,
+        };
+        self.next_run += 1;
+        let id = self.next_run;
+        let group = Arc::new(group);
+        let g = self.groups.entry(group.folder.clone()).or_default();
+        g.run = Some(Run {
+            id,
+            kind,
+            group: group.clone(),
+            closing: false,
+            epoch: 0,
+        });
+        let (agents, me, store) = (self.agents.clone(), self.me.clone(), self.store.clone());
+        tokio::spawn(async move {
+            let f = group.folder.clone();
+            if let Some(upto) = inflight {
+                mark_inflight(&store, &f, upto).await;
+            }
+            let (turn_tx, mut turns) = mpsc::unbounded_channel();
+            let run = agents.run(&group, &prompt, opts, Some(turn_tx));
+            tokio::pin!(run);
+            // Turns are forwarded as they come, and all of them before the exit.
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    Some(turn) = turns.recv() => { let _ = me.send(Cmd::Turn { folder: f.clone(), run: id, turn }); }
+                    r = &mut run => break r,
+                }
+            };
+            while let Ok(turn) = turns.try_recv() {
+                let _ = me.send(Cmd::Turn {
+                    folder: f.clone(),
+                    run: id,
+                    turn,
+                });
+            }
+            let _ = me.send(Cmd::Exited {
+                folder: f,
+                run: id,
+                result,
+            });
+        });
+    }
+
+    /// Asks the group's container to close after its current turn.
+    pub(super) fn close(&mut self, folder: &GroupFolder) {
+        let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else {
+            return;
+        };
+        if run.closing {
+            return;
+        }
+        run.closing = true;
+        if let Err(e) = agent::close(self.agents.home(), folder) {
+            tracing::error!(group = %folder, error = %e, "could not ask the container to close");
+        }
+    }
+}
