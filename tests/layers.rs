@@ -347,5 +347,8 @@ fn the_check_sees_the_imports_it_must() {
     let got: Vec<String> = edges.keys().map(|(a, b)| format!("{a}->{b}")).collect();
     assert_eq!(got, ["a->b", "a->c", "a->d", "a->e", "a->f"]);
     edges.insert(("b".into(), "a".into()), BTreeSet::new());
-    assert_eq!(circles(&edges), vec![vec!["a".to_string(), "b".to_string()]]);
+    assert_eq!(
+        circles(&edges),
+        vec![vec!["a".to_string(), "b".to_string()]]
+    );
 }
