@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::{Api, ApiError, ApiResult, Json, Path, Query, require_group};
 use crate::Error;
 use crate::memory::forget::{self, Forgotten};
-use crate::store;
+use crate::memory::shown;
 use g2_core::validate::{GroupFolder, MemoryFolder};
 
 pub(super) fn routes() -> Router<Api> {
@@ -41,7 +41,7 @@ pub(super) fn routes() -> Router<Api> {
 const MEMORY_FEED_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Server-sent events of what the group's memory stores from now on
-/// (`event: memory`, data = a `store::memory::FeedItem`): prompts, tool
+/// (`event: memory`, data = a [`shown::FeedItem`]): prompts, tool
 /// calls, observations and summaries, oldest first, each once.
 async fn memory_stream(
     State(api): State<Api>,
@@ -54,11 +54,7 @@ async fn memory_stream(
 > {
     use axum::response::sse::{Event, KeepAlive, Sse};
     require_group(&api, &folder).await?;
-    let f = folder.clone();
-    let start = api
-        .store
-        .read(move |c| store::memory::feed_now(c, &f))
-        .await?;
+    let start = shown::feed_now(&api.store, &folder).await?;
     let state = (
         api.store.clone(),
         folder,
@@ -76,11 +72,7 @@ async fn memory_stream(
                     return Some((Ok(ev), (store, group, at, queue)));
                 }
                 tokio::time::sleep(MEMORY_FEED_EVERY).await;
-                let g = group.clone();
-                match store
-                    .read(move |c| store::memory::feed_after(c, &g, at, 100))
-                    .await
-                {
+                match shown::feed_after(&store, &group, at, 100).await {
                     Ok((items, next)) => {
                         at = next;
                         queue.extend(items);
@@ -97,13 +89,9 @@ async fn memory_stream(
 async fn memory_sessions(
     State(api): State<Api>,
     Path(folder): Path<GroupFolder>,
-) -> ApiResult<Vec<store::memory::SessionRow>> {
+) -> ApiResult<Vec<shown::SessionRow>> {
     require_group(&api, &folder).await?;
-    Ok(Json(
-        api.store
-            .read(move |c| store::memory::sessions(c, &folder))
-            .await?,
-    ))
+    Ok(Json(shown::sessions(&api.store, &folder).await?))
 }
 
 /// `GET /api/groups/{folder}/memory/sessions/{id}`: one session's timeline;
@@ -111,12 +99,9 @@ async fn memory_sessions(
 async fn memory_session(
     State(api): State<Api>,
     Path((folder, id)): Path<(GroupFolder, String)>,
-) -> ApiResult<store::memory::Timeline> {
+) -> ApiResult<shown::Timeline> {
     require_group(&api, &folder).await?;
-    let sid = id.clone();
-    let t = api
-        .store
-        .read(move |c| store::memory::timeline(c, &folder, &sid))
+    let t = shown::timeline(&api.store, &folder, &id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("captured session {id:?}")))?;
     Ok(Json(t))
@@ -126,12 +111,9 @@ async fn memory_session(
 async fn memory_summary(
     State(api): State<Api>,
     Path((folder, id)): Path<(GroupFolder, String)>,
-) -> ApiResult<store::observations::SummaryRow> {
+) -> ApiResult<shown::SummaryRow> {
     require_group(&api, &folder).await?;
-    let sid = id.clone();
-    let s = api
-        .store
-        .read(move |c| store::observations::summary(c, &folder, &sid))
+    let s = shown::summary(&api.store, &folder, &id)
         .await?
         .ok_or_else(|| Error::NotFound(format!("summary of session {id:?}")))?;
     Ok(Json(s))
@@ -189,13 +171,9 @@ async fn observations(
     State(api): State<Api>,
     Path(folder): Path<String>,
     Query(q): Query<ObservationsQuery>,
-) -> ApiResult<Vec<store::observations::ObservationRow>> {
+) -> ApiResult<Vec<shown::ObservationRow>> {
     let owner = memory_owner(&api, folder).await?;
-    Ok(Json(
-        api.store
-            .read(move |c| store::observations::list(c, &owner, q.all))
-            .await?,
-    ))
+    Ok(Json(shown::observations(&api.store, &owner, q.all).await?))
 }
 
 /// `POST /api/groups/{folder}/memory/observations` `{"text": …}`:

@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use super::{Api, ApiError, ApiResult, Json, Path, Query, require_group};
 use crate::Error;
 use crate::routing::messages;
-use crate::store;
 use g2_core::validate::GroupFolder;
 
 pub(super) fn routes() -> Router<Api> {
@@ -39,9 +38,7 @@ async fn list_messages(
     let g = require_group(&api, &folder).await?;
     let (after, limit) = (q.after.unwrap_or(0), q.limit.unwrap_or(100).clamp(1, 1000));
     Ok(Json(
-        api.store
-            .read(move |c| store::messages::after(c, &g.jid, after, limit))
-            .await?,
+        messages::after(&api.store, &g.jid, after, limit).await?,
     ))
 }
 

@@ -8,7 +8,6 @@ use serde::Deserialize;
 
 use super::{Api, ApiResult, Json, Query};
 use crate::gateway::usage;
-use crate::store;
 
 pub(super) fn routes() -> Router<Api> {
     Router::new().route("/usage", get(usage_report))
@@ -26,8 +25,6 @@ async fn usage_report(
 ) -> ApiResult<Vec<usage::Line>> {
     let since = usage::since(q.days.unwrap_or(30).clamp(1, 3660));
     Ok(Json(
-        api.store
-            .read(move |c| store::usage::report(c, q.group.as_deref(), Some(&since)))
-            .await?,
+        usage::report(&api.store, q.group.as_deref(), &since).await?,
     ))
 }

@@ -7,3 +7,15 @@
 //! anything in the request.
 
 pub use crate::store::usage::{LOCAL_CALLER, Line, Outcome, Purpose, Record, Tokens, since, today};
+
+use crate::Result;
+use crate::store::{self, Store};
+
+/// Usage by day, caller, purpose, provider and model since `since` (a
+/// day), of one group or of all.
+pub async fn report(store: &Store, group: Option<&str>, since: &str) -> Result<Vec<Line>> {
+    let (group, since) = (group.map(str::to_string), since.to_string());
+    store
+        .read(move |c| store::usage::report(c, group.as_deref(), Some(&since)))
+        .await
+}

@@ -16,4 +16,5 @@ pub mod process;
 pub mod recall;
 pub mod recovery;
 pub mod remember;
+pub mod shown;
 pub mod vectors;

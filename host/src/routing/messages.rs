@@ -8,9 +8,31 @@
 //! neutralizes it when it is printed); sender names hold no control
 //! characters.
 
+use crate::store::{self, Store};
 use crate::{Error, Result};
 
 pub use crate::store::messages::{Inbound, Message};
+
+/// Up to `limit` messages of a chat after `seq` `after`, oldest first.
+pub async fn after(
+    store: &Store,
+    chat_jid: &str,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<Message>> {
+    let jid = chat_jid.to_string();
+    store
+        .read(move |c| store::messages::after(c, &jid, after, limit))
+        .await
+}
+
+/// A chat's `limit` latest messages, oldest first.
+pub async fn latest(store: &Store, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
+    let jid = chat_jid.to_string();
+    store
+        .read(move |c| store::messages::latest(c, &jid, limit))
+        .await
+}
 
 /// Longest message text accepted.
 pub const MAX_TEXT: usize = 32 * 1024;

@@ -7,7 +7,6 @@ use axum::response::Response;
 use super::markdown::escape;
 use super::{failed, page, registered, time};
 use crate::api::Api;
-use crate::store;
 
 /// Messages a chat page opens with.
 const CHAT_HISTORY: usize = 200;
@@ -22,11 +21,7 @@ pub(super) async fn chat_page(
     };
     let folder = group.folder.clone();
     let jid = group.jid.clone();
-    let messages = match api
-        .store
-        .read(move |c| store::messages::latest(c, &jid, CHAT_HISTORY))
-        .await
-    {
+    let messages = match crate::routing::messages::latest(&api.store, &jid, CHAT_HISTORY).await {
         Ok(m) => m,
         Err(e) => return failed(&api, e),
     };

@@ -11,7 +11,6 @@ use super::markdown::escape;
 use super::search::{SearchQuery, memory_hits};
 use super::{failed, page, registered, time};
 use crate::api::Api;
-use crate::store;
 
 pub(super) async fn memory_page(
     State(api): State<Api>,
@@ -23,29 +22,16 @@ pub(super) async fn memory_page(
         Err(page) => return page,
     };
     let folder = group.folder.clone();
-    let (f, tokens) = (folder.clone(), api.memory.inject_tokens);
-    let prompt_tokens = api.memory.prompt_inject_tokens;
     let question = q.q.trim().to_string();
-    let asked = question.clone();
-    let read = api
-        .store
-        .read(move |c| {
-            let next = crate::memory::context::session_start(c, &f, tokens)?;
-            let observations = store::observations::list(c, &(&f).into(), false)?;
-            let summaries = store::observations::latest_summaries(c, &f, 10)?;
-            // A question: what recall finds, and what a prompt asking it
-            // would be given.
-            let answer = if asked.is_empty() {
-                None
-            } else {
-                Some((
-                    crate::memory::recall::recall(c, &f, &asked, 10)?,
-                    crate::memory::context::for_prompt(c, &f, &asked, prompt_tokens)?,
-                ))
-            };
-            Ok((next, observations, summaries, answer))
-        })
-        .await;
+    let read = crate::memory::shown::page(
+        &api.store,
+        &folder,
+        api.memory.inject_tokens,
+        api.memory.prompt_inject_tokens,
+        &question,
+    )
+    .await
+    .map(|p| (p.next, p.observations, p.summaries, p.answer));
     let (next, observations, summaries, answer) = match read {
         Ok(x) => x,
         Err(e) => return failed(&api, e),

@@ -10,7 +10,6 @@ use super::markdown::escape;
 use super::{failed, page, time};
 use crate::Error;
 use crate::api::Api;
-use crate::store;
 use g2_core::validate::GroupFolder;
 
 #[derive(Deserialize)]
@@ -67,6 +66,14 @@ pub(super) async fn search_page(
         return page(&api, "Search", &body);
     }
     let group = q.group.clone();
+    // Every group's memory unless one is named.
+    let groups: Vec<GroupFolder> = match &group {
+        Some(g) => GroupFolder::new(g.as_str()).into_iter().collect(),
+        None => match crate::groups::list(&api.store).await {
+            Ok(all) => all.into_iter().map(|g| g.folder).collect(),
+            Err(e) => return failed(&api, e),
+        },
+    };
     let found = api
         .store
         .read(move |c| {
@@ -74,13 +81,6 @@ pub(super) async fn search_page(
                 Ok(h) => h,
                 Err(Error::Invalid(_)) => Vec::new(),
                 Err(e) => return Err(e),
-            };
-            let groups: Vec<GroupFolder> = match &group {
-                Some(g) => GroupFolder::new(g.as_str()).into_iter().collect(),
-                None => store::groups::list(c)?
-                    .into_iter()
-                    .map(|g| g.folder)
-                    .collect(),
             };
             let mut memory = Vec::new();
             for g in &groups {

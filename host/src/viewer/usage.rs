@@ -8,7 +8,6 @@ use axum::response::Response;
 use super::markdown::escape;
 use super::{failed, page};
 use crate::api::Api;
-use crate::store;
 
 /// Colours of the usage chart's groups, in turn.
 const PALETTE: [&str; 6] = [
@@ -76,11 +75,7 @@ fn usage_chart(
 
 pub(super) async fn usage_page(State(api): State<Api>) -> Response {
     let since = crate::gateway::usage::since(30);
-    let lines = match api
-        .store
-        .read(move |c| store::usage::report(c, None, Some(&since)))
-        .await
-    {
+    let lines = match crate::gateway::usage::report(&api.store, None, &since).await {
         Ok(l) => l,
         Err(e) => return failed(&api, e),
     };
