@@ -325,7 +325,7 @@ fn the_check_sees_the_imports_it_must() {
     // string do not.
     let tops: BTreeSet<String> = ["a", "b", "c", "d", "e", "f", "g"]
         .iter()
-        .map(|s| s.to_string())
+        .map(ToString::to_string)
         .collect();
     let mut edges = Edges::new();
     let file = syn::parse_file(
