@@ -64,7 +64,7 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
     write_event(paths, &record)
 }
 
-/// Asks the host for the group's memory (within `inject::DEADLINE`) and
+/// Asks the host for the group's memory (within `inject::wait()`) and
 /// prints it for Claude Code; nothing when there is none. The prompt sent
 /// is what capture kept (private spans and secrets already out), a routed
 /// one as the people's texts without their names, which would only dilute
@@ -88,7 +88,9 @@ fn inject(paths: &Paths, event: &str, input: &serde_json::Value, captured: Optio
     if event == wire::USER_PROMPT_SUBMIT && prompt.is_none_or(str::is_empty) {
         return;
     }
-    if let Some(context) = crate::inject::ask(&paths.model_socket(), &request) {
+    if let Some(context) =
+        crate::inject::ask(&paths.model_socket(), &request, crate::inject::wait())
+    {
         println!("{}", crate::inject::output(event, &context));
     }
 }

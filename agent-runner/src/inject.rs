@@ -4,7 +4,8 @@
 //! `hookSpecificOutput.additionalContext`, which Claude Code adds to the
 //! agent's context (`docs/claude-code.md`, "Hooks").
 //!
-//! The whole exchange has [`DEADLINE`]: a host that is slow, gone or
+//! The whole exchange has [`DEADLINE`] (or the host's
+//! `memory.inject_wait_ms`, see [`wait`]): a host that is slow, gone or
 //! refusing costs the turn at most that, and then nothing is injected. The
 //! request is one HTTP/1.1 `POST` with `Connection: close` on a blocking
 //! Unix socket with timeouts: the hook is a short synchronous process, and
@@ -15,24 +16,34 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use g2_core::wire;
 use serde_json::{Value, json};
 
-/// The longest a hook waits for the memory.
+/// The longest a hook waits for the memory, unless the host says otherwise.
 pub const DEADLINE: Duration = Duration::from_millis(50);
+/// The most the host may raise it to: a hook never holds a turn longer.
+const MAX_WAIT: Duration = Duration::from_secs(10);
 /// The host's route on the group socket (`memory::context::PATH`).
 pub const PATH: &str = "/g2/memory/context";
 /// Longest answer read.
 const MAX_ANSWER: u64 = 256 << 10;
 
-/// The memory the host gives for `request`, or None (no socket, too slow,
-/// an error, or nothing to inject).
-pub fn ask(socket: &Path, request: &Value) -> Option<String> {
+/// How long to wait: [`wire::ENV_INJECT_WAIT_MS`] when the host set it
+/// (1 ms to [`MAX_WAIT`]), else [`DEADLINE`].
+pub fn wait() -> Duration {
+    std::env::var(wire::ENV_INJECT_WAIT_MS)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(DEADLINE, |ms| {
+            Duration::from_millis(ms).clamp(Duration::from_millis(1), MAX_WAIT)
+        })
+}
+
+/// The memory the host gives for `request` within `wait`, or None (no
+/// socket, too slow, an error, or nothing to inject).
+pub fn ask(socket: &Path, request: &Value, wait: Duration) -> Option<String> {
     let start = Instant::now();
-    let left = || {
-        DEADLINE
-            .checked_sub(start.elapsed())
-            .filter(|d| !d.is_zero())
-    };
+    let left = || wait.checked_sub(start.elapsed()).filter(|d| !d.is_zero());
     let mut s = UnixStream::connect(socket).ok()?;
     s.set_write_timeout(left()).ok()?;
     let body = request.to_string();
@@ -105,7 +116,7 @@ mod tests {
             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"context\":\"<g2-memory>\\npier 7\\n</g2-memory>\"}",
             Duration::ZERO,
         );
-        let got = ask(&sock, &json!({"event": "SessionStart"})).unwrap();
+        let got = ask(&sock, &json!({"event": "SessionStart"}), DEADLINE).unwrap();
         assert_eq!(got, "<g2-memory>\npier 7\n</g2-memory>");
         let out: Value = serde_json::from_str(&output("SessionStart", &got)).unwrap();
         assert_eq!(out["hookSpecificOutput"]["hookEventName"], "SessionStart");
@@ -115,14 +126,14 @@ mod tests {
     #[test]
     fn slow_missing_or_failing_hosts_inject_nothing() {
         let d = tempfile::tempdir().unwrap();
-        assert_eq!(ask(&d.path().join("none.sock"), &json!({})), None);
+        assert_eq!(ask(&d.path().join("none.sock"), &json!({}), DEADLINE), None);
         let slow = serve_once(
             d.path(),
             "HTTP/1.1 200 OK\r\n\r\n{\"context\":\"late\"}",
             Duration::from_millis(300),
         );
         let t = Instant::now();
-        assert_eq!(ask(&slow, &json!({})), None);
+        assert_eq!(ask(&slow, &json!({}), DEADLINE), None);
         assert!(
             t.elapsed() < Duration::from_millis(200),
             "{:?}",
@@ -130,13 +141,27 @@ mod tests {
         );
         let d2 = tempfile::tempdir().unwrap();
         let failing = serve_once(d2.path(), "HTTP/1.1 500 Oops\r\n\r\n{}", Duration::ZERO);
-        assert_eq!(ask(&failing, &json!({})), None);
+        assert_eq!(ask(&failing, &json!({}), DEADLINE), None);
         let d3 = tempfile::tempdir().unwrap();
         let empty = serve_once(
             d3.path(),
             "HTTP/1.1 200 OK\r\n\r\n{\"context\":\"\"}",
             Duration::ZERO,
         );
-        assert_eq!(ask(&empty, &json!({})), None);
+        assert_eq!(ask(&empty, &json!({}), DEADLINE), None);
+    }
+
+    #[test]
+    fn a_longer_wait_set_by_the_host_gets_a_slow_answer() {
+        let d = tempfile::tempdir().unwrap();
+        let slow = serve_once(
+            d.path(),
+            "HTTP/1.1 200 OK\r\n\r\n{\"context\":\"late\"}",
+            Duration::from_millis(150),
+        );
+        assert_eq!(
+            ask(&slow, &json!({}), Duration::from_millis(2000)).as_deref(),
+            Some("late")
+        );
     }
 }

@@ -88,6 +88,9 @@ pub const ENV_CAPTURE: &str = "G2_CAPTURE";
 /// The tools whose calls are not captured, comma-separated (the host's
 /// `memory.skip_tools`); unset: [`SKIPPED_TOOLS`].
 pub const ENV_SKIP_TOOLS: &str = "G2_SKIP_TOOLS";
+/// How long (ms) the memory hooks wait for the host (the host's
+/// `memory.inject_wait_ms`); unset: the runner's 50 ms.
+pub const ENV_INJECT_WAIT_MS: &str = "G2_INJECT_WAIT_MS";
 /// The assistant's name when none is configured.
 pub const DEFAULT_ASSISTANT_NAME: &str = "G2";
 

@@ -25,6 +25,10 @@ pub enum Error {
 /// The agent image's name (the default of `container.image`).
 pub const IMAGE: &str = "g2-agent:latest";
 
+/// How long the memory hooks wait for the host by default (ms): the
+/// runner's own default (`g2-agent`'s `inject::DEADLINE`).
+pub const INJECT_WAIT_MS: u64 = 50;
+
 /// File name of the optional settings file in the home directory.
 pub const CONFIG_FILE: &str = "g2.toml";
 
@@ -116,6 +120,9 @@ pub struct MemorySettings {
     pub inject_tokens: usize,
     /// Tokens of the memory injected with a prompt (relevant hits only).
     pub prompt_inject_tokens: usize,
+    /// How long (ms) the memory hooks wait for the host before the turn
+    /// goes on without memory (1 to 10,000).
+    pub inject_wait_ms: u64,
     /// Model the `anthropic` provider extracts observations and summaries
     /// with (one call per prompt batch, one per session summary); the
     /// offline provider answers with its own rules whatever this says.
@@ -176,6 +183,7 @@ impl Default for MemorySettings {
             max_concurrent: 1,
             inject_tokens: 1_500,
             prompt_inject_tokens: 500,
+            inject_wait_ms: INJECT_WAIT_MS,
             model: "claude-haiku-4-5".into(),
             daily_tokens: 200_000,
             groups: Default::default(),
@@ -567,6 +575,11 @@ impl Settings {
         if !(1..=100).contains(&self.container.disk_cpu_percent) {
             return Err(Error::Config(
                 "container.disk_cpu_percent: a share of one core from 1 to 100".into(),
+            ));
+        }
+        if !(1..=10_000).contains(&self.memory.inject_wait_ms) {
+            return Err(Error::Config(
+                "memory.inject_wait_ms: from 1 to 10000 (milliseconds)".into(),
             ));
         }
         if self.queue.retries > 20 || self.queue.retry_base_ms == 0 {

@@ -114,6 +114,11 @@ impl Agents {
             spec.env
                 .push((g2_core::wire::ENV_SKIP_TOOLS.into(), skip.join(",")));
         }
+        let wait = self.settings.memory.inject_wait_ms;
+        if wait != g2_settings::INJECT_WAIT_MS {
+            spec.env
+                .push((g2_core::wire::ENV_INJECT_WAIT_MS.into(), wait.to_string()));
+        }
         let (hard, idle) = container::timeouts(&self.settings.container, group);
         let input = ContainerInput {
             prompt: prompt.to_string(),
