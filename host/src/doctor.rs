@@ -74,6 +74,7 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("image", check_image(settings).await),
         Check::new("disk", check_disk(home, settings).await),
         Check::new("telegram", check_telegram(home, settings).await),
+        Check::new("whatsapp", check_whatsapp(home, settings).await),
         Check::new("secrets", check_secrets(home, settings)),
     ]
 }
@@ -225,6 +226,34 @@ async fn check_telegram(home: &Home, settings: &Settings) -> Result<String, Prob
             "getMe at {} did not answer in 15 s",
             tg.api_url
         ))),
+    }
+}
+
+/// The WhatsApp channel: off, or its credentials all set and the access
+/// token and number checked with the Graph API.
+async fn check_whatsapp(home: &Home, settings: &Settings) -> Result<String, Problem> {
+    use crate::channels::whatsapp::{Credentials, Graph};
+    let wa = &settings.channels.whatsapp;
+    if !wa.enabled {
+        return Ok("not enabled ([channels.whatsapp] enabled = false)".into());
+    }
+    let credentials = Credentials::find(home.root()).map_err(|missing| {
+        Problem(format!(
+            "enabled, but {} not set (in the environment or {{home}}/.env)",
+            missing.join(", ")
+        ))
+    })?;
+    let graph = Graph::new(wa, credentials.access_token).map_err(Problem::from_error)?;
+    match tokio::time::timeout(Duration::from_secs(15), graph.identify()).await {
+        Ok(Ok(me)) => Ok(format!(
+            "number {} ({}) at {}",
+            me.display_phone_number, me.verified_name, wa.graph_url
+        )),
+        Ok(Err(why)) => Err(Problem(format!(
+            "the number's lookup at {} failed: {why}",
+            wa.graph_url
+        ))),
+        Err(_) => Err(Problem(format!("{} did not answer in 15 s", wa.graph_url))),
     }
 }
 

@@ -103,6 +103,7 @@ impl Host {
         let (queue, inbox) = queue::channel();
         let tasks_changed = Arc::new(Notify::new());
         let telegram = telegram(home, settings, &store)?;
+        let whatsapp = whatsapp(home, settings, &store)?;
         let sessions = sessions(home, settings, &store);
         // The log is cleaned with what archives and memory are.
         let mut channels = Channels::new(store.clone())
@@ -110,6 +111,9 @@ impl Host {
             .with_router(queue.wake_sender());
         if let Some(tg) = &telegram {
             channels = channels.with(tg.clone());
+        }
+        if let Some(wa) = &whatsapp {
+            channels = channels.with(wa.clone());
         }
         let agents = Arc::new(agents(
             home,
@@ -241,9 +245,14 @@ impl Host {
         tracing::info!(target: LOG, addr = %bound, groups, "serving");
         let stop_api = Arc::new(Notify::new());
         let stopped = stop_api.clone();
+        // WhatsApp's webhook is served once the router and the queue are up.
+        let webhook = whatsapp.map(|wa| crate::channels::whatsapp::webhook::Webhook {
+            whatsapp: wa,
+            channels: channels.clone(),
+        });
         let server = tokio::spawn(crate::http::serve(
             listener,
-            router(api),
+            router(api, webhook),
             crate::http::Limits::from(&settings.api),
             async move { stopped.notified().await },
         ));
@@ -328,9 +337,15 @@ fn api_address(settings: &Settings, listen: Option<&str>) -> Result<SocketAddr> 
 /// under the same access rules. Joined here, above both, so that the
 /// viewer depends on the API (its state and auth) and the API on nothing
 /// of the viewer.
-fn router(api: Api) -> axum::Router {
+fn router(api: Api, webhook: Option<crate::channels::whatsapp::webhook::Webhook>) -> axum::Router {
     let pages = crate::viewer::routes(&api);
-    api.router(pages)
+    let router = api.router(pages);
+    // Outside the API's token and loopback checks: Meta reaches it through
+    // the user's proxy, and each POST carries its own signature.
+    match webhook {
+        Some(w) => crate::channels::whatsapp::webhook::routes(w).merge(router),
+        None => router,
+    }
 }
 
 /// Routes again what was stored but not delivered or answered before a
@@ -364,6 +379,29 @@ fn telegram(
         ))
     })?;
     Ok(Some(Telegram::new(tg, &token, store.clone())?))
+}
+
+/// The WhatsApp channel, when `[channels.whatsapp]` is enabled: its
+/// settings must name the number, and its three credentials be set.
+fn whatsapp(
+    home: &Home,
+    settings: &Settings,
+    store: &Store,
+) -> Result<Option<Arc<crate::channels::whatsapp::WhatsApp>>> {
+    use crate::channels::whatsapp::{Credentials, WhatsApp};
+    let wa = &settings.channels.whatsapp;
+    if !wa.enabled {
+        return Ok(None);
+    }
+    let credentials = Credentials::find(home.root()).map_err(|missing| {
+        Error::Startup(format!(
+            "channels.whatsapp is enabled but {} {} not set (in the environment or {})",
+            missing.join(", "),
+            if missing.len() == 1 { "is" } else { "are" },
+            home.root().join(".env").display()
+        ))
+    })?;
+    Ok(Some(WhatsApp::new(wa, credentials, store.clone())?))
 }
 
 /// The home's database, with the settings' busy timeout.

@@ -1,6 +1,7 @@
 //! Chat ids ("jids") as groups are registered with and messages are
 //! stored under: `local:<name>` for the HTTP API and the terminal,
-//! `tg:<chat_id>` or `tg:<chat_id>:<topic_id>` for Telegram.
+//! `tg:<chat_id>` or `tg:<chat_id>:<topic_id>` for Telegram, `wa:<wa_id>`
+//! (a person) or `wa:g:<group_id>` (a group) for WhatsApp.
 //!
 //! Each platform's grammar lives here, below both the groups that are
 //! registered with a jid ([`check`]) and the channels that parse and print
@@ -54,9 +55,83 @@ impl fmt::Display for TelegramJid {
     }
 }
 
+/// The jid prefix of WhatsApp chats.
+pub const WHATSAPP_PREFIX: &str = "wa:";
+
+/// A WhatsApp chat as a jid: one person by their WhatsApp id (a phone
+/// number's digits), or a group the business number is in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum WhatsAppJid {
+    /// `wa:<wa_id>`: 5 to 20 digits, no leading zero.
+    Person(String),
+    /// `wa:g:<group_id>`: the Cloud API's group id (letters, digits and
+    /// `-_.=`, at most 128).
+    Group(String),
+}
+
+impl WhatsAppJid {
+    /// `wa:<wa_id>` or `wa:g:<group_id>`; None for anything else.
+    pub fn parse(jid: &str) -> Option<WhatsAppJid> {
+        let rest = jid.strip_prefix(WHATSAPP_PREFIX)?;
+        if let Some(group) = rest.strip_prefix("g:") {
+            let ok = !group.is_empty()
+                && group.len() <= 128
+                && group
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.=".contains(&b));
+            return ok.then(|| WhatsAppJid::Group(group.to_string()));
+        }
+        let ok = (5..=20).contains(&rest.len())
+            && rest.bytes().all(|b| b.is_ascii_digit())
+            && !rest.starts_with('0');
+        ok.then(|| WhatsAppJid::Person(rest.to_string()))
+    }
+
+    /// What the Cloud API calls the chat (`to`, `recipient_type`).
+    pub fn recipient(&self) -> (&str, &'static str) {
+        match self {
+            WhatsAppJid::Person(id) => (id, "individual"),
+            WhatsAppJid::Group(id) => (id, "group"),
+        }
+    }
+}
+
+impl fmt::Display for WhatsAppJid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WhatsAppJid::Person(id) => write!(f, "{WHATSAPP_PREFIX}{id}"),
+            WhatsAppJid::Group(id) => write!(f, "{WHATSAPP_PREFIX}g:{id}"),
+        }
+    }
+}
+
+/// The chat app a jid's chat lives in, as people name it (the viewer
+/// shows it beside each group); the HTTP API's and terminal's chats are
+/// `web`.
+pub fn platform(jid: &str) -> &'static str {
+    if jid.starts_with(TELEGRAM_PREFIX) {
+        "Telegram"
+    } else if jid.starts_with(WHATSAPP_PREFIX) {
+        "WhatsApp"
+    } else {
+        "web"
+    }
+}
+
+/// Whether a jid names a chat on a chat platform (not the HTTP API's log).
+pub fn on_a_platform(jid: &str) -> bool {
+    jid.starts_with(TELEGRAM_PREFIX) || jid.starts_with(WHATSAPP_PREFIX)
+}
+
 /// Checks a jid at registration: one that claims a platform's prefix must
 /// follow its grammar.
 pub fn check(jid: &str) -> Result<()> {
+    if jid.starts_with(WHATSAPP_PREFIX) && WhatsAppJid::parse(jid).is_none() {
+        return Err(Error::Invalid(format!(
+            "jid {jid:?}: a WhatsApp chat is wa:<wa_id> (the person's number in digits, \
+             e.g. wa:15551234567), a group wa:g:<group_id>"
+        )));
+    }
     if jid.starts_with(TELEGRAM_PREFIX) && TelegramJid::parse(jid).is_none() {
         return Err(Error::Invalid(format!(
             "jid {jid:?}: a Telegram chat is tg:<chat_id> (e.g. tg:-1001234567890), \
@@ -95,5 +170,45 @@ mod tests {
         }
         assert!(check("tg:-1").is_ok() && check("local:x").is_ok());
         assert!(check("tg:x").is_err());
+    }
+
+    #[test]
+    fn whatsapp_jids_name_a_person_or_a_group() {
+        assert_eq!(
+            WhatsAppJid::parse("wa:15551234567"),
+            Some(WhatsAppJid::Person("15551234567".into()))
+        );
+        assert_eq!(
+            WhatsAppJid::parse("wa:g:Aq3-x_9.Z="),
+            Some(WhatsAppJid::Group("Aq3-x_9.Z=".into()))
+        );
+        for good in ["wa:15551234567", "wa:g:120363"] {
+            assert_eq!(WhatsAppJid::parse(good).unwrap().to_string(), good);
+        }
+        assert_eq!(
+            WhatsAppJid::parse("wa:g:abc").unwrap().recipient(),
+            ("abc", "group")
+        );
+        for bad in [
+            "wa:",
+            "wa:1234",
+            "wa:+15551234567",
+            "wa:0155512345",
+            "wa:g:",
+            "wa:g:a b",
+            "wa:g:../x",
+            "wa:123456789012345678901",
+            "wa: 15551234567",
+            "tg:1",
+        ] {
+            assert_eq!(WhatsAppJid::parse(bad), None, "{bad}");
+        }
+        assert!(check("wa:15551234567").is_ok() && check("wa:g:x").is_ok());
+        assert!(check("wa:x").is_err() && check("wa:g:/").is_err());
+        assert!(on_a_platform("wa:1") && on_a_platform("tg:1") && !on_a_platform("local:x"));
+        assert_eq!(
+            ["wa:g:x", "tg:-1", "local:x"].map(platform),
+            ["WhatsApp", "Telegram", "web"]
+        );
     }
 }

@@ -54,6 +54,50 @@ pub struct Settings {
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelSettings {
     pub telegram: TelegramSettings,
+    pub whatsapp: WhatsAppSettings,
+}
+
+/// `[channels.whatsapp]`: the WhatsApp Business Cloud API. Its access
+/// token, app secret and verify token are not settings: they are read
+/// from `WHATSAPP_ACCESS_TOKEN`, `WHATSAPP_APP_SECRET` and
+/// `WHATSAPP_VERIFY_TOKEN` (the environment or `{home}/.env`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WhatsAppSettings {
+    pub enabled: bool,
+    /// The Graph API (a local one in tests).
+    pub graph_url: String,
+    /// The Graph API version requests name.
+    pub api_version: String,
+    /// The business number's id (Meta's app dashboard, "API Setup"):
+    /// digits, taken quoted or not (an environment variable's digits are
+    /// read as a number).
+    #[serde(deserialize_with = "text_or_number")]
+    pub phone_number_id: String,
+}
+
+fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        Text(String),
+        Number(u64),
+    }
+    Ok(match Id::deserialize(d)? {
+        Id::Text(s) => s,
+        Id::Number(n) => n.to_string(),
+    })
+}
+
+impl Default for WhatsAppSettings {
+    fn default() -> Self {
+        WhatsAppSettings {
+            enabled: false,
+            graph_url: "https://graph.facebook.com".into(),
+            api_version: "v23.0".into(),
+            phone_number_id: String::new(),
+        }
+    }
 }
 
 /// `[channels.telegram]`. The bot token is not a setting: it is read from

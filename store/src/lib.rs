@@ -74,6 +74,7 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         )),
         M::up(include_str!("../../migrations/0011_channels.sql")),
         M::up(include_str!("../../migrations/0012_embeddings.sql")),
+        M::up(include_str!("../../migrations/0013_receipts.sql")),
     ])
 });
 

@@ -20,12 +20,17 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::bot_api::{BOT_ID, BotApi};
+use crate::graph_api::{self, GraphApi};
 use crate::support::*;
 
 enum Platform {
     Http,
     Telegram(BotApi),
+    WhatsApp(GraphApi),
 }
+
+/// The WhatsApp group under test.
+const WA_GROUP: &str = "GCONF1";
 
 /// The chat of the group under test on the platform.
 const TG_CHAT: i64 = -100_400;
@@ -39,6 +44,9 @@ impl Platform {
             Platform::Telegram(_) => {
                 crate::telegram::register(home, "one", &format!("tg:{TG_CHAT}"), "One");
             }
+            Platform::WhatsApp(_) => {
+                crate::telegram::register(home, "one", &format!("wa:g:{WA_GROUP}"), "One");
+            }
         }
         // Another group on the HTTP channel, for ownership.
         home.ok(&["groups", "add", "web", "--name", "Web"]);
@@ -48,6 +56,7 @@ impl Platform {
         match self {
             Platform::Http => serve(home, &[]),
             Platform::Telegram(api) => crate::telegram::serve_with(home, api, &[]),
+            Platform::WhatsApp(api) => crate::whatsapp::serve_with(home, api, &[]),
         }
     }
 
@@ -65,6 +74,16 @@ impl Platform {
                     &format!("@g2bot\n{text}"),
                     json!({}),
                 );
+            }
+            Platform::WhatsApp(_) => {
+                let m = graph_api::text(
+                    &graph_api::wamid(),
+                    &format!("1555000{:04}", who.len()),
+                    who,
+                    &format!("@{}\n{text}", graph_api::NUMBER),
+                    Some(WA_GROUP),
+                );
+                graph_api::deliver(&s.url, &graph_api::notification(json!([m]), json!([]))).await;
             }
         }
     }
@@ -87,6 +106,17 @@ impl Platform {
                     json!({}),
                 );
             }
+            // The number's own message, as a notification would show it.
+            Platform::WhatsApp(_) => {
+                let m = graph_api::text(
+                    &graph_api::wamid(),
+                    graph_api::NUMBER,
+                    "G2",
+                    text,
+                    Some(WA_GROUP),
+                );
+                graph_api::deliver(&s.url, &graph_api::notification(json!([m]), json!([]))).await;
+            }
         }
     }
 
@@ -99,6 +129,7 @@ impl Platform {
                 .map(|m| m["text"].as_str().unwrap_or_default().to_string())
                 .collect(),
             Platform::Telegram(api) => api.sent_to(TG_CHAT).into_iter().map(|m| m.text).collect(),
+            Platform::WhatsApp(api) => api.sent_to(WA_GROUP).into_iter().map(|m| m.text).collect(),
         }
     }
 
@@ -107,6 +138,7 @@ impl Platform {
         match self {
             Platform::Http => Vec::new(),
             Platform::Telegram(api) => api.sent().into_iter().map(|m| m.text).collect(),
+            Platform::WhatsApp(api) => api.sent().into_iter().map(|m| m.text).collect(),
         }
     }
 
@@ -232,4 +264,9 @@ async fn the_http_channel_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_telegram_channel_conforms() {
     suite(Platform::Telegram(BotApi::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whatsapp_channel_conforms() {
+    suite(Platform::WhatsApp(GraphApi::start().await)).await;
 }

@@ -15,6 +15,8 @@ mod serve_process;
 // The tests' local Telegram Bot API server, for the channel's bench.
 #[path = "../../../tests/integration/bot_api.rs"]
 pub mod bot_api;
+#[path = "../../../tests/integration/graph_api.rs"]
+pub mod graph_api;
 
 // The tests' headless Chromium, for the viewer's bench.
 #[path = "../../../tests/integration/browser.rs"]

@@ -39,9 +39,11 @@
 mod live;
 pub mod outbox;
 mod sequencer;
+pub mod split;
 pub mod telegram;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod whatsapp;
 
 pub use live::Live;
 
@@ -267,7 +269,7 @@ impl Channels {
     /// (Telegram disabled, or `g2 run`) is not: its messages wait,
     /// undelivered, for a host that runs it.
     pub fn stored_is_delivered(&self, chat_jid: &str) -> bool {
-        self.channel_for(chat_jid).delivered_by_storing() && !on_a_platform(chat_jid)
+        self.channel_for(chat_jid).delivered_by_storing() && !crate::jid::on_a_platform(chat_jid)
     }
 
     /// Takes in a message for a group's chat: stored, published, routed
@@ -412,11 +414,6 @@ impl Channels {
         }
         Ok(n)
     }
-}
-
-/// Whether a jid names a chat on a chat platform (not the HTTP API's log).
-fn on_a_platform(chat_jid: &str) -> bool {
-    chat_jid.starts_with(telegram::PREFIX)
 }
 
 /// The channel that carries a chat: the first that owns it.

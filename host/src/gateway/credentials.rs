@@ -19,11 +19,23 @@ use crate::home::Home;
 /// Where the Telegram bot token is read from. The channels' token names
 /// are defined here, below the channels, so that this list can name them.
 pub const TELEGRAM_TOKEN: &str = "TELEGRAM_BOT_TOKEN";
+/// WhatsApp's Cloud API access token (sends).
+pub const WHATSAPP_ACCESS_TOKEN: &str = "WHATSAPP_ACCESS_TOKEN";
+/// The Meta app's secret (signs the webhook's POSTs).
+pub const WHATSAPP_APP_SECRET: &str = "WHATSAPP_APP_SECRET";
+/// What Meta's webhook verification must carry.
+pub const WHATSAPP_VERIFY_TOKEN: &str = "WHATSAPP_VERIFY_TOKEN";
 
 /// Every variable g2 reads a secret from (the environment or `{home}/.env`):
 /// the model credential and the channels' tokens. A new channel adds its own.
-pub const SECRET_VARIABLES: &[&str] =
-    &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", TELEGRAM_TOKEN];
+pub const SECRET_VARIABLES: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    TELEGRAM_TOKEN,
+    WHATSAPP_ACCESS_TOKEN,
+    WHATSAPP_APP_SECRET,
+    WHATSAPP_VERIFY_TOKEN,
+];
 
 /// Every credential g2 holds: the API token and the values of
 /// [`SECRET_VARIABLES`] that are set.

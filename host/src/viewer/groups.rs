@@ -104,10 +104,11 @@ pub(super) async fn groups_page(State(api): State<Api>) -> Response {
                 .unwrap_or_default();
             body.push_str(&format!(
                 "<li class=\"card\"><a href=\"/groups/{f}\"><strong>{name}</strong></a> \
-<span class=\"muted\">{f}{main}</span><br><span class=\"status\">{state}</span> · {session} · \
+<span class=\"muted\">{f} · <span class=\"platform\">{platform}</span>{main}</span><br><span class=\"status\">{state}</span> · {session} · \
 {tokens}{budget} tokens today{failing}{last}<div><a href=\"/groups/{f}/sessions\">sessions</a> · \
 <a href=\"/groups/{f}/archives\">archives</a> · <a href=\"/groups/{f}/memory\">memory</a></div></li>",
                 name = escape(&g.name),
+                platform = crate::jid::platform(&g.jid),
                 main = if g.is_main { " · main" } else { "" },
                 session = match &line.session {
                     Some(s) => format!("session <code>{}</code>", escape(s.get(..8).unwrap_or(s))),

@@ -1,14 +1,19 @@
-//! Telegram latency: an update handed to g2 by `getUpdates` → the reply's
-//! `sendMessage` arriving at the Bot API, with a warm container (real
-//! `g2 serve`, real Docker, real Claude Code in the agent image, the
-//! offline model, the local Bot API server of the integration tests).
-//! The HTTP channel is measured in the same run, interleaved, as the
-//! reference: `POST …/messages` → the reply on the SSE stream. The model's
-//! own time (the gateway's `duration_ms` of the group's agent requests in
-//! each message's window) is subtracted from both.
+//! Channel latency, each platform against the local server of the
+//! integration tests, with warm containers (real `g2 serve`, real Docker,
+//! real Claude Code in the agent image, the offline model):
 //!
-//! `cargo bench -p g2-host --bench telegram` (`G2_BENCH_MESSAGES`, default
-//! 200). Needs the agent image (`g2 image build`).
+//! - Telegram: an update handed to g2 by `getUpdates` → the reply's
+//!   `sendMessage` arriving at the Bot API;
+//! - WhatsApp: a signed webhook POST sent to g2 → the reply's `messages`
+//!   call arriving at the Graph API;
+//! - HTTP, the reference: `POST …/messages` → the reply on the SSE stream.
+//!
+//! The three are interleaved in one run. The model's own time (the
+//! gateway's `duration_ms` of the group's agent requests in each message's
+//! window) is subtracted from each.
+//!
+//! `cargo bench -p g2-host --bench channels` (`G2_BENCH_MESSAGES`, default
+//! 200 per channel). Needs the agent image (`g2 image build`).
 
 // Tests and benches fail loudly: an unwrap is the assertion.
 #![allow(clippy::unwrap_used)]
@@ -23,10 +28,13 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use common::bot_api::{BotApi, TOKEN};
+use common::graph_api::{self, GraphApi};
 use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
 
 /// A private chat with the bot: every message is for it.
 const CHAT: i64 = 4242;
+/// A WhatsApp chat with one person: every message is for the assistant.
+const WA_ID: &str = "16315551181";
 
 /// One measured message: its window on the wall clock and its duration.
 struct Window {
@@ -39,35 +47,40 @@ fn main() {
     let n: usize = common::env_or("G2_BENCH_MESSAGES", 200);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
-    let ok = command(g2_binary())
-        .arg("--home")
-        .arg(home.path())
-        .args([
-            "groups",
-            "add",
-            "tg",
-            "--jid",
-            &format!("tg:{CHAT}"),
-            "--name",
-            "TG",
-        ])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "g2 groups add failed");
+    for (folder, jid) in [("tg", format!("tg:{CHAT}")), ("wa", format!("wa:{WA_ID}"))] {
+        let ok = command(g2_binary())
+            .arg("--home")
+            .arg(home.path())
+            .args(["groups", "add", folder, "--jid", &jid, "--name", folder])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "g2 groups add failed");
+    }
     let rt = common::runtime();
     let api = rt.block_on(BotApi::start());
+    let graph = rt.block_on(GraphApi::start());
     let serve = Serve::start(
         home.path(),
         &[
             ("G2_CHANNELS__TELEGRAM__ENABLED", "true"),
             ("G2_CHANNELS__TELEGRAM__API_URL", &api.url),
             ("TELEGRAM_BOT_TOKEN", TOKEN),
+            ("G2_CHANNELS__WHATSAPP__ENABLED", "true"),
+            ("G2_CHANNELS__WHATSAPP__GRAPH_URL", &graph.url),
+            ("G2_CHANNELS__WHATSAPP__API_VERSION", graph_api::VERSION),
+            (
+                "G2_CHANNELS__WHATSAPP__PHONE_NUMBER_ID",
+                graph_api::PHONE_NUMBER_ID,
+            ),
+            ("WHATSAPP_ACCESS_TOKEN", graph_api::ACCESS_TOKEN),
+            ("WHATSAPP_APP_SECRET", graph_api::APP_SECRET),
+            ("WHATSAPP_VERIFY_TOKEN", graph_api::VERIFY_TOKEN),
         ],
     );
     let base = serve.url.clone();
-    let (tg, http) = rt.block_on(async move {
+    let (tg, wa, http) = rt.block_on(async move {
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
             .build()
@@ -98,7 +111,13 @@ fn main() {
             .expect("no HTTP reply")
             .unwrap();
         api.wait_sent(CHAT, 1, 180).await;
-        let (mut tg, mut http) = (Vec::new(), Vec::new());
+        let say = |text: &str| {
+            let m = graph_api::text(&graph_api::wamid(), WA_ID, "Bench", text, None);
+            graph_api::notification(serde_json::json!([m]), serde_json::json!([]))
+        };
+        graph_api::deliver(&base, &say("warm up")).await;
+        graph.wait_sent(WA_ID, 1, 180).await;
+        let (mut tg, mut wa, mut http) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
             // Telegram: handed out by getUpdates -> sendMessage taken.
             let text = format!("tg ping {i}");
@@ -114,6 +133,22 @@ fn main() {
             tg.push(Window {
                 from: to - chrono::Duration::from_std(total).unwrap(),
                 to,
+                total,
+            });
+            // WhatsApp: the webhook POST sent -> the reply's call taken.
+            let text = format!("wa ping {i}");
+            let before = graph.sent_to(WA_ID).len();
+            let note = say(&text);
+            let from = Utc::now();
+            let t0 = Instant::now();
+            graph_api::deliver(&base, &note).await;
+            let sent = graph.wait_sent(WA_ID, before + 1, 60).await;
+            let reply = sent.last().unwrap();
+            assert!(reply.text.contains(&text), "{}", reply.text);
+            let total = reply.at - t0;
+            wa.push(Window {
+                from,
+                to: from + chrono::Duration::from_std(total).unwrap(),
                 total,
             });
             // HTTP: accepted -> on the stream.
@@ -132,7 +167,7 @@ fn main() {
                 total: at - t0,
             });
         }
-        (tg, http)
+        (tg, wa, http)
     });
     drop(serve);
     let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
@@ -158,12 +193,17 @@ fn main() {
         })
         .collect()
     };
-    println!("telegram: {n} messages each way to warm containers (offline model)");
+    println!("channels: {n} messages each way per channel to warm containers (offline model)");
     for (name, windows, caller) in [
         (
             "telegram  update fetched -> sendMessage at the Bot API",
             tg,
             "tg",
+        ),
+        (
+            "whatsapp  webhook POST sent -> messages at the Graph API",
+            wa,
+            "wa",
         ),
         (
             "http      accepted -> reply on the SSE stream          ",

@@ -1,0 +1,312 @@
+//! A local WhatsApp Cloud API (Meta's Graph API): the calls g2 makes —
+//! `GET /{version}/{phone-number-id}` (the number, for `g2 doctor`) and
+//! `POST /{version}/{phone-number-id}/messages` — with the documented
+//! shapes: `Authorization: Bearer`, the `messages` body (`messaging_product`,
+//! `recipient_type`, `to`, `type: text`, `text.body` of at most 4,096
+//! characters, `context.message_id`), the answer `{messaging_product,
+//! contacts, messages: [{id}]}`, and errors as `{"error": {message, type,
+//! code, fbtrace_id}}` (190 for a bad token with HTTP 401, 130429 for
+//! throughput with HTTP 400, 131041 for a group the number is not in).
+//!
+//! It also plays Meta's side of the webhook: [`GraphApi::deliver`] signs a
+//! notification with the app secret (`X-Hub-Signature-256`) and POSTs it
+//! to `g2 serve`, as Meta does for each message and status.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+pub const ACCESS_TOKEN: &str = "EAAtest-access-token-for-the-local-graph-api";
+pub const APP_SECRET: &str = "test-app-secret-of-the-meta-app";
+pub const VERIFY_TOKEN: &str = "test-verify-token";
+pub const PHONE_NUMBER_ID: &str = "106540352242922";
+pub const VERSION: &str = "v23.0";
+/// The business number (the webhook's `display_phone_number`).
+pub const NUMBER: &str = "15550783881";
+
+/// One message the server took.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub id: String,
+    pub to: String,
+    pub recipient_type: String,
+    pub text: String,
+    pub quote: Option<String>,
+    pub at: Instant,
+}
+
+/// A failure the next `messages` call answers with.
+#[derive(Debug, Clone, Copy)]
+pub enum Failure {
+    /// HTTP 400, code 130429 (throughput reached).
+    Throttled,
+    /// HTTP 400, code 131041 (the group does not exist or the number is
+    /// not in it).
+    NotInGroup,
+    /// Taken (it counts as sent) and never answered.
+    Hold,
+}
+
+#[derive(Default)]
+struct Inner {
+    next: u64,
+    sent: Vec<Sent>,
+    failures: VecDeque<Failure>,
+    rejected: usize,
+}
+
+#[derive(Clone)]
+pub struct GraphApi {
+    pub url: String,
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn error(status: StatusCode, code: i64, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({ "error": {
+            "message": message, "type": "OAuthException", "code": code,
+            "error_data": { "messaging_product": "whatsapp", "details": message },
+            "fbtrace_id": "AbCdEfGh" } })),
+    )
+        .into_response()
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v == format!("Bearer {ACCESS_TOKEN}"))
+}
+
+async fn number(
+    State(api): State<GraphApi>,
+    Path((version, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let _ = api;
+    if !authorized(&headers) {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            190,
+            "Invalid OAuth access token - Cannot parse access token",
+        );
+    }
+    if version != VERSION || id != PHONE_NUMBER_ID {
+        return error(StatusCode::BAD_REQUEST, 100, "Unsupported get request.");
+    }
+    axum::Json(
+        json!({ "display_phone_number": "+1 555-078-3881", "verified_name": "G2 Test", "id": id }),
+    )
+    .into_response()
+}
+
+async fn messages(
+    State(api): State<GraphApi>,
+    Path((version, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if !authorized(&headers) {
+        return error(StatusCode::UNAUTHORIZED, 190, "Invalid OAuth access token");
+    }
+    if version != VERSION || id != PHONE_NUMBER_ID {
+        return error(StatusCode::BAD_REQUEST, 100, "Unsupported post request.");
+    }
+    let Ok(b) = serde_json::from_slice::<Value>(&body) else {
+        return error(StatusCode::BAD_REQUEST, 100, "Invalid parameter");
+    };
+    let (Some(to), Some(text)) = (b["to"].as_str(), b["text"]["body"].as_str()) else {
+        return error(StatusCode::BAD_REQUEST, 100, "Invalid parameter");
+    };
+    if b["messaging_product"] != "whatsapp" || b["type"] != "text" {
+        return error(StatusCode::BAD_REQUEST, 100, "Invalid parameter");
+    }
+    if text.chars().count() > 4096 {
+        return error(
+            StatusCode::BAD_REQUEST,
+            100,
+            "Param text['body'] must be at most 4096 characters long.",
+        );
+    }
+    let failure = api.lock().failures.pop_front();
+    match failure {
+        Some(Failure::Throttled) => {
+            api.lock().rejected += 1;
+            return error(StatusCode::BAD_REQUEST, 130_429, "(#130429) Rate limit hit");
+        }
+        Some(Failure::NotInGroup) => {
+            api.lock().rejected += 1;
+            return error(
+                StatusCode::BAD_REQUEST,
+                131_041,
+                "Group does not exist or you are not a member",
+            );
+        }
+        _ => {}
+    }
+    let id = {
+        let mut inner = api.lock();
+        inner.next += 1;
+        let id = format!("wamid.OUT{}", inner.next);
+        inner.sent.push(Sent {
+            id: id.clone(),
+            to: to.to_string(),
+            recipient_type: b["recipient_type"]
+                .as_str()
+                .unwrap_or("individual")
+                .to_string(),
+            text: text.to_string(),
+            quote: b["context"]["message_id"].as_str().map(str::to_string),
+            at: Instant::now(),
+        });
+        id
+    };
+    if matches!(failure, Some(Failure::Hold)) {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    }
+    axum::Json(json!({ "messaging_product": "whatsapp",
+        "contacts": [{ "input": to, "wa_id": to }], "messages": [{ "id": id }] }))
+    .into_response()
+}
+
+impl GraphApi {
+    /// Starts the server on a free local port.
+    pub async fn start() -> GraphApi {
+        let api = GraphApi {
+            url: String::new(),
+            inner: Arc::new(Mutex::new(Inner::default())),
+        };
+        let app = Router::new()
+            .route("/{version}/{id}", get(number))
+            .route("/{version}/{id}/messages", post(messages))
+            .with_state(api.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        GraphApi { url, ..api }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn fail_next_send(&self, f: Failure) {
+        self.lock().failures.push_back(f);
+    }
+
+    pub fn sent(&self) -> Vec<Sent> {
+        self.lock().sent.clone()
+    }
+
+    /// What a chat (a wa_id or a group id) was sent.
+    pub fn sent_to(&self, to: &str) -> Vec<Sent> {
+        self.sent().into_iter().filter(|s| s.to == to).collect()
+    }
+
+    pub fn rejected(&self) -> usize {
+        self.lock().rejected
+    }
+
+    /// Waits until `to` was sent `n` messages (at most `secs`).
+    pub async fn wait_sent(&self, to: &str, n: usize, secs: u64) -> Vec<Sent> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let sent = self.sent_to(to);
+            if sent.len() >= n {
+                return sent;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{to} was sent {} of {n}: {sent:?}",
+                sent.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Meta's webhook notification with `messages` and `statuses`.
+pub fn notification(messages: Value, statuses: Value) -> Value {
+    json!({ "object": "whatsapp_business_account", "entry": [{ "id": "102290129340398", "changes": [{
+        "field": "messages",
+        "value": {
+            "messaging_product": "whatsapp",
+            "metadata": { "display_phone_number": NUMBER, "phone_number_id": PHONE_NUMBER_ID },
+            "contacts": messages.as_array().into_iter().flatten().map(|m| json!({
+                "profile": { "name": m["_name"].as_str().unwrap_or("Someone") }, "wa_id": m["from"] })).collect::<Vec<_>>(),
+            "messages": messages.as_array().into_iter().flatten().map(|m| {
+                let mut m = m.clone();
+                m.as_object_mut().unwrap().remove("_name");
+                m
+            }).collect::<Vec<_>>(),
+            "statuses": statuses,
+        } }] }] })
+}
+
+/// A new message id (`wamid.IN<n>`), unique in the test process.
+pub fn wamid() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    format!(
+        "wamid.IN{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
+/// A text message from `from` (`name`), in `group` when given.
+pub fn text(id: &str, from: &str, name: &str, body: &str, group: Option<&str>) -> Value {
+    let mut m = json!({ "from": from, "id": id, "timestamp": "1760000000", "type": "text",
+        "text": { "body": body }, "_name": name });
+    if let Some(g) = group {
+        m["group_id"] = json!(g);
+    }
+    m
+}
+
+/// `sha256=<hex>` of `body` with the app secret.
+pub fn signature(body: &[u8], secret: &str) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
+}
+
+/// POSTs a notification to `g2 serve`'s webhook as Meta does (signed with
+/// `secret`, or unsigned); answers the status.
+pub async fn deliver_signed(serve_url: &str, body: &Value, secret: Option<&str>) -> u16 {
+    let bytes = serde_json::to_vec(body).unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut req = reqwest::Client::new()
+        .post(format!("{serve_url}/webhooks/whatsapp"))
+        .header("content-type", "application/json");
+    if let Some(s) = secret {
+        req = req.header("x-hub-signature-256", signature(&bytes, s));
+    }
+    req.body(bytes).send().await.unwrap().status().as_u16()
+}
+
+/// Delivers a notification, signed right; it must be taken.
+pub async fn deliver(serve_url: &str, body: &Value) {
+    let status = deliver_signed(serve_url, body, Some(APP_SECRET)).await;
+    assert_eq!(status, 200, "the webhook refused a signed notification");
+}

@@ -1,0 +1,476 @@
+//! The WhatsApp channel end to end: `g2 serve` with real Docker, the real
+//! Claude Code and the offline model, against the local Graph API of
+//! [`crate::graph_api`], which also plays Meta's side of the webhook:
+//! chats with one person and groups, strangers, signatures, verification,
+//! duplicates, long replies, throttling, statuses, a removed number, the
+//! doctor, and a host killed between receiving and replying.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::graph_api::{
+    self, ACCESS_TOKEN, APP_SECRET, Failure, GraphApi, NUMBER, PHONE_NUMBER_ID, VERIFY_TOKEN,
+    deliver, deliver_signed, notification, text, wamid,
+};
+use crate::support::*;
+
+/// `g2 serve`'s environment for the channel at `api`.
+pub fn env(api: &GraphApi) -> Vec<(&'static str, String)> {
+    vec![
+        ("G2_CHANNELS__WHATSAPP__ENABLED", "true".into()),
+        ("G2_CHANNELS__WHATSAPP__GRAPH_URL", api.url.clone()),
+        (
+            "G2_CHANNELS__WHATSAPP__API_VERSION",
+            graph_api::VERSION.into(),
+        ),
+        (
+            "G2_CHANNELS__WHATSAPP__PHONE_NUMBER_ID",
+            PHONE_NUMBER_ID.into(),
+        ),
+        ("WHATSAPP_ACCESS_TOKEN", ACCESS_TOKEN.into()),
+        ("WHATSAPP_APP_SECRET", APP_SECRET.into()),
+        ("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN.into()),
+    ]
+}
+
+pub fn serve_with(home: &TestHome, api: &GraphApi, more: &[(&'static str, &str)]) -> Serve {
+    let env = env(api);
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend_from_slice(more);
+    serve(home, &all)
+}
+
+const ANN: &str = "16315551181";
+const GROUP: &str = "G1club";
+
+/// One text message's notification.
+fn one(from: &str, name: &str, body: &str, group: Option<&str>) -> (String, Value) {
+    let id = wamid();
+    let n = notification(json!([text(&id, from, name, body, group)]), json!([]));
+    (id, n)
+}
+
+/// Messages stored for a group (people's and the assistant's).
+async fn stored(base: &str, folder: &str) -> Vec<Value> {
+    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn rows(home: &TestHome, sql: &'static str) -> i64 {
+    home.store()
+        .read(move |c| Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))?))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_and_mentions_are_answered_once_and_strangers_get_nothing() {
+    if !image_ready() {
+        return;
+    }
+    let api = GraphApi::start().await;
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "ann",
+        "--jid",
+        &format!("wa:{ANN}"),
+        "--name",
+        "Ann",
+    ]);
+    home.ok(&[
+        "groups",
+        "add",
+        "club",
+        "--jid",
+        &format!("wa:g:{GROUP}"),
+        "--name",
+        "Club",
+    ]);
+    let s = serve_with(&home, &api, &[]);
+
+    // One person: every message addresses the assistant; no quote.
+    deliver(&s.url, &one(ANN, "Ann", "hello from ann", None).1).await;
+    let sent = api.wait_sent(ANN, 1, 120).await;
+    assert!(sent[0].text.contains("hello from ann"), "{sent:?}");
+    assert_eq!(sent[0].recipient_type, "individual");
+    assert_eq!(sent[0].quote, None);
+
+    // A group: only a mention of the number, answered quoting it.
+    deliver(
+        &s.url,
+        &one("16315550002", "Bob", "we need milk", Some(GROUP)).1,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(api.sent_to(GROUP).is_empty(), "no mention, no answer");
+    let (asked, n) = one(
+        "16315550003",
+        "Cy",
+        &format!("@{NUMBER} what do we need?"),
+        Some(GROUP),
+    );
+    deliver(&s.url, &n).await;
+    let sent = api.wait_sent(GROUP, 1, 120).await;
+    assert_eq!(sent[0].recipient_type, "group");
+    assert_eq!(sent[0].quote.as_deref(), Some(asked.as_str()));
+    assert!(
+        sent[0].text.contains("we need milk"),
+        "the context: {:?}",
+        sent[0]
+    );
+    let log = stored(&s.url, "club").await;
+    assert_eq!(log[0]["sender_name"], "Bob", "{log:?}");
+
+    // A chat that is not registered: nothing sent, nothing stored.
+    deliver(&s.url, &one("19995550000", "Dee", "hi?", None).1).await;
+    deliver(
+        &s.url,
+        &one(
+            "19995550000",
+            "Dee",
+            &format!("@{NUMBER} hi"),
+            Some("Gstranger"),
+        )
+        .1,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(api.sent_to("19995550000").is_empty() && api.sent_to("Gstranger").is_empty());
+    assert_eq!(
+        rows(
+            &home,
+            "SELECT COUNT(*) FROM messages WHERE chat_jid IN ('wa:19995550000', 'wa:g:Gstranger')"
+        )
+        .await,
+        0
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(api.sent_to(ANN).len(), 1, "answered once");
+    assert_eq!(api.sent_to(GROUP).len(), 1, "answered once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_checks_signatures_verification_and_duplicates() {
+    let api = GraphApi::start().await;
+    let home = TestHome::new();
+    // A group whose messages are stored but, with no mention, not answered.
+    home.ok(&[
+        "groups",
+        "add",
+        "club",
+        "--jid",
+        &format!("wa:g:{GROUP}"),
+        "--name",
+        "Club",
+    ]);
+    let s = serve_with(&home, &api, &[]);
+    let (_, n) = one("16315550002", "Bob", "first", Some(GROUP));
+    assert_eq!(deliver_signed(&s.url, &n, None).await, 401, "unsigned");
+    assert_eq!(
+        deliver_signed(&s.url, &n, Some("not-the-secret")).await,
+        401,
+        "wrong secret"
+    );
+    assert!(stored(&s.url, "club").await.is_empty(), "nothing stored");
+    // Signed: stored before the 200; delivered again: stored once.
+    deliver(&s.url, &n).await;
+    assert_eq!(stored(&s.url, "club").await.len(), 1);
+    deliver(&s.url, &n).await;
+    let log = stored(&s.url, "club").await;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["text"], "first");
+    // Signed but not JSON: refused, nothing lost or stored.
+    let c = http_client();
+    let body = b"{not json".to_vec();
+    let r = c
+        .post(format!("{}/webhooks/whatsapp", s.url))
+        .header(
+            "x-hub-signature-256",
+            graph_api::signature(&body, APP_SECRET),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    // Meta's verification GET: the challenge only with our verify token.
+    let verify = |token: &str, mode: &str| {
+        format!(
+            "{}/webhooks/whatsapp?hub.mode={mode}&hub.verify_token={token}&hub.challenge=1158201444",
+            s.url
+        )
+    };
+    let r = c
+        .get(verify(VERIFY_TOKEN, "subscribe"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.text().await.unwrap(), "1158201444");
+    for url in [
+        verify("wrong", "subscribe"),
+        verify(VERIFY_TOKEN, "unsubscribe"),
+    ] {
+        assert_eq!(c.get(url).send().await.unwrap().status(), 403);
+    }
+    // The webhook is not under the API's token or its routes.
+    assert_eq!(
+        c.post(format!("{}/api/webhooks/whatsapp", s.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_replies_throttling_statuses_and_a_removed_number() {
+    if !image_ready() {
+        return;
+    }
+    let api = GraphApi::start().await;
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "ann",
+        "--jid",
+        &format!("wa:{ANN}"),
+        "--name",
+        "Ann",
+    ]);
+    home.ok(&[
+        "groups",
+        "add",
+        "club",
+        "--jid",
+        &format!("wa:g:{GROUP}"),
+        "--name",
+        "Club",
+    ]);
+    let s = serve_with(&home, &api, &[]);
+
+    // Three results of ~1,900 characters, in paragraphs: over 5,000.
+    let fill = |w: &str| {
+        format!(
+            "g2:bash for i in $(seq 1 26); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
+        )
+    };
+    api.fail_next_send(Failure::Throttled);
+    let asked_at = Instant::now();
+    let body = [fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n");
+    deliver(&s.url, &one(ANN, "Ann", &body, None).1).await;
+    let sent = api.wait_sent(ANN, 2, 180).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent_now = api.sent_to(ANN);
+    assert_eq!(sent_now.len(), 2, "two messages: {sent_now:?}");
+    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
+    assert!(total > 5000, "{total} characters");
+    assert!(
+        sent[0].text.contains("Alpha paragraph 1,"),
+        "{:.200}",
+        sent[0].text
+    );
+    assert!(
+        sent[1].text.contains("Gamma paragraph 26,"),
+        "in order: {:.200}",
+        sent[1].text
+    );
+    assert!(sent.iter().all(|m| m.text.chars().count() <= 4096));
+    assert_eq!(api.rejected(), 1, "one throttling answer");
+    assert!(
+        sent[0].at - asked_at >= Duration::from_secs(5),
+        "waited before sending again"
+    );
+
+    // Statuses are recorded against the parts they name.
+    let status = |id: &str, st: &str| json!({ "id": id, "status": st, "timestamp": "1760000100", "recipient_id": ANN });
+    deliver(
+        &s.url,
+        &notification(
+            json!([]),
+            json!([
+                status(&sent[0].id, "delivered"),
+                status(&sent[1].id, "read")
+            ]),
+        ),
+    )
+    .await;
+    let receipts: Vec<String> = home
+        .store()
+        .read(|c| {
+            let mut st =
+                c.prepare("SELECT COALESCE(receipt, '-') FROM deliveries ORDER BY part")?;
+            let v = st
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(v)
+        })
+        .await
+        .unwrap();
+    assert_eq!(receipts, vec!["delivered", "read"]);
+
+    // The number removed from a group: the group is marked failing.
+    api.fail_next_send(Failure::NotInGroup);
+    deliver(
+        &s.url,
+        &one(
+            "16315550003",
+            "Cy",
+            &format!("@{NUMBER} still there?"),
+            Some(GROUP),
+        )
+        .1,
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
+        if let Some(e) = st["failing"]["error"].as_str() {
+            assert!(e.contains("131041"), "{e}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "club never marked failing: {st}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_credentials_with_the_graph_api() {
+    let api = GraphApi::start().await;
+    let url = api.url.clone();
+    let (good, bad, missing, off) = tokio::task::spawn_blocking(move || {
+        let (home, home2) = (TestHome::new(), TestHome::new());
+        let env = [
+            ("G2_CHANNELS__WHATSAPP__ENABLED", "true"),
+            ("G2_CHANNELS__WHATSAPP__GRAPH_URL", url.as_str()),
+            ("G2_CHANNELS__WHATSAPP__PHONE_NUMBER_ID", PHONE_NUMBER_ID),
+            ("WHATSAPP_ACCESS_TOKEN", ACCESS_TOKEN),
+            ("WHATSAPP_APP_SECRET", APP_SECRET),
+            ("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN),
+        ];
+        let check = |home: &TestHome, env: &[(&str, &str)]| {
+            let out = home.g2_with(&["doctor", "--json"], env);
+            let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
+            checks
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "whatsapp")
+                .cloned()
+                .unwrap()
+        };
+        let good = check(&home, &env);
+        let mut wrong = env;
+        wrong[3] = ("WHATSAPP_ACCESS_TOKEN", "EAAwrong-token-wrong-token");
+        let bad = check(&home, &wrong);
+        let missing = check(&home, &env[..4]);
+        let off = check(&home2, &[]);
+        (good, bad, missing, off)
+    })
+    .await
+    .unwrap();
+    assert_eq!(good["ok"], true, "{good}");
+    assert!(
+        good["detail"].as_str().unwrap().contains("+1 555-078-3881"),
+        "{good}"
+    );
+    assert_eq!(bad["ok"], false, "{bad}");
+    let why = bad["detail"].as_str().unwrap();
+    assert!(
+        why.contains("refused the access token") && !why.contains("EAAwrong"),
+        "{why}"
+    );
+    assert_eq!(missing["ok"], false, "{missing}");
+    let why = missing["detail"].as_str().unwrap();
+    assert!(
+        why.contains("WHATSAPP_APP_SECRET")
+            && why.contains("WHATSAPP_VERIFY_TOKEN")
+            && !why.contains("WHATSAPP_ACCESS_TOKEN"),
+        "{why}"
+    );
+    assert_eq!(off["ok"], true, "{off}");
+    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_the_channel_without_its_secrets() {
+    let api = GraphApi::start().await;
+    let home = TestHome::new();
+    let env: Vec<(&'static str, String)> = env(&api)
+        .into_iter()
+        .filter(|(k, _)| *k != "WHATSAPP_VERIFY_TOKEN")
+        .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        home.g2_with(&["serve", "--listen", "127.0.0.1:0"], &all)
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WHATSAPP_VERIFY_TOKEN") && !err.contains(APP_SECRET),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_between_receiving_and_replying_answers_once() {
+    if !image_ready() {
+        return;
+    }
+    let api = GraphApi::start().await;
+    let home = TestHome::new();
+    home.ok(&[
+        "groups",
+        "add",
+        "ann",
+        "--jid",
+        &format!("wa:{ANN}"),
+        "--name",
+        "Ann",
+    ]);
+    let mut s = serve_with(&home, &api, &[]);
+    // Stored before the 200; the host dies while the agent works.
+    deliver(
+        &s.url,
+        &one(ANN, "Ann", "g2:bash sleep 4; echo slow-answer", None).1,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    assert!(api.sent_to(ANN).is_empty());
+    let s = serve_with(&home, &api, &[]);
+    let sent = api.wait_sent(ANN, 1, 180).await;
+    assert!(sent[0].text.contains("slow-answer"), "{sent:?}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(api.sent_to(ANN).len(), 1, "answered once");
+
+    // The Graph API takes a reply and the host dies before hearing back:
+    // never sent again.
+    api.fail_next_send(Failure::Hold);
+    deliver(&s.url, &one(ANN, "Ann", "second question", None).1).await;
+    api.wait_sent(ANN, 2, 120).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut s = s;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let s = serve_with(&home, &api, &[]);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(api.sent_to(ANN).len(), 2, "not sent again");
+    let answers = stored(&s.url, "ann").await;
+    assert_eq!(
+        answers.iter().filter(|m| m["from_bot"] == true).count(),
+        2,
+        "{answers:?}"
+    );
+}
