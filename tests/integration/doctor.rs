@@ -21,6 +21,7 @@ fn doctor_reports_every_part() {
             "image",
             "disk",
             "telegram",
+            "whatsapp",
             "secrets"
         ]
     );
