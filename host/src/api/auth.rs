@@ -146,14 +146,7 @@ pub fn allows(headers: &HeaderMap, method: &axum::http::Method, s: &Session, tok
     safe || csrf.is_some_and(|c| same_secret(c, &s.csrf(token)))
 }
 
-/// Equal, in time that does not depend on where they differ.
-pub fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
+pub use crate::http::same_secret;
 
 /// Checks that an address may be served: loopback, or any with a token.
 pub fn check_bind(addr: &SocketAddr, token: Option<&str>) -> crate::Result<()> {
