@@ -6,9 +6,11 @@
 //!   `sendMessage` arriving at the Bot API;
 //! - WhatsApp: a signed webhook POST sent to g2 → the reply's `messages`
 //!   call arriving at the Graph API;
+//! - Discord: a MESSAGE_CREATE dispatched on the gateway → the reply's
+//!   create-message call arriving at the REST API;
 //! - HTTP, the reference: `POST …/messages` → the reply on the SSE stream.
 //!
-//! The three are interleaved in one run. The model's own time (the
+//! They are interleaved in one run. The model's own time (the
 //! gateway's `duration_ms` of the group's agent requests in each message's
 //! window) is subtracted from each.
 //!
@@ -28,6 +30,7 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use common::bot_api::{BotApi, TOKEN};
+use common::discord_api::{self, DiscordApi};
 use common::graph_api::{self, GraphApi};
 use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
 
@@ -35,6 +38,8 @@ use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
 const CHAT: i64 = 4242;
 /// A WhatsApp chat with one person: every message is for the assistant.
 const WA_ID: &str = "16315551181";
+/// A Discord channel; each message mentions the bot.
+const DC_CHANNEL: u64 = 1_300_000_000_000_000_001;
 
 /// One measured message: its window on the wall clock and its duration.
 struct Window {
@@ -47,7 +52,11 @@ fn main() {
     let n: usize = common::env_or("G2_BENCH_MESSAGES", 200);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
-    for (folder, jid) in [("tg", format!("tg:{CHAT}")), ("wa", format!("wa:{WA_ID}"))] {
+    for (folder, jid) in [
+        ("tg", format!("tg:{CHAT}")),
+        ("wa", format!("wa:{WA_ID}")),
+        ("dc", format!("dc:{DC_CHANNEL}")),
+    ] {
         let ok = command(g2_binary())
             .arg("--home")
             .arg(home.path())
@@ -61,6 +70,7 @@ fn main() {
     let rt = common::runtime();
     let api = rt.block_on(BotApi::start());
     let graph = rt.block_on(GraphApi::start());
+    let discord = rt.block_on(DiscordApi::start());
     let serve = Serve::start(
         home.path(),
         &[
@@ -77,10 +87,14 @@ fn main() {
             ("WHATSAPP_ACCESS_TOKEN", graph_api::ACCESS_TOKEN),
             ("WHATSAPP_APP_SECRET", graph_api::APP_SECRET),
             ("WHATSAPP_VERIFY_TOKEN", graph_api::VERIFY_TOKEN),
+            ("G2_CHANNELS__DISCORD__ENABLED", "true"),
+            ("G2_CHANNELS__DISCORD__API_URL", &discord.api_url),
+            ("G2_CHANNELS__DISCORD__GATEWAY_URL", &discord.gateway_url),
+            ("DISCORD_BOT_TOKEN", discord_api::TOKEN),
         ],
     );
     let base = serve.url.clone();
-    let (tg, wa, http) = rt.block_on(async move {
+    let (tg, wa, dc, http) = rt.block_on(async move {
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
             .build()
@@ -117,7 +131,10 @@ fn main() {
         };
         graph_api::deliver(&base, &say("warm up")).await;
         graph.wait_sent(WA_ID, 1, 180).await;
-        let (mut tg, mut wa, mut http) = (Vec::new(), Vec::new(), Vec::new());
+        discord.wait_connected(60).await;
+        discord.say(DC_CHANNEL, 5, "bench", "warm up", true);
+        discord.wait_sent(DC_CHANNEL, 1, 180).await;
+        let (mut tg, mut wa, mut dc, mut http) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
             // Telegram: handed out by getUpdates -> sendMessage taken.
             let text = format!("tg ping {i}");
@@ -151,6 +168,21 @@ fn main() {
                 to: from + chrono::Duration::from_std(total).unwrap(),
                 total,
             });
+            // Discord: dispatched on the gateway -> create message taken.
+            let text = format!("dc ping {i}");
+            let before = discord.sent_to(DC_CHANNEL).len();
+            let from = Utc::now();
+            let t0 = Instant::now();
+            discord.say(DC_CHANNEL, 5, "bench", &text, true);
+            let sent = discord.wait_sent(DC_CHANNEL, before + 1, 60).await;
+            let reply = sent.last().unwrap();
+            assert!(reply.text.contains(&text), "{}", reply.text);
+            let total = reply.at - t0;
+            dc.push(Window {
+                from,
+                to: from + chrono::Duration::from_std(total).unwrap(),
+                total,
+            });
             // HTTP: accepted -> on the stream.
             let text = format!("http ping {i}");
             let from = Utc::now();
@@ -167,7 +199,7 @@ fn main() {
                 total: at - t0,
             });
         }
-        (tg, wa, http)
+        (tg, wa, dc, http)
     });
     drop(serve);
     let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
@@ -204,6 +236,11 @@ fn main() {
             "whatsapp  webhook POST sent -> messages at the Graph API",
             wa,
             "wa",
+        ),
+        (
+            "discord   MESSAGE_CREATE sent -> create message at REST",
+            dc,
+            "dc",
         ),
         (
             "http      accepted -> reply on the SSE stream          ",

@@ -75,6 +75,7 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("disk", check_disk(home, settings).await),
         Check::new("telegram", check_telegram(home, settings).await),
         Check::new("whatsapp", check_whatsapp(home, settings).await),
+        Check::new("discord", check_discord(home, settings).await),
         Check::new("secrets", check_secrets(home, settings)),
     ]
 }
@@ -254,6 +255,50 @@ async fn check_whatsapp(home: &Home, settings: &Settings) -> Result<String, Prob
             wa.graph_url
         ))),
         Err(_) => Err(Problem(format!("{} did not answer in 15 s", wa.graph_url))),
+    }
+}
+
+/// The Discord channel: off, or its token checked with `users/@me` and
+/// the application's Message Content intent with `applications/@me`.
+async fn check_discord(home: &Home, settings: &Settings) -> Result<String, Problem> {
+    use crate::channels::discord::{self, Rest};
+    let dc = &settings.channels.discord;
+    if !dc.enabled {
+        return Ok("not enabled ([channels.discord] enabled = false)".into());
+    }
+    let token = discord::token(home.root()).ok_or_else(|| {
+        Problem(format!(
+            "enabled, but {} is not set (in the environment or {{home}}/.env)",
+            discord::TOKEN_VARIABLE
+        ))
+    })?;
+    let rest = Rest::new(dc, token).map_err(Problem::from_error)?;
+    let asked = async {
+        Ok::<_, discord::rest::Failure>((rest.me().await?, rest.application_flags().await?))
+    };
+    match tokio::time::timeout(Duration::from_secs(15), asked).await {
+        Ok(Ok((me, flags))) => {
+            // GATEWAY_MESSAGE_CONTENT or its limited form (under 100 servers).
+            if flags & (1 << 18 | 1 << 19) == 0 {
+                return Err(Problem(format!(
+                    "bot {} (id {}): the Message Content intent is off; switch it on under Bot, \
+                     Privileged Gateway Intents, in the Developer Portal",
+                    me.username, me.id
+                )));
+            }
+            Ok(format!(
+                "bot {} (id {}) at {}",
+                me.username, me.id, dc.api_url
+            ))
+        }
+        Ok(Err(why)) => Err(Problem(match why {
+            discord::rest::Failure::Api(e) if e.status == 401 => format!(
+                "Discord refused the bot token ({e}); check {}",
+                discord::TOKEN_VARIABLE
+            ),
+            other => format!("users/@me at {} failed: {other}", dc.api_url),
+        })),
+        Err(_) => Err(Problem(format!("{} did not answer in 15 s", dc.api_url))),
     }
 }
 

@@ -65,8 +65,9 @@ pub struct Host {
     processor: Background,
     /// The embedding jobs (none when recall is lexical).
     embedder: Option<Background>,
-    /// Telegram's polling loop, when the channel is enabled.
-    telegram: Option<Background>,
+    /// The enabled chat platforms' inbound loops (Telegram's polling,
+    /// Discord's gateway).
+    inbound: Vec<Background>,
     /// What sends the replies the queue stores on its way down.
     channels: Channels,
     queue: QueueHandle,
@@ -104,6 +105,7 @@ impl Host {
         let tasks_changed = Arc::new(Notify::new());
         let telegram = telegram(home, settings, &store)?;
         let whatsapp = whatsapp(home, settings, &store)?;
+        let discord = discord(home, settings, &store)?;
         let sessions = sessions(home, settings, &store);
         // The log is cleaned with what archives and memory are.
         let mut channels = Channels::new(store.clone())
@@ -114,6 +116,9 @@ impl Host {
         }
         if let Some(wa) = &whatsapp {
             channels = channels.with(wa.clone());
+        }
+        if let Some(dc) = &discord {
+            channels = channels.with(dc.clone());
         }
         let agents = Arc::new(agents(
             home,
@@ -220,8 +225,13 @@ impl Host {
         };
         let groups = catch_up(&store, &channels, &queue).await?;
         // Updates are taken in once the router and the queue are up.
-        let telegram =
-            telegram.map(|tg| tg.start(channels.clone(), settings.channels.telegram.clone()));
+        let inbound: Vec<Background> = [
+            telegram.map(|tg| tg.start(channels.clone(), settings.channels.telegram.clone())),
+            discord.map(|dc| dc.start(channels.clone())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| context(format_args!("binding {addr}"), &e))?;
@@ -265,7 +275,7 @@ impl Host {
             recovery,
             processor,
             embedder,
-            telegram,
+            inbound,
             channels,
             queue,
             requests,
@@ -300,8 +310,8 @@ impl Host {
         self.stop_api.notify_one();
         let _ = self.server.await;
         tracing::info!(target: LOG, "shutting down: closing containers");
-        if let Some(t) = self.telegram {
-            t.stop().await;
+        for listener in self.inbound {
+            listener.stop().await;
         }
         self.schedule.stop().await;
         self.recovery.stop().await;
@@ -357,6 +367,28 @@ async fn catch_up(store: &Store, channels: &Channels, queue: &QueueHandle) -> Re
         queue.wake(&g.folder);
     }
     Ok(groups.len())
+}
+
+/// The Discord channel, when `[channels.discord]` is enabled: its token
+/// must be set.
+fn discord(
+    home: &Home,
+    settings: &Settings,
+    store: &Store,
+) -> Result<Option<Arc<crate::channels::discord::Discord>>> {
+    use crate::channels::discord::{self, Discord};
+    let dc = &settings.channels.discord;
+    if !dc.enabled {
+        return Ok(None);
+    }
+    let token = discord::token(home.root()).ok_or_else(|| {
+        Error::Startup(format!(
+            "channels.discord is enabled but {} is not set (in the environment or {})",
+            discord::TOKEN_VARIABLE,
+            home.root().join(".env").display()
+        ))
+    })?;
+    Ok(Some(Discord::new(dc, token, store.clone())?))
 }
 
 /// The Telegram channel, when `[channels.telegram]` is enabled: its

@@ -1,7 +1,8 @@
 //! Chat ids ("jids") as groups are registered with and messages are
 //! stored under: `local:<name>` for the HTTP API and the terminal,
 //! `tg:<chat_id>` or `tg:<chat_id>:<topic_id>` for Telegram, `wa:<wa_id>`
-//! (a person) or `wa:g:<group_id>` (a group) for WhatsApp.
+//! (a person) or `wa:g:<group_id>` (a group) for WhatsApp,
+//! `dc:<channel_id>` for Discord.
 //!
 //! Each platform's grammar lives here, below both the groups that are
 //! registered with a jid ([`check`]) and the channels that parse and print
@@ -105,6 +106,30 @@ impl fmt::Display for WhatsAppJid {
     }
 }
 
+/// The jid prefix of Discord channels.
+pub const DISCORD_PREFIX: &str = "dc:";
+
+/// A Discord channel (a server's text channel, a thread, or a direct
+/// message) by its snowflake id: `dc:<channel_id>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DiscordJid(pub u64);
+
+impl DiscordJid {
+    /// `dc:<channel_id>` (a non-zero id as Discord prints it); None for
+    /// anything else.
+    pub fn parse(jid: &str) -> Option<DiscordJid> {
+        let id: u64 = jid.strip_prefix(DISCORD_PREFIX)?.parse().ok()?;
+        let back = DiscordJid(id);
+        (id != 0 && back.to_string() == jid).then_some(back)
+    }
+}
+
+impl fmt::Display for DiscordJid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{DISCORD_PREFIX}{}", self.0)
+    }
+}
+
 /// The chat app a jid's chat lives in, as people name it (the viewer
 /// shows it beside each group); the HTTP API's and terminal's chats are
 /// `web`.
@@ -113,6 +138,8 @@ pub fn platform(jid: &str) -> &'static str {
         "Telegram"
     } else if jid.starts_with(WHATSAPP_PREFIX) {
         "WhatsApp"
+    } else if jid.starts_with(DISCORD_PREFIX) {
+        "Discord"
     } else {
         "web"
     }
@@ -120,7 +147,9 @@ pub fn platform(jid: &str) -> &'static str {
 
 /// Whether a jid names a chat on a chat platform (not the HTTP API's log).
 pub fn on_a_platform(jid: &str) -> bool {
-    jid.starts_with(TELEGRAM_PREFIX) || jid.starts_with(WHATSAPP_PREFIX)
+    [TELEGRAM_PREFIX, WHATSAPP_PREFIX, DISCORD_PREFIX]
+        .iter()
+        .any(|p| jid.starts_with(p))
 }
 
 /// Checks a jid at registration: one that claims a platform's prefix must
@@ -130,6 +159,12 @@ pub fn check(jid: &str) -> Result<()> {
         return Err(Error::Invalid(format!(
             "jid {jid:?}: a WhatsApp chat is wa:<wa_id> (the person's number in digits, \
              e.g. wa:15551234567), a group wa:g:<group_id>"
+        )));
+    }
+    if jid.starts_with(DISCORD_PREFIX) && DiscordJid::parse(jid).is_none() {
+        return Err(Error::Invalid(format!(
+            "jid {jid:?}: a Discord channel or thread is dc:<channel_id> (its id in digits, \
+             from \"Copy Channel ID\" in Discord's developer mode, e.g. dc:1234567890123456789)"
         )));
     }
     if jid.starts_with(TELEGRAM_PREFIX) && TelegramJid::parse(jid).is_none() {
@@ -210,5 +245,30 @@ mod tests {
             ["wa:g:x", "tg:-1", "local:x"].map(platform),
             ["WhatsApp", "Telegram", "web"]
         );
+    }
+
+    #[test]
+    fn discord_jids_name_a_channel_by_its_snowflake() {
+        assert_eq!(
+            DiscordJid::parse("dc:1234567890123456789"),
+            Some(DiscordJid(1234567890123456789))
+        );
+        assert_eq!(DiscordJid(42).to_string(), "dc:42");
+        for bad in [
+            "dc:",
+            "dc:0",
+            "dc:007",
+            "dc:-5",
+            "dc:+5",
+            "dc:1 ",
+            "dc:a",
+            "dc:18446744073709551616",
+            "dc:1:2",
+            "tg:1",
+        ] {
+            assert_eq!(DiscordJid::parse(bad), None, "{bad}");
+        }
+        assert!(check("dc:1").is_ok() && check("dc:x").is_err());
+        assert!(on_a_platform("dc:1") && platform("dc:1") == "Discord");
     }
 }

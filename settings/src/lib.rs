@@ -55,6 +55,31 @@ pub struct Settings {
 pub struct ChannelSettings {
     pub telegram: TelegramSettings,
     pub whatsapp: WhatsAppSettings,
+    pub discord: DiscordSettings,
+}
+
+/// `[channels.discord]`: a bot through Discord's gateway (events) and REST
+/// API (sends). Its token is not a setting: it is read from
+/// `DISCORD_BOT_TOKEN` (the environment or `{home}/.env`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiscordSettings {
+    pub enabled: bool,
+    /// The REST API, with its version (a local one in tests).
+    pub api_url: String,
+    /// The gateway's WebSocket address (a local one in tests); Discord
+    /// names the address to resume at in each session's READY.
+    pub gateway_url: String,
+}
+
+impl Default for DiscordSettings {
+    fn default() -> Self {
+        DiscordSettings {
+            enabled: false,
+            api_url: "https://discord.com/api/v10".into(),
+            gateway_url: "wss://gateway.discord.gg".into(),
+        }
+    }
 }
 
 /// `[channels.whatsapp]`: the WhatsApp Business Cloud API. Its access

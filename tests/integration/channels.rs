@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::bot_api::{BOT_ID, BotApi};
+use crate::discord_api::DiscordApi;
 use crate::graph_api::{self, GraphApi};
 use crate::support::*;
 
@@ -27,7 +28,11 @@ enum Platform {
     Http,
     Telegram(BotApi),
     WhatsApp(GraphApi),
+    Discord(DiscordApi),
 }
+
+/// The Discord channel under test.
+const DC_CHANNEL: u64 = 1_200_000_000_000_000_001;
 
 /// The WhatsApp group under test.
 const WA_GROUP: &str = "GCONF1";
@@ -47,6 +52,9 @@ impl Platform {
             Platform::WhatsApp(_) => {
                 crate::telegram::register(home, "one", &format!("wa:g:{WA_GROUP}"), "One");
             }
+            Platform::Discord(_) => {
+                crate::telegram::register(home, "one", &format!("dc:{DC_CHANNEL}"), "One");
+            }
         }
         // Another group on the HTTP channel, for ownership.
         home.ok(&["groups", "add", "web", "--name", "Web"]);
@@ -57,6 +65,11 @@ impl Platform {
             Platform::Http => serve(home, &[]),
             Platform::Telegram(api) => crate::telegram::serve_with(home, api, &[]),
             Platform::WhatsApp(api) => crate::whatsapp::serve_with(home, api, &[]),
+            Platform::Discord(api) => {
+                let env = crate::discord::env(api);
+                let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                serve(home, &all)
+            }
         }
     }
 
@@ -74,6 +87,10 @@ impl Platform {
                     &format!("@g2bot\n{text}"),
                     json!({}),
                 );
+            }
+            Platform::Discord(api) => {
+                api.wait_connected(60).await;
+                api.say(DC_CHANNEL, 9000 + who.len() as u64, who, text, true);
             }
             Platform::WhatsApp(_) => {
                 let m = graph_api::text(
@@ -117,6 +134,7 @@ impl Platform {
                 );
                 graph_api::deliver(&s.url, &graph_api::notification(json!([m]), json!([]))).await;
             }
+            Platform::Discord(api) => api.bot_says(DC_CHANNEL, text),
         }
     }
 
@@ -130,6 +148,11 @@ impl Platform {
                 .collect(),
             Platform::Telegram(api) => api.sent_to(TG_CHAT).into_iter().map(|m| m.text).collect(),
             Platform::WhatsApp(api) => api.sent_to(WA_GROUP).into_iter().map(|m| m.text).collect(),
+            Platform::Discord(api) => api
+                .sent_to(DC_CHANNEL)
+                .into_iter()
+                .map(|m| m.text)
+                .collect(),
         }
     }
 
@@ -139,6 +162,7 @@ impl Platform {
             Platform::Http => Vec::new(),
             Platform::Telegram(api) => api.sent().into_iter().map(|m| m.text).collect(),
             Platform::WhatsApp(api) => api.sent().into_iter().map(|m| m.text).collect(),
+            Platform::Discord(api) => api.sent().into_iter().map(|m| m.text).collect(),
         }
     }
 
@@ -269,4 +293,9 @@ async fn the_telegram_channel_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whatsapp_channel_conforms() {
     suite(Platform::WhatsApp(GraphApi::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_discord_channel_conforms() {
+    suite(Platform::Discord(DiscordApi::start().await)).await;
 }

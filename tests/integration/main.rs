@@ -17,6 +17,8 @@ mod channels;
 mod cli;
 mod corpus;
 mod crashes;
+mod discord;
+mod discord_api;
 mod doctor;
 mod extraction;
 mod fixtures;

@@ -15,6 +15,8 @@ mod serve_process;
 // The tests' local Telegram Bot API server, for the channel's bench.
 #[path = "../../../tests/integration/bot_api.rs"]
 pub mod bot_api;
+#[path = "../../../tests/integration/discord_api.rs"]
+pub mod discord_api;
 #[path = "../../../tests/integration/graph_api.rs"]
 pub mod graph_api;
 

@@ -1,8 +1,8 @@
 //! Channels: where chat messages come from and replies go to.
 //!
 //! A [`Channel`] carries some chats (by jid) to people: the HTTP API and
-//! its SSE stream (which `g2 chat` uses from a terminal), and
-//! [`telegram`]. Adding one means implementing the trait, registering it
+//! its SSE stream (which `g2 chat` uses from a terminal), [`telegram`],
+//! [`whatsapp`] and [`discord`]. Adding one means implementing the trait, registering it
 //! in [`Channels`], and running the conformance suite
 //! (`tests/integration/channels.rs`) against it; the router and the queue
 //! never see channels, only the message log (the queue hands what it
@@ -36,6 +36,7 @@
 //! delivery ([`Live`], [`Channels::subscribe`], [`Channels::follow`]);
 //! [`outbox`] the sending.
 
+pub mod discord;
 mod live;
 pub mod outbox;
 mod sequencer;
@@ -66,6 +67,55 @@ use sequencer::{Job, Sequencer};
 pub const LISTENER_BUFFER: usize = 4096;
 /// Messages read from the store at a time when a stream catches up.
 const PAGE: usize = 1000;
+
+/// A channel's credential (a token, an app secret): shown nowhere, not
+/// even in `Debug`, and read only where a request needs it.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(redacted)")
+    }
+}
+
+impl Secret {
+    /// The variable's value from the environment or `{home}/.env`.
+    pub fn find(home: &std::path::Path, name: &str) -> Option<Secret> {
+        crate::gateway::credentials::secret(home, name).map(|(v, _)| Secret(v))
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with the secret replaced (an error a library wrote).
+    pub(crate) fn redact(&self, text: &str) -> String {
+        text.replace(&self.0, "[redacted]")
+    }
+}
+
+/// At most what the message log takes.
+pub(crate) fn clip(s: &str) -> String {
+    let mut end = s.len().min(crate::routing::messages::MAX_TEXT);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// A display name without control or bidi characters (the message log
+/// refuses them), at most 200 bytes.
+pub(crate) fn clean_name(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .filter(|c| !c.is_control() && !crate::terminal::is_bidi_control(*c))
+        .collect();
+    while out.len() > 200 {
+        out.pop();
+    }
+    out.trim().to_string()
+}
 
 /// A way to reach people in chats.
 pub trait Channel: Send + Sync + 'static {

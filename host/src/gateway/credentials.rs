@@ -21,6 +21,8 @@ use crate::home::Home;
 pub const TELEGRAM_TOKEN: &str = "TELEGRAM_BOT_TOKEN";
 /// WhatsApp's Cloud API access token (sends).
 pub const WHATSAPP_ACCESS_TOKEN: &str = "WHATSAPP_ACCESS_TOKEN";
+/// The Discord bot's token (the gateway and the REST API).
+pub const DISCORD_TOKEN: &str = "DISCORD_BOT_TOKEN";
 /// The Meta app's secret (signs the webhook's POSTs).
 pub const WHATSAPP_APP_SECRET: &str = "WHATSAPP_APP_SECRET";
 /// What Meta's webhook verification must carry.
@@ -35,6 +37,7 @@ pub const SECRET_VARIABLES: &[&str] = &[
     WHATSAPP_ACCESS_TOKEN,
     WHATSAPP_APP_SECRET,
     WHATSAPP_VERIFY_TOKEN,
+    DISCORD_TOKEN,
 ];
 
 /// Every credential g2 holds: the API token and the values of

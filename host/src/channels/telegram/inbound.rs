@@ -21,9 +21,9 @@ use g2_core::validate::GroupFolder;
 
 use super::{Identity, Jid, Telegram};
 use crate::background::StopSignal;
-use crate::channels::{Channels, Intake, Mark};
+use crate::channels::{Channels, Intake, Mark, clean_name, clip};
 use crate::config::{TelegramSettings, Unregistered};
-use crate::routing::messages::{CheckInbound, Inbound, MAX_TEXT};
+use crate::routing::messages::{CheckInbound, Inbound};
 use crate::store;
 
 /// The `router_state` key of the next update to fetch.
@@ -391,28 +391,6 @@ fn text_of(msg: &teloxide_core::types::Message) -> Option<String> {
         Some(c) if !c.trim().is_empty() => format!("{media} {c}"),
         _ => media,
     }))
-}
-
-/// At most what the message log takes.
-fn clip(s: &str) -> String {
-    let mut end = s.len().min(MAX_TEXT);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
-
-/// A display name without control or bidi characters (the message log
-/// refuses them), at most 200 bytes.
-fn clean_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .filter(|c| !c.is_control() && !crate::terminal::is_bidi_control(*c))
-        .collect();
-    while out.len() > 200 {
-        out.pop();
-    }
-    out.trim().to_string()
 }
 
 #[cfg(test)]

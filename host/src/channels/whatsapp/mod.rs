@@ -35,6 +35,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
+pub use super::Secret;
 use super::{Channel, SendError};
 use crate::config::WhatsAppSettings;
 use crate::routing::messages::Message;
@@ -53,26 +54,6 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(17);
 /// The wait after a throttling error: the Graph API sends no
 /// `Retry-After`, and its pair limit is about one message per 6 s.
 const THROTTLED_WAIT: Duration = Duration::from_secs(6);
-
-/// A credential: shown nowhere.
-#[derive(Clone)]
-pub struct Secret(String);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(redacted)")
-    }
-}
-
-impl Secret {
-    fn find(home: &Path, name: &str) -> Option<Secret> {
-        crate::gateway::credentials::secret(home, name).map(|(v, _)| Secret(v))
-    }
-
-    pub(crate) fn expose(&self) -> &str {
-        &self.0
-    }
-}
 
 /// The channel's three credentials.
 #[derive(Debug, Clone)]

@@ -1,0 +1,354 @@
+//! The Discord channel end to end: `g2 serve` with real Docker, the real
+//! Claude Code and the offline model, against the local Discord of
+//! [`crate::discord_api`] (gateway and REST): mentions and context,
+//! strangers, a dropped gateway resumed, long replies, a 429, a lost
+//! channel, the doctor, and a host killed between receiving and replying.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::discord_api::{DiscordApi, Failure, TOKEN};
+use crate::support::*;
+
+/// The registered channel, and one that is not.
+const CHANNEL: u64 = 1_100_000_000_000_000_001;
+const STRANGER: u64 = 1_100_000_000_000_000_099;
+const ANN: u64 = 500_000_000_000_000_001;
+const BOB: u64 = 500_000_000_000_000_002;
+
+/// `g2 serve`'s environment for the channel at `api`.
+pub fn env(api: &DiscordApi) -> Vec<(&'static str, String)> {
+    vec![
+        ("G2_CHANNELS__DISCORD__ENABLED", "true".into()),
+        ("G2_CHANNELS__DISCORD__API_URL", api.api_url.clone()),
+        ("G2_CHANNELS__DISCORD__GATEWAY_URL", api.gateway_url.clone()),
+        ("DISCORD_BOT_TOKEN", TOKEN.into()),
+    ]
+}
+
+/// `g2 serve` with the channel on, once its gateway is connected.
+pub async fn serve_with(home: &TestHome, api: &DiscordApi) -> Serve {
+    let env = env(api);
+    let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let s = serve(home, &all);
+    api.wait_connected(60).await;
+    s
+}
+
+fn register(home: &TestHome) {
+    home.ok(&[
+        "groups",
+        "add",
+        "club",
+        "--jid",
+        &format!("dc:{CHANNEL}"),
+        "--name",
+        "Club",
+    ]);
+}
+
+async fn stored(base: &str, folder: &str) -> Vec<Value> {
+    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mentions_are_answered_once_and_strangers_get_nothing() {
+    if !image_ready() {
+        return;
+    }
+    let api = DiscordApi::start().await;
+    let home = TestHome::new();
+    register(&home);
+    let s = serve_with(&home, &api).await;
+
+    // Context first: stored, not answered.
+    api.say(CHANNEL, BOB, "bob", "we need milk", false);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(api.sent_to(CHANNEL).is_empty(), "no mention, no answer");
+    // A mention: answered once, as a reply to it, with the context.
+    let asked = api.say(CHANNEL, ANN, "ann", "what do we need?", true);
+    let sent = api.wait_sent(CHANNEL, 1, 120).await;
+    assert_eq!(sent[0].reply_to, Some(asked.to_string()));
+    assert!(sent[0].text.contains("we need milk"), "{sent:?}");
+    let log = stored(&s.url, "club").await;
+    assert_eq!(log[0]["sender_name"], "bob", "{log:?}");
+    assert_eq!(log[1]["text"], "@g2 what do we need?", "{log:?}");
+    assert!(api.typed_in(CHANNEL) >= 1, "typing shown while it worked");
+
+    // A channel that is not registered: nothing sent, nothing stored.
+    api.say(STRANGER, ANN, "ann", "hello?", true);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(api.sent_to(STRANGER).is_empty());
+    let n: i64 = home
+        .store()
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM messages WHERE chat_jid = ?1",
+                [format!("dc:{STRANGER}")],
+                |r| r.get(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    // The bot's own message came back through the gateway: no echo.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(api.sent_to(CHANNEL).len(), 1, "answered once");
+    assert_eq!(api.identifies(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_gateway_resumes_without_losing_or_repeating_a_message() {
+    if !image_ready() {
+        return;
+    }
+    let api = DiscordApi::start().await;
+    let home = TestHome::new();
+    register(&home);
+    let s = serve_with(&home, &api).await;
+    api.say(CHANNEL, ANN, "ann", "first-question", true);
+    api.wait_sent(CHANNEL, 1, 120).await;
+
+    // Discord drops the connection (4000: resumable); two messages are
+    // sent while it is down.
+    api.drop_connection(4000);
+    api.say(CHANNEL, ANN, "ann", "second-question", true);
+    api.say(CHANNEL, BOB, "bob", "third-question", true);
+    let sent = api.wait_sent(CHANNEL, 3, 180).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let resumes = api.resumes();
+    assert!(
+        resumes
+            .iter()
+            .any(|(id, seq)| id == "session-1" && *seq > 0),
+        "{resumes:?}"
+    );
+    assert_eq!(api.identifies(), 1, "resumed, not identified again");
+    let all: Vec<String> = api.sent_to(CHANNEL).into_iter().map(|m| m.text).collect();
+    assert_eq!(all.len(), 3, "{all:?}");
+    for q in ["first-question", "second-question", "third-question"] {
+        assert_eq!(
+            all.iter().filter(|t| t.contains(q)).count(),
+            1,
+            "{q} answered once: {all:?}"
+        );
+        let log = stored(&s.url, "club").await;
+        assert_eq!(
+            log.iter()
+                .filter(|m| m["from_bot"] == false && m["text"].as_str().unwrap().contains(q))
+                .count(),
+            1,
+            "{q} stored once"
+        );
+    }
+    drop(sent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_replies_a_429_and_a_lost_channel() {
+    if !image_ready() {
+        return;
+    }
+    let api = DiscordApi::start().await;
+    let home = TestHome::new();
+    register(&home);
+    let s = serve_with(&home, &api).await;
+
+    // Over 4,000 characters in paragraphs: three messages, in order.
+    let fill = |w: &str| {
+        format!(
+            "g2:bash for i in $(seq 1 20); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
+        )
+    };
+    api.fail_next_send(Failure::RateLimited(2.0));
+    let asked_at = Instant::now();
+    // The mention on a line of its own: each command starts a line.
+    let body = format!(
+        "\n{}",
+        [fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n")
+    );
+    api.say(CHANNEL, ANN, "ann", &body, true);
+    let sent = api.wait_sent(CHANNEL, 3, 180).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent_now = api.sent_to(CHANNEL);
+    assert_eq!(sent_now.len(), sent.len(), "nothing more: {sent_now:?}");
+    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
+    assert!(total > 4000, "{total} characters");
+    assert!(sent.iter().all(|m| m.text.chars().count() <= 2000));
+    assert!(
+        sent[0].text.contains("Alpha paragraph 1,"),
+        "{:.200}",
+        sent[0].text
+    );
+    assert!(
+        sent.last().unwrap().text.contains("Gamma paragraph 20,"),
+        "in order: {:.200}",
+        sent.last().unwrap().text
+    );
+    assert!(
+        sent[1..].iter().all(|m| m.reply_to.is_none()),
+        "only the first part replies"
+    );
+    assert_eq!(api.limited(), 1, "one 429");
+    assert!(
+        sent[0].at - asked_at >= Duration::from_secs(2),
+        "waited out the 429's retry_after"
+    );
+
+    // The bot loses the channel: the group is marked failing.
+    api.fail_next_send(Failure::MissingAccess);
+    api.say(CHANNEL, ANN, "ann", "still there?", true);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
+        if let Some(e) = st["failing"]["error"].as_str() {
+            assert!(e.contains("50001"), "{e}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "club never marked failing: {st}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_token_and_the_message_content_intent() {
+    let api = DiscordApi::start().await;
+    let off_api = DiscordApi::start().await;
+    off_api.content_intent_off();
+    let (url, off_url) = (api.api_url.clone(), off_api.api_url.clone());
+    let (good, bad, missing, no_intent, off) = tokio::task::spawn_blocking(move || {
+        let (home, home2) = (TestHome::new(), TestHome::new());
+        let env = [
+            ("G2_CHANNELS__DISCORD__ENABLED", "true"),
+            ("G2_CHANNELS__DISCORD__API_URL", url.as_str()),
+            ("DISCORD_BOT_TOKEN", TOKEN),
+        ];
+        let check = |home: &TestHome, env: &[(&str, &str)]| {
+            let out = home.g2_with(&["doctor", "--json"], env);
+            let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
+            checks
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "discord")
+                .cloned()
+                .unwrap()
+        };
+        let good = check(&home, &env);
+        let mut wrong = env;
+        wrong[2] = ("DISCORD_BOT_TOKEN", "wrong-discord-token-value");
+        let bad = check(&home, &wrong);
+        let missing = check(&home, &env[..2]);
+        let mut intent = env;
+        intent[1] = ("G2_CHANNELS__DISCORD__API_URL", off_url.as_str());
+        let no_intent = check(&home, &intent);
+        let off = check(&home2, &[]);
+        (good, bad, missing, no_intent, off)
+    })
+    .await
+    .unwrap();
+    assert_eq!(good["ok"], true, "{good}");
+    assert!(good["detail"].as_str().unwrap().contains("g2bot"), "{good}");
+    assert_eq!(bad["ok"], false, "{bad}");
+    let why = bad["detail"].as_str().unwrap();
+    assert!(
+        why.contains("refused the bot token") && !why.contains("wrong-discord-token"),
+        "{why}"
+    );
+    assert_eq!(missing["ok"], false, "{missing}");
+    assert!(
+        missing["detail"]
+            .as_str()
+            .unwrap()
+            .contains("DISCORD_BOT_TOKEN")
+    );
+    assert_eq!(no_intent["ok"], false, "{no_intent}");
+    assert!(
+        no_intent["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Message Content")
+    );
+    assert_eq!(off["ok"], true, "{off}");
+    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_the_channel_without_its_token() {
+    let api = DiscordApi::start().await;
+    let home = TestHome::new();
+    let env: Vec<(&'static str, String)> = env(&api)
+        .into_iter()
+        .filter(|(k, _)| *k != "DISCORD_BOT_TOKEN")
+        .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        home.g2_with(&["serve", "--listen", "127.0.0.1:0"], &all)
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("DISCORD_BOT_TOKEN"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_between_receiving_and_replying_resumes_and_answers_once() {
+    if !image_ready() {
+        return;
+    }
+    let api = DiscordApi::start().await;
+    let home = TestHome::new();
+    register(&home);
+    let mut s = serve_with(&home, &api).await;
+    api.say(
+        CHANNEL,
+        ANN,
+        "ann",
+        "g2:bash sleep 4; echo slow-answer",
+        true,
+    );
+    // Stored (with the session's sequence); the host dies while the agent
+    // works, and a message comes while it is down.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stored(&s.url, "club").await.is_empty() {
+        assert!(Instant::now() < deadline, "never stored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    assert!(api.sent_to(CHANNEL).is_empty());
+    api.say(CHANNEL, BOB, "bob", "while-it-was-down", true);
+    let s = serve_with(&home, &api).await;
+    let sent = api.wait_sent(CHANNEL, 2, 180).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let all: Vec<String> = api.sent_to(CHANNEL).into_iter().map(|m| m.text).collect();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(
+        all.iter().filter(|t| t.contains("slow-answer")).count(),
+        1,
+        "{all:?}"
+    );
+    assert_eq!(
+        all.iter()
+            .filter(|t| t.contains("while-it-was-down"))
+            .count(),
+        1,
+        "{all:?}"
+    );
+    // The new host resumed the stored session: Discord replayed the message.
+    assert_eq!(api.identifies(), 1, "{:?}", api.resumes());
+    assert!(api.resumes().iter().any(|(id, _)| id == "session-1"));
+    let log = stored(&s.url, "club").await;
+    assert_eq!(
+        log.iter().filter(|m| m["from_bot"] == false).count(),
+        2,
+        "{log:?}"
+    );
+    drop(sent);
+}
