@@ -112,8 +112,18 @@ pub(super) async fn run(dc: Arc<Discord>, channels: Channels, mut stop: StopSign
     loop {
         let event = tokio::select! {
             _ = &mut stop => {
-                // A resumable close keeps the session for the next host.
+                // A resumable close keeps the session for the next host;
+                // the shard sends it when polled (bounded: a dead
+                // connection must not hold the shutdown).
                 shard.close(CloseFrame::RESUME);
+                let closed = async {
+                    while let Some(e) = shard.next_event(EventTypeFlags::empty()).await {
+                        if matches!(e, Ok(Event::GatewayClose(_))) {
+                            break;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(1), closed).await;
                 return;
             }
             e = shard.next_event(wanted) => e,
