@@ -55,6 +55,28 @@ pub struct Settings {
 pub struct ChannelSettings {
     pub telegram: TelegramSettings,
     pub whatsapp: WhatsAppSettings,
+    pub slack: SlackSettings,
+}
+
+/// `[channels.slack]`: a Slack app through Socket Mode and the Web API.
+/// Its tokens are not settings: they are read from `SLACK_BOT_TOKEN`
+/// (`xoxb-`) and `SLACK_APP_TOKEN` (`xapp-`), the environment or
+/// `{home}/.env`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlackSettings {
+    pub enabled: bool,
+    /// The Web API (a local one in tests).
+    pub api_url: String,
+}
+
+impl Default for SlackSettings {
+    fn default() -> Self {
+        SlackSettings {
+            enabled: false,
+            api_url: "https://slack.com/api".into(),
+        }
+    }
 }
 
 /// `[channels.whatsapp]`: the WhatsApp Business Cloud API. Its access
