@@ -67,6 +67,8 @@ pub struct Host {
     embedder: Option<Background>,
     /// Telegram's polling loop, when the channel is enabled.
     telegram: Option<Background>,
+    /// Slack's Socket Mode connection, when the channel is enabled.
+    slack: Option<Background>,
     /// What sends the replies the queue stores on its way down.
     channels: Channels,
     queue: QueueHandle,
@@ -104,6 +106,7 @@ impl Host {
         let tasks_changed = Arc::new(Notify::new());
         let telegram = telegram(home, settings, &store)?;
         let whatsapp = whatsapp(home, settings, &store)?;
+        let slack = slack(home, settings, &store)?;
         let sessions = sessions(home, settings, &store);
         // The log is cleaned with what archives and memory are.
         let mut channels = Channels::new(store.clone())
@@ -114,6 +117,9 @@ impl Host {
         }
         if let Some(wa) = &whatsapp {
             channels = channels.with(wa.clone());
+        }
+        if let Some(sl) = &slack {
+            channels = channels.with(sl.clone());
         }
         let agents = Arc::new(agents(
             home,
@@ -222,6 +228,7 @@ impl Host {
         // Updates are taken in once the router and the queue are up.
         let telegram =
             telegram.map(|tg| tg.start(channels.clone(), settings.channels.telegram.clone()));
+        let slack = slack.map(|sl| sl.start(channels.clone()));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| context(format_args!("binding {addr}"), &e))?;
@@ -266,6 +273,7 @@ impl Host {
             processor,
             embedder,
             telegram,
+            slack,
             channels,
             queue,
             requests,
@@ -302,6 +310,9 @@ impl Host {
         tracing::info!(target: LOG, "shutting down: closing containers");
         if let Some(t) = self.telegram {
             t.stop().await;
+        }
+        if let Some(s) = self.slack {
+            s.stop().await;
         }
         self.schedule.stop().await;
         self.recovery.stop().await;
@@ -402,6 +413,27 @@ fn whatsapp(
         ))
     })?;
     Ok(Some(WhatsApp::new(wa, credentials, store.clone())?))
+}
+
+/// The Slack channel, when `[channels.slack]` is enabled: both its tokens
+/// must be set.
+fn slack(
+    home: &Home,
+    settings: &Settings,
+    store: &Store,
+) -> Result<Option<Arc<crate::channels::slack::Slack>>> {
+    use crate::channels::slack::{Credentials, Slack};
+    let sl = &settings.channels.slack;
+    if !sl.enabled {
+        return Ok(None);
+    }
+    let credentials = Credentials::find(home.root()).map_err(|why| {
+        Error::Startup(format!(
+            "channels.slack is enabled but {why} (in the environment or {})",
+            home.root().join(".env").display()
+        ))
+    })?;
+    Ok(Some(Slack::new(sl, credentials, store.clone())?))
 }
 
 /// The home's database, with the settings' busy timeout.

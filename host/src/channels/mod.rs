@@ -1,8 +1,8 @@
 //! Channels: where chat messages come from and replies go to.
 //!
 //! A [`Channel`] carries some chats (by jid) to people: the HTTP API and
-//! its SSE stream (which `g2 chat` uses from a terminal), and
-//! [`telegram`]. Adding one means implementing the trait, registering it
+//! its SSE stream (which `g2 chat` uses from a terminal), [`telegram`],
+//! [`whatsapp`] and [`slack`]. Adding one means implementing the trait, registering it
 //! in [`Channels`], and running the conformance suite
 //! (`tests/integration/channels.rs`) against it; the router and the queue
 //! never see channels, only the message log (the queue hands what it
@@ -39,6 +39,7 @@
 mod live;
 pub mod outbox;
 mod sequencer;
+pub mod slack;
 pub mod split;
 pub mod telegram;
 #[cfg(test)]

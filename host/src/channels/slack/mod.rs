@@ -1,0 +1,487 @@
+//! Slack: channels, private channels and direct messages of one
+//! workspace, through Socket Mode (no public address) and the Web API,
+//! hand-written on `tokio-websockets` and `reqwest` (docs/channels.md,
+//! "Slack").
+//!
+//! - **Chats.** A conversation is the jid `sl:<team_id>:<channel_id>`
+//!   ([`Jid`]). A mention of the bot (`app_mention`, or `<@BOT>` in a
+//!   message) addresses the assistant, as does every direct message;
+//!   other messages of a registered channel are stored as context.
+//! - **Inbound** (`socket`): `apps.connections.open` with the app token
+//!   gives a WebSocket URL; each envelope's messages are stored (through
+//!   [`Channels::take_in`]) and then acknowledged, within milliseconds and
+//!   never after the agent. Slack delivers again what was not
+//!   acknowledged, and a message handed in twice (or as both `message` and
+//!   `app_mention`) is stored once: its `ts` is unique in its chat. A
+//!   `disconnect` envelope, a closed or a silent socket opens a new one.
+//! - **Outbound**: a message is split by [`format::split`], each part
+//!   posted in mrkdwn ([`format::text`]) with `chat.postMessage`, in the
+//!   thread of the mention it answers when that was in a thread.
+//!   `send_error` says what each Web API error means for the part.
+//!
+//! The bot token (`xoxb-`) and the app token (`xapp-`) are read from
+//! [`BOT_TOKEN`] and [`APP_TOKEN`] (the environment or `{home}/.env`),
+//! kept here, and never logged.
+
+pub mod events;
+pub mod format;
+mod socket;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Channel, Channels, SendError};
+use crate::background::Background;
+use crate::config::SlackSettings;
+use crate::routing::messages::Message;
+use crate::store::{self, Store};
+use crate::{Error, Result};
+
+pub use crate::gateway::credentials::{SLACK_APP_TOKEN as APP_TOKEN, SLACK_BOT_TOKEN as BOT_TOKEN};
+pub use crate::jid::{SLACK_PREFIX as PREFIX, SlackJid as Jid};
+/// The channel's name, stored with its chats.
+const NAME: &str = "slack";
+/// How long one Web API request may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(17);
+/// The wait after a rate limit that named none.
+const RATE_LIMITED_WAIT: Duration = Duration::from_secs(5);
+
+/// A token: shown nowhere.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(redacted)")
+    }
+}
+
+impl Secret {
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The channel's two tokens.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    /// The bot's (`xoxb-`): the Web API.
+    pub bot_token: Secret,
+    /// The app's (`xapp-`, with `connections:write`): Socket Mode.
+    pub app_token: Secret,
+}
+
+impl Credentials {
+    /// Both tokens from the environment or `{home}/.env`, or what is
+    /// wrong with them, in words (never their values).
+    pub fn find(home: &Path) -> std::result::Result<Credentials, String> {
+        let get = |name| crate::gateway::credentials::secret(home, name).map(|(v, _)| Secret(v));
+        let (bot, app) = match (get(BOT_TOKEN), get(APP_TOKEN)) {
+            (Some(b), Some(a)) => (b, a),
+            (b, a) => {
+                let missing: Vec<&str> = [(b.is_none(), BOT_TOKEN), (a.is_none(), APP_TOKEN)]
+                    .into_iter()
+                    .filter_map(|(m, n)| m.then_some(n))
+                    .collect();
+                let verb = if missing.len() == 1 { "is" } else { "are" };
+                return Err(format!("{} {verb} not set", missing.join(" and ")));
+            }
+        };
+        for (token, name, prefix, what) in [
+            (&bot, BOT_TOKEN, "xoxb-", "the bot token"),
+            (&app, APP_TOKEN, "xapp-", "the app-level token"),
+        ] {
+            if !token.0.starts_with(prefix) {
+                return Err(format!(
+                    "{name} must be {what} ({prefix}…, from the app's settings in api.slack.com)"
+                ));
+            }
+        }
+        Ok(Credentials {
+            bot_token: bot,
+            app_token: app,
+        })
+    }
+}
+
+/// The bot as `auth.test` describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    pub team_id: String,
+    /// The bot user's id (`U…`): mentions name it.
+    pub user_id: String,
+    /// The bot's name.
+    pub user: String,
+    pub bot_id: String,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq)]
+enum Failure {
+    /// Slack answered with `ok: false` (or an HTTP error).
+    Api {
+        status: u16,
+        error: String,
+        retry_after: Option<Duration>,
+    },
+    /// The request never left (no connection).
+    NotSent(String),
+    /// It may have arrived; its answer did not.
+    Unanswered(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Api { status, error, .. } => write!(f, "HTTP {status}: {error}"),
+            Failure::NotSent(e) | Failure::Unanswered(e) => f.write_str(e),
+        }
+    }
+}
+
+/// A Web API client for the settings' server.
+pub struct WebApi {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl WebApi {
+    pub fn new(settings: &SlackSettings) -> Result<WebApi> {
+        check(settings)?;
+        // reqwest and the WebSocket's TLS are built without a bundled
+        // crypto provider: ring's, once per process.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Config(format!("the Slack client: {e}")))?;
+        Ok(WebApi {
+            http,
+            url: settings.api_url.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// Calls a method with a token and a JSON body; the answer when `ok`.
+    async fn call(
+        &self,
+        method: &str,
+        token: &Secret,
+        body: &Value,
+    ) -> std::result::Result<Value, Failure> {
+        let token = token.expose();
+        let clean = |e: reqwest::Error| e.without_url().to_string().replace(token, "[redacted]");
+        let resp = self
+            .http
+            .post(format!("{}/{method}", self.url))
+            .bearer_auth(token)
+            .header("content-type", "application/json; charset=utf-8")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_connect() || e.is_builder() {
+                    Failure::NotSent(clean(e))
+                } else {
+                    Failure::Unanswered(clean(e))
+                }
+            })?;
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| Failure::Unanswered(clean(e)))?;
+        let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if v["ok"] == true && (200..300).contains(&status) {
+            return Ok(v);
+        }
+        let error = match v["error"].as_str() {
+            Some(e) => e
+                .chars()
+                .take(100)
+                .collect::<String>()
+                .replace(token, "[redacted]"),
+            None if status == 429 => "ratelimited".into(),
+            None if (200..300).contains(&status) => {
+                return Err(Failure::Unanswered(
+                    "the Web API answered with something that is not its JSON".into(),
+                ));
+            }
+            None => "no error named".into(),
+        };
+        Err(Failure::Api {
+            status,
+            error,
+            retry_after,
+        })
+    }
+
+    /// `auth.test` with the bot token: who the bot is.
+    pub async fn identify(&self, token: &Secret) -> std::result::Result<Identity, String> {
+        let v = self
+            .call("auth.test", token, &json!({}))
+            .await
+            .map_err(|f| refused(f, BOT_TOKEN))?;
+        let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+        Ok(Identity {
+            team_id: s("team_id"),
+            user_id: s("user_id"),
+            user: s("user"),
+            bot_id: s("bot_id"),
+        })
+    }
+
+    /// `apps.connections.open` with the app token: a Socket Mode URL.
+    pub async fn open(&self, token: &Secret) -> std::result::Result<String, String> {
+        let v = self
+            .call("apps.connections.open", token, &json!({}))
+            .await
+            .map_err(|f| refused(f, APP_TOKEN))?;
+        v["url"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| "apps.connections.open answered no url".into())
+    }
+}
+
+/// A failure of a call made with the token from `variable`, in words.
+fn refused(f: Failure, variable: &str) -> String {
+    match f {
+        Failure::Api { error, .. } if TOKEN_ERRORS.contains(&error.as_str()) => {
+            format!("Slack refused the token ({error}); check {variable}")
+        }
+        f => f.to_string(),
+    }
+}
+
+/// The Slack channel.
+pub struct Slack {
+    api: WebApi,
+    credentials: Credentials,
+    store: Store,
+}
+
+impl Slack {
+    pub fn new(
+        settings: &SlackSettings,
+        credentials: Credentials,
+        store: Store,
+    ) -> Result<Arc<Slack>> {
+        Ok(Arc::new(Slack {
+            api: WebApi::new(settings)?,
+            credentials,
+            store,
+        }))
+    }
+
+    /// Starts Socket Mode: messages are taken in through `channels`
+    /// (which must carry this channel) until the host stops.
+    pub fn start(self: &Arc<Self>, channels: Channels) -> Background {
+        let slack = self.clone();
+        Background::spawn(move |stop| socket::run(slack, channels, stop))
+    }
+
+    async fn post(
+        &self,
+        channel: &str,
+        text: &str,
+        thread: Option<&str>,
+    ) -> std::result::Result<String, Failure> {
+        let mut body = json!({ "channel": channel, "text": text, "mrkdwn": true,
+            "unfurl_links": false });
+        if let Some(t) = thread {
+            body["thread_ts"] = json!(t);
+        }
+        let v = self
+            .api
+            .call("chat.postMessage", &self.credentials.bot_token, &body)
+            .await?;
+        v["ts"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| Failure::Unanswered("chat.postMessage answered no ts".into()))
+    }
+}
+
+/// Checks the settings a running channel needs.
+pub fn check(settings: &SlackSettings) -> Result<()> {
+    let url = url::Url::parse(&settings.api_url)
+        .map_err(|e| Error::Config(format!("channels.slack.api_url: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(Error::Config(
+            "channels.slack.api_url: use http or https".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Channel for Slack {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn owns(&self, chat_jid: &str) -> bool {
+        chat_jid.starts_with(PREFIX)
+    }
+
+    fn parts(&self, m: &Message) -> Vec<String> {
+        format::split(&m.text)
+    }
+
+    fn send<'a>(
+        &'a self,
+        m: &'a Message,
+        _part: usize,
+        text: &'a str,
+    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
+        Box::pin(async move {
+            let jid = Jid::parse(&m.chat_jid).ok_or_else(|| {
+                SendError::Rejected(format!("{:?} is not a Slack channel", m.chat_jid))
+            })?;
+            // Into the thread of the mention it answers, if it was in one.
+            let thread = match m.reply_to {
+                Some(seq) => self
+                    .store
+                    .read(move |c| store::messages::reference(c, seq))
+                    .await
+                    .map_err(|e| SendError::Transient(e.to_string()))?
+                    .filter(|r| r.chat_jid == m.chat_jid)
+                    .and_then(|r| r.thread),
+                None => None,
+            };
+            self.post(&jid.channel, &format::text(text), thread.as_deref())
+                .await
+                .map_err(send_error)
+        })
+    }
+}
+
+/// Errors that blame the token, not the chat.
+const TOKEN_ERRORS: &[&str] = &[
+    "invalid_auth",
+    "not_authed",
+    "account_inactive",
+    "token_revoked",
+    "token_expired",
+    "no_permission",
+    "missing_scope",
+    "not_allowed_token_type",
+    "team_access_not_granted",
+];
+
+/// What a Web API failure means for the part being sent.
+fn send_error(f: Failure) -> SendError {
+    let why = f.to_string();
+    match f {
+        Failure::NotSent(e) => SendError::Transient(e),
+        Failure::Unanswered(e) => SendError::Uncertain(e),
+        Failure::Api {
+            status,
+            error,
+            retry_after,
+        } => match error.as_str() {
+            _ if status == 429 || error == "ratelimited" || error == "rate_limited" => {
+                SendError::RetryAfter(retry_after.unwrap_or(RATE_LIMITED_WAIT))
+            }
+            // The bot was removed from the channel, or it is gone.
+            "channel_not_found"
+            | "not_in_channel"
+            | "is_archived"
+            | "restricted_action"
+            | "restricted_action_read_only_channel"
+            | "restricted_action_thread_only_channel"
+            | "restricted_action_non_threadable_channel" => {
+                SendError::Gone(format!("slack: {error}"))
+            }
+            // No chat is to blame; sent again once a host with a good
+            // token runs.
+            e if TOKEN_ERRORS.contains(&e) => SendError::Transient(why),
+            // Slack's own trouble, after which "some aspect of the
+            // operation may have succeeded".
+            "fatal_error" | "internal_error" => SendError::Uncertain(why),
+            "service_unavailable" | "request_timeout" => SendError::Transient(why),
+            _ if status >= 500 => SendError::Transient(why),
+            _ => SendError::Rejected(why),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, error: &str, retry_after: Option<u64>) -> Failure {
+        Failure::Api {
+            status,
+            error: error.into(),
+            retry_after: retry_after.map(Duration::from_secs),
+        }
+    }
+
+    #[test]
+    fn web_api_errors_decide_what_happens_to_a_part() {
+        assert_eq!(
+            send_error(api(429, "ratelimited", Some(7))),
+            SendError::RetryAfter(Duration::from_secs(7))
+        );
+        assert_eq!(
+            send_error(api(200, "ratelimited", None)),
+            SendError::RetryAfter(RATE_LIMITED_WAIT)
+        );
+        for gone in ["channel_not_found", "not_in_channel", "is_archived"] {
+            assert!(
+                matches!(send_error(api(200, gone, None)), SendError::Gone(w) if w.contains(gone)),
+                "{gone}"
+            );
+        }
+        for token in ["invalid_auth", "token_revoked", "account_inactive"] {
+            assert!(matches!(
+                send_error(api(200, token, None)),
+                SendError::Transient(_)
+            ));
+        }
+        assert!(matches!(
+            send_error(api(200, "fatal_error", None)),
+            SendError::Uncertain(_)
+        ));
+        assert!(matches!(
+            send_error(api(503, "no error named", None)),
+            SendError::Transient(_)
+        ));
+        assert!(matches!(
+            send_error(api(200, "msg_too_long", None)),
+            SendError::Rejected(_)
+        ));
+        assert!(matches!(
+            send_error(Failure::NotSent("refused".into())),
+            SendError::Transient(_)
+        ));
+        assert!(matches!(
+            send_error(Failure::Unanswered("timeout".into())),
+            SendError::Uncertain(_)
+        ));
+        assert!(format!("{:?}", Secret("xoxb-s3cret".into())).contains("redacted"));
+        assert!(
+            refused(api(200, "invalid_auth", None), BOT_TOKEN).contains("check SLACK_BOT_TOKEN")
+        );
+    }
+
+    #[test]
+    fn settings_name_a_web_api() {
+        assert!(check(&SlackSettings::default()).is_ok());
+        let bad = SlackSettings {
+            api_url: "ftp://x".into(),
+            ..Default::default()
+        };
+        assert!(check(&bad).is_err());
+    }
+}
