@@ -21,13 +21,18 @@ use serde_json::json;
 
 use crate::bot_api::{BOT_ID, BotApi};
 use crate::graph_api::{self, GraphApi};
+use crate::slack_api::SlackApi;
 use crate::support::*;
 
 enum Platform {
     Http,
     Telegram(BotApi),
     WhatsApp(GraphApi),
+    Slack(SlackApi),
 }
+
+/// The Slack channel under test.
+const SL_CHANNEL: &str = "C0CONF1";
 
 /// The WhatsApp group under test.
 const WA_GROUP: &str = "GCONF1";
@@ -47,6 +52,10 @@ impl Platform {
             Platform::WhatsApp(_) => {
                 crate::telegram::register(home, "one", &format!("wa:g:{WA_GROUP}"), "One");
             }
+            Platform::Slack(_) => {
+                let jid = format!("sl:{}:{SL_CHANNEL}", crate::slack_api::TEAM);
+                crate::telegram::register(home, "one", &jid, "One");
+            }
         }
         // Another group on the HTTP channel, for ownership.
         home.ok(&["groups", "add", "web", "--name", "Web"]);
@@ -57,6 +66,12 @@ impl Platform {
             Platform::Http => serve(home, &[]),
             Platform::Telegram(api) => crate::telegram::serve_with(home, api, &[]),
             Platform::WhatsApp(api) => crate::whatsapp::serve_with(home, api, &[]),
+            // Events wait in the local Slack until the socket opens.
+            Platform::Slack(api) => {
+                let env = crate::slack::env(api);
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                serve(home, &env)
+            }
         }
     }
 
@@ -84,6 +99,9 @@ impl Platform {
                     Some(WA_GROUP),
                 );
                 graph_api::deliver(&s.url, &graph_api::notification(json!([m]), json!([]))).await;
+            }
+            Platform::Slack(api) => {
+                api.mention(SL_CHANNEL, &format!("U0{}", who.to_uppercase()), text);
             }
         }
     }
@@ -117,6 +135,7 @@ impl Platform {
                 );
                 graph_api::deliver(&s.url, &graph_api::notification(json!([m]), json!([]))).await;
             }
+            Platform::Slack(api) => api.echo(SL_CHANNEL, text),
         }
     }
 
@@ -130,6 +149,11 @@ impl Platform {
                 .collect(),
             Platform::Telegram(api) => api.sent_to(TG_CHAT).into_iter().map(|m| m.text).collect(),
             Platform::WhatsApp(api) => api.sent_to(WA_GROUP).into_iter().map(|m| m.text).collect(),
+            Platform::Slack(api) => api
+                .sent_to(SL_CHANNEL)
+                .into_iter()
+                .map(|m| m.text)
+                .collect(),
         }
     }
 
@@ -139,6 +163,7 @@ impl Platform {
             Platform::Http => Vec::new(),
             Platform::Telegram(api) => api.sent().into_iter().map(|m| m.text).collect(),
             Platform::WhatsApp(api) => api.sent().into_iter().map(|m| m.text).collect(),
+            Platform::Slack(api) => api.sent().into_iter().map(|m| m.text).collect(),
         }
     }
 
@@ -269,4 +294,9 @@ async fn the_telegram_channel_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whatsapp_channel_conforms() {
     suite(Platform::WhatsApp(GraphApi::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slack_channel_conforms() {
+    suite(Platform::Slack(SlackApi::start().await)).await;
 }

@@ -22,6 +22,7 @@ fn doctor_reports_every_part() {
             "disk",
             "telegram",
             "whatsapp",
+            "slack",
             "secrets"
         ]
     );

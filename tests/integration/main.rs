@@ -32,6 +32,8 @@ mod quota;
 mod routing;
 mod search;
 mod sessions;
+mod slack;
+mod slack_api;
 mod stream;
 mod telegram;
 mod viewer;
