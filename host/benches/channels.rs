@@ -6,9 +6,11 @@
 //!   `sendMessage` arriving at the Bot API;
 //! - WhatsApp: a signed webhook POST sent to g2 → the reply's `messages`
 //!   call arriving at the Graph API;
+//! - Slack: an `events_api` envelope sent on g2's Socket Mode connection →
+//!   the reply's `chat.postMessage` arriving at the Web API;
 //! - HTTP, the reference: `POST …/messages` → the reply on the SSE stream.
 //!
-//! The three are interleaved in one run. The model's own time (the
+//! The four are interleaved in one run. The model's own time (the
 //! gateway's `duration_ms` of the group's agent requests in each message's
 //! window) is subtracted from each.
 //!
@@ -29,12 +31,15 @@ use serde_json::json;
 
 use common::bot_api::{BotApi, TOKEN};
 use common::graph_api::{self, GraphApi};
+use common::slack_api::{self, SlackApi};
 use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
 
 /// A private chat with the bot: every message is for it.
 const CHAT: i64 = 4242;
 /// A WhatsApp chat with one person: every message is for the assistant.
 const WA_ID: &str = "16315551181";
+/// A direct message with the Slack bot: every message is for it.
+const SL_DM: &str = "D0BENCH";
 
 /// One measured message: its window on the wall clock and its duration.
 struct Window {
@@ -47,7 +52,11 @@ fn main() {
     let n: usize = common::env_or("G2_BENCH_MESSAGES", 200);
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
-    for (folder, jid) in [("tg", format!("tg:{CHAT}")), ("wa", format!("wa:{WA_ID}"))] {
+    for (folder, jid) in [
+        ("tg", format!("tg:{CHAT}")),
+        ("wa", format!("wa:{WA_ID}")),
+        ("sl", format!("sl:{}:{SL_DM}", slack_api::TEAM)),
+    ] {
         let ok = command(g2_binary())
             .arg("--home")
             .arg(home.path())
@@ -61,6 +70,7 @@ fn main() {
     let rt = common::runtime();
     let api = rt.block_on(BotApi::start());
     let graph = rt.block_on(GraphApi::start());
+    let slack = rt.block_on(SlackApi::start());
     let serve = Serve::start(
         home.path(),
         &[
@@ -77,10 +87,14 @@ fn main() {
             ("WHATSAPP_ACCESS_TOKEN", graph_api::ACCESS_TOKEN),
             ("WHATSAPP_APP_SECRET", graph_api::APP_SECRET),
             ("WHATSAPP_VERIFY_TOKEN", graph_api::VERIFY_TOKEN),
+            ("G2_CHANNELS__SLACK__ENABLED", "true"),
+            ("G2_CHANNELS__SLACK__API_URL", &slack.url),
+            ("SLACK_BOT_TOKEN", slack_api::BOT_TOKEN),
+            ("SLACK_APP_TOKEN", slack_api::APP_TOKEN),
         ],
     );
     let base = serve.url.clone();
-    let (tg, wa, http) = rt.block_on(async move {
+    let (tg, wa, sl, http) = rt.block_on(async move {
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
             .build()
@@ -117,7 +131,10 @@ fn main() {
         };
         graph_api::deliver(&base, &say("warm up")).await;
         graph.wait_sent(WA_ID, 1, 180).await;
-        let (mut tg, mut wa, mut http) = (Vec::new(), Vec::new(), Vec::new());
+        slack.wait_connected(1, 60).await;
+        slack.say(SL_DM, "U0BENCH", "warm up", None);
+        slack.wait_sent(SL_DM, 1, 180).await;
+        let (mut tg, mut wa, mut sl, mut http) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
             // Telegram: handed out by getUpdates -> sendMessage taken.
             let text = format!("tg ping {i}");
@@ -151,6 +168,21 @@ fn main() {
                 to: from + chrono::Duration::from_std(total).unwrap(),
                 total,
             });
+            // Slack: the envelope sent on the socket -> chat.postMessage taken.
+            let text = format!("sl ping {i}");
+            let before = slack.sent_to(SL_DM).len();
+            slack.say(SL_DM, "U0BENCH", &text, None);
+            let envelope = slack.envelopes().last().unwrap().sent[0];
+            let sent = slack.wait_sent(SL_DM, before + 1, 60).await;
+            let reply = sent.last().unwrap();
+            assert!(reply.text.contains(&text), "{}", reply.text);
+            let total = reply.at - envelope;
+            let to = Utc::now() - chrono::Duration::from_std(Instant::now() - reply.at).unwrap();
+            sl.push(Window {
+                from: to - chrono::Duration::from_std(total).unwrap(),
+                to,
+                total,
+            });
             // HTTP: accepted -> on the stream.
             let text = format!("http ping {i}");
             let from = Utc::now();
@@ -167,7 +199,7 @@ fn main() {
                 total: at - t0,
             });
         }
-        (tg, wa, http)
+        (tg, wa, sl, http)
     });
     drop(serve);
     let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
@@ -204,6 +236,11 @@ fn main() {
             "whatsapp  webhook POST sent -> messages at the Graph API",
             wa,
             "wa",
+        ),
+        (
+            "slack     envelope sent -> chat.postMessage at the Web API",
+            sl,
+            "sl",
         ),
         (
             "http      accepted -> reply on the SSE stream          ",

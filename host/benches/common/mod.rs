@@ -17,6 +17,8 @@ mod serve_process;
 pub mod bot_api;
 #[path = "../../../tests/integration/graph_api.rs"]
 pub mod graph_api;
+#[path = "../../../tests/integration/slack_api.rs"]
+pub mod slack_api;
 
 // The tests' headless Chromium, for the viewer's bench.
 #[path = "../../../tests/integration/browser.rs"]
