@@ -240,3 +240,14 @@ async fn take(slack: &Slack, channels: &Channels, me: &Identity, v: &Value) -> b
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Slack's `wss://` URLs need a TLS connector: rustls with ring (as
+    /// the Web API client installs it) and the platform's roots.
+    #[test]
+    fn the_tls_connector_builds_with_the_ring_provider() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        assert!(tokio_websockets::Connector::new().is_ok());
+    }
+}
