@@ -8,9 +8,11 @@
 //!   call arriving at the Graph API;
 //! - Discord: a MESSAGE_CREATE dispatched on the gateway → the reply's
 //!   create-message call arriving at the REST API;
+//! - Slack: an `events_api` envelope sent on g2's Socket Mode connection →
+//!   the reply's `chat.postMessage` arriving at the Web API;
 //! - HTTP, the reference: `POST …/messages` → the reply on the SSE stream.
 //!
-//! They are interleaved in one run. The model's own time (the
+//! The five are interleaved in one run. The model's own time (the
 //! gateway's `duration_ms` of the group's agent requests in each message's
 //! window) is subtracted from each.
 //!
@@ -32,6 +34,7 @@ use serde_json::json;
 use common::bot_api::{BotApi, TOKEN};
 use common::discord_api::{self, DiscordApi};
 use common::graph_api::{self, GraphApi};
+use common::slack_api::{self, SlackApi};
 use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
 
 /// A private chat with the bot: every message is for it.
@@ -40,6 +43,8 @@ const CHAT: i64 = 4242;
 const WA_ID: &str = "16315551181";
 /// A Discord channel; each message mentions the bot.
 const DC_CHANNEL: u64 = 1_300_000_000_000_000_001;
+/// A direct message with the Slack bot: every message is for it.
+const SL_DM: &str = "D0BENCH";
 
 /// One measured message: its window on the wall clock and its duration.
 struct Window {
@@ -56,6 +61,7 @@ fn main() {
         ("tg", format!("tg:{CHAT}")),
         ("wa", format!("wa:{WA_ID}")),
         ("dc", format!("dc:{DC_CHANNEL}")),
+        ("sl", format!("sl:{}:{SL_DM}", slack_api::TEAM)),
     ] {
         let ok = command(g2_binary())
             .arg("--home")
@@ -71,6 +77,7 @@ fn main() {
     let api = rt.block_on(BotApi::start());
     let graph = rt.block_on(GraphApi::start());
     let discord = rt.block_on(DiscordApi::start());
+    let slack = rt.block_on(SlackApi::start());
     let serve = Serve::start(
         home.path(),
         &[
@@ -91,10 +98,14 @@ fn main() {
             ("G2_CHANNELS__DISCORD__API_URL", &discord.api_url),
             ("G2_CHANNELS__DISCORD__GATEWAY_URL", &discord.gateway_url),
             ("DISCORD_BOT_TOKEN", discord_api::TOKEN),
+            ("G2_CHANNELS__SLACK__ENABLED", "true"),
+            ("G2_CHANNELS__SLACK__API_URL", &slack.url),
+            ("SLACK_BOT_TOKEN", slack_api::BOT_TOKEN),
+            ("SLACK_APP_TOKEN", slack_api::APP_TOKEN),
         ],
     );
     let base = serve.url.clone();
-    let (tg, wa, dc, http) = rt.block_on(async move {
+    let (tg, wa, dc, sl, http) = rt.block_on(async move {
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
             .build()
@@ -134,7 +145,11 @@ fn main() {
         discord.wait_connected(60).await;
         discord.say(DC_CHANNEL, 5, "bench", "warm up", true);
         discord.wait_sent(DC_CHANNEL, 1, 180).await;
-        let (mut tg, mut wa, mut dc, mut http) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        slack.wait_connected(1, 60).await;
+        slack.say(SL_DM, "U0BENCH", "warm up", None);
+        slack.wait_sent(SL_DM, 1, 180).await;
+        let (mut tg, mut wa, mut dc, mut sl, mut http) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
             // Telegram: handed out by getUpdates -> sendMessage taken.
             let text = format!("tg ping {i}");
@@ -183,6 +198,21 @@ fn main() {
                 to: from + chrono::Duration::from_std(total).unwrap(),
                 total,
             });
+            // Slack: the envelope sent on the socket -> chat.postMessage taken.
+            let text = format!("sl ping {i}");
+            let before = slack.sent_to(SL_DM).len();
+            slack.say(SL_DM, "U0BENCH", &text, None);
+            let envelope = slack.envelopes().last().unwrap().sent[0];
+            let sent = slack.wait_sent(SL_DM, before + 1, 60).await;
+            let reply = sent.last().unwrap();
+            assert!(reply.text.contains(&text), "{}", reply.text);
+            let total = reply.at - envelope;
+            let to = Utc::now() - chrono::Duration::from_std(Instant::now() - reply.at).unwrap();
+            sl.push(Window {
+                from: to - chrono::Duration::from_std(total).unwrap(),
+                to,
+                total,
+            });
             // HTTP: accepted -> on the stream.
             let text = format!("http ping {i}");
             let from = Utc::now();
@@ -199,7 +229,7 @@ fn main() {
                 total: at - t0,
             });
         }
-        (tg, wa, dc, http)
+        (tg, wa, dc, sl, http)
     });
     drop(serve);
     let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
@@ -241,6 +271,11 @@ fn main() {
             "discord   MESSAGE_CREATE sent -> create message at REST",
             dc,
             "dc",
+        ),
+        (
+            "slack     envelope sent -> chat.postMessage at the Web API",
+            sl,
+            "sl",
         ),
         (
             "http      accepted -> reply on the SSE stream          ",

@@ -76,6 +76,7 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
         Check::new("telegram", check_telegram(home, settings).await),
         Check::new("whatsapp", check_whatsapp(home, settings).await),
         Check::new("discord", check_discord(home, settings).await),
+        Check::new("slack", check_slack(home, settings).await),
         Check::new("secrets", check_secrets(home, settings)),
     ]
 }
@@ -300,6 +301,42 @@ async fn check_discord(home: &Home, settings: &Settings) -> Result<String, Probl
         })),
         Err(_) => Err(Problem(format!("{} did not answer in 15 s", dc.api_url))),
     }
+}
+
+/// The Slack channel: off, or both tokens set and checked with Slack
+/// (`auth.test` with the bot token, `apps.connections.open` with the app
+/// token; the URL it answers is never used).
+async fn check_slack(home: &Home, settings: &Settings) -> Result<String, Problem> {
+    use crate::channels::slack::{Credentials, WebApi};
+    let sl = &settings.channels.slack;
+    if !sl.enabled {
+        return Ok("not enabled ([channels.slack] enabled = false)".into());
+    }
+    let credentials = Credentials::find(home.root()).map_err(|why| {
+        Problem(format!(
+            "enabled, but {why} (in the environment or {{home}}/.env)"
+        ))
+    })?;
+    let api = WebApi::new(sl).map_err(Problem::from_error)?;
+    let limit = Duration::from_secs(15);
+    let late = || Problem(format!("{} did not answer in 15 s", sl.api_url));
+    let me = tokio::time::timeout(limit, api.identify(&credentials.bot_token))
+        .await
+        .map_err(|_| late())?
+        .map_err(|why| Problem(format!("auth.test at {} failed: {why}", sl.api_url)))?;
+    tokio::time::timeout(limit, api.open(&credentials.app_token))
+        .await
+        .map_err(|_| late())?
+        .map_err(|why| {
+            Problem(format!(
+                "apps.connections.open at {} failed: {why}",
+                sl.api_url
+            ))
+        })?;
+    Ok(format!(
+        "bot @{} ({}) in team {}; the app token opens Socket Mode at {}",
+        me.user, me.user_id, me.team_id, sl.api_url
+    ))
 }
 
 fn check_model(home: &Home, settings: &Settings) -> Result<String, Problem> {

@@ -66,7 +66,7 @@ pub struct Host {
     /// The embedding jobs (none when recall is lexical).
     embedder: Option<Background>,
     /// The enabled chat platforms' inbound loops (Telegram's polling,
-    /// Discord's gateway).
+    /// Discord's gateway, Slack's Socket Mode connection).
     inbound: Vec<Background>,
     /// What sends the replies the queue stores on its way down.
     channels: Channels,
@@ -106,6 +106,7 @@ impl Host {
         let telegram = telegram(home, settings, &store)?;
         let whatsapp = whatsapp(home, settings, &store)?;
         let discord = discord(home, settings, &store)?;
+        let slack = slack(home, settings, &store)?;
         let sessions = sessions(home, settings, &store);
         // The log is cleaned with what archives and memory are.
         let mut channels = Channels::new(store.clone())
@@ -119,6 +120,9 @@ impl Host {
         }
         if let Some(dc) = &discord {
             channels = channels.with(dc.clone());
+        }
+        if let Some(sl) = &slack {
+            channels = channels.with(sl.clone());
         }
         let agents = Arc::new(agents(
             home,
@@ -228,6 +232,7 @@ impl Host {
         let inbound: Vec<Background> = [
             telegram.map(|tg| tg.start(channels.clone(), settings.channels.telegram.clone())),
             discord.map(|dc| dc.start(channels.clone())),
+            slack.map(|sl| sl.start(channels.clone())),
         ]
         .into_iter()
         .flatten()
@@ -434,6 +439,27 @@ fn whatsapp(
         ))
     })?;
     Ok(Some(WhatsApp::new(wa, credentials, store.clone())?))
+}
+
+/// The Slack channel, when `[channels.slack]` is enabled: both its tokens
+/// must be set.
+fn slack(
+    home: &Home,
+    settings: &Settings,
+    store: &Store,
+) -> Result<Option<Arc<crate::channels::slack::Slack>>> {
+    use crate::channels::slack::{Credentials, Slack};
+    let sl = &settings.channels.slack;
+    if !sl.enabled {
+        return Ok(None);
+    }
+    let credentials = Credentials::find(home.root()).map_err(|why| {
+        Error::Startup(format!(
+            "channels.slack is enabled but {why} (in the environment or {})",
+            home.root().join(".env").display()
+        ))
+    })?;
+    Ok(Some(Slack::new(sl, credentials, store.clone())?))
 }
 
 /// The home's database, with the settings' busy timeout.

@@ -2,7 +2,7 @@
 //! stored under: `local:<name>` for the HTTP API and the terminal,
 //! `tg:<chat_id>` or `tg:<chat_id>:<topic_id>` for Telegram, `wa:<wa_id>`
 //! (a person) or `wa:g:<group_id>` (a group) for WhatsApp,
-//! `dc:<channel_id>` for Discord.
+//! `dc:<channel_id>` for Discord, `sl:<team_id>:<channel_id>` for Slack.
 //!
 //! Each platform's grammar lives here, below both the groups that are
 //! registered with a jid ([`check`]) and the channels that parse and print
@@ -130,6 +130,43 @@ impl fmt::Display for DiscordJid {
     }
 }
 
+/// The jid prefix of Slack channels.
+pub const SLACK_PREFIX: &str = "sl:";
+
+/// A Slack conversation (a public or private channel, or a direct
+/// message) of one workspace, as a jid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SlackJid {
+    /// The workspace: `T` and upper-case letters and digits.
+    pub team: String,
+    /// The conversation: `C` (public), `G` (private) or `D` (direct
+    /// message) and upper-case letters and digits.
+    pub channel: String,
+}
+
+impl SlackJid {
+    /// `sl:<team_id>:<channel_id>`; None for anything else.
+    pub fn parse(jid: &str) -> Option<SlackJid> {
+        let (team, channel) = jid.strip_prefix(SLACK_PREFIX)?.split_once(':')?;
+        let id = |s: &str, first: &[u8]| {
+            (2..=32).contains(&s.len())
+                && first.contains(&s.as_bytes()[0])
+                && s.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        };
+        (id(team, b"T") && id(channel, b"CGD")).then(|| SlackJid {
+            team: team.to_string(),
+            channel: channel.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for SlackJid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{SLACK_PREFIX}{}:{}", self.team, self.channel)
+    }
+}
+
 /// The chat app a jid's chat lives in, as people name it (the viewer
 /// shows it beside each group); the HTTP API's and terminal's chats are
 /// `web`.
@@ -140,6 +177,8 @@ pub fn platform(jid: &str) -> &'static str {
         "WhatsApp"
     } else if jid.starts_with(DISCORD_PREFIX) {
         "Discord"
+    } else if jid.starts_with(SLACK_PREFIX) {
+        "Slack"
     } else {
         "web"
     }
@@ -147,9 +186,14 @@ pub fn platform(jid: &str) -> &'static str {
 
 /// Whether a jid names a chat on a chat platform (not the HTTP API's log).
 pub fn on_a_platform(jid: &str) -> bool {
-    [TELEGRAM_PREFIX, WHATSAPP_PREFIX, DISCORD_PREFIX]
-        .iter()
-        .any(|p| jid.starts_with(p))
+    [
+        TELEGRAM_PREFIX,
+        WHATSAPP_PREFIX,
+        DISCORD_PREFIX,
+        SLACK_PREFIX,
+    ]
+    .iter()
+    .any(|p| jid.starts_with(p))
 }
 
 /// Checks a jid at registration: one that claims a platform's prefix must
@@ -171,6 +215,12 @@ pub fn check(jid: &str) -> Result<()> {
         return Err(Error::Invalid(format!(
             "jid {jid:?}: a Telegram chat is tg:<chat_id> (e.g. tg:-1001234567890), \
              a forum topic tg:<chat_id>:<topic_id>"
+        )));
+    }
+    if jid.starts_with(SLACK_PREFIX) && SlackJid::parse(jid).is_none() {
+        return Err(Error::Invalid(format!(
+            "jid {jid:?}: a Slack channel is sl:<team_id>:<channel_id> (e.g. sl:T0123ABCD:C0456EFGH; \
+             the ids are in the channel's details, and the workspace's in its URL)"
         )));
     }
     Ok(())
@@ -270,5 +320,42 @@ mod tests {
         }
         assert!(check("dc:1").is_ok() && check("dc:x").is_err());
         assert!(on_a_platform("dc:1") && platform("dc:1") == "Discord");
+    }
+
+    #[test]
+    fn slack_jids_name_a_team_and_a_channel() {
+        assert_eq!(
+            SlackJid::parse("sl:T0123ABCD:C0456EFGH"),
+            Some(SlackJid {
+                team: "T0123ABCD".into(),
+                channel: "C0456EFGH".into()
+            })
+        );
+        for good in ["sl:T1:C2", "sl:TABC:GPRIV1", "sl:T9Z:D0DM"] {
+            assert_eq!(SlackJid::parse(good).unwrap().to_string(), good);
+            assert!(check(good).is_ok());
+        }
+        let long = format!("sl:T1:C{}", "A".repeat(32));
+        for bad in [
+            "sl:",
+            "sl:T1",
+            "sl:T1:",
+            "sl::C1",
+            "sl:T:C1",
+            "sl:t1:C1",
+            "sl:T1:c1",
+            "sl:T1:U1",
+            "sl:C1:T1",
+            "sl:T1:C1:x",
+            "sl:T1:C-1",
+            "sl: T1:C1",
+            "sl:T1:C1 ",
+            long.as_str(),
+        ] {
+            assert_eq!(SlackJid::parse(bad), None, "{bad}");
+            assert!(check(bad).is_err(), "{bad}");
+        }
+        assert!(on_a_platform("sl:T1:C1"));
+        assert_eq!(platform("sl:T1:C1"), "Slack");
     }
 }

@@ -56,6 +56,7 @@ pub struct ChannelSettings {
     pub telegram: TelegramSettings,
     pub whatsapp: WhatsAppSettings,
     pub discord: DiscordSettings,
+    pub slack: SlackSettings,
 }
 
 /// `[channels.discord]`: a bot through Discord's gateway (events) and REST
@@ -78,6 +79,27 @@ impl Default for DiscordSettings {
             enabled: false,
             api_url: "https://discord.com/api/v10".into(),
             gateway_url: "wss://gateway.discord.gg".into(),
+        }
+    }
+}
+
+/// `[channels.slack]`: a Slack app through Socket Mode and the Web API.
+/// Its tokens are not settings: they are read from `SLACK_BOT_TOKEN`
+/// (`xoxb-`) and `SLACK_APP_TOKEN` (`xapp-`), the environment or
+/// `{home}/.env`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlackSettings {
+    pub enabled: bool,
+    /// The Web API (a local one in tests).
+    pub api_url: String,
+}
+
+impl Default for SlackSettings {
+    fn default() -> Self {
+        SlackSettings {
+            enabled: false,
+            api_url: "https://slack.com/api".into(),
         }
     }
 }

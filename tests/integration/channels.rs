@@ -22,6 +22,7 @@ use serde_json::json;
 use crate::bot_api::{BOT_ID, BotApi};
 use crate::discord_api::DiscordApi;
 use crate::graph_api::{self, GraphApi};
+use crate::slack_api::SlackApi;
 use crate::support::*;
 
 enum Platform {
@@ -29,10 +30,14 @@ enum Platform {
     Telegram(BotApi),
     WhatsApp(GraphApi),
     Discord(DiscordApi),
+    Slack(SlackApi),
 }
 
 /// The Discord channel under test.
 const DC_CHANNEL: u64 = 1_200_000_000_000_000_001;
+
+/// The Slack channel under test.
+const SL_CHANNEL: &str = "C0CONF1";
 
 /// The WhatsApp group under test.
 const WA_GROUP: &str = "GCONF1";
@@ -55,6 +60,10 @@ impl Platform {
             Platform::Discord(_) => {
                 crate::telegram::register(home, "one", &format!("dc:{DC_CHANNEL}"), "One");
             }
+            Platform::Slack(_) => {
+                let jid = format!("sl:{}:{SL_CHANNEL}", crate::slack_api::TEAM);
+                crate::telegram::register(home, "one", &jid, "One");
+            }
         }
         // Another group on the HTTP channel, for ownership.
         home.ok(&["groups", "add", "web", "--name", "Web"]);
@@ -69,6 +78,12 @@ impl Platform {
                 let env = crate::discord::env(api);
                 let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
                 serve(home, &all)
+            }
+            // Events wait in the local Slack until the socket opens.
+            Platform::Slack(api) => {
+                let env = crate::slack::env(api);
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                serve(home, &env)
             }
         }
     }
@@ -101,6 +116,9 @@ impl Platform {
                     Some(WA_GROUP),
                 );
                 graph_api::deliver(&s.url, &graph_api::notification(json!([m]), json!([]))).await;
+            }
+            Platform::Slack(api) => {
+                api.mention(SL_CHANNEL, &format!("U0{}", who.to_uppercase()), text);
             }
         }
     }
@@ -135,6 +153,7 @@ impl Platform {
                 graph_api::deliver(&s.url, &graph_api::notification(json!([m]), json!([]))).await;
             }
             Platform::Discord(api) => api.bot_says(DC_CHANNEL, text),
+            Platform::Slack(api) => api.echo(SL_CHANNEL, text),
         }
     }
 
@@ -153,6 +172,11 @@ impl Platform {
                 .into_iter()
                 .map(|m| m.text)
                 .collect(),
+            Platform::Slack(api) => api
+                .sent_to(SL_CHANNEL)
+                .into_iter()
+                .map(|m| m.text)
+                .collect(),
         }
     }
 
@@ -163,6 +187,7 @@ impl Platform {
             Platform::Telegram(api) => api.sent().into_iter().map(|m| m.text).collect(),
             Platform::WhatsApp(api) => api.sent().into_iter().map(|m| m.text).collect(),
             Platform::Discord(api) => api.sent().into_iter().map(|m| m.text).collect(),
+            Platform::Slack(api) => api.sent().into_iter().map(|m| m.text).collect(),
         }
     }
 
@@ -298,4 +323,9 @@ async fn the_whatsapp_channel_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_discord_channel_conforms() {
     suite(Platform::Discord(DiscordApi::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_slack_channel_conforms() {
+    suite(Platform::Slack(SlackApi::start().await)).await;
 }

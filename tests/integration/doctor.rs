@@ -23,6 +23,7 @@ fn doctor_reports_every_part() {
             "telegram",
             "whatsapp",
             "discord",
+            "slack",
             "secrets"
         ]
     );

@@ -34,6 +34,8 @@ mod quota;
 mod routing;
 mod search;
 mod sessions;
+mod slack;
+mod slack_api;
 mod stream;
 mod telegram;
 mod viewer;

@@ -19,6 +19,8 @@ pub mod bot_api;
 pub mod discord_api;
 #[path = "../../../tests/integration/graph_api.rs"]
 pub mod graph_api;
+#[path = "../../../tests/integration/slack_api.rs"]
+pub mod slack_api;
 
 // The tests' headless Chromium, for the viewer's bench.
 #[path = "../../../tests/integration/browser.rs"]

@@ -2,7 +2,7 @@
 //!
 //! A [`Channel`] carries some chats (by jid) to people: the HTTP API and
 //! its SSE stream (which `g2 chat` uses from a terminal), [`telegram`],
-//! [`whatsapp`] and [`discord`]. Adding one means implementing the trait, registering it
+//! [`whatsapp`], [`discord`] and [`slack`]. Adding one means implementing the trait, registering it
 //! in [`Channels`], and running the conformance suite
 //! (`tests/integration/channels.rs`) against it; the router and the queue
 //! never see channels, only the message log (the queue hands what it
@@ -40,6 +40,7 @@ pub mod discord;
 mod live;
 pub mod outbox;
 mod sequencer;
+pub mod slack;
 pub mod split;
 pub mod telegram;
 #[cfg(test)]

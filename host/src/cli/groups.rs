@@ -17,7 +17,7 @@ pub(super) enum GroupsCmd {
         folder: String,
         #[arg(long)]
         name: String,
-        /// Chat id: tg:<chat_id> for a Telegram chat, tg:<chat_id>:<topic_id> for a forum topic, wa:<number> for a WhatsApp chat with one person, wa:g:<group_id> for a WhatsApp group (default: local:{folder}).
+        /// Chat id: tg:<chat_id> for a Telegram chat, tg:<chat_id>:<topic_id> for a forum topic, wa:<number> for a WhatsApp chat with one person, wa:g:<group_id> for a WhatsApp group, sl:<team_id>:<channel_id> for a Slack channel (default: local:{folder}).
         #[arg(long)]
         jid: Option<String>,
         /// Regex a message must match to wake the agent (default: ^@{assistant}).

@@ -27,6 +27,10 @@ pub const DISCORD_TOKEN: &str = "DISCORD_BOT_TOKEN";
 pub const WHATSAPP_APP_SECRET: &str = "WHATSAPP_APP_SECRET";
 /// What Meta's webhook verification must carry.
 pub const WHATSAPP_VERIFY_TOKEN: &str = "WHATSAPP_VERIFY_TOKEN";
+/// Slack's bot token (`xoxb-`: the Web API).
+pub const SLACK_BOT_TOKEN: &str = "SLACK_BOT_TOKEN";
+/// Slack's app-level token (`xapp-`: opens Socket Mode connections).
+pub const SLACK_APP_TOKEN: &str = "SLACK_APP_TOKEN";
 
 /// Every variable g2 reads a secret from (the environment or `{home}/.env`):
 /// the model credential and the channels' tokens. A new channel adds its own.
@@ -38,6 +42,8 @@ pub const SECRET_VARIABLES: &[&str] = &[
     WHATSAPP_APP_SECRET,
     WHATSAPP_VERIFY_TOKEN,
     DISCORD_TOKEN,
+    SLACK_BOT_TOKEN,
+    SLACK_APP_TOKEN,
 ];
 
 /// Every credential g2 holds: the API token and the values of

@@ -1,0 +1,219 @@
+//! The agent's markdown as Slack messages: split into parts within
+//! [`MAX_CHARS`] (Slack recommends at most 4,000 characters per message
+//! and truncates far longer ones), each written in Slack's mrkdwn
+//! (`*bold*`, `_italic_`, `~strike~`, `` `code` ``, fenced ```` ``` ````
+//! blocks, `> ` quotes, `<url|text>` links).
+//!
+//! Slack reads `&`, `<` and `>` as the start of an entity, a link or a
+//! mention, so every one the agent wrote is escaped (`&amp;`, `&lt;`,
+//! `&gt;`), in code too: the agent cannot ping `@channel` or forge a
+//! link. Headings are bold lines, lists `•`/`1.` lines, tables rows of
+//! cells, raw HTML is shown as text.
+
+use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+
+use crate::channels::split::{self, options};
+
+/// The most characters one part has, formatted or as written: under
+/// Slack's 4,000, for the entities escaping adds.
+pub const MAX_CHARS: usize = 3900;
+
+/// Whether a piece of markdown fits in one message, formatted or plain.
+fn fits(markdown: &str) -> bool {
+    markdown.chars().count() <= MAX_CHARS && text(markdown).chars().count() <= MAX_CHARS
+}
+
+/// The markdown split into the parts it is sent as, in order; the same
+/// text always gives the same parts.
+pub fn split(markdown: &str) -> Vec<String> {
+    split::split(markdown, MAX_CHARS, &fits)
+}
+
+/// Escapes what Slack would read as markup of its own.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// A piece of markdown in Slack's mrkdwn.
+pub fn text(markdown: &str) -> String {
+    let mut out = String::new();
+    // Ordered lists' next numbers (None: a bullet list), innermost last.
+    let mut lists: Vec<Option<u64>> = Vec::new();
+    // Each open link: its address and where its text starts in `out`.
+    let mut links: Vec<(String, usize)> = Vec::new();
+    let mut quote = 0usize;
+    for event in Parser::new_ext(markdown, options()) {
+        match event {
+            Event::Start(tag) => match tag {
+                Tag::Heading { .. } | Tag::Strong => out.push('*'),
+                Tag::BlockQuote(_) => quote += 1,
+                Tag::CodeBlock(_) => out.push_str("```\n"),
+                Tag::List(first) => {
+                    if !out.is_empty() && !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    lists.push(first);
+                }
+                Tag::Item => {
+                    out.push_str(&"    ".repeat(lists.len().saturating_sub(1)));
+                    match lists.last_mut() {
+                        Some(Some(n)) => {
+                            out.push_str(&format!("{n}. "));
+                            *n += 1;
+                        }
+                        _ => out.push_str("• "),
+                    }
+                }
+                Tag::Emphasis => out.push('_'),
+                Tag::Strikethrough => out.push('~'),
+                Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
+                    links.push((dest_url.to_string(), out.len()));
+                }
+                Tag::Paragraph if quote > 0 => out.push_str(&"> ".repeat(quote)),
+                Tag::TableCell
+                    if !out.ends_with('\n') && !out.is_empty() && !out.ends_with("| ") =>
+                {
+                    out.push_str(" | ");
+                }
+                _ => {}
+            },
+            Event::End(tag) => match tag {
+                TagEnd::Paragraph => out.push_str("\n\n"),
+                TagEnd::Heading(_) => out.push_str("*\n\n"),
+                TagEnd::BlockQuote(_) => quote = quote.saturating_sub(1),
+                TagEnd::CodeBlock => {
+                    if !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    out.push_str("```\n\n");
+                }
+                TagEnd::List(_) => {
+                    lists.pop();
+                    if lists.is_empty() {
+                        trim_end(&mut out);
+                        out.push_str("\n\n");
+                    }
+                }
+                TagEnd::Item => {
+                    trim_end(&mut out);
+                    out.push('\n');
+                }
+                TagEnd::Emphasis => out.push('_'),
+                TagEnd::Strong => out.push('*'),
+                TagEnd::Strikethrough => out.push('~'),
+                TagEnd::Link | TagEnd::Image => {
+                    if let Some((url, start)) = links.pop() {
+                        link(&mut out, &url, start);
+                    }
+                }
+                TagEnd::TableHead | TagEnd::TableRow | TagEnd::Table => out.push('\n'),
+                _ => {}
+            },
+            // An image's alt text comes as text.
+            Event::Text(t) => out.push_str(&escape(&t)),
+            Event::Code(t) => out.push_str(&format!("`{}`", escape(&t))),
+            Event::Html(t) | Event::InlineHtml(t) => out.push_str(&escape(&t)),
+            Event::SoftBreak | Event::HardBreak => {
+                out.push('\n');
+                if quote > 0 {
+                    out.push_str(&"> ".repeat(quote));
+                }
+            }
+            Event::Rule => out.push_str("——————\n\n"),
+            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
+            Event::FootnoteReference(t) => out.push_str(&format!("[{}]", escape(&t))),
+            Event::InlineMath(t) | Event::DisplayMath(t) => out.push_str(&escape(&t)),
+        }
+    }
+    trim_end(&mut out);
+    out
+}
+
+/// Turns the link text written since `start` into `<url|text>` (`<url>`
+/// when the text is the address). An address Slack would not link (no
+/// scheme, or one with spaces) stays as text beside it.
+fn link(out: &mut String, url: &str, start: usize) {
+    let label = out.split_off(start);
+    let linkable =
+        (url.starts_with("http://") || url.starts_with("https://") || url.starts_with("mailto:"))
+            && !url.contains(char::is_whitespace);
+    if !linkable {
+        out.push_str(&label);
+        if !url.is_empty() && label != escape(url) {
+            out.push_str(&format!(" ({})", escape(url)));
+        }
+        return;
+    }
+    let url = escape(url).replace('|', "%7C");
+    // `|` and `>` end a link's text.
+    let label = label.replace('|', "¦");
+    if label.is_empty() || label == url {
+        out.push_str(&format!("<{url}>"));
+    } else {
+        out.push_str(&format!("<{url}|{label}>"));
+    }
+}
+
+fn trim_end(s: &mut String) {
+    let n = s.trim_end().len();
+    s.truncate(n);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_becomes_mrkdwn() {
+        assert_eq!(
+            text("# Plan\n\n**Bold**, *it*, ~~gone~~ and `x`.\n\n- one\n- two\n\n1. a\n2. b"),
+            "*Plan*\n\n*Bold*, _it_, ~gone~ and `x`.\n\n• one\n• two\n\n1. a\n2. b"
+        );
+        assert_eq!(
+            text("see [the docs](https://example.org/d?a=1&b=2) or <https://example.org>"),
+            "see <https://example.org/d?a=1&amp;b=2|the docs> or <https://example.org>"
+        );
+        assert_eq!(
+            text("[a|b](https://x.org/p|q) [rel](./local)"),
+            "<https://x.org/p%7Cq|a¦b> rel (./local)"
+        );
+        assert_eq!(
+            text("```rust\nif a < b && c > d {}\n```"),
+            "```\nif a &lt; b &amp;&amp; c &gt; d {}\n```"
+        );
+        assert_eq!(text("> said\n> twice"), "> said\n> twice");
+    }
+
+    #[test]
+    fn nothing_the_agent_writes_becomes_slack_markup() {
+        // Mentions, broadcasts and forged links stay text.
+        assert_eq!(
+            text("<!channel> hi <@U123> <https://evil.example|bank>"),
+            "&lt;!channel&gt; hi &lt;@U123&gt; &lt;https://evil.example|bank&gt;"
+        );
+        assert_eq!(text("`<!here>` & co"), "`&lt;!here&gt;` &amp; co");
+        assert_eq!(text("<b>raw</b>"), "&lt;b&gt;raw&lt;/b&gt;");
+        assert_eq!(text("&amp; already"), "&amp; already");
+    }
+
+    #[test]
+    fn long_texts_split_within_the_limit_in_order() {
+        let para = "word & ".repeat(200);
+        let long = [para.trim(); 8].join("\n\n");
+        let parts = split(&long);
+        assert!(parts.len() > 1, "{}", parts.len());
+        for p in &parts {
+            assert!(text(p).chars().count() <= MAX_CHARS);
+        }
+        assert_eq!(parts.join("\n\n"), long);
+        assert_eq!(split(&long), parts);
+        assert_eq!(split("short"), vec!["short".to_string()]);
+        // One word longer than a message, of characters escaping triples.
+        let word = "<".repeat(5000);
+        let parts = split(&word);
+        assert!(parts.iter().all(|p| text(p).chars().count() <= MAX_CHARS));
+        assert_eq!(parts.concat(), word);
+    }
+}

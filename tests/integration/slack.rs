@@ -1,0 +1,378 @@
+//! The Slack channel end to end: `g2 serve` with real Docker, the real
+//! Claude Code and the offline model, against the local Slack of
+//! [`crate::slack_api`] (Web API and Socket Mode): mentions, context and
+//! threads, strangers, acknowledgements while an agent works, renewed and
+//! dropped connections, envelopes delivered again, long replies, rate
+//! limits, a removed bot, the doctor, and missing tokens. The host killed
+//! between receiving and replying is the conformance suite's
+//! (`channels::the_slack_channel_conforms`).
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::slack_api::{APP_TOKEN, BOT_TOKEN, BOT_USER, Failure, SlackApi, TEAM};
+use crate::support::*;
+
+/// `g2 serve`'s environment for the channel at `api`.
+pub fn env(api: &SlackApi) -> Vec<(&'static str, String)> {
+    vec![
+        ("G2_CHANNELS__SLACK__ENABLED", "true".into()),
+        ("G2_CHANNELS__SLACK__API_URL", api.url.clone()),
+        ("SLACK_BOT_TOKEN", BOT_TOKEN.into()),
+        ("SLACK_APP_TOKEN", APP_TOKEN.into()),
+    ]
+}
+
+/// `g2 serve` with the channel, once its socket is open.
+pub async fn serve_with(home: &TestHome, api: &SlackApi, more: &[(&'static str, &str)]) -> Serve {
+    let connections = api.opens().1;
+    let env = env(api);
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.extend_from_slice(more);
+    let s = serve(home, &all);
+    api.wait_connected(connections + 1, 60).await;
+    s
+}
+
+const CLUB: &str = "C0CLUB";
+const STRANGER: &str = "C0STRANGER";
+
+fn register(home: &TestHome, folder: &str, channel: &str) {
+    crate::telegram::register(home, folder, &format!("sl:{TEAM}:{channel}"), folder);
+}
+
+/// Messages stored for a group (people's and the assistant's).
+async fn stored(base: &str, folder: &str) -> Vec<Value> {
+    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
+        .await
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// How long each envelope took to be acknowledged; panics on one that
+/// never was.
+fn ack_delays(api: &SlackApi) -> Vec<Duration> {
+    api.envelopes()
+        .iter()
+        .map(|e| {
+            let acked = e.acked.unwrap_or_else(|| panic!("not acknowledged: {e:?}"));
+            acked - e.sent[0]
+        })
+        .collect()
+}
+
+async fn wait_acked(api: &SlackApi, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while api.envelopes().iter().any(|e| e.acked.is_none()) {
+        assert!(
+            Instant::now() < deadline,
+            "unacknowledged: {:?}",
+            api.envelopes()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mentions_are_answered_once_in_their_channel_and_strangers_get_nothing() {
+    if !image_ready() {
+        return;
+    }
+    let api = SlackApi::start().await;
+    let home = TestHome::new();
+    register(&home, "club", CLUB);
+    let s = serve_with(&home, &api, &[]).await;
+
+    // Context, then a mention (sent as `message` and `app_mention`).
+    api.say(
+        CLUB,
+        "U0BOB",
+        "we need milk & <https://shop.example|bread>",
+        None,
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(api.sent_to(CLUB).is_empty(), "no mention, no answer");
+    api.mention(CLUB, "U0CY", "what do we need?");
+    let sent = api.wait_sent(CLUB, 1, 120).await;
+    assert!(
+        sent[0].text.contains("we need milk &amp; bread"),
+        "{sent:?}"
+    );
+    assert!(sent[0].mrkdwn && sent[0].thread_ts.is_none(), "{sent:?}");
+
+    // A mention in a thread is answered in the thread.
+    let parent = api.say(CLUB, "U0BOB", "a thread", None);
+    api.say(
+        CLUB,
+        "U0CY",
+        &format!("<@{BOT_USER}>\nin-thread question"),
+        Some(&parent),
+    );
+    let sent = api.wait_sent(CLUB, 2, 120).await;
+    assert!(sent[1].text.contains("in-thread question"), "{sent:?}");
+    assert_eq!(sent[1].thread_ts.as_deref(), Some(parent.as_str()));
+
+    // A channel that is not registered: acknowledged, nothing stored or sent.
+    api.mention(STRANGER, "U0DEE", "hi?");
+    wait_acked(&api, 10).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(api.sent_to(STRANGER).is_empty());
+    let strangers = home
+        .store()
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM messages WHERE chat_jid LIKE '%C0STRANGER'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?)
+        })
+        .await
+        .unwrap();
+    assert_eq!(strangers, 0);
+
+    // Each message stored once though Slack sent the mentions twice.
+    let log = stored(&s.url, "club").await;
+    let asked: Vec<&str> = log
+        .iter()
+        .filter(|m| m["from_bot"] == false)
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    assert!(asked[1].starts_with("@g2bot"), "{asked:?}");
+    assert_eq!(log[0]["sender"], "U0BOB");
+    assert_eq!(api.sent_to(CLUB).len(), 2, "answered once each");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envelopes_are_acknowledged_at_once_and_reconnects_lose_and_repeat_nothing() {
+    if !image_ready() {
+        return;
+    }
+    let api = SlackApi::start().await;
+    let home = TestHome::new();
+    register(&home, "club", CLUB);
+    let s = serve_with(&home, &api, &[]).await;
+
+    // A turn that takes a while; messages keep coming meanwhile.
+    api.mention(CLUB, "U0ANN", "g2:bash sleep 8; echo slow-answer");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while home
+        .store()
+        .read(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:club'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?)
+        })
+        .await
+        .unwrap()
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the turn never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    api.say(CLUB, "U0BOB", "context while it works", None);
+    api.mention(CLUB, "U0BOB", "second-question");
+    wait_acked(&api, 5).await;
+    assert!(
+        api.sent_to(CLUB).is_empty(),
+        "acknowledged while the agent still works"
+    );
+    let delays = ack_delays(&api);
+    assert!(
+        delays.iter().all(|d| *d < Duration::from_secs(3)),
+        "{delays:?}"
+    );
+
+    // Slack delivers an envelope again: stored and answered once.
+    let last = api.envelopes().last().unwrap().id.clone();
+    api.repeat(&last);
+
+    // Renewed connections: a new one opens each time.
+    for (i, reason) in ["refresh_requested", "warning"].into_iter().enumerate() {
+        let (opens, _) = api.opens();
+        api.disconnect(reason);
+        api.wait_connected(2 + i, 30).await;
+        assert!(api.opens().0 > opens);
+    }
+    // A dropped socket, with a mention sent while none is open.
+    api.drop_socket();
+    api.mention(CLUB, "U0CY", "third-question");
+    api.wait_connected(4, 60).await;
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let all: String = api.sent_to(CLUB).iter().map(|m| m.text.clone()).collect();
+        if ["slow-answer", "second-question", "third-question"]
+            .iter()
+            .all(|w| all.contains(w))
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not all answered: {all}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_acked(&api, 5).await;
+    let sent = api.sent_to(CLUB);
+    for w in ["slow-answer", "second-question", "third-question"] {
+        let n = sent.iter().filter(|m| m.text.contains(w)).count();
+        assert_eq!(n, 1, "{w} answered once: {sent:?}");
+    }
+    let log = stored(&s.url, "club").await;
+    let people = log.iter().filter(|m| m["from_bot"] == false).count();
+    assert_eq!(people, 4, "each message stored once: {log:?}");
+    assert!(
+        log.iter()
+            .any(|m| m["text"].as_str().unwrap().contains("second-question"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_replies_rate_limits_and_a_removed_bot() {
+    if !image_ready() {
+        return;
+    }
+    let api = SlackApi::start().await;
+    let home = TestHome::new();
+    register(&home, "club", CLUB);
+    let s = serve_with(&home, &api, &[]).await;
+
+    // Three results of ~1,900 characters, in paragraphs: over 5,000.
+    let fill = |w: &str| {
+        format!(
+            "g2:bash for i in $(seq 1 26); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
+        )
+    };
+    api.fail_next_send(Failure::RateLimited(3));
+    let asked_at = Instant::now();
+    api.mention(
+        CLUB,
+        "U0ANN",
+        &[fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n"),
+    );
+    let sent = api.wait_sent(CLUB, 2, 180).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent_now = api.sent_to(CLUB);
+    assert_eq!(sent_now.len(), 2, "two messages: {sent_now:?}");
+    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
+    assert!(total > 5000, "{total} characters");
+    assert!(
+        sent[0].text.contains("Alpha paragraph 1,"),
+        "{:.200}",
+        sent[0].text
+    );
+    assert!(
+        sent[1].text.contains("Gamma paragraph 26,"),
+        "in order: {:.200}",
+        sent[1].text
+    );
+    assert!(sent.iter().all(|m| m.text.chars().count() <= 4000));
+    assert_eq!(api.rejected(), 1, "one rate limit answer");
+    assert!(
+        sent[0].at - asked_at >= Duration::from_secs(3),
+        "waited Retry-After before sending again"
+    );
+
+    // The bot removed from the channel: the group is marked failing.
+    api.fail_next_send(Failure::NotInChannel);
+    api.mention(CLUB, "U0CY", "still there?");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
+        if let Some(e) = st["failing"]["error"].as_str() {
+            assert!(e.contains("not_in_channel"), "{e}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "club never marked failing: {st}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_both_tokens_with_slack() {
+    let api = SlackApi::start().await;
+    let url = api.url.clone();
+    let checks = tokio::task::spawn_blocking(move || {
+        let (home, home2) = (TestHome::new(), TestHome::new());
+        let env = [
+            ("G2_CHANNELS__SLACK__ENABLED", "true"),
+            ("G2_CHANNELS__SLACK__API_URL", url.as_str()),
+            ("SLACK_BOT_TOKEN", BOT_TOKEN),
+            ("SLACK_APP_TOKEN", APP_TOKEN),
+        ];
+        let check = |home: &TestHome, env: &[(&str, &str)]| {
+            let out = home.g2_with(&["doctor", "--json"], env);
+            let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
+            checks
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "slack")
+                .cloned()
+                .unwrap()
+        };
+        let mut bad_bot = env;
+        bad_bot[2] = ("SLACK_BOT_TOKEN", "xoxb-wrong-wrong-wrong");
+        let mut bad_app = env;
+        bad_app[3] = ("SLACK_APP_TOKEN", "xapp-wrong-wrong-wrong");
+        let mut swapped = env;
+        swapped[3] = ("SLACK_APP_TOKEN", BOT_TOKEN);
+        [
+            check(&home, &env),
+            check(&home, &bad_bot),
+            check(&home, &bad_app),
+            check(&home, &env[..3]),
+            check(&home, &swapped),
+            check(&home2, &[]),
+        ]
+    })
+    .await
+    .unwrap();
+    let [good, bad_bot, bad_app, missing, swapped, off] = checks;
+    assert_eq!(good["ok"], true, "{good}");
+    let d = good["detail"].as_str().unwrap();
+    assert!(d.contains("@g2bot") && d.contains(TEAM), "{good}");
+    for (bad, variable) in [(&bad_bot, "SLACK_BOT_TOKEN"), (&bad_app, "SLACK_APP_TOKEN")] {
+        assert_eq!(bad["ok"], false, "{bad}");
+        let why = bad["detail"].as_str().unwrap();
+        assert!(
+            why.contains("invalid_auth") && why.contains(variable) && !why.contains("wrong-wrong"),
+            "{why}"
+        );
+    }
+    assert_eq!(missing["ok"], false, "{missing}");
+    let why = missing["detail"].as_str().unwrap();
+    assert!(why.contains("SLACK_APP_TOKEN is not set"), "{why}");
+    assert_eq!(swapped["ok"], false, "{swapped}");
+    let why = swapped["detail"].as_str().unwrap();
+    assert!(why.contains("xapp-") && !why.contains(BOT_TOKEN), "{why}");
+    assert_eq!(off["ok"], true, "{off}");
+    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_to_start_the_channel_without_both_tokens() {
+    let api = SlackApi::start().await;
+    let home = TestHome::new();
+    let env: Vec<(&'static str, String)> = env(&api)
+        .into_iter()
+        .filter(|(k, _)| *k != "SLACK_APP_TOKEN")
+        .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        home.g2_with(&["serve", "--listen", "127.0.0.1:0"], &all)
+    })
+    .await
+    .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SLACK_APP_TOKEN") && !err.contains(BOT_TOKEN),
+        "{err}"
+    );
+    assert_eq!(api.opens(), (0, 0));
+}
