@@ -118,6 +118,24 @@ pub(crate) fn clean_name(name: &str) -> String {
     out.trim().to_string()
 }
 
+/// The message an assistant message answers (its platform id and
+/// thread), when it is in the same chat: what a platform quotes, replies
+/// to or threads under. Not found is not an error; a store that cannot be
+/// read is, and the part is tried again.
+pub(crate) async fn answered(
+    store: &Store,
+    m: &Message,
+) -> std::result::Result<Option<store::messages::Reference>, SendError> {
+    let Some(seq) = m.reply_to else {
+        return Ok(None);
+    };
+    Ok(store
+        .read(move |c| store::messages::reference(c, seq))
+        .await
+        .map_err(|e| SendError::Transient(e.to_string()))?
+        .filter(|r| r.chat_jid == m.chat_jid))
+}
+
 /// A way to reach people in chats.
 pub trait Channel: Send + Sync + 'static {
     /// Short name stored with each chat (`http`, `telegram`, …).

@@ -36,7 +36,7 @@ use crate::Result;
 use crate::background::Background;
 use crate::config::DiscordSettings;
 use crate::routing::messages::Message;
-use crate::store::{self, Store};
+use crate::store::Store;
 
 pub use crate::gateway::credentials::DISCORD_TOKEN as TOKEN_VARIABLE;
 pub use crate::jid::{DISCORD_PREFIX as PREFIX, DiscordJid as Jid};
@@ -119,13 +119,9 @@ impl Channel for Discord {
                 return Err(SendError::RetryAfter(w));
             }
             // The first part replies to what it answers.
-            let reply_to = match (m.reply_to, part) {
-                (Some(seq), 0) => self
-                    .store
-                    .read(move |c| store::messages::reference(c, seq))
-                    .await
-                    .map_err(|e| SendError::Transient(e.to_string()))?
-                    .filter(|r| r.chat_jid == m.chat_jid)
+            let reply_to = match part {
+                0 => super::answered(&self.store, m)
+                    .await?
                     .and_then(|r| r.external_id)
                     .and_then(|id| id.parse::<u64>().ok()),
                 _ => None,

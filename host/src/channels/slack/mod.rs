@@ -39,7 +39,7 @@ use super::{Channel, Channels, SendError};
 use crate::background::Background;
 use crate::config::SlackSettings;
 use crate::routing::messages::Message;
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::{Error, Result};
 
 pub use crate::gateway::credentials::{SLACK_APP_TOKEN as APP_TOKEN, SLACK_BOT_TOKEN as BOT_TOKEN};
@@ -180,16 +180,9 @@ impl Channel for Slack {
                 SendError::Rejected(format!("{:?} is not a Slack channel", m.chat_jid))
             })?;
             // Into the thread of the mention it answers, if it was in one.
-            let thread = match m.reply_to {
-                Some(seq) => self
-                    .store
-                    .read(move |c| store::messages::reference(c, seq))
-                    .await
-                    .map_err(|e| SendError::Transient(e.to_string()))?
-                    .filter(|r| r.chat_jid == m.chat_jid)
-                    .and_then(|r| r.thread),
-                None => None,
-            };
+            let thread = super::answered(&self.store, m)
+                .await?
+                .and_then(|r| r.thread);
             self.post(&jid.channel, &format::text(text), thread.as_deref())
                 .await
                 .map_err(send_error)

@@ -43,7 +43,7 @@ use super::{Channel, Channels, SendError};
 use crate::background::Background;
 use crate::config::TelegramSettings;
 use crate::routing::messages::Message;
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::{Error, Result};
 
 /// Where the bot token is read from (the environment, then `{home}/.env`).
@@ -209,15 +209,7 @@ impl Channel for Telegram {
                 SendError::Rejected(format!("{:?} is not a Telegram chat", m.chat_jid))
             })?;
             // What it answers: its Telegram id (to quote) and topic.
-            let answered = match m.reply_to {
-                Some(seq) => self
-                    .store
-                    .read(move |c| store::messages::reference(c, seq))
-                    .await
-                    .map_err(|e| SendError::Transient(e.to_string()))?
-                    .filter(|r| r.chat_jid == m.chat_jid),
-                None => None,
-            };
+            let answered = super::answered(&self.store, m).await?;
             let thread = jid.topic.or_else(|| {
                 answered
                     .as_ref()

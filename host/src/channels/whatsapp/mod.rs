@@ -39,7 +39,7 @@ pub use super::Secret;
 use super::{Channel, SendError};
 use crate::config::WhatsAppSettings;
 use crate::routing::messages::Message;
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::{Error, Result};
 
 pub use crate::gateway::credentials::{
@@ -332,13 +332,9 @@ impl Channel for WhatsApp {
                 SendError::Rejected(format!("{:?} is not a WhatsApp chat", m.chat_jid))
             })?;
             // In a group, the first part quotes what it answers.
-            let quote = match (m.reply_to, &jid, part) {
-                (Some(seq), Jid::Group(_), 0) => self
-                    .store
-                    .read(move |c| store::messages::reference(c, seq))
-                    .await
-                    .map_err(|e| SendError::Transient(e.to_string()))?
-                    .filter(|r| r.chat_jid == m.chat_jid)
+            let quote = match (&jid, part) {
+                (Jid::Group(_), 0) => super::answered(&self.store, m)
+                    .await?
                     .and_then(|r| r.external_id),
                 _ => None,
             };
