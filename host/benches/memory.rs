@@ -201,9 +201,7 @@ fn injection(runs: usize) {
     );
     let jobs = || -> i64 {
         store
-            .read_blocking(|c| {
-                Ok(c.query_row("SELECT count(*) FROM embedding_jobs", [], |r| r.get(0))?)
-            })
+            .read_blocking(|c| c.query_row("SELECT count(*) FROM embedding_jobs", (), |r| r.get(0)))
             .unwrap()
     };
     let before = jobs();

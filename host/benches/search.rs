@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use common::{Samples, command, fmt_dur, g2_binary, time_process};
 
 use chrono::{TimeZone, Utc};
-use rusqlite::params;
+use g2_host::store::params;
 
 use g2_host::home::Home;
 use g2_host::search;
@@ -134,11 +134,9 @@ fn main() {
 
     let existing: i64 = store
         .read_blocking(|c| {
-            Ok(
-                c.query_row("SELECT count(*) FROM conversation_archives", [], |r| {
-                    r.get(0)
-                })?,
-            )
+            c.query_row("SELECT count(*) FROM conversation_archives", (), |r| {
+                r.get(0)
+            })
         })
         .unwrap();
     if existing == DOCS as i64 {
@@ -500,15 +498,17 @@ fn generate(home: &Home, store: &Store) -> GenStats {
             let rows = std::mem::take(&mut batch);
             store
                 .write_blocking(move |tx| {
-                    let mut meta = tx.prepare_cached(
-                        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
-                         VALUES ('main', ?1, ?2, ?3, ?4, ?5)",
-                    )?;
-                    let mut fts = tx
-                        .prepare_cached("INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)")?;
                     for (title, body, rel, session, trigger, created) in &rows {
-                        meta.execute(params![session, title, rel, trigger, created])?;
-                        fts.execute(params![tx.last_insert_rowid(), title, body])?;
+                        let id: i64 = tx.query_row(
+                            "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
+                             VALUES ('main', ?1, ?2, ?3, ?4, ?5) RETURNING id",
+                            params![session, title, rel, trigger, created],
+                            |r| r.get(0),
+                        )?;
+                        tx.execute(
+                            "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
+                            params![id, title, body],
+                        )?;
                     }
                     Ok(())
                 })
@@ -626,7 +626,7 @@ struct InProcess {
 /// `QUERIES` timed ones, or fewer (at least 100) once `QUERY_TIME_CAP` has
 /// passed.
 fn time_search(
-    conn: &rusqlite::Connection,
+    conn: &g2_host::store::Db<'_>,
     term: &str,
     group: Option<&str>,
 ) -> g2_host::Result<Samples> {

@@ -1,6 +1,7 @@
 //! The `conversation_archives` table and its full-text index `archives_fts`.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use crate::db::{Db, Optional, Row};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
@@ -59,28 +60,25 @@ pub struct NewArchive<'a> {
 }
 
 /// Whether an archive row holds this path (relative to the home).
-pub fn is_recorded(conn: &Connection, rel_path: &str) -> Result<bool> {
-    Ok(conn.query_row(
+pub fn is_recorded(conn: &Db<'_>, rel_path: &str) -> Result<bool> {
+    conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM conversation_archives WHERE path = ?1)",
         [rel_path],
-        |r| r.get::<_, bool>(0),
-    )?)
+        |r| r.get::<bool>(0),
+    )
 }
 
 /// Records and indexes a prepared archive (a [`NewArchive`], or what
 /// converts into one: the host's `archives::Prepared`) in the caller's
 /// transaction; its body is split into recall's passages with it.
-pub fn insert<'a>(
-    tx: &Transaction<'_>,
-    archive: impl Into<NewArchive<'a>>,
-) -> Result<ArchiveRecord> {
+pub fn insert<'a>(tx: &Db<'_>, archive: impl Into<NewArchive<'a>>) -> Result<ArchiveRecord> {
     let p = archive.into();
-    tx.execute(
+    let id: i64 = tx.query_row(
         "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
         params![p.group.as_str(), p.session_id, p.title, p.rel_path, p.trigger.as_str(), p.created_at],
+        |r| r.get(0),
     )?;
-    let id = tx.last_insert_rowid();
     tx.execute(
         "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
         params![id, p.title, p.body],
@@ -105,7 +103,7 @@ pub fn insert<'a>(
 
 /// Moves an archive's row to another path (its file was settled under a
 /// name other than the one it was recorded with).
-pub fn move_to(tx: &Transaction<'_>, id: i64, rel_path: &str) -> Result<()> {
+pub fn move_to(tx: &Db<'_>, id: i64, rel_path: &str) -> Result<()> {
     tx.execute(
         "UPDATE conversation_archives SET path = ?2 WHERE id = ?1",
         params![id, rel_path],
@@ -114,19 +112,18 @@ pub fn move_to(tx: &Transaction<'_>, id: i64, rel_path: &str) -> Result<()> {
 }
 
 /// The archive recorded at a path (relative to the home).
-pub fn by_path(conn: &Connection, rel_path: &str) -> Result<Option<ArchiveRecord>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM conversation_archives WHERE path = ?1"),
-            [rel_path],
-            from_row,
-        )
-        .optional()?)
+pub fn by_path(conn: &Db<'_>, rel_path: &str) -> Result<Option<ArchiveRecord>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM conversation_archives WHERE path = ?1"),
+        [rel_path],
+        from_row,
+    )
+    .optional()
 }
 
 const COLUMNS: &str = "id, group_folder, session_id, name, path, trigger, created_at";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
+fn from_row(r: &Row<'_>) -> Result<ArchiveRecord> {
     let trigger: String = r.get(5)?;
     Ok(ArchiveRecord {
         id: r.get(0)?,
@@ -144,7 +141,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<ArchiveRecord> {
 }
 
 /// A group's archives, newest first.
-pub fn list(conn: &Connection, group: &str) -> Result<Vec<ArchiveRecord>> {
+pub fn list(conn: &Db<'_>, group: &str) -> Result<Vec<ArchiveRecord>> {
     query_all(
         conn,
         &format!(
@@ -155,12 +152,11 @@ pub fn list(conn: &Connection, group: &str) -> Result<Vec<ArchiveRecord>> {
     )
 }
 
-pub fn get(conn: &Connection, id: i64) -> Result<Option<ArchiveRecord>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM conversation_archives WHERE id = ?1"),
-            [id],
-            from_row,
-        )
-        .optional()?)
+pub fn get(conn: &Db<'_>, id: i64) -> Result<Option<ArchiveRecord>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM conversation_archives WHERE id = ?1"),
+        [id],
+        from_row,
+    )
+    .optional()
 }

@@ -1,7 +1,8 @@
 //! The `deliveries` table: how far each part of an outbound message got
 //! on its platform (see `channels::outbox`).
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use crate::db::{Db, Optional};
+use crate::params;
 
 use super::{Result, now_rfc3339, query_all};
 
@@ -49,15 +50,15 @@ pub struct Part {
 }
 
 /// The parts of a message that have a row, in order.
-pub fn of(conn: &Connection, message_id: &str) -> Result<Vec<Part>> {
+pub fn of(conn: &Db<'_>, message_id: &str) -> Result<Vec<Part>> {
     query_all(
         conn,
         "SELECT part, state, external_id, detail FROM deliveries WHERE message_id = ?1 ORDER BY part",
         [message_id],
         |r| {
             Ok(Part {
-                part: r.get::<_, i64>(0)? as usize,
-                state: State::parse(&r.get::<_, String>(1)?),
+                part: r.get::<i64>(0)? as usize,
+                state: State::parse(&r.get::<String>(1)?),
                 external_id: r.get(2)?,
                 detail: r.get(3)?,
             })
@@ -67,7 +68,7 @@ pub fn of(conn: &Connection, message_id: &str) -> Result<Vec<Part>> {
 
 /// Records where a part stands (replacing what was recorded).
 pub fn set(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     message_id: &str,
     part: usize,
     state: State,
@@ -98,7 +99,7 @@ pub fn set(
 /// (sent, delivered, read, then failed): one that arrives late is not
 /// recorded over a later one.
 pub fn receipt(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     external_id: &str,
     receipt: &str,
     detail: Option<&str>,
@@ -132,7 +133,7 @@ pub fn receipt(
 }
 
 /// The receipt recorded for a part, if any.
-pub fn receipt_of(conn: &Connection, message_id: &str, part: usize) -> Result<Option<String>> {
+pub fn receipt_of(conn: &Db<'_>, message_id: &str, part: usize) -> Result<Option<String>> {
     Ok(conn
         .query_row(
             "SELECT receipt FROM deliveries WHERE message_id = ?1 AND part = ?2",
@@ -145,7 +146,7 @@ pub fn receipt_of(conn: &Connection, message_id: &str, part: usize) -> Result<Op
 
 /// Forgets a part that is known not to have been sent (the platform
 /// answered with an error), so a later attempt is a first one.
-pub fn clear(tx: &Transaction<'_>, message_id: &str, part: usize) -> Result<()> {
+pub fn clear(tx: &Db<'_>, message_id: &str, part: usize) -> Result<()> {
     tx.execute(
         "DELETE FROM deliveries WHERE message_id = ?1 AND part = ?2 AND state = 'sending'",
         params![message_id, part as i64],

@@ -2,7 +2,8 @@
 //! (`embedding_jobs`, filled by triggers when a row is written; see
 //! `migrations/0012_embeddings.sql`). `memory::embed` runs the jobs.
 
-use rusqlite::{Connection, Transaction, params};
+use crate::db::Db;
+use crate::params;
 
 use super::{Result, query_all};
 
@@ -42,7 +43,7 @@ fn source(kind: &str) -> Option<&'static str> {
 
 /// Up to `limit` jobs, newest rows first (what was just said is the likeliest
 /// to be asked about), with their texts. A job whose row is gone is dropped.
-pub fn pending(tx: &Transaction<'_>, limit: i64) -> Result<Vec<Job>> {
+pub fn pending(tx: &Db<'_>, limit: i64) -> Result<Vec<Job>> {
     let keys: Vec<(String, i64)> = query_all(
         tx,
         "SELECT kind, item_id FROM embedding_jobs ORDER BY item_id DESC LIMIT ?1",
@@ -78,7 +79,7 @@ pub fn pending(tx: &Transaction<'_>, limit: i64) -> Result<Vec<Job>> {
 /// Stores a job's vector and ends the job, in one transaction: a job that
 /// is gone (its row deleted meanwhile) stores nothing. A vector the row
 /// had is deleted first (counted as a delete), never replaced in place.
-pub fn put(tx: &Transaction<'_>, job: &Job, model: &str, vector: &[u8]) -> Result<bool> {
+pub fn put(tx: &Db<'_>, job: &Job, model: &str, vector: &[u8]) -> Result<bool> {
     let ended = tx.execute(
         "DELETE FROM embedding_jobs WHERE kind = ?1 AND item_id = ?2",
         params![job.kind, job.id],
@@ -103,7 +104,7 @@ pub fn put(tx: &Transaction<'_>, job: &Job, model: &str, vector: &[u8]) -> Resul
 /// order. The group filter is the index's first column: another group's
 /// vectors are never read.
 pub fn vectors_after(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &str,
     kind: &str,
     model: &str,
@@ -121,30 +122,30 @@ pub fn vectors_after(
 
 /// The newest rowid of `group`'s vectors of `kind` by `model`, and how many
 /// of its vectors of `kind` were ever deleted: two index seeks.
-pub fn extent(conn: &Connection, group: &str, kind: &str, model: &str) -> Result<(i64, i64)> {
-    Ok(conn.query_row(
+pub fn extent(conn: &Db<'_>, group: &str, kind: &str, model: &str) -> Result<(i64, i64)> {
+    conn.query_row(
         "SELECT (SELECT coalesce(max(rowid), 0) FROM embeddings
                  WHERE group_folder = ?1 AND kind = ?2 AND model = ?3),
                 (SELECT coalesce(max(n), 0) FROM embedding_deletes
                  WHERE group_folder = ?1 AND kind = ?2)",
         params![group, kind, model],
         |r| Ok((r.get(0)?, r.get(1)?)),
-    )?)
+    )
 }
 
 /// (rows with a vector of `model`, jobs waiting).
-pub fn counts(conn: &Connection, model: &str) -> Result<(i64, i64)> {
-    Ok(conn.query_row(
+pub fn counts(conn: &Db<'_>, model: &str) -> Result<(i64, i64)> {
+    conn.query_row(
         "SELECT (SELECT count(*) FROM embeddings WHERE model = ?1),
                 (SELECT count(*) FROM embedding_jobs)",
         [model],
         |r| Ok((r.get(0)?, r.get(1)?)),
-    )?)
+    )
 }
 
 /// Forgets every vector and queues every row again (`g2 memory reindex`).
-pub fn reset(tx: &Transaction<'_>) -> Result<i64> {
-    tx.execute("DELETE FROM embeddings", [])?;
+pub fn reset(tx: &Db<'_>) -> Result<i64> {
+    tx.execute("DELETE FROM embeddings", ())?;
     tx.execute_batch(
         "INSERT OR IGNORE INTO embedding_jobs (kind, item_id) SELECT 'passage', id FROM archive_passages;
          INSERT OR IGNORE INTO embedding_jobs (kind, item_id)
@@ -153,5 +154,5 @@ pub fn reset(tx: &Transaction<'_>) -> Result<i64> {
          INSERT OR IGNORE INTO embedding_jobs (kind, item_id)
            SELECT 'prompt', id FROM prompt_batches WHERE reply IS NOT NULL;",
     )?;
-    Ok(tx.query_row("SELECT count(*) FROM embedding_jobs", [], |r| r.get(0))?)
+    tx.query_row("SELECT count(*) FROM embedding_jobs", (), |r| r.get(0))
 }

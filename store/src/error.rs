@@ -14,6 +14,16 @@ pub enum Error {
     Validation(#[from] ValidationError),
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL refused or the connection failed.
+    #[error("database: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// A query that must return a row returned none (`Optional` turns it
+    /// into `None`).
+    #[error("database: the query returned no row")]
+    NoRow,
+    /// A stored column did not convert to what the store reads it as.
+    #[error("database: column {index}: {why}")]
+    Column { index: usize, why: String },
     #[error("database migration: {0}")]
     Migration(#[from] rusqlite_migration::Error),
     #[error("{context}: {source}")]

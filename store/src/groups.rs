@@ -1,6 +1,7 @@
 //! The `registered_groups` table.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use crate::db::{Db, Optional, Row};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
@@ -24,7 +25,7 @@ pub struct Group {
     pub added_at: String,
 }
 
-pub fn add(tx: &Transaction<'_>, group: &Group) -> Result<()> {
+pub fn add(tx: &Db<'_>, group: &Group) -> Result<()> {
     if get(tx, &group.folder)?.is_some() {
         return Err(Error::Conflict(format!(
             "a group with folder {:?} is registered already",
@@ -73,7 +74,7 @@ pub fn add(tx: &Transaction<'_>, group: &Group) -> Result<()> {
 const COLUMNS: &str =
     "folder, name, jid, trigger_pattern, requires_trigger, is_main, container_config, added_at";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<Group> {
+fn from_row(r: &Row<'_>) -> Result<Group> {
     let folder = folder_at(r, 0)?;
     let config: String = r.get(6)?;
     let container_config = serde_json::from_str(&config).map_err(|e| {
@@ -97,49 +98,46 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Group> {
     })
 }
 
-pub fn get(conn: &Connection, folder: &str) -> Result<Option<Group>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM registered_groups WHERE folder = ?1"),
-            [folder],
-            from_row,
-        )
-        .optional()?)
+pub fn get(conn: &Db<'_>, folder: &str) -> Result<Option<Group>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM registered_groups WHERE folder = ?1"),
+        [folder],
+        from_row,
+    )
+    .optional()
 }
 
 /// The group whose chat this is.
-pub fn by_jid(conn: &Connection, jid: &str) -> Result<Option<Group>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM registered_groups WHERE jid = ?1"),
-            [jid],
-            from_row,
-        )
-        .optional()?)
+pub fn by_jid(conn: &Db<'_>, jid: &str) -> Result<Option<Group>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM registered_groups WHERE jid = ?1"),
+        [jid],
+        from_row,
+    )
+    .optional()
 }
 
-pub fn main_group(conn: &Connection) -> Result<Option<Group>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM registered_groups WHERE is_main = 1"),
-            [],
-            from_row,
-        )
-        .optional()?)
+pub fn main_group(conn: &Db<'_>) -> Result<Option<Group>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM registered_groups WHERE is_main = 1"),
+        (),
+        from_row,
+    )
+    .optional()
 }
 
-pub fn list(conn: &Connection) -> Result<Vec<Group>> {
+pub fn list(conn: &Db<'_>) -> Result<Vec<Group>> {
     query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM registered_groups ORDER BY is_main DESC, folder"),
-        [],
+        (),
         from_row,
     )
 }
 
 /// Replaces a registered group's `container_config`.
 pub fn set_container_config(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     folder: &GroupFolder,
     config: &GroupContainerConfig,
 ) -> Result<()> {
@@ -155,7 +153,7 @@ pub fn set_container_config(
 
 /// Unregisters a group. Its folder, sessions and archives stay: registering
 /// the folder again picks them up.
-pub fn remove(tx: &Transaction<'_>, folder: &GroupFolder) -> Result<Group> {
+pub fn remove(tx: &Db<'_>, folder: &GroupFolder) -> Result<Group> {
     let group = get(tx, folder)?.ok_or_else(|| Error::NotFound(format!("group {folder:?}")))?;
     tx.execute(
         "DELETE FROM registered_groups WHERE folder = ?1",
@@ -193,7 +191,7 @@ mod tests {
         s.write_blocking(|tx| {
             tx.execute(
                 "UPDATE registered_groups SET container_config = '{\"memory_mb\":512,\"network\":true}'",
-                [],
+                (),
             )?;
             Ok(())
         })
@@ -210,7 +208,7 @@ mod tests {
         s.write_blocking(|tx| {
             tx.execute(
                 "UPDATE registered_groups SET container_config = '{\"memory_mb\":\"lots\"}'",
-                [],
+                (),
             )?;
             Ok(())
         })
@@ -227,11 +225,11 @@ mod tests {
         let (_d, s) = store_with("fam");
         let stored: String = s
             .read_blocking(|c| {
-                Ok(c.query_row(
+                c.query_row(
                     "SELECT container_config FROM registered_groups WHERE folder = 'fam'",
-                    [],
+                    (),
                     |r| r.get(0),
-                )?)
+                )
             })
             .unwrap();
         assert_eq!(stored, "{}");

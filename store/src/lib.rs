@@ -28,12 +28,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, Params, Row, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use rusqlite_migration::{M, Migrations};
 
 use g2_core::validate::GroupFolder;
 
 pub mod archives;
+pub mod db;
 pub mod deliveries;
 pub mod embeddings;
 pub mod error;
@@ -42,6 +43,7 @@ pub mod memory;
 pub mod messages;
 pub mod observations;
 pub mod passages;
+mod postgres_store;
 pub mod recall;
 pub mod requests;
 pub mod router_state;
@@ -50,6 +52,7 @@ pub mod sessions;
 pub mod tasks;
 pub mod usage;
 
+pub use db::{Db, Dialect, Optional, Row};
 pub use error::{Error, IoContext, Result};
 
 /// Current time as stored in the database: RFC 3339, UTC, milliseconds.
@@ -86,24 +89,31 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    path: PathBuf,
-    busy_timeout: Duration,
-    writer: Mutex<Connection>,
-    readers: Mutex<Vec<Connection>>,
+enum Inner {
+    Sqlite {
+        path: PathBuf,
+        busy_timeout: Duration,
+        writer: Mutex<Connection>,
+        readers: Mutex<Vec<Connection>>,
+    },
+    Postgres(postgres_store::Pool),
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("path", &self.inner.path)
-            .finish()
+        match &*self.inner {
+            Inner::Sqlite { path, .. } => f.debug_struct("Store").field("sqlite", path).finish(),
+            Inner::Postgres(pool) => f
+                .debug_struct("Store")
+                .field("postgres", &pool.target())
+                .finish(),
+        }
     }
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path` and brings its
-    /// schema up to date. Blocking: call before the runtime is busy, or
+    /// Opens (creating if needed) the SQLite database at `path` and brings
+    /// its schema up to date. Blocking: call before the runtime is busy, or
     /// through `spawn_blocking`.
     pub fn open(path: &Path, busy_timeout: Duration) -> Result<Self> {
         if let Some(dir) = path.parent() {
@@ -112,7 +122,7 @@ impl Store {
         let mut writer = connect(path, busy_timeout)?;
         MIGRATIONS.to_latest(&mut writer)?;
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Inner::Sqlite {
                 path: path.to_path_buf(),
                 busy_timeout,
                 writer: Mutex::new(writer),
@@ -121,21 +131,64 @@ impl Store {
         })
     }
 
+    /// Connects to the PostgreSQL database at `url` (`postgres://…`) and
+    /// brings its schema up to date (several hosts starting at once apply
+    /// each migration once). Blocking.
+    pub fn open_postgres(url: &str, busy_timeout: Duration) -> Result<Self> {
+        let pool = postgres_store::Pool::open(url, busy_timeout)?;
+        Ok(Self {
+            inner: Arc::new(Inner::Postgres(pool)),
+        })
+    }
+
+    /// The store `url` names: `sqlite:` (or a path) opens `default_path`
+    /// or the path after the colon, `postgres://` or `postgresql://`
+    /// connects. Blocking.
+    pub fn open_url(url: &str, default_path: &Path, busy_timeout: Duration) -> Result<Self> {
+        match Backend::of(url)? {
+            Backend::Sqlite(None) => Self::open(default_path, busy_timeout),
+            Backend::Sqlite(Some(p)) => Self::open(Path::new(p), busy_timeout),
+            Backend::Postgres => Self::open_postgres(url, busy_timeout),
+        }
+    }
+
     /// [`Store::open`] on the blocking pool, for async callers.
     pub async fn open_async(path: PathBuf, busy_timeout: Duration) -> Result<Self> {
         tokio::task::spawn_blocking(move || Self::open(&path, busy_timeout)).await?
     }
 
-    pub fn path(&self) -> &Path {
-        &self.inner.path
+    /// [`Store::open_url`] on the blocking pool, for async callers.
+    pub async fn open_url_async(
+        url: String,
+        default_path: PathBuf,
+        busy_timeout: Duration,
+    ) -> Result<Self> {
+        tokio::task::spawn_blocking(move || Self::open_url(&url, &default_path, busy_timeout))
+            .await?
     }
 
-    /// Runs `f` in an immediate transaction on the blocking pool; commits
-    /// when `f` returns `Ok`, rolls back otherwise.
+    /// Which backend this store runs on.
+    pub fn dialect(&self) -> Dialect {
+        match &*self.inner {
+            Inner::Sqlite { .. } => Dialect::Sqlite,
+            Inner::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// The SQLite file, or `None` on PostgreSQL.
+    pub fn path(&self) -> Option<&Path> {
+        match &*self.inner {
+            Inner::Sqlite { path, .. } => Some(path),
+            Inner::Postgres(_) => None,
+        }
+    }
+
+    /// Runs `f` in a write transaction on the blocking pool; commits when
+    /// `f` returns `Ok`, rolls back otherwise.
     pub async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Transaction<'_>) -> Result<T> + Send + 'static,
+        F: FnOnce(&Db<'_>) -> Result<T> + Send + 'static,
     {
         let store = self.clone();
         tokio::task::spawn_blocking(move || store.write_blocking(f)).await?
@@ -145,49 +198,88 @@ impl Store {
     pub async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: FnOnce(&Db<'_>) -> Result<T> + Send + 'static,
     {
         let store = self.clone();
         tokio::task::spawn_blocking(move || store.read_blocking(f)).await?
     }
 
-    /// [`Store::write`] for code already off the async runtime.
-    pub fn write_blocking<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        // A panic in another writer poisons the lock but leaves the
-        // connection usable (its transaction was rolled back on drop).
-        let mut conn = self
-            .inner
-            .writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = f(&tx)?;
-        tx.commit()?;
-        Ok(value)
+    /// [`Store::write`] for code already off the async runtime. Writes are
+    /// serialised: SQLite's `BEGIN IMMEDIATE` takes the file's write lock
+    /// up front, and PostgreSQL's write transactions take one advisory lock
+    /// first (every host's), so a write never sees another half done.
+    pub fn write_blocking<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
+        match &*self.inner {
+            Inner::Sqlite { writer, .. } => {
+                // A panic in another writer poisons the lock but leaves the
+                // connection usable (its transaction was rolled back on drop).
+                let mut conn = writer
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let value = f(&Db::sqlite(&tx))?;
+                tx.commit()?;
+                Ok(value)
+            }
+            Inner::Postgres(pool) => pool.write(f),
+        }
     }
 
     /// [`Store::read`] for code already off the async runtime.
-    pub fn read_blocking<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let pooled = self
-            .inner
-            .readers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop();
-        let conn = match pooled {
-            Some(c) => c,
-            None => connect(&self.inner.path, self.inner.busy_timeout)?,
-        };
-        let value = f(&conn);
-        let mut idle = self
-            .inner
-            .readers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if idle.len() < MAX_IDLE_READERS {
-            idle.push(conn);
+    pub fn read_blocking<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
+        match &*self.inner {
+            Inner::Sqlite {
+                path,
+                busy_timeout,
+                readers,
+                ..
+            } => {
+                let pooled = readers
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .pop();
+                let conn = match pooled {
+                    Some(c) => c,
+                    None => connect(path, *busy_timeout)?,
+                };
+                let value = f(&Db::sqlite(&conn));
+                let mut idle = readers
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if idle.len() < MAX_IDLE_READERS {
+                    idle.push(conn);
+                }
+                value
+            }
+            Inner::Postgres(pool) => pool.read(f),
         }
-        value
+    }
+}
+
+/// What a `store.url` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend<'a> {
+    /// `sqlite:` alone (the home's `data/g2.db`) or `sqlite:<path>`.
+    Sqlite(Option<&'a str>),
+    /// `postgres://…` or `postgresql://…`.
+    Postgres,
+}
+
+impl<'a> Backend<'a> {
+    pub fn of(url: &'a str) -> Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            let rest = rest.trim_start_matches("//");
+            Ok(Backend::Sqlite((!rest.is_empty()).then_some(rest)))
+        } else if url.is_empty() {
+            Ok(Backend::Sqlite(None))
+        } else {
+            Err(Error::Config(format!(
+                "store.url must start with sqlite: or postgres://, not {:?}",
+                url.split(':').next().unwrap_or_default()
+            )))
+        }
     }
 }
 
@@ -197,12 +289,15 @@ impl Store {
     /// when readers kept it from finishing (it is tried again after the
     /// next such change). Blocking.
     pub fn truncate_wal_blocking(&self) -> Result<bool> {
-        let conn = self
-            .inner
-            .writer
+        // PostgreSQL has no WAL file of ours to truncate: its VACUUM
+        // reclaims dead rows, and its WAL is the server's to recycle.
+        let Inner::Sqlite { writer, .. } = &*self.inner else {
+            return Ok(true);
+        };
+        let conn = writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", (), |r| r.get(0))?;
         Ok(busy == 0)
     }
 
@@ -219,40 +314,50 @@ impl Store {
 }
 
 /// Whether the database answers a query at all (the API's health check).
-pub fn answers(conn: &Connection) -> Result<()> {
-    conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?;
+pub fn answers(conn: &Db<'_>) -> Result<()> {
+    conn.query_row("SELECT 1", (), |r| r.get::<i64>(0))?;
     Ok(())
 }
 
-/// SQLite's quick integrity check (`"ok"` when sound) and the schema
-/// version (`g2 doctor`).
-pub fn quick_check(conn: &Connection) -> Result<(String, i64)> {
-    Ok((
-        conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?,
-        conn.query_row("PRAGMA user_version", [], |r| r.get(0))?,
-    ))
+/// The database's integrity check (`"ok"` when sound; SQLite's quick
+/// check, PostgreSQL's own is the server's) and the schema version
+/// (`g2 doctor`).
+pub fn quick_check(conn: &Db<'_>) -> Result<(String, i64)> {
+    match conn.dialect() {
+        Dialect::Sqlite => Ok((
+            conn.query_row("PRAGMA quick_check", (), |r| r.get(0))?,
+            conn.query_row("PRAGMA user_version", (), |r| r.get(0))?,
+        )),
+        Dialect::Postgres => Ok((
+            "ok".into(),
+            conn.query_row(
+                "SELECT coalesce(max(version), 0) FROM schema_migrations",
+                (),
+                |r| r.get(0),
+            )?,
+        )),
+    }
 }
 
 /// Column `i` of a row as a group folder: a stored name is checked like
 /// any other coming in, and a bad one is an error naming it.
-pub fn folder_at(r: &Row<'_>, i: usize) -> rusqlite::Result<GroupFolder> {
+pub fn folder_at(r: &Row<'_>, i: usize) -> Result<GroupFolder> {
     let name: String = r.get(i)?;
-    GroupFolder::new(name).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    GroupFolder::new(name).map_err(|e| Error::Column {
+        index: i,
+        why: e.to_string(),
     })
 }
 
 /// Every row `sql` returns for `params`, each mapped by `f`. The statement
 /// is cached on the connection: the same queries run again and again.
-pub fn query_all<T, P: Params>(
-    conn: &Connection,
+pub fn query_all<T>(
+    conn: &Db<'_>,
     sql: &str,
-    params: P,
-    f: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+    params: impl db::Params,
+    f: impl FnMut(&Row<'_>) -> Result<T>,
 ) -> Result<Vec<T>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(params, f)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    conn.query_all(sql, params, f)
 }
 
 fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection> {
@@ -276,6 +381,9 @@ fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection> {
     // reads the same index pages question after question, and a page
     // cached here costs no system call.
     conn.pragma_update(None, "cache_size", -32_000)?;
+    // Every store query is cached (`Db::query_row`, `Db::query_all`); the
+    // default 16 would evict the ones a turn runs each time.
+    conn.set_prepared_statement_cache_capacity(128);
     Ok(conn)
 }
 
@@ -295,14 +403,13 @@ mod tests {
         let store = Store::open(&path, Duration::from_secs(1)).unwrap();
         let (mode, fk, tables): (String, i64, Vec<String>) = store
             .read_blocking(|c| {
-                let mode = c.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
-                let fk = c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
-                let mut stmt = c.prepare(
+                let mode = c.query_row("PRAGMA journal_mode", (), |r| r.get(0))?;
+                let fk = c.query_row("PRAGMA foreign_keys", (), |r| r.get(0))?;
+                let tables = c.query_all(
                     "SELECT name FROM sqlite_master WHERE type IN ('table') ORDER BY name",
+                    (),
+                    |r| r.get(0),
                 )?;
-                let tables = stmt
-                    .query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<Vec<String>>>()?;
                 Ok((mode, fk, tables))
             })
             .unwrap();
@@ -337,15 +444,13 @@ mod tests {
         let r: Result<()> = store.write_blocking(|tx| {
             tx.execute(
                 "INSERT INTO router_state (key, value) VALUES ('k', 'v')",
-                [],
+                (),
             )?;
             Err(Error::Invalid("boom".into()))
         });
         assert!(r.is_err());
         let n: i64 = store
-            .read_blocking(|c| {
-                Ok(c.query_row("SELECT count(*) FROM router_state", [], |r| r.get(0))?)
-            })
+            .read_blocking(|c| c.query_row("SELECT count(*) FROM router_state", (), |r| r.get(0)))
             .unwrap();
         assert_eq!(n, 0);
     }
@@ -372,7 +477,7 @@ mod tests {
             t.await.unwrap().unwrap();
         }
         let n: i64 = store
-            .read(|c| Ok(c.query_row("SELECT count(*) FROM router_state", [], |r| r.get(0))?))
+            .read(|c| c.query_row("SELECT count(*) FROM router_state", (), |r| r.get(0)))
             .await
             .unwrap();
         assert_eq!(n, 32);

@@ -7,7 +7,8 @@
 //! store it as given. Every statement is scoped to its group: a session id
 //! of another group is never found, and never taken over.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use crate::db::{Db, Optional, Row};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
@@ -90,12 +91,7 @@ pub struct NewActivity<'a> {
 
 /// Records that the event file `name` of `group` is being taken in; false
 /// when it was taken in before (a replay: nothing more to do).
-pub fn first_sight(
-    tx: &Transaction<'_>,
-    group: &GroupFolder,
-    name: &str,
-    at: &str,
-) -> Result<bool> {
+pub fn first_sight(tx: &Db<'_>, group: &GroupFolder, name: &str, at: &str) -> Result<bool> {
     Ok(tx.execute(
         "INSERT INTO memory_events (group_folder, name, at) VALUES (?1, ?2, ?3)
          ON CONFLICT DO NOTHING",
@@ -105,15 +101,15 @@ pub fn first_sight(
 
 /// Forgets event file names seen before `cutoff` (their files are long
 /// gone, so they cannot come back).
-pub fn forget_seen_before(tx: &Transaction<'_>, cutoff: &str) -> Result<usize> {
-    Ok(tx.execute("DELETE FROM memory_events WHERE at < ?1", [cutoff])?)
+pub fn forget_seen_before(tx: &Db<'_>, cutoff: &str) -> Result<usize> {
+    tx.execute("DELETE FROM memory_events WHERE at < ?1", [cutoff])
 }
 
 /// The session row for `session_id` of `group`, made when it is new (the
 /// same id always maps to the same row) and marked active. A session id
 /// another group holds is refused.
 pub fn open_session(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &GroupFolder,
     session_id: &str,
     source: Option<&str>,
@@ -151,7 +147,7 @@ pub fn open_session(
 /// Starts the next prompt of a session (ending the one still open): its
 /// number is the session's prompt count after this one.
 pub fn start_batch(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     session: i64,
     prompt: &str,
     senders: &[String],
@@ -166,43 +162,42 @@ pub fn start_batch(
     let senders = (!senders.is_empty())
         .then(|| serde_json::to_string(senders))
         .transpose()?;
-    tx.execute(
+    tx.query_row(
         "INSERT INTO prompt_batches
            (session_id, group_folder, prompt_number, prompt, senders, started_at, last_activity_at)
-         SELECT id, group_folder, prompt_count, ?2, ?3, ?4, ?4 FROM memory_sessions WHERE id = ?1",
+         SELECT id, group_folder, prompt_count, ?2, ?3, ?4, ?4 FROM memory_sessions WHERE id = ?1
+         RETURNING id",
         params![session, prompt, senders, at],
-    )?;
-    Ok(tx.last_insert_rowid())
+        |r| r.get(0),
+    )
 }
 
 /// The session's batch that is still open, if any.
-pub fn open_batch(conn: &Connection, session: i64) -> Result<Option<i64>> {
-    Ok(conn
-        .query_row(
-            "SELECT id FROM prompt_batches WHERE session_id = ?1 AND status = 'active'
+pub fn open_batch(conn: &Db<'_>, session: i64) -> Result<Option<i64>> {
+    conn.query_row(
+        "SELECT id FROM prompt_batches WHERE session_id = ?1 AND status = 'active'
              ORDER BY prompt_number DESC LIMIT 1",
-            [session],
-            |r| r.get(0),
-        )
-        .optional()?)
+        [session],
+        |r| r.get(0),
+    )
+    .optional()
 }
 
 /// The session's open batch, else its latest one.
-pub fn current_batch(conn: &Connection, session: i64) -> Result<Option<i64>> {
-    Ok(conn
-        .query_row(
-            "SELECT id FROM prompt_batches WHERE session_id = ?1
+pub fn current_batch(conn: &Db<'_>, session: i64) -> Result<Option<i64>> {
+    conn.query_row(
+        "SELECT id FROM prompt_batches WHERE session_id = ?1
              ORDER BY status = 'active' DESC, prompt_number DESC LIMIT 1",
-            [session],
-            |r| r.get(0),
-        )
-        .optional()?)
+        [session],
+        |r| r.get(0),
+    )
+    .optional()
 }
 
 /// Records a tool call in `batch` (none: recovery attaches it later);
 /// false when its `tool_use_id` was recorded already.
 pub fn add_activity(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     session: i64,
     batch: Option<i64>,
     a: &NewActivity<'_>,
@@ -233,7 +228,7 @@ pub fn add_activity(
 }
 
 /// Moves a session's (and its batch's) last activity forward.
-fn touch(tx: &Transaction<'_>, session: i64, batch: Option<i64>, at: &str) -> Result<()> {
+fn touch(tx: &Db<'_>, session: i64, batch: Option<i64>, at: &str) -> Result<()> {
     tx.execute(
         "UPDATE memory_sessions SET last_activity_at = max(last_activity_at, ?2) WHERE id = ?1",
         params![session, at],
@@ -248,7 +243,7 @@ fn touch(tx: &Transaction<'_>, session: i64, batch: Option<i64>, at: &str) -> Re
 }
 
 /// Ends a batch with the agent's reply (`Stop`).
-pub fn finish_batch(tx: &Transaction<'_>, batch: i64, reply: Option<&str>, at: &str) -> Result<()> {
+pub fn finish_batch(tx: &Db<'_>, batch: i64, reply: Option<&str>, at: &str) -> Result<()> {
     tx.execute(
         "UPDATE prompt_batches SET status = 'completed', ended_at = coalesce(ended_at, ?2),
            reply = coalesce(?3, reply), last_activity_at = max(last_activity_at, ?2)
@@ -258,22 +253,17 @@ pub fn finish_batch(tx: &Transaction<'_>, batch: i64, reply: Option<&str>, at: &
     Ok(())
 }
 
-fn complete_open_batches(tx: &Transaction<'_>, session: i64, at: &str) -> Result<usize> {
-    Ok(tx.execute(
+fn complete_open_batches(tx: &Db<'_>, session: i64, at: &str) -> Result<usize> {
+    tx.execute(
         "UPDATE prompt_batches SET status = 'completed', ended_at = ?2
          WHERE session_id = ?1 AND status = 'active'",
         params![session, at],
-    )?)
+    )
 }
 
 /// Ends a session (`SessionEnd`, or recovery with reason `stale`), and its
 /// open batch with it.
-pub fn end_session(
-    tx: &Transaction<'_>,
-    session: i64,
-    reason: Option<&str>,
-    at: &str,
-) -> Result<()> {
+pub fn end_session(tx: &Db<'_>, session: i64, reason: Option<&str>, at: &str) -> Result<()> {
     complete_open_batches(tx, session, at)?;
     tx.execute(
         "UPDATE memory_sessions SET status = 'completed', ended_at = ?2, end_reason = ?3,
@@ -287,17 +277,17 @@ pub fn end_session(
 // --- recovery ------------------------------------------------------------------
 
 /// Batches open with no activity since `idle_since` become `completed`.
-pub fn close_idle_batches(tx: &Transaction<'_>, idle_since: &str) -> Result<usize> {
-    Ok(tx.execute(
+pub fn close_idle_batches(tx: &Db<'_>, idle_since: &str) -> Result<usize> {
+    tx.execute(
         "UPDATE prompt_batches SET status = 'completed', ended_at = last_activity_at
          WHERE status = 'active' AND last_activity_at < ?1",
         [idle_since],
-    )?)
+    )
 }
 
 /// Sessions open with no activity since `idle_since` become `completed`
 /// with reason `stale` (their open batches too).
-pub fn close_stale_sessions(tx: &Transaction<'_>, idle_since: &str) -> Result<usize> {
+pub fn close_stale_sessions(tx: &Db<'_>, idle_since: &str) -> Result<usize> {
     let stale: Vec<(i64, String)> = query_all(
         tx,
         "SELECT id, last_activity_at FROM memory_sessions
@@ -314,11 +304,11 @@ pub fn close_stale_sessions(tx: &Transaction<'_>, idle_since: &str) -> Result<us
 /// Activities without a batch are attached to the latest batch of their
 /// session that started before them, else to a recovery batch made for
 /// the session.
-pub fn attach_orphans(tx: &Transaction<'_>) -> Result<usize> {
+pub fn attach_orphans(tx: &Db<'_>) -> Result<usize> {
     let orphans: Vec<(i64, i64, String)> = query_all(
         tx,
         "SELECT id, session_id, at FROM activities WHERE batch_id IS NULL ORDER BY at",
-        [],
+        (),
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
     for (id, session, at) in &orphans {
@@ -344,7 +334,7 @@ pub fn attach_orphans(tx: &Transaction<'_>) -> Result<usize> {
 
 /// The session's recovery batch (made, completed, the first time): prompt
 /// number 0.
-fn recovery_batch(tx: &Transaction<'_>, session: i64, at: &str) -> Result<i64> {
+fn recovery_batch(tx: &Db<'_>, session: i64, at: &str) -> Result<i64> {
     if let Some(b) = tx
         .query_row(
             "SELECT id FROM prompt_batches WHERE session_id = ?1 AND recovered = 1",
@@ -357,39 +347,40 @@ fn recovery_batch(tx: &Transaction<'_>, session: i64, at: &str) -> Result<i64> {
     }
     // Number 0: it is no prompt of the session's, and leaves its open
     // batch and its prompt count alone.
-    tx.execute(
+    tx.query_row(
         "INSERT INTO prompt_batches
            (session_id, group_folder, prompt_number, prompt, status, started_at, ended_at,
             last_activity_at, recovered)
-         SELECT id, group_folder, 0, '', 'completed', ?2, ?2, ?2, 1 FROM memory_sessions WHERE id = ?1",
+         SELECT id, group_folder, 0, '', 'completed', ?2, ?2, ?2, 1 FROM memory_sessions WHERE id = ?1
+         RETURNING id",
         params![session, at],
-    )?;
-    Ok(tx.last_insert_rowid())
+        |r| r.get(0),
+    )
 }
 
 /// Completed batches not queued yet go to the memory processor's queue.
-pub fn queue_completed(tx: &Transaction<'_>, at: &str) -> Result<usize> {
-    Ok(tx.execute(
+pub fn queue_completed(tx: &Db<'_>, at: &str) -> Result<usize> {
+    tx.execute(
         "INSERT INTO memory_queue (batch_id, queued_at)
          SELECT id, ?1 FROM prompt_batches
          WHERE status = 'completed' AND id NOT IN (SELECT batch_id FROM memory_queue)",
         [at],
-    )?)
+    )
 }
 
 // --- retention -----------------------------------------------------------------
 
 /// Deletes sessions (their batches, activities and index rows with them)
 /// that ended, or were last active, before `cutoff`.
-pub fn forget_before(tx: &Transaction<'_>, cutoff: &str) -> Result<usize> {
-    Ok(tx.execute(
+pub fn forget_before(tx: &Db<'_>, cutoff: &str) -> Result<usize> {
+    tx.execute(
         "DELETE FROM memory_sessions WHERE coalesce(ended_at, last_activity_at) < ?1",
         [cutoff],
-    )?)
+    )
 }
 
 /// Deletes one session's capture; false when the group has no such session.
-pub fn forget_session(tx: &Transaction<'_>, group: &GroupFolder, session_id: &str) -> Result<bool> {
+pub fn forget_session(tx: &Db<'_>, group: &GroupFolder, session_id: &str) -> Result<bool> {
     Ok(tx.execute(
         "DELETE FROM memory_sessions WHERE group_folder = ?1 AND content_session_id = ?2",
         params![group.as_str(), session_id],
@@ -399,25 +390,23 @@ pub fn forget_session(tx: &Transaction<'_>, group: &GroupFolder, session_id: &st
 // --- reading -------------------------------------------------------------------
 
 /// The group of a captured session, by its row id.
-pub fn session_group_by_row(conn: &Connection, session: i64) -> Result<Option<GroupFolder>> {
-    Ok(conn
-        .query_row(
-            "SELECT group_folder FROM memory_sessions WHERE id = ?1",
-            [session],
-            |r| folder_at(r, 0),
-        )
-        .optional()?)
+pub fn session_group_by_row(conn: &Db<'_>, session: i64) -> Result<Option<GroupFolder>> {
+    conn.query_row(
+        "SELECT group_folder FROM memory_sessions WHERE id = ?1",
+        [session],
+        |r| folder_at(r, 0),
+    )
+    .optional()
 }
 
 /// The group that holds a captured session.
-pub fn session_group(conn: &Connection, session_id: &str) -> Result<Option<GroupFolder>> {
-    Ok(conn
-        .query_row(
-            "SELECT group_folder FROM memory_sessions WHERE content_session_id = ?1",
-            [session_id],
-            |r| folder_at(r, 0),
-        )
-        .optional()?)
+pub fn session_group(conn: &Db<'_>, session_id: &str) -> Result<Option<GroupFolder>> {
+    conn.query_row(
+        "SELECT group_folder FROM memory_sessions WHERE content_session_id = ?1",
+        [session_id],
+        |r| folder_at(r, 0),
+    )
+    .optional()
 }
 
 const SESSION_COLUMNS: &str =
@@ -425,7 +414,7 @@ const SESSION_COLUMNS: &str =
     s.started_at, s.ended_at, s.last_activity_at, s.end_reason, s.prompt_count,
     (SELECT count(*) FROM activities a WHERE a.session_id = s.id), s.title";
 
-fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
+fn session_from_row(r: &Row<'_>) -> Result<SessionRow> {
     Ok(SessionRow {
         row: r.get(0)?,
         group: folder_at(r, 1)?,
@@ -443,7 +432,7 @@ fn session_from_row(r: &Row<'_>) -> rusqlite::Result<SessionRow> {
 }
 
 /// A group's captured sessions, newest first.
-pub fn sessions(conn: &Connection, group: &GroupFolder) -> Result<Vec<SessionRow>> {
+pub fn sessions(conn: &Db<'_>, group: &GroupFolder) -> Result<Vec<SessionRow>> {
     query_all(
         conn,
         &format!(
@@ -457,11 +446,7 @@ pub fn sessions(conn: &Connection, group: &GroupFolder) -> Result<Vec<SessionRow
 
 /// One session of a group with every prompt and tool call in order; `None`
 /// when the group has no such session.
-pub fn timeline(
-    conn: &Connection,
-    group: &GroupFolder,
-    session_id: &str,
-) -> Result<Option<Timeline>> {
+pub fn timeline(conn: &Db<'_>, group: &GroupFolder, session_id: &str) -> Result<Option<Timeline>> {
     let Some(session) = conn
         .query_row(
             &format!(
@@ -480,7 +465,7 @@ pub fn timeline(
 }
 
 /// A session's batches (by its row id), each with its tool calls in order.
-pub fn batches_of(conn: &Connection, session: i64) -> Result<Vec<BatchRow>> {
+pub fn batches_of(conn: &Db<'_>, session: i64) -> Result<Vec<BatchRow>> {
     let mut batches = query_all(
         conn,
         "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered
@@ -495,14 +480,14 @@ pub fn batches_of(conn: &Connection, session: i64) -> Result<Vec<BatchRow>> {
 }
 
 /// One batch (by row id) with its tool calls, and its group and session row.
-pub fn batch(conn: &Connection, batch: i64) -> Result<Option<(GroupFolder, i64, BatchRow)>> {
+pub fn batch(conn: &Db<'_>, batch: i64) -> Result<Option<(GroupFolder, i64, BatchRow)>> {
     let Some((group, session, mut row)) = conn
         .query_row(
             "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered,
                     group_folder, session_id
              FROM prompt_batches WHERE id = ?1",
             [batch],
-            |r| Ok((folder_at(r, 9)?, r.get::<_, i64>(10)?, batch_from_row(r)?)),
+            |r| Ok((folder_at(r, 9)?, r.get::<i64>(10)?, batch_from_row(r)?)),
         )
         .optional()?
     else {
@@ -512,7 +497,7 @@ pub fn batch(conn: &Connection, batch: i64) -> Result<Option<(GroupFolder, i64, 
     Ok(Some((group, session, row)))
 }
 
-fn batch_from_row(r: &Row<'_>) -> rusqlite::Result<BatchRow> {
+fn batch_from_row(r: &Row<'_>) -> Result<BatchRow> {
     let senders: Option<String> = r.get(3)?;
     Ok(BatchRow {
         row: r.get(0)?,
@@ -530,18 +515,18 @@ fn batch_from_row(r: &Row<'_>) -> rusqlite::Result<BatchRow> {
     })
 }
 
-fn activities_of(conn: &Connection, batch: i64) -> Result<Vec<ActivityRow>> {
+fn activities_of(conn: &Db<'_>, batch: i64) -> Result<Vec<ActivityRow>> {
     query_all(
         conn,
         "SELECT tool, tool_use_id, input, output, files_read, files_modified, ok, subagent, at
          FROM activities WHERE batch_id = ?1 ORDER BY at, id",
         [batch],
         |r| {
-            let json = |i: usize| -> rusqlite::Result<serde_json::Value> {
+            let json = |i: usize| -> Result<serde_json::Value> {
                 let s: String = r.get(i)?;
                 Ok(serde_json::from_str(&s).unwrap_or(serde_json::Value::String(s)))
             };
-            let list = |i: usize| -> rusqlite::Result<Vec<String>> {
+            let list = |i: usize| -> Result<Vec<String>> {
                 let s: String = r.get(i)?;
                 Ok(serde_json::from_str(&s).unwrap_or_default())
             };
@@ -642,11 +627,11 @@ mod tests {
         // FTS follows the rows, in their transaction.
         let hits: i64 = s
             .read_blocking(|c| {
-                Ok(c.query_row(
+                c.query_row(
                     "SELECT count(*) FROM prompts_fts WHERE prompts_fts MATCH 'hello'",
-                    [],
+                    (),
                     |r| r.get(0),
-                )?)
+                )
             })
             .unwrap();
         assert_eq!(hits, 1);
@@ -686,7 +671,7 @@ mod tests {
             assert_eq!(attach_orphans(tx)?, 0, "idempotent");
             let late: i64 = tx.query_row(
                 "SELECT batch_id FROM activities WHERE tool_use_id = 'late'",
-                [],
+                (),
                 |r| r.get(0),
             )?;
             assert_eq!(late, b);
@@ -732,12 +717,12 @@ mod tests {
         );
         let (fts, rows): (i64, i64) = s
             .read_blocking(|c| {
-                Ok(c.query_row(
+                c.query_row(
                     "SELECT (SELECT count(*) FROM prompts_fts) + (SELECT count(*) FROM activities_fts),
                             (SELECT count(*) FROM prompt_batches) + (SELECT count(*) FROM activities)",
-                    [],
+                    (),
                     |r| Ok((r.get(0)?, r.get(1)?)),
-                )?)
+                )
             })
             .unwrap();
         assert_eq!((fts, rows), (0, 0));
@@ -773,8 +758,8 @@ pub struct FeedItem {
 }
 
 /// The group's cursor as of now: a feed that starts here shows what comes.
-pub fn feed_now(conn: &Connection, group: &GroupFolder) -> Result<FeedCursor> {
-    Ok(conn.query_row(
+pub fn feed_now(conn: &Db<'_>, group: &GroupFolder) -> Result<FeedCursor> {
+    conn.query_row(
         "SELECT (SELECT coalesce(max(id), 0) FROM prompt_batches WHERE group_folder = ?1),
                 (SELECT coalesce(max(id), 0) FROM activities WHERE group_folder = ?1),
                 (SELECT coalesce(max(id), 0) FROM observations WHERE group_folder = ?1),
@@ -788,13 +773,13 @@ pub fn feed_now(conn: &Connection, group: &GroupFolder) -> Result<FeedCursor> {
                 summary: r.get(3)?,
             })
         },
-    )?)
+    )
 }
 
 /// What the group stored after `from` (at most `limit` of each kind),
 /// oldest first, and the cursor after it.
 pub fn feed_after(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     from: FeedCursor,
     limit: i64,
@@ -803,7 +788,7 @@ pub fn feed_after(
     let mut items = Vec::new();
     let mut to = from;
     let item = |kind: &'static str| {
-        move |r: &Row<'_>| -> rusqlite::Result<FeedItem> {
+        move |r: &Row<'_>| -> Result<FeedItem> {
             Ok(FeedItem {
                 kind,
                 id: r.get(0)?,

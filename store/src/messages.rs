@@ -1,6 +1,7 @@
 //! The `messages` and `chats` tables: the message log, and its rows.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use crate::db::{Db, Optional, Row};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use super::{Result, now_rfc3339, query_all};
@@ -55,26 +56,26 @@ pub struct Inbound {
 /// platform id (`external_id`) is already stored in the chat. The caller
 /// has checked it (the host's `routing::messages::CheckInbound`).
 pub fn insert_inbound(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     chat_jid: &str,
     channel: &str,
     m: &Inbound,
 ) -> Result<Option<Message>> {
     let now = now_rfc3339();
     // Cached: a batch runs these once per message in one transaction.
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO chats (jid, channel, last_message_time) VALUES (?1, ?2, ?3)
          ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
-    )?
-    .execute(params![chat_jid, channel, now])?;
+        params![chat_jid, channel, now],
+    )?;
     let id = uuid::Uuid::new_v4().to_string();
-    let added = tx
-        .prepare_cached(
+    let seq: Option<i64> = tx
+        .query_row(
             "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, external_id, thread, addressed)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT (chat_jid, external_id) WHERE external_id IS NOT NULL DO NOTHING",
-        )?
-        .execute(params![
+             ON CONFLICT (chat_jid, external_id) WHERE external_id IS NOT NULL DO NOTHING
+             RETURNING seq",
+            params![
             id,
             chat_jid,
             m.sender.trim(),
@@ -84,12 +85,15 @@ pub fn insert_inbound(
             m.external_id,
             m.thread,
             m.addressed
-        ])?;
-    if added == 0 {
+            ],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(seq) = seq else {
         return Ok(None);
-    }
+    };
     Ok(Some(Message {
-        seq: tx.last_insert_rowid(),
+        seq,
         id,
         chat_jid: chat_jid.to_string(),
         sender: m.sender.trim().to_string(),
@@ -106,7 +110,7 @@ pub fn insert_inbound(
 /// still pending, i.e. stored after `after`, and marks it addressed if the
 /// edit addresses the assistant; whether one was.
 pub fn edit_pending(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     chat_jid: &str,
     external_id: &str,
     text: &str,
@@ -130,27 +134,26 @@ pub struct Reference {
 }
 
 /// The platform reference of the message with this `seq`.
-pub fn reference(conn: &Connection, seq: i64) -> Result<Option<Reference>> {
-    Ok(conn
-        .query_row(
-            "SELECT chat_jid, external_id, thread FROM messages WHERE seq = ?1",
-            [seq],
-            |r| {
-                Ok(Reference {
-                    chat_jid: r.get(0)?,
-                    external_id: r.get(1)?,
-                    thread: r.get(2)?,
-                })
-            },
-        )
-        .optional()?)
+pub fn reference(conn: &Db<'_>, seq: i64) -> Result<Option<Reference>> {
+    conn.query_row(
+        "SELECT chat_jid, external_id, thread FROM messages WHERE seq = ?1",
+        [seq],
+        |r| {
+            Ok(Reference {
+                chat_jid: r.get(0)?,
+                external_id: r.get(1)?,
+                thread: r.get(2)?,
+            })
+        },
+    )
+    .optional()
 }
 
 /// Stores a message of the assistant for a chat, answering the message
 /// `reply_to` (a `seq`) if any. `delivered` is true when storing it is its
 /// delivery (the HTTP channel: the log and its stream).
 pub fn insert_outbound(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     chat_jid: &str,
     sender: &str,
     text: &str,
@@ -164,13 +167,15 @@ pub fn insert_outbound(
         params![chat_jid, now],
     )?;
     let id = uuid::Uuid::new_v4().to_string();
-    tx.execute(
+    let seq: i64 = tx.query_row(
         "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at, reply_to)
-         VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END, ?7)",
+         VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END, ?7)
+         RETURNING seq",
         params![id, chat_jid, sender, text, now, delivered, reply_to],
+        |r| r.get(0),
     )?;
     Ok(Message {
-        seq: tx.last_insert_rowid(),
+        seq,
         id,
         chat_jid: chat_jid.to_string(),
         sender: sender.to_string(),
@@ -185,7 +190,7 @@ pub fn insert_outbound(
 
 /// Records that a channel delivered an outbound message; `kept`, when
 /// given, replaces its text (what the log keeps of it once sent).
-pub fn mark_delivered(tx: &Transaction<'_>, id: &str, kept: Option<&str>) -> Result<()> {
+pub fn mark_delivered(tx: &Db<'_>, id: &str, kept: Option<&str>) -> Result<()> {
     tx.execute(
         "UPDATE messages SET delivered_at = ?2, content = coalesce(?3, content)
          WHERE id = ?1 AND delivered_at IS NULL",
@@ -195,7 +200,7 @@ pub fn mark_delivered(tx: &Transaction<'_>, id: &str, kept: Option<&str>) -> Res
 }
 
 /// Replaces a stored message's text (what the log keeps of it).
-pub fn replace_text(tx: &Transaction<'_>, seq: i64, text: &str) -> Result<()> {
+pub fn replace_text(tx: &Db<'_>, seq: i64, text: &str) -> Result<()> {
     tx.execute(
         "UPDATE messages SET content = ?2 WHERE seq = ?1",
         params![seq, text],
@@ -205,7 +210,7 @@ pub fn replace_text(tx: &Transaction<'_>, seq: i64, text: &str) -> Result<()> {
 
 /// One chat's outbound messages a channel has not confirmed yet, oldest
 /// first.
-pub fn undelivered_in(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
+pub fn undelivered_in(conn: &Db<'_>, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
     query_all(
         conn,
         &format!(
@@ -218,7 +223,7 @@ pub fn undelivered_in(conn: &Connection, chat_jid: &str, limit: usize) -> Result
 
 /// Outbound messages after `after` (a `seq`) that a channel has not
 /// confirmed yet (for redelivery), oldest first.
-pub fn undelivered(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {
+pub fn undelivered(conn: &Db<'_>, after: i64, limit: usize) -> Result<Vec<Message>> {
     query_all(
         conn,
         &format!(
@@ -232,7 +237,7 @@ pub fn undelivered(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Me
 const COLUMNS: &str =
     "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot, addressed, reply_to";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+fn row(r: &Row<'_>) -> Result<Message> {
     Ok(Message {
         seq: r.get(0)?,
         id: r.get(1)?,
@@ -250,7 +255,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
 /// The texts of people's messages in a chat after `after` up to `upto`
 /// (by `seq`), oldest first.
 pub fn inbound_texts(
-    conn: &Connection,
+    conn: &Db<'_>,
     chat_jid: &str,
     after: i64,
     upto: i64,
@@ -267,32 +272,31 @@ pub fn inbound_texts(
 /// The newest `limit` messages of people (not the assistant) in a chat
 /// after `after`, oldest first.
 pub fn inbound_after(
-    conn: &Connection,
+    conn: &Db<'_>,
     chat_jid: &str,
     after: i64,
     limit: usize,
 ) -> Result<Vec<Message>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND is_bot = 0 ORDER BY seq DESC LIMIT ?3"
-    ))?;
-    let mut rows: Vec<Message> = stmt
-        .query_map(params![chat_jid, after, limit as i64], row)?
-        .collect::<rusqlite::Result<_>>()?;
+    let mut rows: Vec<Message> = conn.query_all(
+        &format!(
+            "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND is_bot = 0 ORDER BY seq DESC LIMIT ?3"
+        ),
+        params![chat_jid, after, limit as i64],
+        row,
+    )?;
     rows.reverse();
     Ok(rows)
 }
 
 /// The highest `seq` stored (0 when there is none).
-pub fn last_seq(conn: &Connection) -> Result<i64> {
-    Ok(
-        conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM messages", [], |r| {
-            r.get(0)
-        })?,
-    )
+pub fn last_seq(conn: &Db<'_>) -> Result<i64> {
+    conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM messages", (), |r| {
+        r.get(0)
+    })
 }
 
 /// Messages of every chat after `after` (a `seq`), oldest first.
-pub fn since(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>> {
+pub fn since(conn: &Db<'_>, after: i64, limit: usize) -> Result<Vec<Message>> {
     query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM messages WHERE seq > ?1 ORDER BY seq LIMIT ?2"),
@@ -302,7 +306,7 @@ pub fn since(conn: &Connection, after: i64, limit: usize) -> Result<Vec<Message>
 }
 
 /// Messages of every chat with `after < seq < before`, oldest first.
-pub fn between(conn: &Connection, after: i64, before: i64) -> Result<Vec<Message>> {
+pub fn between(conn: &Db<'_>, after: i64, before: i64) -> Result<Vec<Message>> {
     query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM messages WHERE seq > ?1 AND seq < ?2 ORDER BY seq"),
@@ -312,7 +316,7 @@ pub fn between(conn: &Connection, after: i64, before: i64) -> Result<Vec<Message
 }
 
 /// The newest `limit` messages of a chat, oldest first.
-pub fn latest(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
+pub fn latest(conn: &Db<'_>, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
     let mut m = query_all(
         conn,
         &format!("SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 ORDER BY seq DESC LIMIT ?2"),
@@ -324,7 +328,7 @@ pub fn latest(conn: &Connection, chat_jid: &str, limit: usize) -> Result<Vec<Mes
 }
 
 /// Messages of a chat after `after` (a `seq`), oldest first.
-pub fn after(conn: &Connection, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
+pub fn after(conn: &Db<'_>, chat_jid: &str, after: i64, limit: usize) -> Result<Vec<Message>> {
     query_all(
         conn,
         &format!(

@@ -8,12 +8,13 @@
 //! transaction, so a host killed mid-extraction stores nothing of that job
 //! and finds it `pending` again (`release_claims` at start).
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use crate::db::{Db, Optional, Row};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::{GroupFolder, MemoryFolder};
 
-use super::{Result, query_all};
+use super::{Error, Result, query_all};
 
 /// What kind of thing an observation records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -123,13 +124,13 @@ impl Queue {
 }
 
 /// Jobs a killed host left `processing` go back to `pending`.
-pub fn release_claims(tx: &Transaction<'_>) -> Result<usize> {
+pub fn release_claims(tx: &Db<'_>) -> Result<usize> {
     let mut n = 0;
     for q in [Queue::Batches, Queue::Sessions] {
         let (table, _) = q.table_key();
         n += tx.execute(
             &format!("UPDATE {table} SET state = 'pending' WHERE state = 'processing'"),
-            [],
+            (),
         )?;
     }
     Ok(n)
@@ -137,7 +138,7 @@ pub fn release_claims(tx: &Transaction<'_>) -> Result<usize> {
 
 /// Claims up to `n` pending jobs that are due at `now`, oldest first:
 /// `processing`, one more attempt. Returns their keys.
-pub fn claim(tx: &Transaction<'_>, q: Queue, now: &str, n: usize) -> Result<Vec<i64>> {
+pub fn claim(tx: &Db<'_>, q: Queue, now: &str, n: usize) -> Result<Vec<i64>> {
     let (table, key) = q.table_key();
     let keys: Vec<i64> = query_all(
         tx,
@@ -161,7 +162,7 @@ pub fn claim(tx: &Transaction<'_>, q: Queue, now: &str, n: usize) -> Result<Vec<
 }
 
 /// A job's attempts so far.
-pub fn attempts(conn: &Connection, q: Queue, key: i64) -> Result<i64> {
+pub fn attempts(conn: &Db<'_>, q: Queue, key: i64) -> Result<i64> {
     let (table, k) = q.table_key();
     Ok(conn
         .query_row(
@@ -174,7 +175,7 @@ pub fn attempts(conn: &Connection, q: Queue, key: i64) -> Result<i64> {
 }
 
 /// The job is done (a batch job also marks its batch `processed`).
-pub fn done(tx: &Transaction<'_>, q: Queue, key: i64) -> Result<()> {
+pub fn done(tx: &Db<'_>, q: Queue, key: i64) -> Result<()> {
     let (table, k) = q.table_key();
     tx.execute(
         &format!("UPDATE {table} SET state = 'done', error = NULL WHERE {k} = ?1"),
@@ -191,13 +192,7 @@ pub fn done(tx: &Transaction<'_>, q: Queue, key: i64) -> Result<()> {
 
 /// The job failed: `pending` again from `retry_at`, or `failed` for good
 /// when `retry_at` is None; `error` says why.
-pub fn failed(
-    tx: &Transaction<'_>,
-    q: Queue,
-    key: i64,
-    error: &str,
-    retry_at: Option<&str>,
-) -> Result<()> {
+pub fn failed(tx: &Db<'_>, q: Queue, key: i64, error: &str, retry_at: Option<&str>) -> Result<()> {
     let (table, k) = q.table_key();
     tx.execute(
         &format!(
@@ -213,7 +208,7 @@ pub fn failed(
 /// claimed and not tried) wait until `until` with `error` saying why; the
 /// claim's attempt is given back. Returns how many jobs wait.
 pub fn defer_group(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &GroupFolder,
     claimed: (Queue, i64),
     until: &str,
@@ -248,7 +243,7 @@ pub fn defer_group(
 /// job whose session completed or compacted again after it was queued is
 /// queued again, so the summary grows with the session (the newer summary
 /// replaces the older, `insert_summary`).
-pub fn queue_summaries(tx: &Transaction<'_>, now: &str) -> Result<usize> {
+pub fn queue_summaries(tx: &Db<'_>, now: &str) -> Result<usize> {
     const SETTLED: &str = "EXISTS (SELECT 1 FROM prompt_batches b WHERE b.session_id = s.id)
            AND NOT EXISTS (SELECT 1 FROM prompt_batches b
                            LEFT JOIN memory_queue m ON m.batch_id = b.id
@@ -289,13 +284,13 @@ pub fn queue_summaries(tx: &Transaction<'_>, now: &str) -> Result<usize> {
 }
 
 /// How many jobs wait, by queue: (batches, sessions).
-pub fn pending(conn: &Connection) -> Result<(i64, i64)> {
-    Ok(conn.query_row(
+pub fn pending(conn: &Db<'_>) -> Result<(i64, i64)> {
+    conn.query_row(
         "SELECT (SELECT count(*) FROM memory_queue WHERE state IN ('pending', 'processing')),
                 (SELECT count(*) FROM summary_queue WHERE state IN ('pending', 'processing'))",
-        [],
+        (),
         |r| Ok((r.get(0)?, r.get(1)?)),
-    )?)
+    )
 }
 
 // --- observations -----------------------------------------------------------
@@ -335,15 +330,16 @@ const OBSERVATION_COLUMNS: &str =
      ORDER BY a.created_at DESC LIMIT 1)";
 
 /// A column as a [`MemoryFolder`] (a group's folder or `global`).
-fn memory_folder_at(r: &Row<'_>, i: usize) -> rusqlite::Result<MemoryFolder> {
+fn memory_folder_at(r: &Row<'_>, i: usize) -> Result<MemoryFolder> {
     let name: String = r.get(i)?;
-    MemoryFolder::new(name).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    MemoryFolder::new(name).map_err(|e| Error::Column {
+        index: i,
+        why: e.to_string(),
     })
 }
 
-fn observation_from_row(r: &Row<'_>) -> rusqlite::Result<ObservationRow> {
-    let list = |i: usize| -> rusqlite::Result<Vec<String>> {
+fn observation_from_row(r: &Row<'_>) -> Result<ObservationRow> {
+    let list = |i: usize| -> Result<Vec<String>> {
         let s: String = r.get(i)?;
         Ok(serde_json::from_str(&s).unwrap_or_default())
     };
@@ -380,7 +376,7 @@ pub struct Provenance {
 /// Records an observation; an active one of the same group and kind whose
 /// title says the same (`same_as`) is superseded by it. Returns its id.
 pub fn insert(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &MemoryFolder,
     o: &ObservationDraft,
     from: Provenance,
@@ -388,10 +384,10 @@ pub fn insert(
     same_as: impl Fn(&str) -> bool,
 ) -> Result<i64> {
     let list = |v: &[String]| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
-    tx.execute(
+    let id: i64 = tx.query_row(
         "INSERT INTO observations (group_folder, kind, title, narrative, facts, files, concerns,
            importance, origin, session_id, batch_id, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
         params![
             group.as_str(),
             o.kind.as_str(),
@@ -410,8 +406,8 @@ pub fn insert(
             from.batch,
             at
         ],
+        |r| r.get(0),
     )?;
-    let id = tx.last_insert_rowid();
     let older: Vec<(i64, String)> = query_all(
         tx,
         "SELECT id, title FROM observations
@@ -429,18 +425,13 @@ pub fn insert(
 
 /// A group's observations, most important and newest first; `all` includes
 /// superseded ones and tombstones.
-pub fn list(conn: &Connection, group: &MemoryFolder, all: bool) -> Result<Vec<ObservationRow>> {
+pub fn list(conn: &Db<'_>, group: &MemoryFolder, all: bool) -> Result<Vec<ObservationRow>> {
     first(conn, [group.as_str(), group.as_str()], all, -1)
 }
 
 /// The first `n` of [`list`] over one or two groups (the group and
 /// `global`; a negative `n`: every one).
-pub fn first(
-    conn: &Connection,
-    groups: [&str; 2],
-    all: bool,
-    n: i64,
-) -> Result<Vec<ObservationRow>> {
+pub fn first(conn: &Db<'_>, groups: [&str; 2], all: bool, n: i64) -> Result<Vec<ObservationRow>> {
     query_all(
         conn,
         &format!(
@@ -455,32 +446,31 @@ pub fn first(
 }
 
 /// One observation of the group; None when the group has none such.
-pub fn get(conn: &Connection, group: &MemoryFolder, id: i64) -> Result<Option<ObservationRow>> {
-    Ok(conn
+pub fn get(conn: &Db<'_>, group: &MemoryFolder, id: i64) -> Result<Option<ObservationRow>> {
+    conn
         .query_row(
             &format!("SELECT {OBSERVATION_COLUMNS} FROM observations o WHERE o.id = ?1 AND o.group_folder = ?2"),
             params![id, group.as_str()],
             observation_from_row,
         )
-        .optional()?)
+        .optional()
 }
 
 /// The group an observation belongs to (for a person's command, which
 /// names only the id).
-pub fn group_of(conn: &Connection, id: i64) -> Result<Option<MemoryFolder>> {
-    Ok(conn
-        .query_row(
-            "SELECT group_folder FROM observations WHERE id = ?1",
-            [id],
-            |r| memory_folder_at(r, 0),
-        )
-        .optional()?)
+pub fn group_of(conn: &Db<'_>, id: i64) -> Result<Option<MemoryFolder>> {
+    conn.query_row(
+        "SELECT group_folder FROM observations WHERE id = ?1",
+        [id],
+        |r| memory_folder_at(r, 0),
+    )
+    .optional()
 }
 
 /// Forgets an observation of the group: its text is emptied (the index
 /// rows with it) and it stays as a tombstone. False when the group has no
 /// such observation.
-pub fn forget(tx: &Transaction<'_>, group: &MemoryFolder, id: i64) -> Result<bool> {
+pub fn forget(tx: &Db<'_>, group: &MemoryFolder, id: i64) -> Result<bool> {
     Ok(tx.execute(
         "UPDATE observations SET status = 'forgotten', title = '', narrative = '', facts = '[]',
            files = '[]', concerns = '[]'
@@ -490,7 +480,7 @@ pub fn forget(tx: &Transaction<'_>, group: &MemoryFolder, id: i64) -> Result<boo
 }
 
 /// An observation's group and kind, while it is active.
-pub fn active_kind(conn: &Connection, id: i64) -> Result<Option<(String, String)>> {
+pub fn active_kind(conn: &Db<'_>, id: i64) -> Result<Option<(String, String)>> {
     Ok(query_all(
         conn,
         "SELECT group_folder, kind FROM observations WHERE id = ?1 AND status = 'active'",
@@ -504,7 +494,7 @@ pub fn active_kind(conn: &Connection, id: i64) -> Result<Option<(String, String)
 /// The other active observations of `group` and `kind` that `model` has
 /// embedded: (id, vector bytes). The group is the first filter.
 pub fn active_vectors(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &str,
     kind: &str,
     except: i64,
@@ -521,7 +511,7 @@ pub fn active_vectors(
 }
 
 /// Marks `old` superseded by `new`, when `old` is still active.
-pub fn supersede(tx: &Transaction<'_>, old: i64, new: i64) -> Result<bool> {
+pub fn supersede(tx: &Db<'_>, old: i64, new: i64) -> Result<bool> {
     Ok(tx.execute(
         "UPDATE observations SET status = 'superseded', superseded_by = ?2
          WHERE id = ?1 AND status = 'active'",
@@ -532,7 +522,7 @@ pub fn supersede(tx: &Transaction<'_>, old: i64, new: i64) -> Result<bool> {
 /// Active observations of the group that match the FTS5 query `fts`,
 /// best first, with their bm25() made "higher is better".
 pub fn matching(
-    conn: &Connection,
+    conn: &Db<'_>,
     groups: [&str; 2],
     fts: &str,
     limit: i64,
@@ -551,7 +541,7 @@ pub fn matching(
              ORDER BY s.score"
         ),
         params![fts, groups[0], limit, groups[1]],
-        |r| Ok((observation_from_row(r)?, -r.get::<_, f64>(16)?)),
+        |r| Ok((observation_from_row(r)?, -r.get::<f64>(16)?)),
     )
 }
 
@@ -576,7 +566,7 @@ pub struct SummaryRow {
 const SUMMARY_COLUMNS: &str = "m.id, m.group_folder, s.content_session_id, m.title, m.request,
     m.investigated, m.learned, m.completed, m.next_steps, m.created_at";
 
-fn summary_from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRow> {
+fn summary_from_row(r: &Row<'_>) -> Result<SummaryRow> {
     Ok(SummaryRow {
         id: r.get(0)?,
         group: memory_folder_at(r, 1)?,
@@ -595,7 +585,7 @@ fn summary_from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRow> {
 /// compacted again or completed) and fills the session's title when it has
 /// none.
 pub fn insert_summary(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &GroupFolder,
     session: i64,
     s: &SummaryDraft,
@@ -629,40 +619,34 @@ pub fn insert_summary(
 }
 
 /// One summary by id, with its group.
-pub fn summary_by_id(conn: &Connection, id: i64) -> Result<Option<SummaryRow>> {
-    Ok(conn
-        .query_row(
-            &format!(
-                "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+pub fn summary_by_id(conn: &Db<'_>, id: i64) -> Result<Option<SummaryRow>> {
+    conn.query_row(
+        &format!(
+            "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
                  CROSS JOIN memory_sessions s ON s.id = m.session_id WHERE m.id = ?1"
-            ),
-            [id],
-            summary_from_row,
-        )
-        .optional()?)
+        ),
+        [id],
+        summary_from_row,
+    )
+    .optional()
 }
 
 /// The summary of a group's session (by Claude Code's session id).
-pub fn summary(
-    conn: &Connection,
-    group: &GroupFolder,
-    session_id: &str,
-) -> Result<Option<SummaryRow>> {
-    Ok(conn
-        .query_row(
-            &format!(
-                "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+pub fn summary(conn: &Db<'_>, group: &GroupFolder, session_id: &str) -> Result<Option<SummaryRow>> {
+    conn.query_row(
+        &format!(
+            "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
                  CROSS JOIN memory_sessions s ON s.id = m.session_id
                  WHERE m.group_folder = ?1 AND s.content_session_id = ?2"
-            ),
-            params![group.as_str(), session_id],
-            summary_from_row,
-        )
-        .optional()?)
+        ),
+        params![group.as_str(), session_id],
+        summary_from_row,
+    )
+    .optional()
 }
 
 /// A group's latest summaries, newest first.
-pub fn latest_summaries(conn: &Connection, group: &GroupFolder, n: i64) -> Result<Vec<SummaryRow>> {
+pub fn latest_summaries(conn: &Db<'_>, group: &GroupFolder, n: i64) -> Result<Vec<SummaryRow>> {
     query_all(
         conn,
         &format!(
@@ -678,7 +662,7 @@ pub fn latest_summaries(conn: &Connection, group: &GroupFolder, n: i64) -> Resul
 /// Summaries of the group matching the FTS5 query `fts`, best first, with
 /// bm25() made "higher is better".
 pub fn matching_summaries(
-    conn: &Connection,
+    conn: &Db<'_>,
     groups: [&str; 2],
     fts: &str,
     limit: i64,
@@ -697,13 +681,13 @@ pub fn matching_summaries(
              ORDER BY x.score"
         ),
         params![fts, groups[0], limit, groups[1]],
-        |r| Ok((summary_from_row(r)?, -r.get::<_, f64>(10)?)),
+        |r| Ok((summary_from_row(r)?, -r.get::<f64>(10)?)),
     )
 }
 
 /// Rebuilds the observations' and summaries' full-text indexes from their
 /// rows.
-pub fn rebuild_indexes(tx: &Transaction<'_>) -> Result<()> {
+pub fn rebuild_indexes(tx: &Db<'_>) -> Result<()> {
     tx.execute_batch(
         "INSERT INTO observations_fts (observations_fts) VALUES ('rebuild');
          DELETE FROM summaries_fts;

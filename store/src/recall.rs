@@ -8,25 +8,25 @@
 //! group never sees another's passages and a small group's question costs
 //! little however large the others are.
 
-use rusqlite::{Connection, Transaction, params};
+use crate::db::{Db, Row};
+use crate::params;
 
 use super::passages::Passage;
 use super::{Result, query_all};
 
 /// Records an archive's passages in the caller's transaction.
 pub fn insert_passages(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     archive_id: i64,
     group: &str,
     at: &str,
     passages: &[Passage],
 ) -> Result<()> {
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO archive_passages (archive_id, group_folder, ordinal, turn_start, turn_end, text, at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
     for p in passages {
-        stmt.execute(params![
+        tx.execute(
+            "INSERT INTO archive_passages (archive_id, group_folder, ordinal, turn_start, turn_end, text, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
             archive_id,
             group,
             p.ordinal,
@@ -34,27 +34,28 @@ pub fn insert_passages(
             p.turn_end,
             p.text,
             at
-        ])?;
+        ],
+        )?;
     }
     Ok(())
 }
 
 /// An archive that has no passages yet: (id, group, created_at, body).
-pub fn archives_without_passages(conn: &Connection) -> Result<Vec<(i64, String, String, String)>> {
+pub fn archives_without_passages(conn: &Db<'_>) -> Result<Vec<(i64, String, String, String)>> {
     query_all(
         conn,
         "SELECT a.id, a.group_folder, a.created_at, f.body
          FROM conversation_archives a
          CROSS JOIN archives_fts f ON f.rowid = a.id
          WHERE NOT EXISTS (SELECT 1 FROM archive_passages p WHERE p.archive_id = a.id)",
-        [],
+        (),
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
     )
 }
 
 /// Deletes every passage (their index rows go with them).
-pub fn clear_passages(tx: &Transaction<'_>) -> Result<usize> {
-    Ok(tx.execute("DELETE FROM archive_passages", [])?)
+pub fn clear_passages(tx: &Db<'_>) -> Result<usize> {
+    tx.execute("DELETE FROM archive_passages", ())
 }
 
 /// The columns [`row`] reads, before the score and the group.
@@ -107,7 +108,7 @@ const CANDIDATES: &str = concat!(
 /// is about, whatever its words. One seek of the (group, time) index per
 /// day and year the group's passages span (the newest 50 years).
 pub fn passages_on_days(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &str,
     days: &[String],
     limit: i64,
@@ -118,10 +119,7 @@ pub fn passages_on_days(
         "SELECT (SELECT min(at) FROM archive_passages WHERE group_folder = ?1),
                 (SELECT max(at) FROM archive_passages WHERE group_folder = ?1)",
         [group],
-        |r| {
-            Ok(r.get::<_, Option<String>>(0)?
-                .zip(r.get::<_, Option<String>>(1)?))
-        },
+        |r| Ok(r.get::<Option<String>>(0)?.zip(r.get::<Option<String>>(1)?)),
     )?;
     let Some((first, last)) = span else {
         return Ok(Vec::new());
@@ -155,7 +153,7 @@ pub fn passages_on_days(
     )
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PassageRow> {
+fn row(r: &Row<'_>) -> Result<PassageRow> {
     Ok(PassageRow {
         id: r.get(0)?,
         archive_id: r.get(1)?,
@@ -167,7 +165,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PassageRow> {
         archive_name: r.get(7)?,
         archive_path: r.get(8)?,
         session_id: r.get(9)?,
-        score: -r.get::<_, f64>(10)?,
+        score: -r.get::<f64>(10)?,
         group: r.get(11)?,
     })
 }
@@ -180,7 +178,7 @@ const PASSAGE: &str = concat!(
 );
 
 /// One passage by id, with its group.
-pub fn passage(conn: &Connection, id: i64) -> Result<Option<(String, PassageRow)>> {
+pub fn passage(conn: &Db<'_>, id: i64) -> Result<Option<(String, PassageRow)>> {
     Ok(
         query_all(conn, &format!("{PASSAGE} WHERE p.id = ?1"), [id], |r| {
             let p = row(r)?;
@@ -193,17 +191,17 @@ pub fn passage(conn: &Connection, id: i64) -> Result<Option<(String, PassageRow)
 
 /// About how many passages there are, in one index seek: the newest id
 /// (ids are not reused, so deletions make it high, never low).
-pub fn passage_count_estimate(conn: &Connection) -> Result<i64> {
-    Ok(conn.query_row(
+pub fn passage_count_estimate(conn: &Db<'_>) -> Result<i64> {
+    conn.query_row(
         "SELECT coalesce(max(id), 0) FROM archive_passages",
-        [],
+        (),
         |r| r.get(0),
-    )?)
+    )
 }
 
 /// The passages of an archive from ordinal `from` to `to`, in order.
 pub fn passages_between(
-    conn: &Connection,
+    conn: &Db<'_>,
     archive_id: i64,
     from: i64,
     to: i64,
@@ -227,7 +225,7 @@ pub const SCAN: i64 = 500;
 /// The best `limit` passages of `group` matching the FTS5 query `fts`,
 /// among its newest [`SCAN`] that match.
 pub fn passage_candidates(
-    conn: &Connection,
+    conn: &Db<'_>,
     fts: &str,
     groups: [&str; 2],
     limit: i64,
@@ -245,7 +243,7 @@ pub fn passage_candidates(
 /// stops there, so the cost is that of the rows read, however common the
 /// words.
 pub fn newest_matching(
-    conn: &Connection,
+    conn: &Db<'_>,
     fts: &str,
     groups: [&str; 2],
     limit: i64,
@@ -272,7 +270,7 @@ pub fn newest_matching(
 /// bm25() over every passage that matches (no scan bound: its cost grows
 /// with how many passages hold the question's words).
 pub fn bm25_passages(
-    conn: &Connection,
+    conn: &Db<'_>,
     fts: &str,
     groups: [&str; 2],
     limit: i64,
@@ -299,11 +297,7 @@ pub fn bm25_passages(
 }
 
 /// The passages with these ids that belong to `groups` (score 0).
-pub fn passages_by_ids(
-    conn: &Connection,
-    ids: &[i64],
-    groups: [&str; 2],
-) -> Result<Vec<PassageRow>> {
+pub fn passages_by_ids(conn: &Db<'_>, ids: &[i64], groups: [&str; 2]) -> Result<Vec<PassageRow>> {
     query_all(
         conn,
         concat!(
@@ -325,7 +319,7 @@ pub fn passages_by_ids(
 }
 
 /// Every passage of `group`, in id order.
-pub fn group_passages(conn: &Connection, group: &str) -> Result<Vec<PassageRow>> {
+pub fn group_passages(conn: &Db<'_>, group: &str) -> Result<Vec<PassageRow>> {
     query_all(
         conn,
         &format!("{PASSAGE} WHERE p.group_folder = ?1 ORDER BY p.id"),
@@ -352,7 +346,7 @@ const PROMPT: &str = "SELECT b.id, b.group_folder, m.content_session_id, b.promp
         coalesce(b.reply, ''), b.started_at
  FROM prompt_batches b CROSS JOIN memory_sessions m ON m.id = b.session_id";
 
-fn prompt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PromptRow> {
+fn prompt_row(r: &Row<'_>) -> Result<PromptRow> {
     Ok(PromptRow {
         id: r.get(0)?,
         group: r.get(1)?,
@@ -370,7 +364,7 @@ fn prompt_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PromptRow> {
 /// recalled as archive passages; a prompt still being answered (`active`)
 /// is the asker's own turn and is left out.
 pub fn unarchived_prompts(
-    conn: &Connection,
+    conn: &Db<'_>,
     fts: &str,
     groups: [&str; 2],
     limit: i64,
@@ -398,7 +392,7 @@ pub fn unarchived_prompts(
 }
 
 /// One captured prompt by its batch id.
-pub fn prompt(conn: &Connection, id: i64) -> Result<Option<PromptRow>> {
+pub fn prompt(conn: &Db<'_>, id: i64) -> Result<Option<PromptRow>> {
     Ok(
         query_all(conn, &format!("{PROMPT} WHERE b.id = ?1"), [id], prompt_row)?
             .into_iter()

@@ -3,7 +3,8 @@
 //! `send_message` asks. The decisions themselves belong to the host's
 //! `requests` module.
 
-use rusqlite::{Connection, Transaction, params};
+use crate::db::Db;
+use crate::params;
 use serde::Serialize;
 
 use super::{Result, now_rfc3339};
@@ -22,7 +23,7 @@ pub struct LogEntry {
 /// Records a request of `folder` with its outcome (`ok`, `refused`,
 /// `failed`); an empty `detail` is stored as NULL.
 pub fn log(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     folder: &str,
     request_id: Option<&str>,
     action: &str,
@@ -37,11 +38,11 @@ pub fn log(
 }
 
 /// The newest `limit` entries of `folder`, newest first.
-pub fn list(conn: &Connection, folder: &str, limit: usize) -> Result<Vec<LogEntry>> {
-    let mut st = conn.prepare(
+pub fn list(conn: &Db<'_>, folder: &str, limit: usize) -> Result<Vec<LogEntry>> {
+    conn.query_all(
         "SELECT id, request_id, action, outcome, detail, at FROM ipc_log WHERE group_folder = ?1 ORDER BY id DESC LIMIT ?2",
-    )?;
-    let rows = st.query_map(params![folder, limit as i64], |r| {
+        params![folder, limit as i64],
+        |r| {
         Ok(LogEntry {
             id: r.get(0)?,
             request_id: r.get(1)?,
@@ -50,15 +51,15 @@ pub fn list(conn: &Connection, folder: &str, limit: usize) -> Result<Vec<LogEntr
             detail: r.get(4)?,
             at: r.get(5)?,
         })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+        },
+    )
 }
 
 /// Whether `jid` is a registered group's chat or a chat seen before.
-pub fn known_chat(conn: &Connection, jid: &str) -> Result<bool> {
-    Ok(conn.query_row(
+pub fn known_chat(conn: &Db<'_>, jid: &str) -> Result<bool> {
+    conn.query_row(
         "SELECT EXISTS (SELECT 1 FROM registered_groups WHERE jid = ?1) OR EXISTS (SELECT 1 FROM chats WHERE jid = ?1)",
         [jid],
-        |r| r.get::<_, bool>(0),
-    )?)
+        |r| r.get::<bool>(0),
+    )
 }

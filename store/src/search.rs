@@ -39,8 +39,8 @@
 //! of the archives, 5x for "the") but would drop older and better matches,
 //! such as an old archive whose title is the word, so it is not done.
 
-use rusqlite::types::ValueRef;
-use rusqlite::{Connection, params};
+use crate::db::{Db, Optional, Row, Value};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use super::{Result, query_all};
@@ -105,12 +105,12 @@ const RANK_GROUP: &str = "SELECT archives_fts.rowid, bm25(archives_fts, 4.0, 1.0
 /// pairs, best first, score made "higher is better"; `group` limits to one
 /// group.
 pub fn ranked(
-    conn: &Connection,
+    conn: &Db<'_>,
     fts: &str,
     limit: i64,
     group: Option<&str>,
 ) -> Result<Vec<(i64, f64)>> {
-    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, -r.get::<_, f64>(1)?));
+    let row = |r: &Row<'_>| Ok((r.get(0)?, -r.get::<f64>(1)?));
     match group {
         Some(g) => query_all(conn, RANK_GROUP, params![fts, limit, g], row),
         None => query_all(conn, RANK_ALL, params![fts, limit], row),
@@ -118,7 +118,7 @@ pub fn ranked(
 }
 
 /// Every archive matching the FTS5 query `fts` (ids, unranked).
-pub fn matching(conn: &Connection, fts: &str) -> Result<Vec<i64>> {
+pub fn matching(conn: &Db<'_>, fts: &str) -> Result<Vec<i64>> {
     query_all(
         conn,
         "SELECT rowid FROM archives_fts WHERE archives_fts MATCH ?1",
@@ -130,13 +130,13 @@ pub fn matching(conn: &Connection, fts: &str) -> Result<Vec<i64>> {
 /// How many rows of `index` hold the FTS5 term `term`, counted up to `cap`
 /// (a common word's count stops there: counting costs as much as it
 /// counts).
-pub fn capped_count(conn: &Connection, index: Index, term: &str, cap: i64) -> Result<i64> {
+pub fn capped_count(conn: &Db<'_>, index: Index, term: &str, cap: i64) -> Result<i64> {
     let t = index.table();
-    Ok(conn
-        .prepare_cached(&format!(
-            "SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?1 LIMIT ?2)"
-        ))?
-        .query_row(params![term, cap], |r| r.get(0))?)
+    conn.query_row(
+        &format!("SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?1 LIMIT ?2)"),
+        params![term, cap],
+        |r| r.get(0),
+    )
 }
 
 /// A full-text index whose terms [`capped_count`] counts.
@@ -160,30 +160,31 @@ impl Index {
 /// The hits for archives already ranked: (id, score) pairs, in that order.
 /// Each archive row and body is read by key; an id that is gone is skipped.
 pub fn hits_for(
-    conn: &Connection,
+    conn: &Db<'_>,
     ranked: &[(i64, f64)],
     snippet: impl Fn(&str) -> String,
 ) -> Result<Vec<Hit>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body
-         FROM conversation_archives a
-         CROSS JOIN archives_fts f ON f.rowid = a.id
-         WHERE a.id = ?1",
-    )?;
     let mut hits = Vec::with_capacity(ranked.len());
     for (id, score) in ranked {
-        let mut rows = stmt.query(params![id])?;
-        if let Some(r) = rows.next()? {
-            hits.push(hit(r, &snippet, *score)?);
-        }
+        let found = conn
+            .query_row(
+                "SELECT a.id, a.group_folder, a.name, a.path, a.session_id, a.created_at, f.body
+                 FROM conversation_archives a
+                 CROSS JOIN archives_fts f ON f.rowid = a.id
+                 WHERE a.id = ?1",
+                params![id],
+                |r| hit(r, &snippet, *score),
+            )
+            .optional()?;
+        hits.extend(found);
     }
     Ok(hits)
 }
 
-fn hit(r: &rusqlite::Row<'_>, snippet: impl Fn(&str) -> String, score: f64) -> Result<Hit> {
+fn hit(r: &Row<'_>, snippet: impl Fn(&str) -> String, score: f64) -> Result<Hit> {
     // The body is borrowed from SQLite, not copied; only the snippet is.
     let text = match r.get_ref(6)? {
-        ValueRef::Text(b) => snippet(&String::from_utf8_lossy(b)),
+        Value::Text(b) => snippet(b),
         _ => String::new(),
     };
     Ok(Hit {
@@ -202,29 +203,20 @@ fn hit(r: &rusqlite::Row<'_>, snippet: impl Fn(&str) -> String, score: f64) -> R
 /// `group` limits to one group. `snippet` cuts a hit's snippet from its
 /// body, which it gets borrowed from SQLite.
 pub fn archive_hits(
-    conn: &Connection,
+    conn: &Db<'_>,
     fts: &str,
     limit: i64,
     group: Option<&str>,
     snippet: impl Fn(&str) -> String,
 ) -> Result<Vec<Hit>> {
-    let mut stmt;
-    let mut rows = match group {
-        Some(g) => {
-            stmt = conn.prepare_cached(SEARCH_GROUP)?;
-            stmt.query(params![fts, limit, g])?
-        }
-        None => {
-            stmt = conn.prepare_cached(SEARCH_ALL)?;
-            stmt.query(params![fts, limit])?
-        }
+    let row = |r: &Row<'_>| {
+        let score = -r.get::<f64>(7)?;
+        hit(r, &snippet, score)
     };
-    let mut hits = Vec::new();
-    while let Some(r) = rows.next()? {
-        let score = -r.get::<_, f64>(7)?;
-        hits.push(hit(r, &snippet, score)?);
+    match group {
+        Some(g) => conn.query_all(SEARCH_GROUP, params![fts, limit, g], row),
+        None => conn.query_all(SEARCH_ALL, params![fts, limit], row),
     }
-    Ok(hits)
 }
 
 #[cfg(test)]
@@ -244,14 +236,15 @@ mod tests {
         store
             .write_blocking(move |tx| {
                 for (i, (group, name, body)) in rows.iter().enumerate() {
-                    tx.execute(
+                    let id: i64 = tx.query_row(
                         "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
-                         VALUES (?1, NULL, ?2, ?3, 'manual', '2025-01-01T00:00:00.000Z')",
+                         VALUES (?1, NULL, ?2, ?3, 'manual', '2025-01-01T00:00:00.000Z') RETURNING id",
                         params![group, name, format!("groups/{group}/conversations/{i}.md")],
+                        |r| r.get(0),
                     )?;
                     tx.execute(
                         "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
-                        params![tx.last_insert_rowid(), name, body],
+                        params![id, name, body],
                     )?;
                 }
                 Ok(())
@@ -268,6 +261,7 @@ mod tests {
         store
             .read_blocking(|c| {
                 use rusqlite::types::Value;
+                let c = c.as_sqlite().expect("a SQLite store");
                 for (sql, args, reads_body) in [
                     (SEARCH_ALL, 2, true),
                     (SEARCH_GROUP, 3, true),

@@ -3,7 +3,8 @@
 //! name rules and the clear/resume operations belong to the host's
 //! `sessions` module.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use crate::db::{Db, Optional, Row};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
@@ -34,7 +35,7 @@ pub struct HistoryEntry {
 }
 
 /// The group's pointer; generation 0 and no session when it has no row.
-pub fn pointer(conn: &Connection, group: &GroupFolder) -> Result<Pointer> {
+pub fn pointer(conn: &Db<'_>, group: &GroupFolder) -> Result<Pointer> {
     Ok(conn
         .query_row(
             "SELECT session_id, generation, created_at FROM sessions WHERE group_folder = ?1",
@@ -59,7 +60,7 @@ pub fn pointer(conn: &Connection, group: &GroupFolder) -> Result<Pointer> {
 
 /// Writes the pointer and bumps its generation.
 pub fn write(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     current: &Pointer,
     session_id: Option<&str>,
     created_at: Option<&str>,
@@ -91,7 +92,7 @@ pub fn write(
 /// Bookmarks `session_id` (the pointer `current` held) under `name`, which
 /// the caller has checked.
 pub fn insert_history(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     current: &Pointer,
     session_id: &str,
     name: &str,
@@ -101,9 +102,9 @@ pub fn insert_history(
         .created_at
         .clone()
         .unwrap_or_else(|| archived_at.clone());
-    tx.execute(
+    let id: i64 = tx.query_row(
         "INSERT INTO session_history (group_folder, session_id, name, created_at, archived_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
         params![
             current.group.as_str(),
             session_id,
@@ -111,9 +112,10 @@ pub fn insert_history(
             created_at,
             archived_at
         ],
+        |r| r.get(0),
     )?;
     Ok(HistoryEntry {
-        id: tx.last_insert_rowid(),
+        id,
         group: current.group.clone(),
         session_id: session_id.to_string(),
         name: name.to_string(),
@@ -124,7 +126,7 @@ pub fn insert_history(
 
 const HISTORY_COLUMNS: &str = "id, group_folder, session_id, name, created_at, archived_at";
 
-fn history_from_row(r: &Row<'_>) -> rusqlite::Result<HistoryEntry> {
+fn history_from_row(r: &Row<'_>) -> Result<HistoryEntry> {
     Ok(HistoryEntry {
         id: r.get(0)?,
         group: folder_at(r, 1)?,
@@ -136,29 +138,30 @@ fn history_from_row(r: &Row<'_>) -> rusqlite::Result<HistoryEntry> {
 }
 
 /// A group's bookmarks, newest first.
-pub fn history(conn: &Connection, group: &str) -> Result<Vec<HistoryEntry>> {
-    let mut stmt = conn.prepare(&format!(
-        "SELECT {HISTORY_COLUMNS} FROM session_history WHERE group_folder = ?1 ORDER BY id DESC"
-    ))?;
-    let rows = stmt.query_map([group], history_from_row)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+pub fn history(conn: &Db<'_>, group: &str) -> Result<Vec<HistoryEntry>> {
+    conn.query_all(
+        &format!(
+            "SELECT {HISTORY_COLUMNS} FROM session_history WHERE group_folder = ?1 ORDER BY id DESC"
+        ),
+        [group],
+        history_from_row,
+    )
 }
 
 /// One bookmark of the group; another group's id is simply not found.
-pub fn history_entry(conn: &Connection, group: &str, id: i64) -> Result<Option<HistoryEntry>> {
-    Ok(conn
-        .query_row(
-            &format!(
-                "SELECT {HISTORY_COLUMNS} FROM session_history WHERE id = ?1 AND group_folder = ?2"
-            ),
-            params![id, group],
-            history_from_row,
-        )
-        .optional()?)
+pub fn history_entry(conn: &Db<'_>, group: &str, id: i64) -> Result<Option<HistoryEntry>> {
+    conn.query_row(
+        &format!(
+            "SELECT {HISTORY_COLUMNS} FROM session_history WHERE id = ?1 AND group_folder = ?2"
+        ),
+        params![id, group],
+        history_from_row,
+    )
+    .optional()
 }
 
 /// Removes a bookmark (it became the pointer again).
-pub fn delete_history(tx: &Transaction<'_>, id: i64) -> Result<()> {
+pub fn delete_history(tx: &Db<'_>, id: i64) -> Result<()> {
     tx.execute("DELETE FROM session_history WHERE id = ?1", [id])?;
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! (what is due, what runs next, which status changes are allowed) is in
 //! the host's `tasks`; these are its statements and rows.
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use crate::db::{Db, Optional, Row};
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::GroupFolder;
@@ -50,7 +51,7 @@ pub struct TaskRun {
 }
 
 /// Stores a new task.
-pub fn insert(tx: &Transaction<'_>, task: &Task) -> Result<()> {
+pub fn insert(tx: &Db<'_>, task: &Task) -> Result<()> {
     tx.execute(
         "INSERT INTO scheduled_tasks
            (id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone,
@@ -76,7 +77,7 @@ pub fn insert(tx: &Transaction<'_>, task: &Task) -> Result<()> {
 const COLUMNS: &str = "id, group_folder, chat_jid, prompt, schedule_type, schedule_value, timezone, \
      context_mode, next_run, last_run, last_result, status, created_at";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
+fn from_row(r: &Row<'_>) -> Result<Task> {
     Ok(Task {
         id: r.get(0)?,
         group_folder: folder_at(r, 1)?,
@@ -95,7 +96,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Task> {
 }
 
 /// Tasks of one group, or of every group (`None`), oldest first.
-pub fn list(conn: &Connection, group: Option<&str>) -> Result<Vec<Task>> {
+pub fn list(conn: &Db<'_>, group: Option<&str>) -> Result<Vec<Task>> {
     query_all(
         conn,
         &format!(
@@ -108,18 +109,17 @@ pub fn list(conn: &Connection, group: Option<&str>) -> Result<Vec<Task>> {
     )
 }
 
-pub fn get(conn: &Connection, id: &str) -> Result<Option<Task>> {
-    Ok(conn
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM scheduled_tasks WHERE id = ?1"),
-            [id],
-            from_row,
-        )
-        .optional()?)
+pub fn get(conn: &Db<'_>, id: &str) -> Result<Option<Task>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM scheduled_tasks WHERE id = ?1"),
+        [id],
+        from_row,
+    )
+    .optional()
 }
 
 /// A task's run log, newest first.
-pub fn runs(conn: &Connection, task_id: &str, limit: usize) -> Result<Vec<TaskRun>> {
+pub fn runs(conn: &Db<'_>, task_id: &str, limit: usize) -> Result<Vec<TaskRun>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     query_all(
         conn,
@@ -141,7 +141,7 @@ pub fn runs(conn: &Connection, task_id: &str, limit: usize) -> Result<Vec<TaskRu
 }
 
 /// Sets a task's status (`paused`, `cancelled`).
-pub fn set_status(tx: &Transaction<'_>, id: &str, status: &str) -> Result<()> {
+pub fn set_status(tx: &Db<'_>, id: &str, status: &str) -> Result<()> {
     tx.execute(
         "UPDATE scheduled_tasks SET status = ?2 WHERE id = ?1",
         params![id, status],
@@ -150,7 +150,7 @@ pub fn set_status(tx: &Transaction<'_>, id: &str, status: &str) -> Result<()> {
 }
 
 /// Makes a task active again with its next run.
-pub fn reactivate(tx: &Transaction<'_>, id: &str, next_run: Option<&str>) -> Result<()> {
+pub fn reactivate(tx: &Db<'_>, id: &str, next_run: Option<&str>) -> Result<()> {
     tx.execute(
         "UPDATE scheduled_tasks SET status = 'active', next_run = ?2 WHERE id = ?1",
         params![id, next_run],
@@ -159,7 +159,7 @@ pub fn reactivate(tx: &Transaction<'_>, id: &str, next_run: Option<&str>) -> Res
 }
 
 /// Up to `limit` active, unclaimed tasks due at `now`, earliest first.
-pub fn due(tx: &Transaction<'_>, now: &str, limit: usize) -> Result<Vec<Task>> {
+pub fn due(tx: &Db<'_>, now: &str, limit: usize) -> Result<Vec<Task>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     query_all(
         tx,
@@ -176,7 +176,7 @@ pub fn due(tx: &Transaction<'_>, now: &str, limit: usize) -> Result<Vec<Task>> {
 }
 
 /// Pauses a task unless it was claimed or changed meanwhile.
-pub fn pause_unclaimed(tx: &Transaction<'_>, id: &str) -> Result<()> {
+pub fn pause_unclaimed(tx: &Db<'_>, id: &str) -> Result<()> {
     tx.execute(
         "UPDATE scheduled_tasks SET status = 'paused'
              WHERE id = ?1 AND status = 'active' AND claimed_by IS NULL",
@@ -188,7 +188,7 @@ pub fn pause_unclaimed(tx: &Transaction<'_>, id: &str) -> Result<()> {
 /// Claims an active, unclaimed task for `claimer` and moves its next run
 /// to `following`; false when someone else had it.
 pub fn claim(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     id: &str,
     claimer: &str,
     now: &str,
@@ -204,7 +204,7 @@ pub fn claim(
 
 /// Adds a row to a task's run log.
 pub fn log_run(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     id: &str,
     run_at: &str,
     duration_ms: i64,
@@ -222,7 +222,7 @@ pub fn log_run(
 
 /// Records the end of a run on the task: `last_run`, `last_result`, the
 /// claim cleared; a `once` task completed unless it was cancelled.
-pub fn end_run(tx: &Transaction<'_>, id: &str, run_at: &str, last_result: &str) -> Result<()> {
+pub fn end_run(tx: &Db<'_>, id: &str, run_at: &str, last_result: &str) -> Result<()> {
     tx.execute(
         "UPDATE scheduled_tasks SET
            last_run = ?2, last_result = ?3, claimed_by = NULL, claimed_at = NULL,
@@ -237,10 +237,7 @@ pub fn end_run(tx: &Transaction<'_>, id: &str, run_at: &str, last_result: &str) 
 
 /// Claimed tasks (of claimers whose name starts with `claimer_prefix`, or
 /// all) with the time each was claimed.
-pub fn claimed(
-    tx: &Transaction<'_>,
-    claimer_prefix: Option<&str>,
-) -> Result<Vec<(Task, Option<String>)>> {
+pub fn claimed(tx: &Db<'_>, claimer_prefix: Option<&str>) -> Result<Vec<(Task, Option<String>)>> {
     query_all(
         tx,
         &format!(
@@ -249,12 +246,12 @@ pub fn claimed(
                AND (?1 IS NULL OR substr(claimed_by, 1, length(?1)) = ?1)"
         ),
         [claimer_prefix],
-        |r| Ok((from_row(r)?, r.get::<_, Option<String>>(13)?)),
+        |r| Ok((from_row(r)?, r.get::<Option<String>>(13)?)),
     )
 }
 
 /// Clears a task's claim and sets its next run.
-pub fn release(tx: &Transaction<'_>, id: &str, next_run: Option<&str>) -> Result<()> {
+pub fn release(tx: &Db<'_>, id: &str, next_run: Option<&str>) -> Result<()> {
     tx.execute(
         "UPDATE scheduled_tasks SET claimed_by = NULL, claimed_at = NULL, next_run = ?2
              WHERE id = ?1",
@@ -264,11 +261,11 @@ pub fn release(tx: &Transaction<'_>, id: &str, next_run: Option<&str>) -> Result
 }
 
 /// The earliest `next_run` among active, unclaimed tasks.
-pub fn earliest_next_run(conn: &Connection) -> Result<Option<String>> {
-    Ok(conn.query_row(
+pub fn earliest_next_run(conn: &Db<'_>) -> Result<Option<String>> {
+    conn.query_row(
         "SELECT min(next_run) FROM scheduled_tasks
          WHERE status = 'active' AND claimed_by IS NULL AND next_run IS NOT NULL",
-        [],
+        (),
         |r| r.get(0),
-    )?)
+    )
 }

@@ -2,7 +2,8 @@
 //! answered or refused, and the sums behind per-group daily budgets and
 //! `g2 usage`; with its rows ([`Record`], [`Line`]).
 
-use rusqlite::{Connection, Transaction, params};
+use crate::db::Db;
+use crate::params;
 use serde::{Deserialize, Serialize};
 
 use super::{Result, query_all};
@@ -142,7 +143,7 @@ fn since_on(today: chrono::NaiveDate, days: u32) -> String {
         .to_string()
 }
 
-pub fn insert(tx: &Transaction<'_>, r: &Record) -> Result<()> {
+pub fn insert(tx: &Db<'_>, r: &Record) -> Result<()> {
     tx.execute(
         "INSERT INTO model_usage (caller, provider, model, input_tokens, output_tokens,
              cache_read_tokens, cache_creation_tokens, duration_ms, status, outcome, streamed,
@@ -169,12 +170,7 @@ pub fn insert(tx: &Transaction<'_>, r: &Record) -> Result<()> {
 }
 
 /// Tokens a caller used on one UTC day, for one purpose or (None) all.
-pub fn tokens_on(
-    conn: &Connection,
-    caller: &str,
-    day: &str,
-    purpose: Option<Purpose>,
-) -> Result<u64> {
+pub fn tokens_on(conn: &Db<'_>, caller: &str, day: &str, purpose: Option<Purpose>) -> Result<u64> {
     let n: i64 = conn.query_row(
         "SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_creation_tokens), 0)
          FROM model_usage WHERE caller = ?1 AND day = ?2 AND (?3 IS NULL OR purpose = ?3)",
@@ -186,7 +182,7 @@ pub fn tokens_on(
 
 /// Usage per day, caller, purpose, provider and model, newest day first; `group`
 /// limits to one caller, `since` to days on or after `YYYY-MM-DD`.
-pub fn report(conn: &Connection, group: Option<&str>, since: Option<&str>) -> Result<Vec<Line>> {
+pub fn report(conn: &Db<'_>, group: Option<&str>, since: Option<&str>) -> Result<Vec<Line>> {
     query_all(
         conn,
         "SELECT day, caller, purpose, provider, model, count(*), sum(input_tokens), sum(output_tokens),
@@ -198,11 +194,11 @@ pub fn report(conn: &Connection, group: Option<&str>, since: Option<&str>) -> Re
          ORDER BY day DESC, caller, purpose, provider, model",
         params![group, since],
         |r| {
-            let n = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0) as u64) };
+            let n = |i: usize| -> Result<u64> { Ok(r.get::<i64>(i)?.max(0) as u64) };
             Ok(Line {
                 day: r.get(0)?,
                 group: r.get(1)?,
-                purpose: Purpose::parse(&r.get::<_, String>(2)?),
+                purpose: Purpose::parse(&r.get::<String>(2)?),
                 provider: r.get(3)?,
                 model: r.get(4)?,
                 requests: n(5)?,

@@ -273,11 +273,11 @@ async fn suite(p: Platform) {
     while home
         .store()
         .read(|c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:one'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )?)
+                (),
+                |r| r.get::<i64>(0),
+            )
         })
         .await
         .unwrap()

@@ -275,11 +275,9 @@ fn archive_never_overwrites() {
     let rows: i64 = home
         .store()
         .read_blocking(|c| {
-            Ok(
-                c.query_row("SELECT count(*) FROM conversation_archives", [], |r| {
-                    r.get(0)
-                })?,
-            )
+            c.query_row("SELECT count(*) FROM conversation_archives", (), |r| {
+                r.get(0)
+            })
         })
         .unwrap();
     assert_eq!(rows, 4);
@@ -346,11 +344,9 @@ fn concurrent_archives_of_one_name_all_land() {
     let rows: i64 = home
         .store()
         .read_blocking(|c| {
-            Ok(
-                c.query_row("SELECT count(*) FROM conversation_archives", [], |r| {
-                    r.get(0)
-                })?,
-            )
+            c.query_row("SELECT count(*) FROM conversation_archives", (), |r| {
+                r.get(0)
+            })
         })
         .unwrap();
     assert_eq!(rows, 8);

@@ -98,7 +98,7 @@ fn batch_jobs(home: &TestHome) -> Vec<(String, Option<String>)> {
             store::query_all(
                 c,
                 "SELECT state, error FROM memory_queue ORDER BY batch_id",
-                [],
+                (),
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
         })

@@ -177,11 +177,11 @@ async fn links_an_agent_plants_are_never_followed() {
     let details: Vec<String> = home
         .store()
         .read_blocking(|c| {
-            let mut st = c.prepare(
+            c.query_all(
                 "SELECT detail FROM ipc_log WHERE group_folder = 'family' AND action = 'link' AND outcome = 'refused'",
-            )?;
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                (),
+                |r| r.get::<String>(0),
+            )
         })
         .unwrap();
     for what in ["tasks/", "projects/", "settings.json", "conversations/"] {

@@ -75,7 +75,7 @@ impl Fixture {
     fn count(&self, sql: &str) -> i64 {
         self.home
             .store()
-            .read_blocking(|c| Ok(c.query_row(sql, [], |r| r.get(0))?))
+            .read_blocking(|c| c.query_row(sql, (), |r| r.get(0)))
             .unwrap()
     }
 
@@ -155,11 +155,11 @@ async fn send_message_main_to_any_chat_others_only_their_own() {
         .home
         .store()
         .read_blocking(|c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT content FROM messages WHERE chat_jid = 'local:work'",
-                [],
+                (),
                 |r| r.get(0),
-            )?)
+            )
         })
         .unwrap();
     assert_eq!(text, "ok");
@@ -182,11 +182,11 @@ async fn tasks_main_for_any_group_others_only_their_own() {
         .home
         .store()
         .read_blocking(|c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT group_folder, chat_jid FROM scheduled_tasks WHERE id = ?1",
                 [&family_by_main],
                 |r| Ok((r.get(0)?, r.get(1)?)),
-            )?)
+            )
         })
         .unwrap();
     assert_eq!((g.as_str(), jid.as_str()), ("family", "local:family"));
@@ -255,11 +255,11 @@ async fn tasks_main_for_any_group_others_only_their_own() {
         f.home
             .store()
             .read_blocking(move |c| {
-                Ok(c.query_row(
+                c.query_row(
                     "SELECT status FROM scheduled_tasks WHERE id = ?1",
                     [&id],
                     |r| r.get(0),
-                )?)
+                )
             })
             .unwrap()
     };

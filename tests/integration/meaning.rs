@@ -47,7 +47,7 @@ fn embed_all(store: &Store, model: &embed::Model) -> usize {
 
 pub fn count(store: &Store, sql: &'static str) -> i64 {
     store
-        .read_blocking(move |c| Ok(c.query_row(sql, [], |r| r.get(0))?))
+        .read_blocking(move |c| c.query_row(sql, (), |r| r.get(0)))
         .unwrap()
 }
 
@@ -170,11 +170,9 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
     let status = |id: i64| {
         store
             .read_blocking(move |c| {
-                Ok(
-                    c.query_row("SELECT status FROM observations WHERE id = ?1", [id], |r| {
-                        r.get::<_, String>(0)
-                    })?,
-                )
+                c.query_row("SELECT status FROM observations WHERE id = ?1", [id], |r| {
+                    r.get::<String>(0)
+                })
             })
             .unwrap()
     };

@@ -154,12 +154,14 @@ fn database_dump(home: &TestHome) -> String {
     use rusqlite::types::ValueRef;
     home.store()
         .read_blocking(|c| {
+            // The dump reads SQLite's own catalogue and FTS5 shadow tables.
+            let c = c.as_sqlite().expect("a SQLite home");
             let tables: Vec<String> = c
                 .prepare(
                     "SELECT name FROM sqlite_master WHERE type = 'table' AND name <> 'messages'",
                 )?
                 .query_map([], |r| r.get(0))?
-                .collect::<Result<_, _>>()?;
+                .collect::<rusqlite::Result<_>>()?;
             assert!(
                 tables.iter().any(|t| t == "activities_fts_data"),
                 "{tables:?}"
@@ -754,12 +756,12 @@ fn the_agents_memory_tools_reach_their_own_group_only() {
     let logged: i64 = home
         .store()
         .read_blocking(|c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT count(*) FROM ipc_log WHERE group_folder = 'family' AND outcome = 'refused'
                    AND action IN ('memory_get', 'forget', 'memory_timeline')",
-                [],
+                (),
                 |r| r.get(0),
-            )?)
+            )
         })
         .unwrap();
     assert_eq!(logged, 3);

@@ -152,7 +152,7 @@ async fn a_refused_clear_leaves_no_archive_behind() {
     );
     let n: i64 = home
         .store()
-        .read(|c| Ok(c.query_row("SELECT count(*) FROM archives_fts", [], |r| r.get(0))?))
+        .read(|c| c.query_row("SELECT count(*) FROM archives_fts", (), |r| r.get(0)))
         .await
         .unwrap();
     assert_eq!(n, 0);

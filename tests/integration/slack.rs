@@ -122,11 +122,11 @@ async fn mentions_are_answered_once_in_their_channel_and_strangers_get_nothing()
     let strangers = home
         .store()
         .read(|c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT COUNT(*) FROM messages WHERE chat_jid LIKE '%C0STRANGER'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )?)
+                (),
+                |r| r.get::<i64>(0),
+            )
         })
         .await
         .unwrap();
@@ -161,11 +161,11 @@ async fn envelopes_are_acknowledged_at_once_and_reconnects_lose_and_repeat_nothi
     while home
         .store()
         .read(|c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:club'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )?)
+                (),
+                |r| r.get::<i64>(0),
+            )
         })
         .await
         .unwrap()

@@ -120,11 +120,11 @@ async fn a_mention_is_answered_in_its_chat_as_a_reply_with_the_context() {
     let strangers: i64 = home
         .store()
         .read(|c| {
-            Ok(c.query_row(
+            c.query_row(
                 "SELECT COUNT(*) FROM messages WHERE chat_jid LIKE 'tg:-100999%'",
-                [],
+                (),
                 |r| r.get(0),
-            )?)
+            )
         })
         .await
         .unwrap();
@@ -326,7 +326,7 @@ async fn a_host_killed_after_sending_does_not_send_again() {
     );
     let state: String = home
         .store()
-        .read(|c| Ok(c.query_row("SELECT state FROM deliveries", [], |r| r.get(0))?))
+        .read(|c| c.query_row("SELECT state FROM deliveries", (), |r| r.get(0)))
         .await
         .unwrap();
     assert_eq!(state, "uncertain");

@@ -62,7 +62,7 @@ async fn stored(base: &str, folder: &str) -> Vec<Value> {
 
 async fn rows(home: &TestHome, sql: &'static str) -> i64 {
     home.store()
-        .read(move |c| Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))?))
+        .read(move |c| c.query_row(sql, (), |r| r.get::<i64>(0)))
         .await
         .unwrap()
 }
@@ -306,12 +306,11 @@ async fn long_replies_throttling_statuses_and_a_removed_number() {
     let receipts: Vec<String> = home
         .store()
         .read(|c| {
-            let mut st =
-                c.prepare("SELECT COALESCE(receipt, '-') FROM deliveries ORDER BY part")?;
-            let v = st
-                .query_map([], |r| r.get(0))?
-                .collect::<Result<Vec<String>, _>>()?;
-            Ok(v)
+            c.query_all(
+                "SELECT COALESCE(receipt, '-') FROM deliveries ORDER BY part",
+                (),
+                |r| r.get(0),
+            )
         })
         .await
         .unwrap();

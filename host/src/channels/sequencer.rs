@@ -202,7 +202,7 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
 /// for a group that is not registered is answered "not found", one that is
 /// refused with why, and the rest are stored.
 fn store_inbound(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &store::Db<'_>,
     list: &[Arc<dyn Channel>],
     items: &[Intake],
     mark: Option<&Mark>,

@@ -51,11 +51,9 @@ async fn a_new_channel_plugs_in_without_the_router() {
     assert_eq!(live.recv().await.unwrap().message.id, m.id);
     let chan: String = store
         .read(|c| {
-            Ok(
-                c.query_row("SELECT channel FROM chats WHERE jid = 'rec:42'", [], |r| {
-                    r.get(0)
-                })?,
-            )
+            c.query_row("SELECT channel FROM chats WHERE jid = 'rec:42'", (), |r| {
+                r.get(0)
+            })
         })
         .await
         .unwrap();

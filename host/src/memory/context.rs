@@ -23,10 +23,10 @@
 
 use std::fmt::Write;
 
+use crate::store::db::Db;
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
-use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use g2_core::validate::{GroupFolder, MemoryFolder};
@@ -111,7 +111,7 @@ fn wrap(body: &str) -> String {
 }
 
 /// The block for a session's start; empty when the group has no memory yet.
-pub fn session_start(conn: &Connection, group: &GroupFolder, tokens: usize) -> Result<String> {
+pub fn session_start(conn: &Db<'_>, group: &GroupFolder, tokens: usize) -> Result<String> {
     let budget = budget_chars(tokens).saturating_sub(40);
     let summaries = store::observations::latest_summaries(conn, group, 3)?;
     // No more than could fit: the shortest line, `- [fact #1] x` and its
@@ -186,7 +186,7 @@ pub struct PromptMemory {
 /// the gate of [`Injection`], as the turns themselves (who said what, and the day),
 /// within `tokens`; empty when none does.
 pub fn for_prompt(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     prompt: &str,
     tokens: usize,
@@ -197,7 +197,7 @@ pub fn for_prompt(
 /// [`for_prompt`], with the hits that made it into the block, injecting
 /// as `how` says.
 pub fn prompt_memory(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     prompt: &str,
     tokens: usize,
@@ -239,7 +239,7 @@ pub fn prompt_memory(
 /// messages as `Speaker: text` (each cut around the prompt's words to
 /// `chars`); for an observation or a summary, its text.
 fn turn_line(
-    conn: &Connection,
+    conn: &Db<'_>,
     h: &RecallHit,
     terms: &crate::search::SnippetTerms,
     chars: usize,
@@ -272,7 +272,7 @@ fn turn_line(
 
 /// The block a hook's request asks for, for `group`.
 pub fn answer(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     req: &ContextRequest,
     settings: &MemorySettings,

@@ -224,7 +224,7 @@ pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
 /// same group and kind, older than `id`, whose vectors are within
 /// [`SUPERSEDE`] of its `vector`, are superseded by it. How many were.
 pub fn supersede_near(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &store::Db<'_>,
     id: i64,
     vector: &[f32],
     model: &str,

@@ -18,7 +18,7 @@
 //! nothing: an event file replayed after a crash neither loses nor
 //! duplicates a row.
 
-use rusqlite::Transaction;
+use crate::store::db::Db;
 
 use g2_core::envelope;
 use g2_core::privacy::Redactor;
@@ -30,7 +30,7 @@ use crate::store::memory as rows;
 
 /// Takes in the capture event of file `name`; false when it was a replay.
 pub fn capture(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &GroupFolder,
     name: &str,
     session_id: Option<&str>,
@@ -238,11 +238,11 @@ mod tests {
         );
         let dump: String = store
             .read_blocking(|c| {
-                Ok(c.query_row(
+                c.query_row(
                     "SELECT group_concat(prompt, ' ') FROM prompt_batches",
-                    [],
+                    (),
                     |r| r.get(0),
-                )?)
+                )
             })
             .unwrap();
         assert!(!dump.contains("4417"), "{dump}");

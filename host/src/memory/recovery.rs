@@ -46,7 +46,7 @@ fn before(now: DateTime<Utc>, secs: u64) -> String {
 
 /// One pass of the jobs at `now`, in one transaction.
 pub fn recover(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &store::Db<'_>,
     now: DateTime<Utc>,
     settings: &MemorySettings,
 ) -> Result<Recovered> {

@@ -20,8 +20,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
+use crate::store::db::Db;
 use rayon::prelude::*;
-use rusqlite::Connection;
 
 use crate::Result;
 use crate::store;
@@ -135,7 +135,7 @@ fn dot8_avx2(a: &[i8], b: &[i8]) -> i32 {
 
 impl Copy {
     /// Appends the vectors stored after the newest one read.
-    fn append(&mut self, conn: &Connection, key: &Key) -> Result<()> {
+    fn append(&mut self, conn: &Db<'_>, key: &Key) -> Result<()> {
         let (group, kind, model) = key;
         for (rowid, id, bytes) in
             store::embeddings::vectors_after(conn, group, kind, model, self.last)?
@@ -155,7 +155,7 @@ impl Copy {
 
     /// Up to date with the store: new vectors appended; after a delete,
     /// read again from empty.
-    fn refresh(&mut self, conn: &Connection, key: &Key, dims: usize) -> Result<()> {
+    fn refresh(&mut self, conn: &Db<'_>, key: &Key, dims: usize) -> Result<()> {
         let (group, kind, model) = key;
         let (last, deletes) = store::embeddings::extent(conn, group, kind, model)?;
         if deletes != self.deletes || dims != self.dims || last < self.last {
@@ -241,7 +241,7 @@ pub struct Near {
 /// The `n` rows of `kind` nearest `q`, and the cosines of the rows `also`
 /// (the candidates found by words).
 pub fn near(
-    conn: &Connection,
+    conn: &Db<'_>,
     groups: [&str; 2],
     kind: &str,
     model: &str,

@@ -8,7 +8,7 @@
 //! [`rules`](super::rules) and [`messages`](super::messages), in one
 //! transaction. Delivering the stored notice is the caller's.
 
-use rusqlite::Transaction;
+use crate::store::db::Db;
 
 use crate::Result;
 use crate::agent::RunReport;
@@ -77,7 +77,7 @@ pub fn text(senders: &[String], why: &str, how: GiveUp) -> String {
 /// notice, for the caller to deliver, and whether a text was cleaned.
 #[allow(clippy::too_many_arguments)] // each is a distinct input of the one transaction
 pub fn give_up(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &Group,
     sender: &str,
     upto: i64,

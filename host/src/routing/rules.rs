@@ -21,8 +21,8 @@
 //! and go along as context with the next one that has it. The assistant's
 //! own messages are never routed.
 
+use crate::store::db::Db;
 use g2_core::envelope;
-use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
@@ -55,7 +55,7 @@ fn failing_key(folder: &str) -> String {
 }
 
 /// The `seq` of the last answered message of the group's chat.
-pub fn cursor(conn: &Connection, folder: &str) -> Result<i64> {
+pub fn cursor(conn: &Db<'_>, folder: &str) -> Result<i64> {
     let v = store::router_state::get(conn, &cursor_key(folder))?;
     Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
@@ -66,7 +66,7 @@ pub fn cursor(conn: &Connection, folder: &str) -> Result<i64> {
 /// (`g2_core::privacy`). Whether a text changed (the caller then has the
 /// store truncate its WAL, which still holds the old text).
 pub fn pass(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &Group,
     upto: i64,
     redactor: &g2_core::privacy::Redactor,
@@ -85,7 +85,7 @@ pub fn pass(
 
 /// Moves the cursor forward to `upto` (never back); an in-flight mark it
 /// passes is done with.
-pub fn advance(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
+pub fn advance(tx: &Db<'_>, folder: &str, upto: i64) -> Result<()> {
     let now = cursor(tx, folder)?;
     if upto > now {
         store::router_state::set(tx, &cursor_key(folder), &upto.to_string())?;
@@ -103,7 +103,7 @@ fn inflight_key(folder: &str) -> String {
 /// Records that messages up to `upto` were handed to the group's agent, so
 /// that a host killed before the answer knows the next attempt continues
 /// an interrupted one (never moves back).
-pub fn mark_inflight(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()> {
+pub fn mark_inflight(tx: &Db<'_>, folder: &str, upto: i64) -> Result<()> {
     if inflight(tx, folder)?.is_none_or(|i| i < upto) {
         store::router_state::set(tx, &inflight_key(folder), &upto.to_string())?;
     }
@@ -112,12 +112,12 @@ pub fn mark_inflight(tx: &Transaction<'_>, folder: &str, upto: i64) -> Result<()
 
 /// Drops the group's in-flight mark: what it covered never reached the
 /// agent (follow-ups it left without taking), so it is no attempt to resume.
-pub fn drop_inflight(tx: &Transaction<'_>, folder: &str) -> Result<()> {
+pub fn drop_inflight(tx: &Db<'_>, folder: &str) -> Result<()> {
     store::router_state::delete(tx, &inflight_key(folder))
 }
 
 /// The highest `seq` handed to the group's agent and not answered yet.
-pub fn inflight(conn: &Connection, folder: &str) -> Result<Option<i64>> {
+pub fn inflight(conn: &Db<'_>, folder: &str) -> Result<Option<i64>> {
     let v = store::router_state::get(conn, &inflight_key(folder))?;
     Ok(v.and_then(|v| v.parse().ok()))
 }
@@ -131,7 +131,7 @@ pub fn inflight(conn: &Connection, folder: &str) -> Result<Option<i64>> {
 /// counts; one removed does not un-call it). Whether the text was
 /// replaced.
 pub fn edit(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     folder: &str,
     jid: &str,
     external_id: &str,
@@ -165,7 +165,7 @@ pub fn interrupted_note(why: &str) -> String {
 
 /// The pending messages after `after` as a prompt, if they should wake the
 /// agent now.
-pub fn next_batch(conn: &Connection, group: &Group, after: i64) -> Result<Option<Batch>> {
+pub fn next_batch(conn: &Db<'_>, group: &Group, after: i64) -> Result<Option<Batch>> {
     let pending = store::messages::inbound_after(conn, &group.jid, after, MAX_BATCH)?;
     if pending.is_empty() || !wakes(group, &pending) {
         return Ok(None);
@@ -248,7 +248,7 @@ pub fn strip_internal(text: &str) -> String {
 /// messages it answers are cleaned ([`pass`]); the reply is cleaned in the
 /// log once delivered (`channels`).
 pub fn deliver_reply(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     group: &Group,
     sender: &str,
     text: &str,
@@ -295,7 +295,7 @@ pub struct Failing {
     pub error: String,
 }
 
-pub fn mark_failing(tx: &Transaction<'_>, folder: &str, error: &str) -> Result<()> {
+pub fn mark_failing(tx: &Db<'_>, folder: &str, error: &str) -> Result<()> {
     let v = serde_json::to_string(&Failing {
         since: crate::now_rfc3339(),
         error: error.chars().take(2000).collect(),
@@ -305,11 +305,11 @@ pub fn mark_failing(tx: &Transaction<'_>, folder: &str, error: &str) -> Result<(
     Ok(())
 }
 
-pub fn clear_failing(tx: &Transaction<'_>, folder: &str) -> Result<()> {
+pub fn clear_failing(tx: &Db<'_>, folder: &str) -> Result<()> {
     store::router_state::delete(tx, &failing_key(folder))
 }
 
-pub fn failing(conn: &Connection, folder: &str) -> Result<Option<Failing>> {
+pub fn failing(conn: &Db<'_>, folder: &str) -> Result<Option<Failing>> {
     let v = store::router_state::get(conn, &failing_key(folder))?;
     Ok(v.and_then(|v| serde_json::from_str(&v).ok()))
 }

@@ -36,7 +36,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::Connection;
+use crate::store::db::Db;
 
 use g2_core::validate;
 
@@ -69,7 +69,7 @@ pub const COMMON: i64 = 1_000;
 /// `index`: the ones that find candidates (search here, recall in
 /// `memory::recall`).
 pub fn rare_terms<'a>(
-    conn: &Connection,
+    conn: &Db<'_>,
     index: store::search::Index,
     terms: &'a [String],
 ) -> Result<Vec<&'a str>> {
@@ -84,12 +84,7 @@ pub fn rare_terms<'a>(
 
 /// Searches archives, best first (the order in the module doc); `group`
 /// limits to one group.
-pub fn search(
-    conn: &Connection,
-    query: &str,
-    group: Option<&str>,
-    limit: usize,
-) -> Result<Vec<Hit>> {
+pub fn search(conn: &Db<'_>, query: &str, group: Option<&str>, limit: usize) -> Result<Vec<Hit>> {
     if let Some(g) = group {
         validate::any_folder(g)?;
     }
@@ -114,7 +109,7 @@ pub fn search(
 
 /// The best `limit` (id, score) pairs of a query of several terms.
 fn rank(
-    conn: &Connection,
+    conn: &Db<'_>,
     q: &query::Query,
     group: Option<&str>,
     limit: usize,
@@ -185,7 +180,7 @@ fn relative(score: f64, best: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rusqlite::params;
+    use crate::store::params;
 
     /// A store with archives in two groups, for the query itself.
     fn store_with(archives: &[(&str, &str, &str)]) -> (tempfile::TempDir, store::Store) {
@@ -200,14 +195,15 @@ mod tests {
         store
             .write_blocking(move |tx| {
                 for (i, (group, name, body)) in rows.iter().enumerate() {
-                    tx.execute(
+                    let id: i64 = tx.query_row(
                         "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
-                         VALUES (?1, NULL, ?2, ?3, 'manual', '2025-01-01T00:00:00.000Z')",
+                         VALUES (?1, NULL, ?2, ?3, 'manual', '2025-01-01T00:00:00.000Z') RETURNING id",
                         params![group, name, format!("groups/{group}/conversations/{i}.md")],
+                        |r| r.get(0),
                     )?;
                     tx.execute(
                         "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
-                        params![tx.last_insert_rowid(), name, body],
+                        params![id, name, body],
                     )?;
                 }
                 Ok(())

@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rusqlite::Transaction;
+use crate::store::db::Db;
 use serde::Serialize;
 
 use g2_core::archive::ArchiveOptions;
@@ -62,7 +62,7 @@ pub struct Resumed {
 // --- the generation guard ----------------------------------------------------
 
 /// Reads the pointer and refuses if it is not at `read_generation`.
-fn check(tx: &Transaction<'_>, group: &GroupFolder, read_generation: i64) -> Result<Pointer> {
+fn check(tx: &Db<'_>, group: &GroupFolder, read_generation: i64) -> Result<Pointer> {
     let current = pointer(tx, group)?;
     if current.generation != read_generation {
         return Err(Error::StaleGeneration {
@@ -124,7 +124,7 @@ impl SessionManager {
     async fn guarded<T: Send + 'static>(
         &self,
         group: &GroupFolder,
-        f: impl FnOnce(&Transaction<'_>) -> Result<(T, Pointer)> + Send + 'static,
+        f: impl FnOnce(&Db<'_>) -> Result<(T, Pointer)> + Send + 'static,
     ) -> Result<T> {
         let outcome = self.store.write(f).await;
         self.conclude(group, outcome, None, |(_, p)| p, |_| None)

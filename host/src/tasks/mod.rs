@@ -28,10 +28,10 @@
 pub mod runs;
 pub mod scheduler;
 
+use crate::store::db::Db;
 use chrono::{DateTime, LocalResult, NaiveDateTime, SecondsFormat, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
-use rusqlite::{Connection, Transaction};
 
 use crate::store::Store;
 use crate::{Error, Result, store};
@@ -229,7 +229,7 @@ fn check_prompt(prompt: &str) -> Result<()> {
 
 /// Validates a new task, computes its first run from `now` (a `once` time in
 /// the past is due at once) and stores it, active.
-pub fn create(tx: &Transaction<'_>, new: NewTask, now: DateTime<Utc>) -> Result<Task> {
+pub fn create(tx: &Db<'_>, new: NewTask, now: DateTime<Utc>) -> Result<Task> {
     let group_folder = GroupFolder::new(new.group_folder)?;
     let chat_jid = new.chat_jid.trim();
     if chat_jid.is_empty() || chat_jid.len() > MAX_JID {
@@ -282,7 +282,7 @@ pub fn create(tx: &Transaction<'_>, new: NewTask, now: DateTime<Utc>) -> Result<
 
 /// The task, if it exists and (when `allowed_group` is given) belongs to
 /// that group; `NotFound` otherwise, the same for both cases.
-fn get_visible(conn: &Connection, id: &str, allowed_group: Option<&str>) -> Result<Task> {
+fn get_visible(conn: &Db<'_>, id: &str, allowed_group: Option<&str>) -> Result<Task> {
     store::tasks::get(conn, id)?
         .filter(|t| allowed_group.is_none_or(|g| t.group_folder == g))
         .ok_or_else(|| Error::NotFound(format!("task {id:?}")))
@@ -291,7 +291,7 @@ fn get_visible(conn: &Connection, id: &str, allowed_group: Option<&str>) -> Resu
 /// Pauses, resumes or cancels a task. With `allowed_group`, only a task of
 /// that group is found. Returns the task as it is now.
 pub fn set_status(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     id: &str,
     allowed_group: Option<&str>,
     action: StatusAction,
@@ -351,7 +351,7 @@ pub fn set_status(
 /// `next_run` is the slot being run. A task whose following run cannot be
 /// computed any more (its schedule no longer parses) is paused, not run.
 pub fn claim_due(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     now: DateTime<Utc>,
     claimer: &str,
     limit: usize,
@@ -388,7 +388,7 @@ pub fn claim_due(
 /// a `once` task is completed (unless it was cancelled meanwhile, which
 /// sticks). Returns the task as it is now.
 pub fn finish(
-    tx: &Transaction<'_>,
+    tx: &Db<'_>,
     id: &str,
     run_at: DateTime<Utc>,
     duration_ms: u64,
@@ -423,7 +423,7 @@ pub fn finish(
 /// interrupted run is due again: an active or paused `once` task gets its
 /// time back, a cron or interval task its claim time (unless its next run
 /// is earlier). Returns how many claims were cleared.
-pub fn release_claims(tx: &Transaction<'_>, claimer_prefix: Option<&str>) -> Result<usize> {
+pub fn release_claims(tx: &Db<'_>, claimer_prefix: Option<&str>) -> Result<usize> {
     let claimed = store::tasks::claimed(tx, claimer_prefix)?;
     for (task, claimed_at) in &claimed {
         let next = if matches!(task.status.as_str(), "active" | "paused") {
@@ -454,7 +454,7 @@ pub fn release_claims(tx: &Transaction<'_>, claimer_prefix: Option<&str>) -> Res
 
 /// The earliest `next_run` among active, unclaimed tasks: when the
 /// scheduler should wake next.
-pub fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
+pub fn next_due(conn: &Db<'_>) -> Result<Option<DateTime<Utc>>> {
     store::tasks::earliest_next_run(conn)?
         .as_deref()
         .map(parse_ts)

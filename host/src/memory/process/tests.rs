@@ -179,7 +179,7 @@ async fn invalid_answers_fail_at_once_and_a_spent_budget_pauses_its_group_only()
             store::query_all(
                 c,
                 "SELECT state, attempts, next_attempt_at, error FROM memory_queue ORDER BY batch_id",
-                [],
+                (),
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
         })
@@ -263,7 +263,7 @@ async fn a_compaction_gets_a_summary_that_the_end_of_the_session_renews() {
         store::memory::finish_batch(tx, b, None, &ts(later(4)))?;
         tx.execute(
             "UPDATE prompt_batches SET status = 'completed' WHERE status = 'active'",
-            [],
+            (),
         )?;
         store::memory::end_session(tx, session, Some("clear"), &ts(later(5)))?;
         Ok(())

@@ -3,7 +3,7 @@
 //! session summaries), each with its BM25 relevance relative to the best
 //! of its kind. What is read is bounded by `want` rows a kind.
 
-use rusqlite::Connection;
+use crate::store::db::Db;
 
 use super::lexical::weigh_alike;
 use super::{Candidate, PROMPTS, RecallHit};
@@ -14,7 +14,7 @@ use g2_core::validate::{GroupFolder, MemoryFolder};
 
 /// The group's archive passages that may answer `q`.
 pub(super) fn passages(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     q: &Question,
     docs: &[i64],
@@ -82,11 +82,7 @@ pub(super) fn passage_candidate(r: store::recall::PassageRow, relevance: f64) ->
 
 /// Captured prompts (with their replies) that no archive holds yet: the
 /// live conversation, weighed like common-word passages.
-pub(super) fn prompts(
-    conn: &Connection,
-    groups: [&str; 2],
-    q: &Question,
-) -> Result<Vec<Candidate>> {
+pub(super) fn prompts(conn: &Db<'_>, groups: [&str; 2], q: &Question) -> Result<Vec<Candidate>> {
     let rows = store::recall::unarchived_prompts(conn, &q.fts, groups, PROMPTS)?;
     let texts: Vec<String> = rows
         .iter()
@@ -139,7 +135,7 @@ pub(super) fn prompts(
 /// [`equal_weight_bm25`](super::lexical::equal_weight_bm25). Either way a question's cost is bounded by the
 /// rows read, not by how many passages hold its words.
 fn candidates(
-    conn: &Connection,
+    conn: &Db<'_>,
     groups: [&str; 2],
     q: &Question,
     docs: &[i64],
@@ -169,7 +165,7 @@ fn candidates(
 /// The observations (the group's and `global`'s) that hold the question's
 /// words.
 pub(super) fn observations(
-    conn: &Connection,
+    conn: &Db<'_>,
     groups: [&str; 2],
     q: &Question,
     want: i64,
@@ -211,7 +207,7 @@ pub(super) fn observations(
 /// The session summaries (the group's and `global`'s) that hold the
 /// question's words.
 pub(super) fn summaries(
-    conn: &Connection,
+    conn: &Db<'_>,
     groups: [&str; 2],
     q: &Question,
     want: i64,

@@ -5,8 +5,8 @@
 //! of the question and the text, apart from the two counts read from the
 //! index.
 
+use crate::store::db::Db;
 use chrono::Datelike;
-use rusqlite::Connection;
 
 use crate::Result;
 use crate::search::question::{self, Question};
@@ -15,7 +15,7 @@ use crate::store;
 
 /// How many passages hold each of the question's words, up to
 /// `search::COMMON` (FTS5 counts them as it indexes them).
-pub(super) fn doc_counts(conn: &Connection, q: &Question) -> Result<Vec<i64>> {
+pub(super) fn doc_counts(conn: &Db<'_>, q: &Question) -> Result<Vec<i64>> {
     q.fts_terms
         .iter()
         .map(|t| {
@@ -31,7 +31,7 @@ pub(super) fn doc_counts(conn: &Connection, q: &Question) -> Result<Vec<i64>> {
 
 /// Each word's inverse document frequency over every passage (BM25's),
 /// or 1 each when `weighted` is off.
-pub(super) fn idf(conn: &Connection, docs: &[i64], weighted: bool) -> Result<Vec<f64>> {
+pub(super) fn idf(conn: &Db<'_>, docs: &[i64], weighted: bool) -> Result<Vec<f64>> {
     if !weighted {
         return Ok(vec![1.0; docs.len()]);
     }

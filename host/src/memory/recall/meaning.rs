@@ -2,7 +2,7 @@
 //! vector against the group's, `memory::vectors`) and the final score that
 //! blends the lexical score with the cosine ([`Weights`]).
 
-use rusqlite::Connection;
+use crate::store::db::Db;
 
 use super::candidates::passage_candidate;
 use super::{Candidate, Filters, Weights};
@@ -15,7 +15,7 @@ pub const DENSE_CANDIDATES: usize = 100;
 /// Cosines of the candidates with vectors, by (kind, id); passages whose
 /// meaning is nearest join the candidates.
 pub(super) fn meaning(
-    conn: &Connection,
+    conn: &Db<'_>,
     groups: [&str; 2],
     model: &str,
     qv: &[f32],

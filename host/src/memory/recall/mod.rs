@@ -42,7 +42,7 @@ mod candidates;
 mod lexical;
 mod meaning;
 
-use rusqlite::Connection;
+use crate::store::db::Db;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
@@ -201,7 +201,7 @@ struct Candidate {
 /// The group's memories that answer `query`, best first, at most `limit`.
 /// A query with no words recalls nothing.
 pub fn recall(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     query: &str,
     limit: usize,
@@ -211,7 +211,7 @@ pub fn recall(
 
 /// [`recall`] with filters.
 pub fn recall_with(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     query: &str,
     limit: usize,
@@ -222,7 +222,7 @@ pub fn recall_with(
 
 /// [`recall_with`] with other weights (the recall bench's comparisons).
 pub fn recall_weighted(
-    conn: &Connection,
+    conn: &Db<'_>,
     group: &GroupFolder,
     query: &str,
     limit: usize,
@@ -312,7 +312,7 @@ pub fn recall_weighted(
 
 /// Splits every archive that has no passages yet (archives recorded before
 /// passages existed) in one transaction; returns how many were split.
-pub fn index_missing(tx: &rusqlite::Transaction<'_>) -> Result<usize> {
+pub fn index_missing(tx: &Db<'_>) -> Result<usize> {
     let missing = store::recall::archives_without_passages(tx)?;
     for (id, group, at, body) in &missing {
         let passages = crate::search::passages::split(body);
@@ -322,7 +322,7 @@ pub fn index_missing(tx: &rusqlite::Transaction<'_>) -> Result<usize> {
 }
 
 /// Rebuilds every passage from the archives' indexed text.
-pub fn reindex(tx: &rusqlite::Transaction<'_>) -> Result<usize> {
+pub fn reindex(tx: &Db<'_>) -> Result<usize> {
     store::recall::clear_passages(tx)?;
     index_missing(tx)
 }

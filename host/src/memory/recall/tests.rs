@@ -11,14 +11,15 @@ fn store_with(archives: &[(&str, &str, &str)]) -> (tempfile::TempDir, store::Sto
     store
         .write_blocking(move |tx| {
             for (i, (group, at, body)) in rows.iter().enumerate() {
-                tx.execute(
+                let id: i64 = tx.query_row(
                     "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
-                     VALUES (?1, ?2, ?3, ?4, 'manual', ?5)",
-                    rusqlite::params![group, format!("s{i}"), format!("A{i}"), format!("groups/{group}/conversations/{i}.md"), at],
+                     VALUES (?1, ?2, ?3, ?4, 'manual', ?5) RETURNING id",
+                    crate::store::params![group, format!("s{i}"), format!("A{i}"), format!("groups/{group}/conversations/{i}.md"), at],
+                    |r| r.get(0),
                 )?;
                 tx.execute(
                     "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
-                    rusqlite::params![tx.last_insert_rowid(), format!("A{i}"), body],
+                    crate::store::params![id, format!("A{i}"), body],
                 )?;
             }
             index_missing(tx)
@@ -217,7 +218,7 @@ fn global_memory_and_the_live_conversation_are_recalled_too() {
                 let b = store::memory::start_batch(tx, s, p, &[], when)?;
                 store::memory::finish_batch(tx, b, Some("noted"), when)?;
             }
-            tx.execute("UPDATE conversation_archives SET session_id = 'live'", [])?;
+            tx.execute("UPDATE conversation_archives SET session_id = 'live'", ())?;
             Ok(())
         })
         .unwrap();
