@@ -166,20 +166,22 @@ impl Pg<'_> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let stmt = self.tx.prepare(&placeholders(sql))?;
+        let stmt = self.tx.prepare(&to_postgres(sql))?;
         self.statements.insert(sql.to_owned(), stmt.clone());
         Ok(stmt)
     }
 }
 
-/// SQLite's `?1` (and bare `?`) placeholders as PostgreSQL's `$1`, outside
-/// quoted strings and identifiers.
-pub(crate) fn placeholders(sql: &str) -> String {
+/// A statement in SQLite's spelling as PostgreSQL's: `?1` (and bare `?`)
+/// placeholders become `$1`, SQLite's `char(n)` PostgreSQL's `chr(n)`, and
+/// `CROSS JOIN … ON` (SQLite's inner join in a fixed order) a `JOIN`;
+/// outside quoted strings and identifiers.
+pub(crate) fn to_postgres(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 8);
     let mut quote: Option<char> = None;
     let mut next = 1u32;
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
+    let mut chars = sql.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
         match (quote, c) {
             (Some(q), c) if c == q => {
                 quote = None;
@@ -192,7 +194,7 @@ pub(crate) fn placeholders(sql: &str) -> String {
             }
             (None, '?') => {
                 let mut digits = String::new();
-                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+                while let Some((_, d)) = chars.peek().filter(|(_, d)| d.is_ascii_digit()) {
                     digits.push(*d);
                     chars.next();
                 }
@@ -203,6 +205,24 @@ pub(crate) fn placeholders(sql: &str) -> String {
                 } else {
                     next = digits.parse::<u32>().map_or(next, |n| n + 1);
                     out.push_str(&digits);
+                }
+            }
+            (None, _) if !out.ends_with(|p: char| p.is_alphanumeric() || p == '_') => {
+                // SQLite's words PostgreSQL spells otherwise.
+                let rest = &sql[i..];
+                match [("char(", "chr("), ("CROSS JOIN", "JOIN")]
+                    .into_iter()
+                    .find(|(from, _)| {
+                        rest.get(..from.len())
+                            .is_some_and(|r| r.eq_ignore_ascii_case(from))
+                    }) {
+                    Some((from, to)) => {
+                        out.push_str(to);
+                        for _ in 1..from.len() {
+                            chars.next();
+                        }
+                    }
+                    None => out.push(c),
                 }
             }
             (None, c) => out.push(c),
@@ -627,15 +647,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn placeholders_become_numbered() {
+    fn statements_become_postgres() {
         assert_eq!(
-            placeholders("SELECT a FROM t WHERE a = ?1 AND b = ?2 OR c = ?1"),
+            to_postgres("SELECT a FROM t WHERE a = ?1 AND b = ?2 OR c = ?1"),
             "SELECT a FROM t WHERE a = $1 AND b = $2 OR c = $1"
         );
-        assert_eq!(placeholders("VALUES (?, ?)"), "VALUES ($1, $2)");
+        assert_eq!(to_postgres("VALUES (?, ?)"), "VALUES ($1, $2)");
         assert_eq!(
-            placeholders("SELECT '?1', \"a?\" WHERE x = ?3"),
+            to_postgres("SELECT '?1', \"a?\" WHERE x = ?3"),
             "SELECT '?1', \"a?\" WHERE x = $3"
+        );
+        assert_eq!(
+            to_postgres("SELECT a || char(10) || b, 'char(10)', varchar(3)"),
+            "SELECT a || chr(10) || b, 'char(10)', varchar(3)"
+        );
+        assert_eq!(
+            to_postgres("FROM a CROSS JOIN b ON b.id = a.id"),
+            "FROM a JOIN b ON b.id = a.id"
         );
     }
 

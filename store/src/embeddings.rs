@@ -2,7 +2,7 @@
 //! (`embedding_jobs`, filled by triggers when a row is written; see
 //! `migrations/0012_embeddings.sql`). `memory::embed` runs the jobs.
 
-use crate::db::Db;
+use crate::db::{Db, Dialect};
 use crate::params;
 
 use super::{Result, query_all};
@@ -18,9 +18,15 @@ pub struct Job {
 }
 
 /// The text of each kind's row, by id (`?1`), with its group.
-fn source(kind: &str) -> Option<&'static str> {
+fn source(kind: &str, dialect: Dialect) -> Option<&'static str> {
     Some(match kind {
         "passage" => "SELECT group_folder, text FROM archive_passages WHERE id = ?1",
+        // `json_lines` is the PostgreSQL schema's: a JSON array's strings,
+        // one per line, or the text itself when it is not one.
+        "observation" if dialect == Dialect::Postgres => {
+            "SELECT group_folder, title || chr(10) || narrative || chr(10) || json_lines(facts)
+             FROM observations WHERE id = ?1 AND status <> 'forgotten'"
+        }
         "observation" => {
             "SELECT group_folder, title || char(10) || narrative || char(10)
                     || CASE WHEN json_valid(facts)
@@ -52,7 +58,7 @@ pub fn pending(tx: &Db<'_>, limit: i64) -> Result<Vec<Job>> {
     )?;
     let mut out = Vec::with_capacity(keys.len());
     for (kind, id) in keys {
-        let row = match source(&kind) {
+        let row = match source(&kind, tx.dialect()) {
             Some(sql) => query_all(tx, sql, [id], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .into_iter()
                 .next(),

@@ -8,7 +8,7 @@
 //! transaction, so a host killed mid-extraction stores nothing of that job
 //! and finds it `pending` again (`release_claims` at start).
 
-use crate::db::{Db, Optional, Row};
+use crate::db::{Db, Dialect, Optional, Row};
 use crate::params;
 use serde::{Deserialize, Serialize};
 
@@ -196,7 +196,7 @@ pub fn failed(tx: &Db<'_>, q: Queue, key: i64, error: &str, retry_at: Option<&st
     let (table, k) = q.table_key();
     tx.execute(
         &format!(
-            "UPDATE {table} SET state = CASE WHEN ?3 IS NULL THEN 'failed' ELSE 'pending' END,
+            "UPDATE {table} SET state = CASE WHEN CAST(?3 AS TEXT) IS NULL THEN 'failed' ELSE 'pending' END,
                next_attempt_at = ?3, error = ?2 WHERE {k} = ?1"
         ),
         params![key, error, retry_at],
@@ -432,6 +432,8 @@ pub fn list(conn: &Db<'_>, group: &MemoryFolder, all: bool) -> Result<Vec<Observ
 /// The first `n` of [`list`] over one or two groups (the group and
 /// `global`; a negative `n`: every one).
 pub fn first(conn: &Db<'_>, groups: [&str; 2], all: bool, n: i64) -> Result<Vec<ObservationRow>> {
+    // SQLite reads LIMIT -1 as no limit, PostgreSQL refuses it.
+    let n = if n < 0 { i64::MAX } else { n };
     query_all(
         conn,
         &format!(
@@ -688,6 +690,16 @@ pub fn matching_summaries(
 /// Rebuilds the observations' and summaries' full-text indexes from their
 /// rows.
 pub fn rebuild_indexes(tx: &Db<'_>) -> Result<()> {
+    if tx.dialect() == Dialect::Postgres {
+        return tx.execute_batch(
+            "DELETE FROM observations_fts;
+             INSERT INTO observations_fts (rowid, title, narrative, facts)
+             SELECT id, title, narrative, facts FROM observations;
+             DELETE FROM summaries_fts;
+             INSERT INTO summaries_fts (rowid, title, body)
+             SELECT s.id, s.title, summary_body(s) FROM session_summaries s;",
+        );
+    }
     tx.execute_batch(
         "INSERT INTO observations_fts (observations_fts) VALUES ('rebuild');
          DELETE FROM summaries_fts;

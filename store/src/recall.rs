@@ -8,7 +8,7 @@
 //! group never sees another's passages and a small group's question costs
 //! little however large the others are.
 
-use crate::db::{Db, Row};
+use crate::db::{Db, Dialect, Row};
 use crate::params;
 
 use super::passages::Passage;
@@ -143,7 +143,9 @@ pub fn passages_on_days(
              CROSS JOIN conversation_archives a ON a.id = p.archive_id
              ORDER BY p.at DESC, p.id
              LIMIT ?3"
-        ),
+        )
+        .replace("json_each(?2) d", json_values(conn, 2, "d").as_str())
+        .as_str(),
         params![
             group,
             serde_json::to_string(&prefixes).unwrap_or_default(),
@@ -308,7 +310,17 @@ pub fn passages_by_ids(conn: &Db<'_>, ids: &[i64], groups: [&str; 2]) -> Result<
              CROSS JOIN archive_passages p ON p.id = j.value
              CROSS JOIN conversation_archives a ON a.id = p.archive_id
              WHERE p.group_folder IN (?2, ?3)"
-        ),
+        )
+        .replace("json_each(?1) j", json_values(conn, 1, "j").as_str())
+        .replace(
+            "p.id = j.value",
+            if conn.dialect() == Dialect::Postgres {
+                "p.id = j.value::bigint"
+            } else {
+                "p.id = j.value"
+            },
+        )
+        .as_str(),
         params![
             serde_json::to_string(ids).unwrap_or_default(),
             groups[0],
@@ -440,5 +452,15 @@ mod tests {
             (1, 2, 3)
         );
         assert_eq!(hits[0].archive_name, "Boat");
+    }
+}
+
+/// The rows of the JSON array in parameter `n` as a table `alias` with a
+/// text column `value`: SQLite's `json_each`, PostgreSQL's
+/// `jsonb_array_elements_text`.
+fn json_values(conn: &Db<'_>, n: usize, alias: &str) -> String {
+    match conn.dialect() {
+        Dialect::Sqlite => format!("json_each(?{n}) {alias}"),
+        Dialect::Postgres => format!("jsonb_array_elements_text(?{n}::jsonb) {alias}(value)"),
     }
 }

@@ -101,7 +101,7 @@ pub fn list(conn: &Db<'_>, group: Option<&str>) -> Result<Vec<Task>> {
         conn,
         &format!(
             "SELECT {COLUMNS} FROM scheduled_tasks
-             WHERE ?1 IS NULL OR group_folder = ?1
+             WHERE CAST(?1 AS TEXT) IS NULL OR group_folder = ?1
              ORDER BY created_at, id"
         ),
         [group],
@@ -243,7 +243,7 @@ pub fn claimed(tx: &Db<'_>, claimer_prefix: Option<&str>) -> Result<Vec<(Task, O
         &format!(
             "SELECT {COLUMNS}, claimed_at FROM scheduled_tasks
              WHERE claimed_by IS NOT NULL
-               AND (?1 IS NULL OR substr(claimed_by, 1, length(?1)) = ?1)"
+               AND (CAST(?1 AS TEXT) IS NULL OR substr(claimed_by, 1, length(?1)) = ?1)"
         ),
         [claimer_prefix],
         |r| Ok((from_row(r)?, r.get::<Option<String>>(13)?)),

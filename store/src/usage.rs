@@ -173,7 +173,7 @@ pub fn insert(tx: &Db<'_>, r: &Record) -> Result<()> {
 pub fn tokens_on(conn: &Db<'_>, caller: &str, day: &str, purpose: Option<Purpose>) -> Result<u64> {
     let n: i64 = conn.query_row(
         "SELECT coalesce(sum(input_tokens + output_tokens + cache_read_tokens + cache_creation_tokens), 0)
-         FROM model_usage WHERE caller = ?1 AND day = ?2 AND (?3 IS NULL OR purpose = ?3)",
+         FROM model_usage WHERE caller = ?1 AND day = ?2 AND (CAST(?3 AS TEXT) IS NULL OR purpose = ?3)",
         params![caller, day, purpose.map(Purpose::as_str)],
         |r| r.get(0),
     )?;
@@ -187,9 +187,10 @@ pub fn report(conn: &Db<'_>, group: Option<&str>, since: Option<&str>) -> Result
         conn,
         "SELECT day, caller, purpose, provider, model, count(*), sum(input_tokens), sum(output_tokens),
                 sum(cache_read_tokens), sum(cache_creation_tokens),
-                sum(outcome = 'error'), sum(outcome = 'refused'), sum(duration_ms)
+                count(*) FILTER (WHERE outcome = 'error'), count(*) FILTER (WHERE outcome = 'refused'),
+                sum(duration_ms)
          FROM model_usage
-         WHERE (?1 IS NULL OR caller = ?1) AND (?2 IS NULL OR day >= ?2)
+         WHERE (CAST(?1 AS TEXT) IS NULL OR caller = ?1) AND (CAST(?2 AS TEXT) IS NULL OR day >= ?2)
          GROUP BY day, caller, purpose, provider, model
          ORDER BY day DESC, caller, purpose, provider, model",
         params![group, since],

@@ -1,0 +1,122 @@
+//! Archives, their passages and the embedding jobs and vectors the
+//! passages get (triggers on SQLite, trigger functions on PostgreSQL).
+
+use g2_core::validate::GroupFolder;
+use g2_store::archives::{self, NewArchive, Trigger};
+use g2_store::{embeddings, recall};
+
+use super::each;
+
+const BODY: &str = "# Planning the trip\n\n**Alice**: Shall we go to Lisbon in May?\n\n\
+**Andy**: Lisbon in May is warm; the tram 28 is worth it.\n\n\
+**Alice**: Book the hotel near Alfama then.\n";
+
+fn archive(store: &g2_store::Store, group: &str, n: usize, at: &str) -> archives::ArchiveRecord {
+    let group = GroupFolder::new(group.to_string()).unwrap();
+    let at = at.to_string();
+    store
+        .write_blocking(move |tx| {
+            archives::insert(
+                tx,
+                NewArchive {
+                    group: &group,
+                    session_id: Some("s-1"),
+                    title: "Planning the trip",
+                    rel_path: &format!("groups/{group}/conversations/{n}.md"),
+                    body: BODY,
+                    trigger: Trigger::Clear,
+                    created_at: &at,
+                },
+            )
+        })
+        .unwrap()
+}
+
+#[test]
+fn archives_are_recorded_with_passages_and_jobs() {
+    each(|store| {
+        let a = archive(store, "main", 1, "2026-05-01T10:00:00.000Z");
+        let b = archive(store, "family", 2, "2027-05-02T10:00:00.000Z");
+        assert!(b.id > a.id);
+        let (listed, by_path, recorded, missing, passages) = store
+            .read_blocking(move |c| {
+                Ok((
+                    archives::list(c, "main")?,
+                    archives::by_path(c, "groups/family/conversations/2.md")?,
+                    archives::is_recorded(c, "groups/main/conversations/1.md")?,
+                    archives::is_recorded(c, "groups/main/conversations/9.md")?,
+                    recall::group_passages(c, "main")?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(listed, vec![a.clone()]);
+        assert_eq!(by_path.map(|r| r.id), Some(b.id));
+        assert!(recorded && !missing);
+        assert!(!passages.is_empty());
+        // Each passage waits for its vector.
+        let jobs = store
+            .write_blocking(|tx| embeddings::pending(tx, 100))
+            .unwrap();
+        assert_eq!(jobs.len(), passages.len() * 2, "{jobs:?}");
+        assert!(
+            jobs.iter()
+                .all(|j| j.kind == "passage" && !j.text.is_empty())
+        );
+        // Same day of the year, any year; the other group is not read.
+        let days = store
+            .read_blocking(|c| recall::passages_on_days(c, "main", &["05-01".into()], 10))
+            .unwrap();
+        assert_eq!(days.len(), passages.len());
+        let ids: Vec<i64> = passages.iter().map(|p| p.id).collect();
+        let by_ids = store
+            .read_blocking(move |c| recall::passages_by_ids(c, &ids, ["main", "main"]))
+            .unwrap();
+        assert_eq!(by_ids.len(), passages.len());
+    });
+}
+
+#[test]
+fn vectors_are_read_after_a_cursor_and_deletes_counted() {
+    each(|store| {
+        archive(store, "main", 1, "2026-05-01T10:00:00.000Z");
+        let (stored, again) = store
+            .write_blocking(|tx| {
+                let jobs = embeddings::pending(tx, 100)?;
+                let mut stored = 0;
+                for j in &jobs {
+                    stored += usize::from(embeddings::put(tx, j, "minilm", &[0, 0, 128, 63])?);
+                }
+                // A job done twice is not stored twice.
+                let again = embeddings::put(tx, &jobs[0], "minilm", &[0, 0, 128, 63])?;
+                Ok((stored, again))
+            })
+            .unwrap();
+        assert!(stored > 0 && !again);
+        let (all, (last, deletes), (vectors, jobs)) = store
+            .read_blocking(|c| {
+                Ok((
+                    embeddings::vectors_after(c, "main", "passage", "minilm", 0)?,
+                    embeddings::extent(c, "main", "passage", "minilm")?,
+                    embeddings::counts(c, "minilm")?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(all.len(), stored);
+        assert_eq!(all[0].2, vec![0, 0, 128, 63]);
+        assert_eq!(last, all.last().unwrap().0);
+        assert_eq!((deletes, vectors, jobs), (0, stored as i64, 0));
+        let later = store
+            .read_blocking(move |c| {
+                embeddings::vectors_after(c, "main", "passage", "minilm", all[0].0)
+            })
+            .unwrap();
+        assert_eq!(later.len(), stored - 1);
+        // Clearing the passages drops their vectors, and the deletes are
+        // counted for the cache.
+        store.write_blocking(recall::clear_passages).unwrap();
+        let (_, deletes) = store
+            .read_blocking(|c| embeddings::extent(c, "main", "passage", "minilm"))
+            .unwrap();
+        assert_eq!(deletes, stored as i64);
+    });
+}
