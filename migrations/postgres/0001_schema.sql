@@ -20,6 +20,18 @@ CREATE FUNCTION min(a text, b text) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SE
 CREATE FUNCTION max(a bigint, b bigint) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN a IS NULL OR b IS NULL THEN NULL WHEN a >= b THEN a ELSE b END $$;
 CREATE FUNCTION min(a bigint, b bigint) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN a IS NULL OR b IS NULL THEN NULL WHEN a <= b THEN a ELSE b END $$;
 
+-- Text as FTS5's unicode61 splits it: punctuation is a separator. The
+-- 'g2' configuration stems with English Snowball (FTS5's porter) and, like
+-- FTS5, keeps every word: no stop words.
+CREATE FUNCTION fts_text(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT regexp_replace(t, '[[:punct:]]+', ' ', 'g')
+$$;
+CREATE TEXT SEARCH DICTIONARY g2_stem (TEMPLATE = snowball, LANGUAGE = english);
+CREATE TEXT SEARCH CONFIGURATION g2 (COPY = english);
+ALTER TEXT SEARCH CONFIGURATION g2
+    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+    WITH g2_stem;
+
 -- A JSON array's strings one per line (an observation's facts, for its
 -- vector); the text itself when it is not a JSON array.
 CREATE FUNCTION json_lines(t text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
@@ -98,15 +110,14 @@ CREATE TABLE conversation_archives (
 CREATE INDEX conversation_archives_group ON conversation_archives (group_folder, created_at);
 CREATE INDEX conversation_archives_session ON conversation_archives (session_id, created_at);
 
--- Full text: English stemming, as FTS5's porter tokenizer does; names and
--- titles weigh more (A) than bodies (B, C), as the column weights of
--- SQLite's bm25() calls do.
+-- Full text: each index's columns are weighted A, B, C in order, which is
+-- how store/src/fts.rs turns bm25()'s column weights into ts_rank's.
 CREATE TABLE archives_fts (
     rowid bigint PRIMARY KEY,
     name  text NOT NULL,
     body  text NOT NULL,
     tsv   tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', name), 'A') || setweight(to_tsvector('english', body), 'B')
+        setweight(to_tsvector('g2', fts_text(name)), 'A') || setweight(to_tsvector('g2', fts_text(body)), 'B')
     ) STORED
 );
 CREATE INDEX archives_fts_tsv ON archives_fts USING gin (tsv);
@@ -262,7 +273,7 @@ CREATE TABLE prompts_fts (
     prompt text NOT NULL,
     reply  text NOT NULL,
     tsv    tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', prompt), 'A') || setweight(to_tsvector('english', reply), 'B')
+        setweight(to_tsvector('g2', fts_text(prompt)), 'A') || setweight(to_tsvector('g2', fts_text(reply)), 'B')
     ) STORED
 );
 CREATE INDEX prompts_fts_tsv ON prompts_fts USING gin (tsv);
@@ -273,8 +284,8 @@ CREATE TABLE activities_fts (
     input  text NOT NULL,
     output text NOT NULL,
     tsv    tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', tool), 'A') || setweight(to_tsvector('english', input), 'B')
-        || setweight(to_tsvector('english', output), 'C')
+        setweight(to_tsvector('g2', fts_text(tool)), 'A') || setweight(to_tsvector('g2', fts_text(input)), 'B')
+        || setweight(to_tsvector('g2', fts_text(output)), 'C')
     ) STORED
 );
 CREATE INDEX activities_fts_tsv ON activities_fts USING gin (tsv);
@@ -295,7 +306,7 @@ CREATE INDEX archive_passages_group ON archive_passages (group_folder, at);
 CREATE TABLE passages_fts (
     rowid bigint PRIMARY KEY,
     text  text NOT NULL,
-    tsv   tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+    tsv   tsvector GENERATED ALWAYS AS (to_tsvector('g2', fts_text(text))) STORED
 );
 CREATE INDEX passages_fts_tsv ON passages_fts USING gin (tsv);
 
@@ -325,8 +336,8 @@ CREATE TABLE observations_fts (
     narrative text NOT NULL,
     facts     text NOT NULL,
     tsv       tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', narrative), 'C')
-        || setweight(to_tsvector('english', facts), 'B')
+        setweight(to_tsvector('g2', fts_text(title)), 'A') || setweight(to_tsvector('g2', fts_text(narrative)), 'B')
+        || setweight(to_tsvector('g2', fts_text(facts)), 'C')
     ) STORED
 );
 CREATE INDEX observations_fts_tsv ON observations_fts USING gin (tsv);
@@ -350,7 +361,7 @@ CREATE TABLE summaries_fts (
     title text NOT NULL,
     body  text NOT NULL,
     tsv   tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', body), 'B')
+        setweight(to_tsvector('g2', fts_text(title)), 'A') || setweight(to_tsvector('g2', fts_text(body)), 'B')
     ) STORED
 );
 CREATE INDEX summaries_fts_tsv ON summaries_fts USING gin (tsv);

@@ -19,7 +19,7 @@ use std::error::Error as StdError;
 
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
 
-use crate::{Error, Result};
+use crate::{Error, Result, fts};
 
 /// Which SQL a [`Db`] speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +36,9 @@ enum Conn<'a> {
     Postgres(RefCell<Pg<'a>>),
 }
 
-/// Prepared statements of one PostgreSQL connection, by their SQLite text.
-pub(crate) type Statements = HashMap<String, postgres::Statement>;
+/// Prepared statements of one PostgreSQL connection, by their SQLite text,
+/// with the parameter a full-text `MATCH` takes (converted when bound).
+pub(crate) type Statements = HashMap<String, (postgres::Statement, Option<usize>)>;
 
 pub(crate) struct Pg<'a> {
     pub(crate) tx: postgres::Transaction<'a>,
@@ -86,8 +87,10 @@ impl<'a> Db<'a> {
                 .execute(rusqlite::params_from_iter(sqlite_args(&list)))?),
             Conn::Postgres(pg) => {
                 let mut pg = pg.borrow_mut();
-                let stmt = pg.prepare(sql)?;
-                let n = pg.tx.execute(&stmt, &pg_args(&list).as_refs())?;
+                let (stmt, matched) = pg.prepare(sql)?;
+                let args = pg_args(&list, matched);
+                let pq = args.bound();
+                let n = pg.tx.execute(&stmt, &refs(&pq))?;
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
             }
         }
@@ -122,8 +125,10 @@ impl<'a> Db<'a> {
             }
             Conn::Postgres(pg) => {
                 let mut pg = pg.borrow_mut();
-                let stmt = pg.prepare(sql)?;
-                let rows = pg.tx.query(&stmt, &pg_args(&list).as_refs())?;
+                let (stmt, matched) = pg.prepare(sql)?;
+                let args = pg_args(&list, matched);
+                let pq = args.bound();
+                let rows = pg.tx.query(&stmt, &refs(&pq))?;
                 match rows.first() {
                     Some(r) => f(&Row(RowRef::Postgres(r))),
                     None => Err(Error::NoRow),
@@ -153,8 +158,10 @@ impl<'a> Db<'a> {
             }
             Conn::Postgres(pg) => {
                 let mut pg = pg.borrow_mut();
-                let stmt = pg.prepare(sql)?;
-                let rows = pg.tx.query(&stmt, &pg_args(&list).as_refs())?;
+                let (stmt, matched) = pg.prepare(sql)?;
+                let args = pg_args(&list, matched);
+                let pq = args.bound();
+                let rows = pg.tx.query(&stmt, &refs(&pq))?;
                 rows.iter().map(|r| f(&Row(RowRef::Postgres(r)))).collect()
             }
         }
@@ -162,13 +169,15 @@ impl<'a> Db<'a> {
 }
 
 impl Pg<'_> {
-    fn prepare(&mut self, sql: &str) -> Result<postgres::Statement> {
+    fn prepare(&mut self, sql: &str) -> Result<(postgres::Statement, Option<usize>)> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let stmt = self.tx.prepare(&to_postgres(sql))?;
-        self.statements.insert(sql.to_owned(), stmt.clone());
-        Ok(stmt)
+        let (text, matched) = fts::rewrite(&to_postgres(sql));
+        let stmt = self.tx.prepare(&text)?;
+        self.statements
+            .insert(sql.to_owned(), (stmt.clone(), matched));
+        Ok((stmt, matched))
     }
 }
 
@@ -514,16 +523,36 @@ fn sqlite_args<'p>(list: &[&'p dyn Param]) -> Vec<Sq<'p>> {
 #[derive(Debug)]
 struct Pq<'p>(Value<'p>);
 
-struct PgArgs<'p>(Vec<Pq<'p>>);
+struct PgArgs<'p> {
+    values: Vec<Value<'p>>,
+    /// The full-text query, as PostgreSQL's `tsquery` text.
+    tsquery: Option<(usize, String)>,
+}
 
-impl<'p> PgArgs<'p> {
-    fn as_refs(&self) -> Vec<&(dyn ToSql + Sync)> {
-        self.0.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+impl PgArgs<'_> {
+    fn bound(&self) -> Vec<Pq<'_>> {
+        self.values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match &self.tsquery {
+                Some((at, q)) if *at == i => Pq(Value::Text(q)),
+                _ => Pq(*v),
+            })
+            .collect()
     }
 }
 
-fn pg_args<'p>(list: &'p [&'p dyn Param]) -> PgArgs<'p> {
-    PgArgs(list.iter().map(|p| Pq(p.value())).collect())
+fn refs<'a>(pq: &'a [Pq<'_>]) -> Vec<&'a (dyn ToSql + Sync)> {
+    pq.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+fn pg_args<'p>(list: &'p [&'p dyn Param], matched: Option<usize>) -> PgArgs<'p> {
+    let values: Vec<Value<'p>> = list.iter().map(|p| p.value()).collect();
+    let tsquery = matched.and_then(|i| match values.get(i) {
+        Some(Value::Text(q)) => Some((i, fts::tsquery(q))),
+        _ => None,
+    });
+    PgArgs { values, tsquery }
 }
 
 type BoxError = Box<dyn StdError + Sync + Send>;

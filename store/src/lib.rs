@@ -38,6 +38,7 @@ pub mod db;
 pub mod deliveries;
 pub mod embeddings;
 pub mod error;
+mod fts;
 pub mod groups;
 pub mod memory;
 pub mod messages;

@@ -95,7 +95,7 @@ const CANDIDATES: &str = concat!(
              CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
              WHERE passages_fts MATCH ?1 AND g.group_folder IN (?2, ?5)
              ORDER BY passages_fts.rowid DESC
-             LIMIT ?4)
+             LIMIT ?4) AS newest
        ORDER BY score
        LIMIT ?3) AS s
  CROSS JOIN archive_passages p ON p.id = s.id

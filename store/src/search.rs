@@ -133,7 +133,7 @@ pub fn matching(conn: &Db<'_>, fts: &str) -> Result<Vec<i64>> {
 pub fn capped_count(conn: &Db<'_>, index: Index, term: &str, cap: i64) -> Result<i64> {
     let t = index.table();
     conn.query_row(
-        &format!("SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?1 LIMIT ?2)"),
+        &format!("SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?1 LIMIT ?2) AS m"),
         params![term, cap],
         |r| r.get(0),
     )

@@ -7,6 +7,7 @@ mod pg_cluster;
 
 mod archives;
 mod db;
+mod fulltext;
 mod memory;
 mod rows;
 
