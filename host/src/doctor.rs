@@ -47,9 +47,9 @@ impl Check {
 
 pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
     let db = {
-        let home = home.clone();
+        let (home, settings) = (home.clone(), settings.clone());
         let timeout = Duration::from_millis(settings.store.busy_timeout_ms);
-        tokio::task::spawn_blocking(move || check_database(&home, timeout))
+        tokio::task::spawn_blocking(move || check_database(&home, &settings, timeout))
             .await
             .unwrap_or_else(|e| Err(Problem::from_error(e)))
     };
@@ -88,10 +88,11 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, Problem>
     let (home, settings) = (home.clone(), settings.clone());
     tokio::task::spawn_blocking(move || {
         const MB: u64 = 1024 * 1024;
-        if !home.db_path().exists() {
+        if settings.store.url == "sqlite:" && !home.db_path().exists() {
             return Ok("no groups yet (no database)".to_string());
         }
-        let store = crate::store::Store::open(
+        let store = crate::store::Store::open_url(
+            &settings.store.url,
             &home.db_path(),
             Duration::from_millis(settings.store.busy_timeout_ms),
         )
@@ -386,25 +387,28 @@ fn check_embeddings(
     ))
 }
 
-fn check_database(home: &Home, timeout: Duration) -> Result<String, Problem> {
+fn check_database(home: &Home, settings: &Settings, timeout: Duration) -> Result<String, Problem> {
+    let url = &settings.store.url;
+    let name = crate::host::store_name(home, settings);
+    let sqlite = !matches!(
+        crate::store::Backend::of(url).map_err(Problem::from_error)?,
+        crate::store::Backend::Postgres
+    );
     let path = home.db_path();
-    if !path.exists() {
+    if sqlite && url.trim_start_matches("sqlite:").is_empty() && !path.exists() {
         return Err(Problem(format!(
             "{} does not exist; run `g2 init`",
             path.display()
         )));
     }
-    let store = crate::store::Store::open(&path, timeout).map_err(Problem::from_error)?;
+    let store = crate::store::Store::open_url(url, &path, timeout).map_err(Problem::from_error)?;
     let (check, version): (String, i64) = store
         .read_blocking(crate::store::quick_check)
         .map_err(Problem::from_error)?;
     if check != "ok" {
-        return Err(Problem(format!(
-            "{}: integrity check says {check}",
-            path.display()
-        )));
+        return Err(Problem(format!("{name}: integrity check says {check}")));
     }
-    Ok(format!("{} (schema version {version})", path.display()))
+    Ok(format!("{name} (schema version {version})"))
 }
 
 fn check_folders(home: &Home) -> Result<String, Problem> {

@@ -462,14 +462,31 @@ fn slack(
     Ok(Some(Slack::new(sl, credentials, store.clone())?))
 }
 
-/// The home's database, with the settings' busy timeout.
+/// The store `store.url` names (the home's `data/g2.db` by default), with
+/// the settings' busy timeout.
 pub async fn open_store(home: &Home, settings: &Settings) -> Result<Store> {
-    Store::open_async(
+    Store::open_url_async(
+        settings.store.url.clone(),
         home.db_path(),
         Duration::from_millis(settings.store.busy_timeout_ms),
     )
     .await
-    .map_err(|e| context(format_args!("opening {}", home.db_path().display()), &e))
+    .map_err(|e| context(format_args!("opening {}", store_name(home, settings)), &e))
+}
+
+/// The store as a log may name it: the SQLite file, or PostgreSQL's host,
+/// port and database (never the user or a password).
+pub fn store_name(home: &Home, settings: &Settings) -> String {
+    let url = &settings.store.url;
+    match store::Backend::of(url) {
+        Ok(store::Backend::Postgres) => {
+            let rest = url.split_once("://").map_or("", |(_, r)| r);
+            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+            format!("postgres://{}", host.split('?').next().unwrap_or_default())
+        }
+        Ok(store::Backend::Sqlite(Some(path))) => path.to_string(),
+        _ => home.db_path().display().to_string(),
+    }
 }
 
 /// The model gateway with the provider the settings and environment

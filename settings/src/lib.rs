@@ -467,6 +467,10 @@ impl Default for ApiSettings {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSettings {
+    /// Which database: `sqlite:` (the home's `data/g2.db`), `sqlite:<path>`,
+    /// or `postgres://user@host:port/database` (the password from
+    /// `PGPASSWORD`, never in this file; docs/postgres.md).
+    pub url: String,
     /// How long a database call waits for a lock held by another process.
     pub busy_timeout_ms: u64,
 }
@@ -599,6 +603,7 @@ impl Default for Settings {
 impl Default for StoreSettings {
     fn default() -> Self {
         Self {
+            url: "sqlite:".into(),
             busy_timeout_ms: 5_000,
         }
     }

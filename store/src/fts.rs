@@ -71,7 +71,7 @@ pub(crate) fn tsquery(fts5: &str) -> String {
     // Whether the last thing written can be followed by a term.
     let mut after_term = false;
     let mut chars = fts5.chars().peekable();
-    let mut operand = |out: &mut String, after_term: &mut bool, text: String| {
+    let operand = |out: &mut String, after_term: &mut bool, text: String| {
         if text.is_empty() {
             return;
         }

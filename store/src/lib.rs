@@ -192,7 +192,7 @@ impl Store {
         F: FnOnce(&Db<'_>) -> Result<T> + Send + 'static,
     {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.write_blocking(f)).await?
+        tokio::task::spawn_blocking(move || store.write_here(f)).await?
     }
 
     /// Runs `f` with a read connection on the blocking pool.
@@ -202,14 +202,25 @@ impl Store {
         F: FnOnce(&Db<'_>) -> Result<T> + Send + 'static,
     {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.read_blocking(f)).await?
+        tokio::task::spawn_blocking(move || store.read_here(f)).await?
     }
 
     /// [`Store::write`] for code already off the async runtime. Writes are
     /// serialised: SQLite's `BEGIN IMMEDIATE` takes the file's write lock
     /// up front, and PostgreSQL's write transactions take one advisory lock
     /// first (every host's), so a write never sees another half done.
-    pub fn write_blocking<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
+    pub fn write_blocking<T: Send>(
+        &self,
+        f: impl FnOnce(&Db<'_>) -> Result<T> + Send,
+    ) -> Result<T> {
+        match &*self.inner {
+            Inner::Postgres(_) => off_runtime(|| self.write_here(f)),
+            Inner::Sqlite { .. } => self.write_here(f),
+        }
+    }
+
+    /// [`Store::write_blocking`] on a thread known to run no async code.
+    fn write_here<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
         match &*self.inner {
             Inner::Sqlite { writer, .. } => {
                 // A panic in another writer poisons the lock but leaves the
@@ -227,7 +238,15 @@ impl Store {
     }
 
     /// [`Store::read`] for code already off the async runtime.
-    pub fn read_blocking<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
+    pub fn read_blocking<T: Send>(&self, f: impl FnOnce(&Db<'_>) -> Result<T> + Send) -> Result<T> {
+        match &*self.inner {
+            Inner::Postgres(_) => off_runtime(|| self.read_here(f)),
+            Inner::Sqlite { .. } => self.read_here(f),
+        }
+    }
+
+    /// [`Store::read_blocking`] on a thread known to run no async code.
+    fn read_here<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
         match &*self.inner {
             Inner::Sqlite {
                 path,
@@ -255,6 +274,21 @@ impl Store {
             Inner::Postgres(pool) => pool.read(f),
         }
     }
+}
+
+/// Runs `f` where a blocking PostgreSQL call may run: the sync client
+/// drives its connection with a `block_on` of its own, which panics on a
+/// thread that is running async code (the SQLite store merely blocks
+/// there). From such a thread `f` runs on a scoped thread of its own.
+fn off_runtime<T: Send>(f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }
 
 /// What a `store.url` names.

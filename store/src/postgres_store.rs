@@ -47,6 +47,12 @@ impl Pool {
         let mut config: postgres::Config = url
             .parse()
             .map_err(|e| Error::Config(format!("store.url is not a PostgreSQL URL: {e}")))?;
+        // The password stays out of settings files and URLs in logs.
+        if config.get_password().is_none()
+            && let Some(password) = std::env::var_os("PGPASSWORD")
+        {
+            config.password(password.to_string_lossy().as_bytes());
+        }
         config
             .connect_timeout(Duration::from_secs(10))
             .application_name("g2");
@@ -138,6 +144,26 @@ impl Pool {
         })();
         self.put(conn);
         value
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // A sync client closes itself with a `block_on` of its own, which
+        // panics on a thread that drives a Tokio runtime (the last `Store`
+        // is often dropped in async code): the connections are closed on a
+        // thread of their own.
+        let idle = std::mem::take(
+            self.idle
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if idle.is_empty() {
+            return;
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let _ = std::thread::spawn(move || drop(idle)).join();
+        }
     }
 }
 

@@ -29,6 +29,9 @@ mod ipc;
 mod loopback;
 mod meaning;
 mod memory;
+#[path = "../pg_cluster.rs"]
+mod pg_cluster;
+mod postgres;
 mod privacy;
 mod quota;
 mod routing;

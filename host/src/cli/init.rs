@@ -34,7 +34,10 @@ pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
     let store = ctx.store().await?;
     let (main, registered) = main_group(ctx, &store).await?;
     println!("home      {}", ctx.home.root().display());
-    println!("database  {}", ctx.home.db_path().display());
+    println!(
+        "database  {}",
+        crate::host::store_name(&ctx.home, &ctx.settings)
+    );
     println!(
         "main      groups/{}/ ({})",
         main.folder,
