@@ -20,6 +20,7 @@
 //!
 //! `cargo bench -p g2-host --bench recall` (`G2_BENCH_ARCHIVES`, default
 //! 10,000; `G2_BENCH_ONLY=quality` or `latency` runs one part;
+//! `G2_BENCH_STORE=postgres` runs it on PostgreSQL;
 //! `G2_REALTALK_DIR` adds REALTALK). The model is
 //! `tools/models/all-minilm-l6-v2` (`scripts/setup.sh`) or `$G2_EMBED_MODEL`.
 
@@ -35,7 +36,7 @@ mod rank;
 mod vectors;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{Samples, env_or, fmt_dur, project_root};
 use g2_core::archive::{self, ArchiveOptions};
@@ -198,7 +199,7 @@ fn throughput(
     exchanges: &[(String, String)],
 ) {
     let home = tempfile::tempdir().unwrap();
-    let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+    let store = common::bench_store(home.path());
     let g = GroupFolder::new("jobs").unwrap();
     let batch: Vec<Prepared> = (0..40)
         .map(|i| {
@@ -281,7 +282,7 @@ fn supersession(model: &g2_embed::Embedder) {
 
 fn latency(all_exchanges: &[(String, String)]) {
     let home = tempfile::tempdir().unwrap();
-    let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+    let store = common::bench_store(home.path());
     let n_archives: usize = env_or("G2_BENCH_ARCHIVES", 10_000);
     let big = GroupFolder::new("big").unwrap();
     let mut rng = common::Rng::default();

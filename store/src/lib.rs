@@ -34,6 +34,7 @@ use rusqlite_migration::{M, Migrations};
 use g2_core::validate::GroupFolder;
 
 pub mod archives;
+pub mod copy;
 pub mod db;
 pub mod deliveries;
 pub mod embeddings;
@@ -61,26 +62,31 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// The schema, one entry per file in `migrations/`, in order.
-pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
-    Migrations::new(vec![
-        M::up(include_str!("../../migrations/0001_foundation.sql")),
-        M::up(include_str!("../../migrations/0002_model_usage.sql")),
-        M::up(include_str!("../../migrations/0003_agent_events.sql")),
-        M::up(include_str!("../../migrations/0004_ipc_log.sql")),
-        M::up(include_str!("../../migrations/0005_memory_capture.sql")),
-        M::up(include_str!("../../migrations/0006_drop_hook_events.sql")),
-        M::up(include_str!("../../migrations/0007_archive_passages.sql")),
-        M::up(include_str!("../../migrations/0008_observations.sql")),
-        M::up(include_str!("../../migrations/0009_usage_purpose.sql")),
-        M::up(include_str!(
-            "../../migrations/0010_archives_by_session.sql"
-        )),
-        M::up(include_str!("../../migrations/0011_channels.sql")),
-        M::up(include_str!("../../migrations/0012_embeddings.sql")),
-        M::up(include_str!("../../migrations/0013_receipts.sql")),
-    ])
-});
+/// The SQLite schema, one entry per file in `migrations/`, in order.
+const SQLITE_MIGRATIONS: &[&str] = &[
+    include_str!("../../migrations/0001_foundation.sql"),
+    include_str!("../../migrations/0002_model_usage.sql"),
+    include_str!("../../migrations/0003_agent_events.sql"),
+    include_str!("../../migrations/0004_ipc_log.sql"),
+    include_str!("../../migrations/0005_memory_capture.sql"),
+    include_str!("../../migrations/0006_drop_hook_events.sql"),
+    include_str!("../../migrations/0007_archive_passages.sql"),
+    include_str!("../../migrations/0008_observations.sql"),
+    include_str!("../../migrations/0009_usage_purpose.sql"),
+    include_str!("../../migrations/0010_archives_by_session.sql"),
+    include_str!("../../migrations/0011_channels.sql"),
+    include_str!("../../migrations/0012_embeddings.sql"),
+    include_str!("../../migrations/0013_receipts.sql"),
+];
+
+/// The schema version of an up-to-date SQLite store (`PRAGMA
+/// user_version`).
+#[allow(clippy::cast_possible_wrap)]
+pub const SQLITE_SCHEMA_VERSION: i64 = SQLITE_MIGRATIONS.len() as i64;
+
+/// The schema's migrations, applied at open.
+pub static MIGRATIONS: LazyLock<Migrations<'static>> =
+    LazyLock::new(|| Migrations::new(SQLITE_MIGRATIONS.iter().map(|sql| M::up(sql)).collect()));
 
 /// Idle read connections kept open.
 const MAX_IDLE_READERS: usize = 4;

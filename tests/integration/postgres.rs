@@ -122,3 +122,129 @@ async fn a_message_on_postgres_is_answered_and_stored_there() {
     assert_eq!(texts, [r]);
     assert!(!home.path().join("data/g2.db").exists());
 }
+
+#[test]
+fn a_sqlite_home_migrated_to_postgres_finds_and_recalls_the_same() {
+    let cluster = Cluster::shared();
+    if !require("PostgreSQL (initdb, pg_ctl)", cluster.is_some()) {
+        return;
+    }
+    let Some(cluster) = cluster else { return };
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "dev", "--name", "Dev"]);
+    archive_text(
+        &home,
+        "main",
+        "Trip",
+        "Shall we take the night train to Vienna?",
+        "Yes, the sleeper leaves at 19:40 from platform 7.",
+    );
+    archive_text(
+        &home,
+        "dev",
+        "Deploy",
+        "Did the deploy of the billing service go through?",
+        "It did; the migration took four minutes.",
+    );
+    archive_text(
+        &home,
+        "main",
+        "Garden",
+        "The tomatoes need water every evening.",
+        "I watered them and added compost.",
+    );
+    let questions = [
+        "when does the sleeper train leave",
+        "how long did the billing migration take",
+        "what did I add to the tomatoes",
+    ];
+    let top = |home: &TestHome| -> Vec<String> {
+        questions
+            .iter()
+            .map(|q| {
+                let hits = home.json(&["memory", "search", q]);
+                hits[0]["path"]
+                    .as_str()
+                    .or(hits[0]["archive_path"].as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+    let searches = |home: &TestHome| -> Vec<serde_json::Value> {
+        ["train", "migration", "tomatoes water"]
+            .iter()
+            .map(|q| {
+                home.json(&["search", q])
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["name"].clone())
+                    .collect()
+            })
+            .collect()
+    };
+    let (recall_before, search_before) = (top(&home), searches(&home));
+    assert!(
+        recall_before.iter().all(|p| !p.is_empty()),
+        "{recall_before:?}"
+    );
+    let db = home.path().join("data/g2.db");
+    let bytes_before = std::fs::read(&db).unwrap();
+
+    let url = cluster.database();
+    let counts = home.json(&["migrate", "--to", &url]);
+    let count = |t: &str| -> i64 {
+        let c = counts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["table"] == t)
+            .unwrap();
+        assert_eq!(c["source"], c["target"], "{c}");
+        c["target"].as_i64().unwrap()
+    };
+    assert_eq!(count("registered_groups"), 2, "main and dev: {counts}");
+    assert_eq!(count("conversation_archives"), 3);
+    assert!(count("archive_passages") >= 3);
+    assert_eq!(count("passages_fts"), count("archive_passages"));
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        bytes_before,
+        "the SQLite file is only read"
+    );
+    // A second copy would mix two stores.
+    let err = home.fails(&["migrate", "--to", &url]);
+    assert!(err.contains("already holds"), "{err}");
+
+    std::fs::write(
+        home.path().join("g2.toml"),
+        format!("[store]\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        top(&home),
+        recall_before,
+        "recall finds the same on PostgreSQL"
+    );
+    assert_eq!(
+        searches(&home),
+        search_before,
+        "g2 search finds the same on PostgreSQL"
+    );
+    // The copy goes on numbering where SQLite stopped.
+    archive_text(
+        &home,
+        "dev",
+        "Later",
+        "one more thing about billing",
+        "noted",
+    );
+    assert_eq!(
+        home.json(&["search", "billing", "--group", "dev"])
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}

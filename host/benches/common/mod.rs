@@ -22,6 +22,10 @@ pub mod graph_api;
 #[path = "../../../tests/integration/slack_api.rs"]
 pub mod slack_api;
 
+// The tests' throwaway PostgreSQL cluster, for benches on that store.
+#[path = "../../../tests/pg_cluster.rs"]
+pub mod pg_cluster;
+
 // The tests' headless Chromium, for the viewer's bench.
 #[path = "../../../tests/integration/browser.rs"]
 pub mod browser;
@@ -204,6 +208,19 @@ pub async fn bot_replies(client: &reqwest::Client, base: &str, folder: &str) -> 
         .iter()
         .filter(|m| m["from_bot"] == true)
         .count()
+}
+
+/// A fresh store for a bench: SQLite in `dir`, or with
+/// `G2_BENCH_STORE=postgres` a fresh database in a throwaway PostgreSQL
+/// cluster (`tests/pg_cluster.rs`).
+pub fn bench_store(dir: &Path) -> g2_host::store::Store {
+    let timeout = Duration::from_secs(5);
+    if std::env::var("G2_BENCH_STORE").is_ok_and(|v| v == "postgres") {
+        let cluster = pg_cluster::Cluster::shared()
+            .expect("G2_BENCH_STORE=postgres needs PostgreSQL (scripts/setup.sh)");
+        return g2_host::store::Store::open_postgres(&cluster.database(), timeout).unwrap();
+    }
+    g2_host::store::Store::open(&dir.join("g2.db"), timeout).unwrap()
 }
 
 /// A number from the environment (`G2_BENCH_*`), or `default`.

@@ -1,14 +1,13 @@
 //! The rankings compared, over one data set recorded in a fresh store.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
 
 use g2_embed::{Embedder, dot};
 use g2_host::memory::context::{self, Injection};
 use g2_host::memory::embed;
 use g2_host::memory::recall::{Filters, Weights, recall, recall_weighted};
 use g2_host::search::question;
-use g2_host::store::{self, Store};
+use g2_host::store;
 use std::sync::Arc;
 
 use super::data::Dataset;
@@ -256,7 +255,7 @@ fn gated(
 
 pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embed::Model>) {
     let home = tempfile::tempdir().unwrap();
-    let store = Store::open(&home.path().join("g2.db"), Duration::from_secs(5)).unwrap();
+    let store = crate::common::bench_store(home.path());
     // (group, session id) → (archive id, each exchange's message indices).
     let mut sessions: HashMap<(String, String), Recorded> = HashMap::new();
     for g in &ds.groups {

@@ -10,6 +10,7 @@ mod groups;
 mod image;
 mod init;
 mod memory;
+mod migrate;
 mod output;
 mod serve;
 mod sessions;
@@ -137,6 +138,16 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
+    /// Copy this home's SQLite store into an empty PostgreSQL database
+    /// (docs/postgres.md); the SQLite file is left as it is.
+    Migrate {
+        /// The database: postgres://user@host:port/database (the password
+        /// from PGPASSWORD).
+        #[arg(long)]
+        to: String,
+        #[command(flatten)]
+        out: Output,
+    },
     /// Check the database, folders, Docker engine, Claude Code and model provider.
     Doctor {
         #[command(flatten)]
@@ -201,6 +212,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             out,
         } => serve::run(&ctx, &folder, &prompt.join(" "), out).await,
         Command::Usage { group, days, out } => usage::usage(&ctx, group, days, out).await,
+        Command::Migrate { to, out } => migrate::migrate(&ctx, to, out).await,
         Command::Doctor { out } => doctor::doctor(&ctx, out).await,
     }
 }
