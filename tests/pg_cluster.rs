@@ -84,6 +84,8 @@ impl Cluster {
             .as_ref()
     }
 
+    // The watchdog is meant to outlive this process: nobody waits for it.
+    #[allow(clippy::zombie_processes)]
     fn start(bin: PathBuf) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("g2-pg-")

@@ -226,7 +226,7 @@ fn copy_table(
         let values: Vec<Value<'_>> = owned.iter().map(value).collect();
         dst.execute(&insert, values)?;
         done += 1;
-        if done % 500 == 0 || done == total {
+        if done.is_multiple_of(500) || done == total {
             progress(Progress { table, done, total });
         }
     }

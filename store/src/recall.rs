@@ -412,6 +412,16 @@ pub fn prompt(conn: &Db<'_>, id: i64) -> Result<Option<PromptRow>> {
     )
 }
 
+/// The rows of the JSON array in parameter `n` as a table `alias` with a
+/// text column `value`: SQLite's `json_each`, PostgreSQL's
+/// `jsonb_array_elements_text`.
+fn json_values(conn: &Db<'_>, n: usize, alias: &str) -> String {
+    match conn.dialect() {
+        Dialect::Sqlite => format!("json_each(?{n}) {alias}"),
+        Dialect::Postgres => format!("jsonb_array_elements_text(?{n}::jsonb) {alias}(value)"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::Store;
@@ -452,15 +462,5 @@ mod tests {
             (1, 2, 3)
         );
         assert_eq!(hits[0].archive_name, "Boat");
-    }
-}
-
-/// The rows of the JSON array in parameter `n` as a table `alias` with a
-/// text column `value`: SQLite's `json_each`, PostgreSQL's
-/// `jsonb_array_elements_text`.
-fn json_values(conn: &Db<'_>, n: usize, alias: &str) -> String {
-    match conn.dialect() {
-        Dialect::Sqlite => format!("json_each(?{n}) {alias}"),
-        Dialect::Postgres => format!("jsonb_array_elements_text(?{n}::jsonb) {alias}(value)"),
     }
 }

@@ -149,7 +149,7 @@ fn a_column_of_the_wrong_kind_names_itself() {
 #[test]
 fn the_schema_version_is_reported() {
     each(|store| {
-        let (ok, version) = store.read_blocking(|c| g2_store::quick_check(c)).unwrap();
+        let (ok, version) = store.read_blocking(g2_store::quick_check).unwrap();
         assert_eq!(ok, "ok");
         assert!(version >= 1, "{version}");
     });

@@ -2,6 +2,9 @@
 //! SQLite file and a fresh database in a throwaway PostgreSQL cluster
 //! (`tests/pg_cluster.rs`), and asserts the same on each.
 
+// Tests fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
 #[path = "../../../tests/pg_cluster.rs"]
 mod pg_cluster;
 
