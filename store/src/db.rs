@@ -86,11 +86,9 @@ impl<'a> Db<'a> {
                 .prepare_cached(sql)?
                 .execute(rusqlite::params_from_iter(sqlite_args(&list)))?),
             Conn::Postgres(pg) => {
-                let mut pg = pg.borrow_mut();
-                let (stmt, matched) = pg.prepare(sql)?;
-                let args = pg_args(&list, matched);
-                let pq = args.bound();
-                let n = pg.tx.execute(&stmt, &refs(&pq))?;
+                let n = pg
+                    .borrow_mut()
+                    .run(sql, &list, |tx, stmt, args| tx.execute(stmt, args))?;
                 Ok(usize::try_from(n).unwrap_or(usize::MAX))
             }
         }
@@ -124,11 +122,9 @@ impl<'a> Db<'a> {
                 }
             }
             Conn::Postgres(pg) => {
-                let mut pg = pg.borrow_mut();
-                let (stmt, matched) = pg.prepare(sql)?;
-                let args = pg_args(&list, matched);
-                let pq = args.bound();
-                let rows = pg.tx.query(&stmt, &refs(&pq))?;
+                let rows = pg
+                    .borrow_mut()
+                    .run(sql, &list, |tx, stmt, args| tx.query(stmt, args))?;
                 match rows.first() {
                     Some(r) => f(&Row(RowRef::Postgres(r))),
                     None => Err(Error::NoRow),
@@ -157,18 +153,34 @@ impl<'a> Db<'a> {
                 Ok(out)
             }
             Conn::Postgres(pg) => {
-                let mut pg = pg.borrow_mut();
-                let (stmt, matched) = pg.prepare(sql)?;
-                let args = pg_args(&list, matched);
-                let pq = args.bound();
-                let rows = pg.tx.query(&stmt, &refs(&pq))?;
+                let rows = pg
+                    .borrow_mut()
+                    .run(sql, &list, |tx, stmt, args| tx.query(stmt, args))?;
                 rows.iter().map(|r| f(&Row(RowRef::Postgres(r)))).collect()
             }
         }
     }
 }
 
-impl Pg<'_> {
+impl<'a> Pg<'a> {
+    /// `sql` prepared (once per connection) and run by `call` with `list`
+    /// bound, the full-text query converted.
+    fn run<R>(
+        &mut self,
+        sql: &str,
+        list: &[&dyn Param],
+        call: impl FnOnce(
+            &mut postgres::Transaction<'a>,
+            &postgres::Statement,
+            &[&(dyn ToSql + Sync)],
+        ) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
+        let (stmt, matched) = self.prepare(sql)?;
+        let args = pg_args(list, matched);
+        let bound = args.bound();
+        Ok(call(&mut self.tx, &stmt, &refs(&bound))?)
+    }
+
     fn prepare(&mut self, sql: &str) -> Result<(postgres::Statement, Option<usize>)> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());

@@ -24,24 +24,6 @@ fn postgres_home() -> Option<TestHome> {
     Some(home)
 }
 
-fn archive_text(home: &TestHome, group: &str, name: &str, user: &str, assistant: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("t.jsonl");
-    write_transcript(
-        &t,
-        "55555555-5555-4555-8555-555555555555",
-        &[(user, assistant)],
-    );
-    home.ok(&[
-        "archive",
-        t.to_str().unwrap(),
-        "--group",
-        group,
-        "--name",
-        name,
-    ]);
-}
-
 #[test]
 fn a_home_on_postgres_keeps_and_finds_everything_there() {
     let Some(home) = postgres_home() else {

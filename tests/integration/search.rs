@@ -3,24 +3,6 @@
 
 use crate::support::*;
 
-fn archive_text(home: &TestHome, group: &str, name: &str, user: &str, assistant: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("t.jsonl");
-    write_transcript(
-        &t,
-        "44444444-4444-4444-8444-444444444444",
-        &[(user, assistant)],
-    );
-    home.ok(&[
-        "archive",
-        t.to_str().unwrap(),
-        "--group",
-        group,
-        "--name",
-        name,
-    ]);
-}
-
 #[test]
 fn ranking_group_filter_and_json_shape() {
     let home = TestHome::new();

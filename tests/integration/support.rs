@@ -175,6 +175,26 @@ impl TestHome {
 }
 
 /// Writes a small transcript with the given user/assistant exchanges.
+/// Archives one exchange as a transcript with `g2 archive` into `group`
+/// under `name`.
+pub fn archive_text(home: &TestHome, group: &str, name: &str, user: &str, assistant: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.jsonl");
+    write_transcript(
+        &t,
+        "44444444-4444-4444-8444-444444444444",
+        &[(user, assistant)],
+    );
+    home.ok(&[
+        "archive",
+        t.to_str().unwrap(),
+        "--group",
+        group,
+        "--name",
+        name,
+    ]);
+}
+
 pub fn write_transcript(path: &Path, session_id: &str, exchanges: &[(&str, &str)]) {
     let mut s = String::new();
     for (i, (user, assistant)) in exchanges.iter().enumerate() {

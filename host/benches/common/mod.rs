@@ -145,8 +145,19 @@ impl Drop for Serve {
     }
 }
 
-/// `g2 --home HOME init`.
+/// `g2 --home HOME init`; with `G2_BENCH_STORE=postgres` the home's store
+/// is a fresh database in a throwaway PostgreSQL cluster (its `g2.toml`
+/// says so before `init`).
 pub fn init_home(home: &Path) {
+    if std::env::var("G2_BENCH_STORE").is_ok_and(|v| v == "postgres") {
+        let cluster = pg_cluster::Cluster::shared()
+            .expect("G2_BENCH_STORE=postgres needs PostgreSQL (scripts/setup.sh)");
+        std::fs::write(
+            home.join("g2.toml"),
+            format!("[store]\nurl = \"{}\"\n", cluster.database()),
+        )
+        .unwrap();
+    }
     let ok = command(g2_binary())
         .arg("--home")
         .arg(home)
