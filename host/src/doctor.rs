@@ -389,7 +389,7 @@ fn check_embeddings(
 
 fn check_database(home: &Home, settings: &Settings, timeout: Duration) -> Result<String, Problem> {
     let url = &settings.store.url;
-    let name = crate::host::store_name(home, settings);
+    let name = home.store_name(&settings.store.url);
     let sqlite = !matches!(
         crate::store::Backend::of(url).map_err(Problem::from_error)?,
         crate::store::Backend::Postgres

@@ -211,6 +211,21 @@ impl Home {
         self.data_dir().join("g2.db")
     }
 
+    /// The store `store.url` names, as a log may name it: the SQLite file,
+    /// or PostgreSQL's host, port and database (never its user or a
+    /// password).
+    pub fn store_name(&self, url: &str) -> String {
+        match crate::store::Backend::of(url) {
+            Ok(crate::store::Backend::Postgres) => {
+                let rest = url.split_once("://").map_or("", |(_, r)| r);
+                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                format!("postgres://{}", host.split('?').next().unwrap_or_default())
+            }
+            Ok(crate::store::Backend::Sqlite(Some(path))) => path.to_string(),
+            _ => self.db_path().display().to_string(),
+        }
+    }
+
     /// `data/ipc/`: every group's IPC folder is in here.
     pub fn ipc_root(&self) -> PathBuf {
         self.data_dir().join("ipc")

@@ -471,22 +471,12 @@ pub async fn open_store(home: &Home, settings: &Settings) -> Result<Store> {
         Duration::from_millis(settings.store.busy_timeout_ms),
     )
     .await
-    .map_err(|e| context(format_args!("opening {}", store_name(home, settings)), &e))
-}
-
-/// The store as a log may name it: the SQLite file, or PostgreSQL's host,
-/// port and database (never the user or a password).
-pub fn store_name(home: &Home, settings: &Settings) -> String {
-    let url = &settings.store.url;
-    match store::Backend::of(url) {
-        Ok(store::Backend::Postgres) => {
-            let rest = url.split_once("://").map_or("", |(_, r)| r);
-            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-            format!("postgres://{}", host.split('?').next().unwrap_or_default())
-        }
-        Ok(store::Backend::Sqlite(Some(path))) => path.to_string(),
-        _ => home.db_path().display().to_string(),
-    }
+    .map_err(|e| {
+        context(
+            format_args!("opening {}", home.store_name(&settings.store.url)),
+            &e,
+        )
+    })
 }
 
 /// The model gateway with the provider the settings and environment

@@ -34,10 +34,7 @@ pub(super) async fn init(ctx: &Ctx) -> Result<i32> {
     let store = ctx.store().await?;
     let (main, registered) = main_group(ctx, &store).await?;
     println!("home      {}", ctx.home.root().display());
-    println!(
-        "database  {}",
-        crate::host::store_name(&ctx.home, &ctx.settings)
-    );
+    println!("database  {}", ctx.home.store_name(&ctx.settings.store.url));
     println!(
         "main      groups/{}/ ({})",
         main.folder,
