@@ -88,7 +88,7 @@ async fn check_disk(home: &Home, settings: &Settings) -> Result<String, Problem>
     let (home, settings) = (home.clone(), settings.clone());
     tokio::task::spawn_blocking(move || {
         const MB: u64 = 1024 * 1024;
-        if settings.store.url == "sqlite:" && !home.db_path().exists() {
+        if default_sqlite(&settings.store.url) && !home.db_path().exists() {
             return Ok("no groups yet (no database)".to_string());
         }
         let store = crate::store::Store::open_url(
@@ -387,15 +387,20 @@ fn check_embeddings(
     ))
 }
 
+/// The store is the home's own SQLite file (`sqlite:`), which `g2 init`
+/// makes: doctor says it is missing rather than creating it.
+fn default_sqlite(url: &str) -> bool {
+    matches!(
+        crate::store::Backend::of(url),
+        Ok(crate::store::Backend::Sqlite(None))
+    )
+}
+
 fn check_database(home: &Home, settings: &Settings, timeout: Duration) -> Result<String, Problem> {
     let url = &settings.store.url;
     let name = home.store_name(&settings.store.url);
-    let sqlite = !matches!(
-        crate::store::Backend::of(url).map_err(Problem::from_error)?,
-        crate::store::Backend::Postgres
-    );
     let path = home.db_path();
-    if sqlite && url.trim_start_matches("sqlite:").is_empty() && !path.exists() {
+    if default_sqlite(url) && !path.exists() {
         return Err(Problem(format!(
             "{} does not exist; run `g2 init`",
             path.display()

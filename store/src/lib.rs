@@ -152,10 +152,9 @@ impl Store {
     /// or the path after the colon, `postgres://` or `postgresql://`
     /// connects. Blocking.
     pub fn open_url(url: &str, default_path: &Path, busy_timeout: Duration) -> Result<Self> {
-        match Backend::of(url)? {
-            Backend::Sqlite(None) => Self::open(default_path, busy_timeout),
-            Backend::Sqlite(Some(p)) => Self::open(Path::new(p), busy_timeout),
-            Backend::Postgres => Self::open_postgres(url, busy_timeout),
+        match Backend::of(url)?.sqlite_file(default_path) {
+            Some(path) => Self::open(&path, busy_timeout),
+            None => Self::open_postgres(url, busy_timeout),
         }
     }
 
@@ -320,6 +319,16 @@ impl<'a> Backend<'a> {
                 "store.url must start with sqlite: or postgres://, not {:?}",
                 url.split(':').next().unwrap_or_default()
             )))
+        }
+    }
+
+    /// The SQLite file it names (`default` for `sqlite:` alone); `None`
+    /// for PostgreSQL.
+    pub fn sqlite_file(&self, default: &Path) -> Option<PathBuf> {
+        match self {
+            Backend::Sqlite(None) => Some(default.to_path_buf()),
+            Backend::Sqlite(Some(path)) => Some(PathBuf::from(path)),
+            Backend::Postgres => None,
         }
     }
 }

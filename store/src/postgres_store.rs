@@ -111,30 +111,27 @@ impl Pool {
     }
 
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
+        self.transaction(true, f)
+    }
+
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
+        self.transaction(false, f)
+    }
+
+    /// `f` in a transaction on a pooled connection: a write one under the
+    /// write lock, or a read-only one; committed when `f` returns `Ok`.
+    fn transaction<T>(&self, write: bool, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
         let mut conn = self.take()?;
         let value = (|| {
             let PgConn { client, statements } = &mut conn;
             let mut tx = client
                 .build_transaction()
                 .isolation_level(IsolationLevel::ReadCommitted)
+                .read_only(!write)
                 .start()?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])?;
-            let db = Db::postgres(tx, statements);
-            let value = f(&db)?;
-            if let Some(tx) = db.into_postgres() {
-                tx.commit()?;
+            if write {
+                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])?;
             }
-            Ok(value)
-        })();
-        self.put(conn);
-        value
-    }
-
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.take()?;
-        let value = (|| {
-            let PgConn { client, statements } = &mut conn;
-            let tx = client.build_transaction().read_only(true).start()?;
             let db = Db::postgres(tx, statements);
             let value = f(&db)?;
             if let Some(tx) = db.into_postgres() {
@@ -158,11 +155,11 @@ impl Drop for Pool {
                 .get_mut()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        if idle.is_empty() {
-            return;
-        }
-        if tokio::runtime::Handle::try_current().is_ok() {
-            let _ = std::thread::spawn(move || drop(idle)).join();
+        if !idle.is_empty() {
+            let _ = crate::off_runtime(move || {
+                drop(idle);
+                Ok(())
+            });
         }
     }
 }

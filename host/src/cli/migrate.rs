@@ -12,10 +12,9 @@ use crate::lock::HostLock;
 use crate::store::{self, Backend, Store};
 
 pub(super) async fn migrate(ctx: &Ctx, to: String, out: Output) -> Result<i32> {
-    let source = match Backend::of(&ctx.settings.store.url)? {
-        Backend::Sqlite(None) => ctx.home.db_path(),
-        Backend::Sqlite(Some(path)) => path.into(),
-        Backend::Postgres => bail!("this home's store is PostgreSQL already (store.url)"),
+    let Some(source) = Backend::of(&ctx.settings.store.url)?.sqlite_file(&ctx.home.db_path())
+    else {
+        bail!("this home's store is PostgreSQL already (store.url)");
     };
     if Backend::of(&to)? != Backend::Postgres {
         bail!("--to takes a postgres:// URL");
