@@ -149,14 +149,8 @@ impl Drop for Serve {
 /// is a fresh database in a throwaway PostgreSQL cluster (its `g2.toml`
 /// says so before `init`).
 pub fn init_home(home: &Path) {
-    if std::env::var("G2_BENCH_STORE").is_ok_and(|v| v == "postgres") {
-        let cluster = pg_cluster::Cluster::shared()
-            .expect("G2_BENCH_STORE=postgres needs PostgreSQL (scripts/setup.sh)");
-        std::fs::write(
-            home.join("g2.toml"),
-            format!("[store]\nurl = \"{}\"\n", cluster.database()),
-        )
-        .unwrap();
+    if let Some(url) = postgres_database() {
+        std::fs::write(home.join("g2.toml"), format!("[store]\nurl = \"{url}\"\n")).unwrap();
     }
     let ok = command(g2_binary())
         .arg("--home")
@@ -226,12 +220,21 @@ pub async fn bot_replies(client: &reqwest::Client, base: &str, folder: &str) -> 
 /// cluster (`tests/pg_cluster.rs`).
 pub fn bench_store(dir: &Path) -> g2_host::store::Store {
     let timeout = Duration::from_secs(5);
-    if std::env::var("G2_BENCH_STORE").is_ok_and(|v| v == "postgres") {
-        let cluster = pg_cluster::Cluster::shared()
-            .expect("G2_BENCH_STORE=postgres needs PostgreSQL (scripts/setup.sh)");
-        return g2_host::store::Store::open_postgres(&cluster.database(), timeout).unwrap();
+    match postgres_database() {
+        Some(url) => g2_host::store::Store::open_postgres(&url, timeout).unwrap(),
+        None => g2_host::store::Store::open(&dir.join("g2.db"), timeout).unwrap(),
     }
-    g2_host::store::Store::open(&dir.join("g2.db"), timeout).unwrap()
+}
+
+/// With `G2_BENCH_STORE=postgres`, the URL of a fresh database in the
+/// bench's throwaway cluster; `None` for SQLite.
+fn postgres_database() -> Option<String> {
+    if !std::env::var("G2_BENCH_STORE").is_ok_and(|v| v == "postgres") {
+        return None;
+    }
+    let cluster = pg_cluster::Cluster::shared()
+        .expect("G2_BENCH_STORE=postgres needs PostgreSQL (scripts/setup.sh)");
+    Some(cluster.database())
 }
 
 /// A number from the environment (`G2_BENCH_*`), or `default`.

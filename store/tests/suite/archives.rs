@@ -1,42 +1,24 @@
 //! Archives, their passages and the embedding jobs and vectors the
 //! passages get (triggers on SQLite, trigger functions on PostgreSQL).
 
-use g2_core::validate::GroupFolder;
-use g2_store::archives::{self, NewArchive, Trigger};
+use g2_store::archives;
 use g2_store::{embeddings, recall};
 
-use super::each;
+use super::{archive, each};
 
 const BODY: &str = "# Planning the trip\n\n**Alice**: Shall we go to Lisbon in May?\n\n\
 **Andy**: Lisbon in May is warm; the tram 28 is worth it.\n\n\
 **Alice**: Book the hotel near Alfama then.\n";
 
-fn archive(store: &g2_store::Store, group: &str, n: usize, at: &str) -> archives::ArchiveRecord {
-    let group = GroupFolder::new(group.to_string()).unwrap();
-    let at = at.to_string();
-    store
-        .write_blocking(move |tx| {
-            archives::insert(
-                tx,
-                NewArchive {
-                    group: &group,
-                    session_id: Some("s-1"),
-                    title: "Planning the trip",
-                    rel_path: &format!("groups/{group}/conversations/{n}.md"),
-                    body: BODY,
-                    trigger: Trigger::Clear,
-                    created_at: &at,
-                },
-            )
-        })
-        .unwrap()
+fn planned(store: &g2_store::Store, group: &str, n: usize, at: &str) -> archives::ArchiveRecord {
+    archive(store, group, n, "Planning the trip", BODY, at)
 }
 
 #[test]
 fn archives_are_recorded_with_passages_and_jobs() {
     each(|store| {
-        let a = archive(store, "main", 1, "2026-05-01T10:00:00.000Z");
-        let b = archive(store, "family", 2, "2027-05-02T10:00:00.000Z");
+        let a = planned(store, "main", 1, "2026-05-01T10:00:00.000Z");
+        let b = planned(store, "family", 2, "2027-05-02T10:00:00.000Z");
         assert!(b.id > a.id);
         let (listed, by_path, recorded, missing, passages) = store
             .read_blocking(move |c| {
@@ -78,7 +60,7 @@ fn archives_are_recorded_with_passages_and_jobs() {
 #[test]
 fn vectors_are_read_after_a_cursor_and_deletes_counted() {
     each(|store| {
-        archive(store, "main", 1, "2026-05-01T10:00:00.000Z");
+        planned(store, "main", 1, "2026-05-01T10:00:00.000Z");
         let (stored, again) = store
             .write_blocking(|tx| {
                 let jobs = embeddings::pending(tx, 100)?;

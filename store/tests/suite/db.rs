@@ -81,18 +81,17 @@ fn values_convert_the_same_on_both() {
     each(|store| {
         let got = store
             .write_blocking(|tx| {
-                tx.execute(
-                    "INSERT INTO model_usage (caller, provider, model, input_tokens, duration_ms,
-                       status, outcome, streamed, started_at, day)
-                     VALUES (?1, 'p', 'm', ?2, ?3, ?4, 'ok', ?5, 't', 'd')",
+                for row in [
                     params!["a", 5_000_000_000i64, 7u64, 200u16, true],
-                )?;
-                tx.execute(
-                    "INSERT INTO model_usage (caller, provider, model, input_tokens, duration_ms,
-                       status, outcome, streamed, started_at, day)
-                     VALUES (?1, 'p', 'm', ?2, ?3, ?4, 'ok', ?5, 't', 'd')",
                     params!["a", 1i64, 1u64, 500u16, false],
-                )?;
+                ] {
+                    tx.execute(
+                        "INSERT INTO model_usage (caller, provider, model, input_tokens,
+                           duration_ms, status, outcome, streamed, started_at, day)
+                         VALUES (?1, 'p', 'm', ?2, ?3, ?4, 'ok', ?5, 't', 'd')",
+                        row,
+                    )?;
+                }
                 // sum() of a bigint is numeric on PostgreSQL: read as i64.
                 let sum: i64 = tx.query_row(
                     "SELECT coalesce(sum(input_tokens), 0) FROM model_usage WHERE caller = ?1",

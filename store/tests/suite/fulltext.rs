@@ -3,37 +3,16 @@
 //! ranking may differ in its numbers but not in what is clearly better.
 
 use g2_core::validate::{GroupFolder, MemoryFolder};
-use g2_store::archives::{self, NewArchive, Trigger};
 use g2_store::memory;
 use g2_store::observations::{self, Kind, ObservationDraft, Provenance, SummaryDraft};
 use g2_store::search::{self, Index};
 use g2_store::{Store, recall};
 
-use super::each;
+use super::{archive, each};
 
 fn add(store: &Store, group: &str, n: usize, title: &str, body: &str) -> i64 {
-    let (group, title, body) = (
-        GroupFolder::new(group).unwrap(),
-        title.to_string(),
-        body.to_string(),
-    );
-    store
-        .write_blocking(move |tx| {
-            archives::insert(
-                tx,
-                NewArchive {
-                    group: &group,
-                    session_id: None,
-                    title: &title,
-                    rel_path: &format!("groups/{group}/conversations/{n}.md"),
-                    body: &body,
-                    trigger: Trigger::Manual,
-                    created_at: &format!("2026-01-{:02}T00:00:00.000Z", n + 1),
-                },
-            )
-        })
-        .unwrap()
-        .id
+    let at = format!("2026-01-{:02}T00:00:00.000Z", n + 1);
+    archive(store, group, n, title, body, &at).id
 }
 
 fn corpus(store: &Store) -> [i64; 4] {

@@ -56,6 +56,36 @@ pub fn backends() -> Vec<Backend> {
     all
 }
 
+/// Records an archive of `group` (the `n`th: its file name) as the host
+/// does, with its passages.
+pub fn archive(
+    store: &Store,
+    group: &str,
+    n: usize,
+    title: &str,
+    body: &str,
+    at: &str,
+) -> g2_store::archives::ArchiveRecord {
+    let group = g2_core::validate::GroupFolder::new(group).unwrap();
+    let (title, body, at) = (title.to_string(), body.to_string(), at.to_string());
+    store
+        .write_blocking(move |tx| {
+            g2_store::archives::insert(
+                tx,
+                g2_store::archives::NewArchive {
+                    group: &group,
+                    session_id: None,
+                    title: &title,
+                    rel_path: &format!("groups/{group}/conversations/{n}.md"),
+                    body: &body,
+                    trigger: g2_store::archives::Trigger::Manual,
+                    created_at: &at,
+                },
+            )
+        })
+        .unwrap()
+}
+
 /// Runs `f` on a fresh store of each backend; a failure names the backend.
 pub fn each(f: impl Fn(&Store)) {
     for b in backends() {
