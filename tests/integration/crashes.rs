@@ -35,13 +35,16 @@ fn recorded(home: &TestHome) -> Vec<String> {
         .collect()
 }
 
-async fn clear(base: &str) -> (u16, Value) {
-    let r = http_client()
+async fn send_clear(base: &str) -> reqwest::Result<reqwest::Response> {
+    http_client()
         .post(format!("{base}/api/groups/main/session/clear"))
         .json(&json!({ "name": "Taxes" }))
         .send()
         .await
-        .unwrap();
+}
+
+async fn clear(base: &str) -> (u16, Value) {
+    let r = send_clear(base).await.unwrap();
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
@@ -57,7 +60,8 @@ async fn killed_at(home: &TestHome, point: &str, reached: impl Fn() -> bool) {
     );
     ask(&s.url, "main", "ann", "plan the quarterly tax filing").await;
     let url = s.url.clone();
-    let pending = tokio::spawn(async move { clear(&url).await });
+    // Cut by the kill: its error is expected.
+    let pending = tokio::spawn(async move { send_clear(&url).await.err() });
     let deadline = Instant::now() + Duration::from_secs(60);
     while !reached() {
         assert!(
@@ -101,13 +105,17 @@ async fn a_clear_killed_before_its_record_leaves_no_file_then_one() {
     }
     let home = TestHome::new();
     let dir = home.path().join("groups/main/conversations");
+    // At the fail point: the pending file linked and its temp file gone
+    // (the link comes first, so a pending file alone is not there yet).
     let pending = |d: &Path| {
-        std::fs::read_dir(d)
+        let names: Vec<String> = std::fs::read_dir(d)
             .map(|rd| {
                 rd.flatten()
-                    .any(|e| e.file_name().to_string_lossy().ends_with(".pending"))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
             })
-            .unwrap_or(false)
+            .unwrap_or_default();
+        names.iter().any(|n| n.ends_with(".pending")) && !names.iter().any(|n| n.ends_with(".tmp"))
     };
     killed_at(&home, "archive-pending", || pending(&dir)).await;
     // Written, not recorded: what the kill left.
