@@ -53,6 +53,11 @@ pub enum Error {
         read: i64,
         current: i64,
     },
+    /// A host's write for a group (or a channel) under a lease it no longer
+    /// holds: expired, released or taken by another host (fencing,
+    /// docs/cluster.md). The write is refused and the host stops acting on it.
+    #[error("{name}: the lease (generation {generation}) is no longer this host's; write refused")]
+    Fenced { name: String, generation: i64 },
     /// A group may not run an agent now: over its disk quota, or the host
     /// is short of disk. The text says so in words for the group.
     #[error("{0}")]

@@ -41,6 +41,7 @@ pub mod embeddings;
 pub mod error;
 mod fts;
 pub mod groups;
+pub mod leases;
 pub mod memory;
 pub mod messages;
 pub mod observations;
@@ -77,6 +78,7 @@ const SQLITE_MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0011_channels.sql"),
     include_str!("../../migrations/0012_embeddings.sql"),
     include_str!("../../migrations/0013_receipts.sql"),
+    include_str!("../../migrations/0014_cluster.sql"),
 ];
 
 /// The schema version of an up-to-date SQLite store (`PRAGMA

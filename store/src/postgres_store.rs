@@ -19,8 +19,13 @@ use crate::db::{Db, Statements};
 use crate::{Error, Result};
 
 /// The schema, one entry per file in `migrations/postgres/`, in order.
-const MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("../../migrations/postgres/0001_schema.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/postgres/0001_schema.sql")),
+    (
+        2,
+        include_str!("../../migrations/postgres/0002_cluster.sql"),
+    ),
+];
 
 /// The advisory lock every write transaction takes (any constant shared
 /// by all hosts; "g2" in ASCII).

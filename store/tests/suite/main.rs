@@ -9,6 +9,7 @@
 mod pg_cluster;
 
 mod archives;
+mod cluster;
 mod db;
 mod fulltext;
 mod memory;

@@ -1,0 +1,226 @@
+//! The `cluster_hosts` and `leases` tables: which hosts share the store
+//! and which of them owns a group or a channel's connection, by the
+//! database's clock (docs/cluster.md). The rules (spreading, takeover,
+//! handing over) are the host's `cluster`; here are the statements.
+//!
+//! Every writing function runs in a write transaction, and those are
+//! serialised on both backends (SQLite's one writer, PostgreSQL's write
+//! lock), so a read-then-write here is atomic. Time is the database's
+//! clock, never a host's: hosts on different machines disagree about the
+//! time, the store does not.
+
+use serde::Serialize;
+
+use crate::db::{Db, Dialect, Optional, Row};
+use crate::{Error, Result, params, query_all};
+
+/// Who owns `name` (a group's folder, or `channel:…`) until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Lease {
+    pub name: String,
+    pub host_id: String,
+    /// Grows with every new holder; a write carries the one it was given.
+    pub generation: i64,
+    pub acquired_ms: i64,
+    pub expires_ms: i64,
+}
+
+/// A host that shares the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Host {
+    pub host_id: String,
+    /// Its API address, as it printed it.
+    pub api: String,
+    pub started_ms: i64,
+    /// Its last heartbeat.
+    pub seen_ms: i64,
+    /// It is handing its groups over before it stops.
+    pub stopping: bool,
+}
+
+/// The database's clock, in milliseconds since the epoch.
+pub fn now_ms(db: &Db<'_>) -> Result<i64> {
+    let sql = match db.dialect() {
+        Dialect::Sqlite => "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+        Dialect::Postgres => "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+    };
+    db.query_row(sql, (), |r| r.get(0))
+}
+
+/// A host (re)joins: started now, not stopping. Returns the clock.
+pub fn join(tx: &Db<'_>, host_id: &str, api: &str) -> Result<i64> {
+    let now = now_ms(tx)?;
+    tx.execute(
+        "INSERT INTO cluster_hosts (host_id, api, started_ms, seen_ms, stopping)
+         VALUES (?1, ?2, ?3, ?3, 0)
+         ON CONFLICT (host_id) DO UPDATE SET
+           api = excluded.api, started_ms = excluded.started_ms,
+           seen_ms = excluded.seen_ms, stopping = 0",
+        params![host_id, api, now],
+    )?;
+    Ok(now)
+}
+
+/// A host's heartbeat (and whether it is stopping). Returns the clock.
+pub fn beat(tx: &Db<'_>, host_id: &str, stopping: bool) -> Result<i64> {
+    let now = now_ms(tx)?;
+    tx.execute(
+        "UPDATE cluster_hosts SET seen_ms = ?2, stopping = ?3 WHERE host_id = ?1",
+        params![host_id, now, stopping],
+    )?;
+    Ok(now)
+}
+
+/// A host leaves: its row goes and its leases expire now, so the others
+/// take its groups at once rather than after the lease time.
+pub fn leave(tx: &Db<'_>, host_id: &str) -> Result<()> {
+    let now = now_ms(tx)?;
+    tx.execute(
+        "UPDATE leases SET expires_ms = ?2 WHERE host_id = ?1 AND expires_ms > ?2",
+        params![host_id, now],
+    )?;
+    tx.execute("DELETE FROM cluster_hosts WHERE host_id = ?1", [host_id])?;
+    Ok(())
+}
+
+/// The lease on `name` for `host_id` for `ttl_ms` from now: renewed (same
+/// generation) when it holds it, taken (next generation) when nobody holds
+/// it or the holder's has expired; `None` while another host holds it.
+pub fn acquire(tx: &Db<'_>, name: &str, host_id: &str, ttl_ms: i64) -> Result<Option<Lease>> {
+    let now = now_ms(tx)?;
+    let expires = now + ttl_ms;
+    let lease = match get(tx, name)? {
+        Some(l) if l.expires_ms > now && l.host_id != host_id => return Ok(None),
+        Some(l) if l.expires_ms > now => Lease {
+            expires_ms: expires,
+            ..l
+        },
+        Some(l) => Lease {
+            name: name.into(),
+            host_id: host_id.into(),
+            generation: l.generation + 1,
+            acquired_ms: now,
+            expires_ms: expires,
+        },
+        None => Lease {
+            name: name.into(),
+            host_id: host_id.into(),
+            generation: 1,
+            acquired_ms: now,
+            expires_ms: expires,
+        },
+    };
+    tx.execute(
+        "INSERT INTO leases (name, host_id, generation, acquired_ms, expires_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (name) DO UPDATE SET host_id = excluded.host_id,
+           generation = excluded.generation, acquired_ms = excluded.acquired_ms,
+           expires_ms = excluded.expires_ms",
+        params![
+            lease.name,
+            lease.host_id,
+            lease.generation,
+            lease.acquired_ms,
+            lease.expires_ms
+        ],
+    )?;
+    Ok(Some(lease))
+}
+
+/// Extends every lease `host_id` still holds by `ttl_ms` from now; returns
+/// them. One that expired is not renewed: it may have been taken, and
+/// taking it back means a new generation ([`acquire`]).
+pub fn renew(tx: &Db<'_>, host_id: &str, ttl_ms: i64) -> Result<Vec<Lease>> {
+    let now = now_ms(tx)?;
+    tx.execute(
+        "UPDATE leases SET expires_ms = ?2 WHERE host_id = ?1 AND expires_ms > ?3",
+        params![host_id, now + ttl_ms, now],
+    )?;
+    query_all(
+        tx,
+        &format!(
+            "SELECT {COLUMNS} FROM leases WHERE host_id = ?1 AND expires_ms > ?2 ORDER BY name"
+        ),
+        params![host_id, now],
+        from_row,
+    )
+}
+
+/// Gives the lease up (it expires now; the row and its generation stay).
+/// False when it was no longer `host_id`'s at `generation`.
+pub fn release(tx: &Db<'_>, name: &str, host_id: &str, generation: i64) -> Result<bool> {
+    let now = now_ms(tx)?;
+    let n = tx.execute(
+        "UPDATE leases SET expires_ms = ?4
+         WHERE name = ?1 AND host_id = ?2 AND generation = ?3 AND expires_ms > ?4",
+        params![name, host_id, generation, now],
+    )?;
+    Ok(n == 1)
+}
+
+/// Fencing: `Ok` only while `host_id` holds `name` at `generation` and
+/// the lease has not expired. Called inside the write it guards, so the
+/// check and the write are one transaction.
+pub fn fence(tx: &Db<'_>, name: &str, host_id: &str, generation: i64) -> Result<()> {
+    let now = now_ms(tx)?;
+    match get(tx, name)? {
+        Some(l) if l.host_id == host_id && l.generation == generation && l.expires_ms > now => {
+            Ok(())
+        }
+        _ => Err(Error::Fenced {
+            name: name.into(),
+            generation,
+        }),
+    }
+}
+
+/// The lease row of `name` (held or expired).
+pub fn get(db: &Db<'_>, name: &str) -> Result<Option<Lease>> {
+    db.query_row(
+        &format!("SELECT {COLUMNS} FROM leases WHERE name = ?1"),
+        [name],
+        from_row,
+    )
+    .optional()
+}
+
+/// Every lease row, held or expired, by name.
+pub fn list(db: &Db<'_>) -> Result<Vec<Lease>> {
+    query_all(
+        db,
+        &format!("SELECT {COLUMNS} FROM leases ORDER BY name"),
+        (),
+        from_row,
+    )
+}
+
+/// Every host that joined and has not left, oldest first.
+pub fn hosts(db: &Db<'_>) -> Result<Vec<Host>> {
+    query_all(
+        db,
+        "SELECT host_id, api, started_ms, seen_ms, stopping FROM cluster_hosts
+         ORDER BY started_ms, host_id",
+        (),
+        |r| {
+            Ok(Host {
+                host_id: r.get(0)?,
+                api: r.get(1)?,
+                started_ms: r.get(2)?,
+                seen_ms: r.get(3)?,
+                stopping: r.get(4)?,
+            })
+        },
+    )
+}
+
+const COLUMNS: &str = "name, host_id, generation, acquired_ms, expires_ms";
+
+fn from_row(r: &Row<'_>) -> Result<Lease> {
+    Ok(Lease {
+        name: r.get(0)?,
+        host_id: r.get(1)?,
+        generation: r.get(2)?,
+        acquired_ms: r.get(3)?,
+        expires_ms: r.get(4)?,
+    })
+}

@@ -1,0 +1,208 @@
+//! Hosts and leases: one holder at a time by the database's clock, a new
+//! generation for every new holder, fencing inside the write it guards.
+
+use std::time::Duration;
+
+use g2_store::{Error, leases, router_state};
+
+use super::each;
+
+#[test]
+fn a_lease_is_one_hosts_until_it_expires_and_fences_the_old_holder() {
+    each(|store| {
+        let a = store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "a", 400))
+            .unwrap()
+            .expect("a free lease is taken");
+        assert_eq!((a.host_id.as_str(), a.generation), ("a", 1));
+        assert!(a.expires_ms - a.acquired_ms == 400, "{a:?}");
+        // Another host cannot take it; its holder renews it, same generation.
+        assert_eq!(
+            store
+                .write_blocking(|tx| leases::acquire(tx, "fam", "b", 400))
+                .unwrap(),
+            None
+        );
+        let again = store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "a", 400))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.generation, 1);
+        assert!(again.expires_ms >= a.expires_ms);
+        store
+            .write_blocking(|tx| leases::fence(tx, "fam", "a", 1))
+            .unwrap();
+
+        // Expired: the next host takes it with the next generation; the old
+        // holder is fenced and its renewal holds nothing.
+        std::thread::sleep(Duration::from_millis(450));
+        let b = store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "b", 10_000))
+            .unwrap()
+            .expect("an expired lease is taken");
+        assert_eq!((b.host_id.as_str(), b.generation), ("b", 2));
+        let err = store
+            .write_blocking(|tx| leases::fence(tx, "fam", "a", 1))
+            .unwrap_err();
+        assert!(matches!(err, Error::Fenced { generation: 1, .. }), "{err}");
+        assert!(
+            store
+                .write_blocking(|tx| leases::renew(tx, "a", 10_000))
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            store
+                .write_blocking(|tx| leases::renew(tx, "b", 10_000))
+                .unwrap(),
+            [leases::Lease {
+                expires_ms: store
+                    .read_blocking(|c| leases::get(c, "fam"))
+                    .unwrap()
+                    .unwrap()
+                    .expires_ms,
+                ..b.clone()
+            }]
+        );
+
+        // Released: it expires now and keeps its generation; a stale
+        // release changes nothing.
+        assert!(
+            !store
+                .write_blocking(|tx| leases::release(tx, "fam", "a", 1))
+                .unwrap()
+        );
+        assert!(
+            store
+                .write_blocking(|tx| leases::release(tx, "fam", "b", 2))
+                .unwrap()
+        );
+        let err = store
+            .write_blocking(|tx| leases::fence(tx, "fam", "b", 2))
+            .unwrap_err();
+        assert!(matches!(err, Error::Fenced { .. }), "{err}");
+        let a3 = store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "a", 10_000))
+            .unwrap()
+            .unwrap();
+        assert_eq!(a3.generation, 3);
+    });
+}
+
+#[test]
+fn a_fenced_write_keeps_nothing() {
+    each(|store| {
+        store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "a", 10_000))
+            .unwrap()
+            .unwrap();
+        let err = store
+            .write_blocking(|tx| {
+                router_state::set(tx, "cursor:fam", "7")?;
+                leases::fence(tx, "fam", "b", 1)
+            })
+            .unwrap_err();
+        assert!(matches!(err, Error::Fenced { .. }), "{err}");
+        assert_eq!(
+            store
+                .read_blocking(|c| router_state::get(c, "cursor:fam"))
+                .unwrap(),
+            None
+        );
+        store
+            .write_blocking(|tx| {
+                router_state::set(tx, "cursor:fam", "7")?;
+                leases::fence(tx, "fam", "a", 1)
+            })
+            .unwrap();
+        assert_eq!(
+            store
+                .read_blocking(|c| router_state::get(c, "cursor:fam"))
+                .unwrap()
+                .as_deref(),
+            Some("7")
+        );
+    });
+}
+
+#[test]
+fn of_many_hosts_asking_at_once_exactly_one_gets_each_lease() {
+    each(|store| {
+        let won: Vec<Vec<String>> = std::thread::scope(|s| {
+            let hands: Vec<_> = (0..6)
+                .map(|h| {
+                    s.spawn(move || {
+                        let host = format!("h{h}");
+                        (0..5)
+                            .filter_map(|g| {
+                                let name = format!("g{g}");
+                                store
+                                    .write_blocking(|tx| leases::acquire(tx, &name, &host, 10_000))
+                                    .unwrap()
+                                    .map(|_| name)
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            hands.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<String> = won.concat();
+        all.sort();
+        assert_eq!(all, ["g0", "g1", "g2", "g3", "g4"], "{won:?}");
+        let rows = store.read_blocking(leases::list).unwrap();
+        assert!(rows.iter().all(|l| l.generation == 1), "{rows:?}");
+    });
+}
+
+#[test]
+fn hosts_join_beat_and_leave_and_a_leaving_hosts_leases_expire_at_once() {
+    each(|store| {
+        let t0 = store
+            .write_blocking(|tx| leases::join(tx, "a", "http://127.0.0.1:1"))
+            .unwrap();
+        store
+            .write_blocking(|tx| leases::join(tx, "b", "http://127.0.0.1:2"))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let t1 = store
+            .write_blocking(|tx| leases::beat(tx, "a", true))
+            .unwrap();
+        assert!(t1 > t0, "the database's clock moves: {t0} {t1}");
+        let hosts = store.read_blocking(leases::hosts).unwrap();
+        assert_eq!(
+            hosts
+                .iter()
+                .map(|h| (
+                    h.host_id.as_str(),
+                    h.api.as_str(),
+                    h.stopping,
+                    h.seen_ms == t1
+                ))
+                .collect::<Vec<_>>(),
+            [
+                ("a", "http://127.0.0.1:1", true, true),
+                ("b", "http://127.0.0.1:2", false, false)
+            ]
+        );
+        store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "a", 60_000))
+            .unwrap()
+            .unwrap();
+        store.write_blocking(|tx| leases::leave(tx, "a")).unwrap();
+        assert_eq!(
+            store
+                .read_blocking(leases::hosts)
+                .unwrap()
+                .iter()
+                .map(|h| h.host_id.as_str())
+                .collect::<Vec<_>>(),
+            ["b"]
+        );
+        let b = store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "b", 60_000))
+            .unwrap()
+            .expect("a left host's lease is free at once");
+        assert_eq!(b.generation, 2);
+    });
+}
