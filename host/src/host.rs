@@ -77,6 +77,8 @@ pub struct Host {
     disk: crate::container::disk::Ledger,
     gateway: Gateway,
     sockets: Vec<Listening>,
+    /// This host's leases and heartbeat.
+    cluster: crate::cluster::Membership,
     /// Held until the host has stopped: one host per home.
     _lock: HostLock,
 }
@@ -195,6 +197,24 @@ impl Host {
             .into_iter()
             .map(|(_, l)| l)
             .collect();
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| context(format_args!("binding {addr}"), &e))?;
+        let bound = listener.local_addr().map_err(|e| message(&e))?;
+        // This host's groups (all of them, alone on the store): a group
+        // taken from another host has what waits routed, one lost has its
+        // container closed.
+        let cluster = {
+            let (wake, close) = (queue.clone(), queue.clone());
+            crate::cluster::start(
+                store.clone(),
+                &settings.cluster,
+                &format!("http://{bound}"),
+                Arc::new(move |f: &GroupFolder| wake.wake(f)),
+                Arc::new(move |f: &GroupFolder| close.close(f)),
+            )
+            .await?
+        };
         let worker = queue::Queue::spawn(
             inbox,
             &queue,
@@ -203,6 +223,7 @@ impl Host {
             // The queue's way to the chats.
             Arc::new(channels.clone()),
             Some(tasks_changed.clone()),
+            Some(cluster.leases().clone()),
         );
         let schedule = scheduler::start(store.clone(), queue.task_sender(), tasks_changed).await?;
         // A pass at start: what a killed host or a dead container left.
@@ -237,10 +258,6 @@ impl Host {
         .into_iter()
         .flatten()
         .collect();
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| context(format_args!("binding {addr}"), &e))?;
-        let bound = listener.local_addr().map_err(|e| message(&e))?;
         let api = Api {
             home: home.clone(),
             store: store.clone(),
@@ -255,6 +272,7 @@ impl Host {
             memory: settings.memory.clone(),
             gateway: settings.gateway.clone(),
             port: bound.port(),
+            lease_secs: settings.cluster.lease_secs,
         };
         lock.set_api(&format!("http://{bound}"))?;
         tracing::info!(target: LOG, addr = %bound, groups, "serving");
@@ -288,6 +306,7 @@ impl Host {
             disk: agents.disk().clone(),
             gateway,
             sockets,
+            cluster,
             _lock: lock,
         })
     }
@@ -325,6 +344,8 @@ impl Host {
             e.stop().await;
         }
         self.queue.shutdown().await;
+        // No container of this host runs: its groups go to the others now.
+        self.cluster.stop().await;
         self.disk.stop();
         // The last replies go out before the host does (a platform's slow
         // answer is not waited for long: what is left goes at next start).

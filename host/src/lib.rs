@@ -20,6 +20,7 @@ pub mod background;
 pub mod channels;
 pub mod chat;
 pub mod cli;
+pub mod cluster;
 pub mod container;
 pub mod doctor;
 pub mod gateway;

@@ -39,6 +39,7 @@ pub struct Settings {
     /// default trigger (`@G2`).
     pub assistant_name: String,
     pub store: StoreSettings,
+    pub cluster: ClusterSettings,
     pub archive: ArchiveSettings,
     pub claude_code: ClaudeCodeSettings,
     pub gateway: GatewaySettings,
@@ -475,6 +476,29 @@ pub struct StoreSettings {
     pub busy_timeout_ms: u64,
 }
 
+/// `[cluster]`: several hosts on one PostgreSQL store (docs/cluster.md).
+/// One host alone holds every lease itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// This host's name among the hosts sharing the store; default: the
+    /// machine's host name. A host restarted under the same name takes its
+    /// groups back at once; two live hosts must never share one.
+    pub host_id: Option<String>,
+    /// How long a host's lease on a group lasts without a heartbeat: a
+    /// host that dies has its groups taken over within this time.
+    pub lease_secs: u64,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        Self {
+            host_id: None,
+            lease_secs: 10,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ArchiveSettings {
@@ -588,6 +612,7 @@ impl Default for Settings {
         Self {
             assistant_name: g2_core::wire::DEFAULT_ASSISTANT_NAME.into(),
             store: StoreSettings::default(),
+            cluster: ClusterSettings::default(),
             archive: ArchiveSettings::default(),
             claude_code: ClaudeCodeSettings::default(),
             gateway: GatewaySettings::default(),
@@ -656,6 +681,22 @@ impl Settings {
             return Err(Error::Config(format!(
                 "assistant_name {:?}: use 1-64 characters, no newlines or '*'",
                 self.assistant_name
+            )));
+        }
+        if !(2..=600).contains(&self.cluster.lease_secs) {
+            return Err(Error::Config(
+                "cluster.lease_secs: from 2 to 600 (seconds)".into(),
+            ));
+        }
+        if let Some(id) = &self.cluster.host_id
+            && (id.is_empty()
+                || id.len() > 64
+                || !id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b)))
+        {
+            return Err(Error::Config(format!(
+                "cluster.host_id {id:?}: 1-64 letters, digits, '.', '_', ':' or '-'"
             )));
         }
         if self.archive.max_message_chars == 0 {
@@ -831,6 +872,17 @@ mod tests {
             assert!(err.contains("assistent_name"), "{err}");
             jail.create_file("g2.toml", "[archive]\nmax_message_chars = 0\n")?;
             assert!(Settings::load(&home, None).is_err());
+            for (toml, why) in [
+                ("[cluster]\nlease_secs = 1\n", "cluster.lease_secs"),
+                ("[cluster]\nhost_id = \"a/b\"\n", "cluster.host_id"),
+                ("[cluster]\nhost_id = \"\"\n", "cluster.host_id"),
+            ] {
+                jail.create_file("g2.toml", toml)?;
+                let err = Settings::load(&home, None).unwrap_err().to_string();
+                assert!(err.contains(why), "{toml}: {err}");
+            }
+            jail.create_file("g2.toml", "[cluster]\nhost_id = \"eu-1.b:2\"\n")?;
+            assert!(Settings::load(&home, None).is_ok());
             jail.create_file("g2.toml", "")?;
             jail.set_env("G2_STORE__BUSY_TIMOUT_MS", "1");
             let err = Settings::load(&home, None).unwrap_err().to_string();

@@ -47,9 +47,15 @@ pub fn now_ms(db: &Db<'_>) -> Result<i64> {
     db.query_row(sql, (), |r| r.get(0))
 }
 
-/// A host (re)joins: started now, not stopping. Returns the clock.
+/// A host (re)joins: started now, not stopping. Returns the clock. A host
+/// restarted under its name keeps the leases it still holds, each at a new
+/// generation: whatever its earlier process still had under way is fenced.
 pub fn join(tx: &Db<'_>, host_id: &str, api: &str) -> Result<i64> {
     let now = now_ms(tx)?;
+    tx.execute(
+        "UPDATE leases SET generation = generation + 1 WHERE host_id = ?1 AND expires_ms > ?2",
+        params![host_id, now],
+    )?;
     tx.execute(
         "INSERT INTO cluster_hosts (host_id, api, started_ms, seen_ms, stopping)
          VALUES (?1, ?2, ?3, ?3, 0)

@@ -15,6 +15,7 @@ mod bot_api;
 mod browser;
 mod channels;
 mod cli;
+mod cluster;
 mod corpus;
 mod crashes;
 mod discord;

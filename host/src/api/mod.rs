@@ -27,6 +27,7 @@
 
 mod archives;
 pub mod auth;
+mod cluster;
 mod extract;
 mod groups;
 mod memory;
@@ -81,6 +82,8 @@ pub struct Api {
     /// The port the API listens on: without a token, only requests to a
     /// loopback name with this port are answered (`http::loopback`).
     pub port: u16,
+    /// `cluster.lease_secs` (the cluster's status judges hosts by it).
+    pub lease_secs: u64,
 }
 
 impl Api {
@@ -97,6 +100,7 @@ impl Api {
             .merge(messages::routes())
             .merge(tasks::routes())
             .merge(usage::routes())
+            .merge(cluster::routes())
             .route("/openapi.yaml", get(openapi))
             .method_not_allowed_fallback(method_not_allowed)
             .route_layer(middleware::from_fn_with_state(

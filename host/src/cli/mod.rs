@@ -5,6 +5,7 @@
 //! Every `--json` goes through [`Output::print`].
 
 mod archive;
+mod cluster;
 mod doctor;
 mod groups;
 mod image;
@@ -138,6 +139,9 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
+    /// Several hosts on one store: who runs which group.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCmd),
     /// Copy this home's SQLite store into an empty PostgreSQL database
     /// (docs/postgres.md); the SQLite file is left as it is.
     Migrate {
@@ -212,6 +216,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             out,
         } => serve::run(&ctx, &folder, &prompt.join(" "), out).await,
         Command::Usage { group, days, out } => usage::usage(&ctx, group, days, out).await,
+        Command::Cluster(cmd) => cluster::run(&ctx, cmd).await,
         Command::Migrate { to, out } => migrate::migrate(&ctx, to, out).await,
         Command::Doctor { out } => doctor::doctor(&ctx, out).await,
     }

@@ -189,6 +189,17 @@ fn hosts_join_beat_and_leave_and_a_leaving_hosts_leases_expire_at_once() {
             .write_blocking(|tx| leases::acquire(tx, "fam", "a", 60_000))
             .unwrap()
             .unwrap();
+        // Rejoining under its name: the lease stays, at a new generation.
+        store
+            .write_blocking(|tx| leases::join(tx, "a", "http://127.0.0.1:3"))
+            .unwrap();
+        let err = store
+            .write_blocking(|tx| leases::fence(tx, "fam", "a", 1))
+            .unwrap_err();
+        assert!(matches!(err, Error::Fenced { .. }), "{err}");
+        store
+            .write_blocking(|tx| leases::fence(tx, "fam", "a", 2))
+            .unwrap();
         store.write_blocking(|tx| leases::leave(tx, "a")).unwrap();
         assert_eq!(
             store
@@ -203,6 +214,6 @@ fn hosts_join_beat_and_leave_and_a_leaving_hosts_leases_expire_at_once() {
             .write_blocking(|tx| leases::acquire(tx, "fam", "b", 60_000))
             .unwrap()
             .expect("a left host's lease is free at once");
-        assert_eq!(b.generation, 2);
+        assert_eq!(b.generation, 3);
     });
 }

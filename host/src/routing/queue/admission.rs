@@ -71,7 +71,7 @@ impl Queue {
     /// New messages may be waiting for `folder`. The group's row is read
     /// here (the batch's one read) and carried to the follow-up or start.
     pub(super) async fn wake(&mut self, folder: &GroupFolder) {
-        if self.stopping.is_some() {
+        if self.stopping.is_some() || !self.ours(folder).await {
             return;
         }
         let group = match self.group(folder).await {
@@ -113,7 +113,14 @@ impl Queue {
                     let home = self.agents.home();
                     // Marked before the agent has it: an edit that comes
                     // later no longer changes these messages.
-                    mark_inflight(&self.store, folder, b.upto).await;
+                    let fence = self.leases.clone().zip(run.lease);
+                    if let Err(e) = mark_inflight(&self.store, folder, b.upto, fence).await {
+                        if crate::cluster::is_fenced(&e) {
+                            run.fenced = true;
+                            self.close(folder);
+                        }
+                        return;
+                    }
                     match agent::send_follow_up(home, folder, &b.prompt) {
                         Ok(file) => {
                             self.outlet.working(folder, &jid);

@@ -42,7 +42,12 @@
 //!   after the last one the group is marked failing, the senders are told
 //!   and the cursor moves past the messages;
 //! - a clear or resume of the group's session closes its container after
-//!   the current turn, so the next message starts fresh or resumed.
+//!   the current turn, so the next message starts fresh or resumed;
+//! - with [`Leases`] (several hosts on one store, docs/cluster.md), only
+//!   a group this host owns is started, and the in-flight mark and the
+//!   reply are written under the lease generation the run started with: a
+//!   run whose lease is gone stores nothing and leaves its messages to the
+//!   group's new owner, unanswered, untold.
 
 mod admission;
 mod outcome;
@@ -61,6 +66,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::Result;
 use crate::agent::{Agents, RunReport, Turn};
+use crate::cluster::Leases;
 use crate::config::QueueSettings;
 use crate::groups::Group;
 use crate::routing::rules as router;
@@ -215,6 +221,10 @@ struct Run {
     /// Bumped whenever the container gets work; an idle timer armed
     /// with an older epoch does nothing.
     epoch: u64,
+    /// The lease generation the run started under (with [`Leases`]).
+    lease: Option<i64>,
+    /// A write of the run was refused: the group is another host's now.
+    fenced: bool,
 }
 
 impl Run {
@@ -250,6 +260,8 @@ pub struct Queue {
     fifo: Line,
     next_run: u64,
     stopping: Option<Vec<oneshot::Sender<()>>>,
+    /// The groups this host owns, when it shares the store with others.
+    leases: Option<Leases>,
 }
 
 impl Queue {
@@ -262,6 +274,7 @@ impl Queue {
         store: Store,
         outlet: Arc<dyn Outlet>,
         tasks_changed: Option<Arc<tokio::sync::Notify>>,
+        leases: Option<Leases>,
     ) -> tokio::task::JoinHandle<()> {
         let settings = agents.settings().queue.clone();
         let assistant_name = agents.settings().assistant_name.clone();
@@ -278,6 +291,7 @@ impl Queue {
             fifo: Line::default(),
             next_run: 0,
             stopping: None,
+            leases,
         };
         tokio::spawn(q.main(inbox))
     }
@@ -401,6 +415,26 @@ impl Queue {
     }
 
     /// Tries `folder` again in a second (after a database error).
+    /// Whether this host may act on `folder`: it owns it, or has just
+    /// taken its free lease. Always, without leases.
+    async fn ours(&self, folder: &GroupFolder) -> bool {
+        let Some(l) = &self.leases else {
+            return true;
+        };
+        match l.take(folder).await {
+            Ok(g) => g.is_some(),
+            Err(e) => {
+                tracing::warn!(group = %folder, error = %e, "taking the group's lease");
+                false
+            }
+        }
+    }
+
+    /// The fence for a write of `folder` under the run's lease.
+    fn fence(&self, lease: Option<i64>) -> Option<(Leases, i64)> {
+        self.leases.clone().zip(lease)
+    }
+
     fn retry_soon(&self, folder: &GroupFolder) {
         self.later(Duration::from_secs(1), Cmd::Retry(folder.clone()));
     }

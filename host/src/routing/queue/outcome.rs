@@ -44,9 +44,22 @@ impl Queue {
                 match turn {
                     Turn::Reply(text) => {
                         g.retries = 0;
-                        match self.store_reply(folder, text, upto).await {
+                        let fence = self.leases.clone().zip(run.lease);
+                        match self.store_reply(folder, text, upto, fence).await {
                             Ok(Some(m)) => self.outlet.deliver(m).await,
                             Ok(None) => {}
+                            Err(e) if crate::cluster::is_fenced(&e) => {
+                                // Another host owns the group now: its
+                                // messages are that host's to answer.
+                                tracing::warn!(group = %folder, error = %e, "reply not stored: the group's lease is gone");
+                                if let Some(run) =
+                                    self.groups.get_mut(folder).and_then(|g| g.run.as_mut())
+                                {
+                                    run.fenced = true;
+                                }
+                                self.close(folder);
+                                return;
+                            }
                             Err(e) => {
                                 // The cursor did not move: redo from it rather
                                 // than credit the next reply to these messages.
@@ -116,6 +129,7 @@ impl Queue {
         folder: &GroupFolder,
         text: String,
         upto: i64,
+        fence: Option<(crate::cluster::Leases, i64)>,
     ) -> Result<Option<Message>> {
         let (f, sender, outlet, redactor) = (
             folder.clone(),
@@ -126,6 +140,9 @@ impl Queue {
         let reply = self
             .store
             .write(move |tx| {
+                if let Some((leases, generation)) = &fence {
+                    leases.fence(tx, &f, *generation)?;
+                }
                 // Read again, in the reply's own transaction: the group may
                 // have been removed (and its chat given to another) since
                 // its run started; then nothing is stored.
@@ -190,7 +207,12 @@ impl Queue {
                 }
                 let unanswered =
                     !untaken && (failed.is_some() || !outstanding.is_empty() || result.is_err());
-                if self.stopping.is_some() && result.is_ok() {
+                let fenced = run.fenced || result.as_ref().is_err_and(crate::cluster::is_fenced);
+                if fenced {
+                    // Not this host's group any more: nothing is retried or
+                    // told; the owner answers from the stored cursor.
+                    tracing::warn!(group = %folder, "the run's lease is gone; its messages are left to the group's owner");
+                } else if self.stopping.is_some() && result.is_ok() {
                     // Cut by this host's shutdown: the messages stay unanswered
                     // and the next host continues (their in-flight mark says so).
                 } else if unanswered {

@@ -12,19 +12,40 @@ use tokio::sync::mpsc;
 
 use super::{Cmd, Kind, Queue, Run, router};
 use crate::agent::{self, RunOptions};
+use crate::cluster::Leases;
 use crate::groups::Group;
 use crate::routing::notices;
 use crate::store::Store;
 use g2_core::validate::GroupFolder;
 
-/// Records that messages up to `upto` went to the group's agent.
-pub(super) async fn mark_inflight(store: &Store, folder: &GroupFolder, upto: i64) {
+/// Records that messages up to `upto` went to the group's agent, under
+/// the run's lease when there is one (refused once the lease is gone).
+pub(super) async fn mark_inflight(
+    store: &Store,
+    folder: &GroupFolder,
+    upto: i64,
+    fence: Option<(Leases, i64)>,
+) -> crate::Result<()> {
     let f = folder.clone();
-    if let Err(e) = store
-        .write(move |tx| router::mark_inflight(tx, &f, upto))
-        .await
-    {
-        tracing::warn!(group = %folder, error = %e, "recording the in-flight mark");
+    let r = store
+        .write(move |tx| {
+            if let Some((leases, generation)) = &fence {
+                leases.fence(tx, &f, *generation)?;
+            }
+            router::mark_inflight(tx, &f, upto)
+        })
+        .await;
+    match &r {
+        Err(e) if crate::cluster::is_fenced(e) => {
+            tracing::warn!(group = %folder, error = %e, "the group's lease is gone; left to its owner");
+        }
+        Err(e) => tracing::warn!(group = %folder, error = %e, "recording the in-flight mark"),
+        Ok(()) => {}
+    }
+    // Only a lost lease stops the run: the mark is a hint for a restart.
+    match r {
+        Err(e) if crate::cluster::is_fenced(&e) => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -57,6 +78,14 @@ impl Queue {
             return;
         }
         let folder = &group.folder;
+        // Only under this host's lease, when it shares the store.
+        let lease = match &self.leases {
+            Some(l) => match l.generation(folder) {
+                Some(g) => Some(g),
+                None => return,
+            },
+            None => None,
+        };
         // Before the run exists, so no follow-up or _close of this run can
         // be written yet and then be taken for a leftover.
         if let Err(e) = self.agents.clear_inputs(folder) {
@@ -134,12 +163,22 @@ impl Queue {
             group: group.clone(),
             closing: false,
             epoch: 0,
+            lease,
+            fenced: false,
         });
         let (agents, me, store) = (self.agents.clone(), self.me.clone(), self.store.clone());
+        let fence = self.fence(lease);
         tokio::spawn(async move {
             let f = group.folder.clone();
-            if let Some(upto) = inflight {
-                mark_inflight(&store, &f, upto).await;
+            if let Some(upto) = inflight
+                && let Err(e) = mark_inflight(&store, &f, upto, fence).await
+            {
+                let _ = me.send(Cmd::Exited {
+                    folder: f,
+                    run: id,
+                    result: Err(e),
+                });
+                return;
             }
             let (turn_tx, mut turns) = mpsc::unbounded_channel();
             let run = agents.run(&group, &prompt, opts, Some(turn_tx));

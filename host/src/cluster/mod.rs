@@ -1,0 +1,280 @@
+//! Several hosts on one store (docs/cluster.md): which groups this host
+//! owns, through leases in the store ([`store::leases`]), and the
+//! heartbeat that keeps them.
+//!
+//! [`Leases`] is the owned set, shared (cheap to clone): the queue asks it
+//! before it starts a container ([`Leases::generation`], [`Leases::take`])
+//! and fences its writes for the group with the generation it started
+//! under. [`start`] joins the store's hosts and runs the heartbeat: every
+//! third of `cluster.lease_secs` it renews what it holds, gives up (on the
+//! `lost` hook: the queue closes the group's container) what it no longer
+//! holds, and takes free groups up to its share (on the `gained` hook: the
+//! queue routes what waits, as after a restart). A host alone holds every
+//! group.
+//!
+//! Invariant: a group is acted on only under a lease the store still
+//! shows as this host's at the generation the act started with; a host
+//! that was paused or cut off past its lease finds its writes refused
+//! ([`crate::Error::Fenced`]) before it notices at its next heartbeat.
+
+pub mod status;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::background::Background;
+use crate::config::ClusterSettings;
+use crate::store::{self, Store, leases};
+use crate::{Error, Result};
+use g2_core::validate::GroupFolder;
+
+/// What the heartbeat tells the queue.
+pub type Hook = Arc<dyn Fn(&GroupFolder) + Send + Sync>;
+
+/// The groups this host owns, with their lease generations.
+#[derive(Clone)]
+pub struct Leases {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    host_id: String,
+    ttl_ms: i64,
+    held: Mutex<HashMap<GroupFolder, i64>>,
+    /// One heartbeat or take at a time: a take between a heartbeat's
+    /// renewal and its update of `held` would be taken for lost.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl Leases {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<GroupFolder, i64>> {
+        self.inner
+            .held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn host_id(&self) -> &str {
+        &self.inner.host_id
+    }
+
+    /// The generation this host holds `folder` at, as far as it knows
+    /// (the store is the judge: [`Leases::fence`]).
+    pub fn generation(&self, folder: &GroupFolder) -> Option<i64> {
+        self.held().get(folder).copied()
+    }
+
+    /// Takes `folder`'s lease when nobody holds it and this host is within
+    /// its share; the generation it holds it at, or `None`.
+    pub async fn take(&self, folder: &GroupFolder) -> Result<Option<i64>> {
+        let _turn = self.inner.turn.lock().await;
+        if let Some(g) = self.generation(folder) {
+            return Ok(Some(g));
+        }
+        let (me, f, ttl) = (
+            self.inner.host_id.clone(),
+            folder.to_string(),
+            self.inner.ttl_ms,
+        );
+        let held = self.held().len();
+        let lease = self
+            .inner
+            .store
+            .write(move |tx| {
+                if held >= share(tx, ttl)? {
+                    return Ok(None);
+                }
+                leases::acquire(tx, &f, &me, ttl)
+            })
+            .await?;
+        Ok(lease.map(|l| {
+            self.held().insert(folder.clone(), l.generation);
+            l.generation
+        }))
+    }
+
+    /// Refuses the write it runs in unless this host still holds `folder`
+    /// at `generation`.
+    pub fn fence(&self, tx: &store::Db<'_>, folder: &GroupFolder, generation: i64) -> Result<()> {
+        let r = leases::fence(tx, folder.as_str(), &self.inner.host_id, generation);
+        if matches!(r, Err(Error::Fenced { .. })) {
+            self.forget(folder, generation);
+        }
+        r
+    }
+
+    /// Forgets `folder` if it is held at `generation` (a fenced write says
+    /// it is not this host's any more).
+    pub fn forget(&self, folder: &GroupFolder, generation: i64) {
+        let mut held = self.held();
+        if held.get(folder) == Some(&generation) {
+            held.remove(folder);
+        }
+    }
+}
+
+/// Whether `e` says a lease was lost.
+pub fn is_fenced(e: &Error) -> bool {
+    matches!(e, Error::Fenced { .. })
+}
+
+/// How many groups a host should hold: the registered groups over the
+/// live hosts (a heartbeat within the lease time, not stopping), rounded up.
+fn share(tx: &store::Db<'_>, ttl_ms: i64) -> Result<usize> {
+    let now = leases::now_ms(tx)?;
+    let live = leases::hosts(tx)?
+        .iter()
+        .filter(|h| !h.stopping && h.seen_ms > now - ttl_ms)
+        .count()
+        .max(1);
+    let groups = store::groups::list(tx)?.len();
+    Ok(groups.div_ceil(live).max(1))
+}
+
+/// The running heartbeat; [`Membership::stop`] leaves the cluster (the
+/// others take this host's groups at once).
+pub struct Membership {
+    leases: Leases,
+    beat: Background,
+}
+
+impl Membership {
+    pub fn leases(&self) -> &Leases {
+        &self.leases
+    }
+
+    /// Stops the heartbeat and gives every lease up. Call once no
+    /// container of this host runs.
+    pub async fn stop(self) {
+        self.beat.stop().await;
+        let me = self.leases.inner.host_id.clone();
+        if let Err(e) = self
+            .leases
+            .inner
+            .store
+            .write(move |tx| leases::leave(tx, &me))
+            .await
+        {
+            tracing::warn!(error = %e, "leaving the cluster; the leases expire on their own");
+        }
+    }
+}
+
+/// This host's name: `cluster.host_id`, else the machine's host name.
+pub fn host_id(settings: &ClusterSettings) -> String {
+    settings.host_id.clone().unwrap_or_else(|| {
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned()
+    })
+}
+
+/// Joins the store's hosts as `api`, takes this host's share of the groups
+/// and starts the heartbeat.
+pub async fn start(
+    store: Store,
+    settings: &ClusterSettings,
+    api: &str,
+    gained: Hook,
+    lost: Hook,
+) -> Result<Membership> {
+    let ttl = Duration::from_secs(settings.lease_secs);
+    let leases = Leases {
+        inner: Arc::new(Inner {
+            store: store.clone(),
+            host_id: host_id(settings),
+            ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+            held: Mutex::default(),
+            turn: tokio::sync::Mutex::default(),
+        }),
+    };
+    let (me, a) = (leases.host_id().to_string(), api.to_string());
+    store.write(move |tx| leases::join(tx, &me, &a)).await?;
+    beat(&leases, &gained, &lost).await?;
+    tracing::info!(
+        host = leases.host_id(),
+        groups = leases.held().len(),
+        "joined the cluster"
+    );
+    let l = leases.clone();
+    let beat = Background::spawn(|mut stopped| async move {
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = tokio::time::sleep(ttl / 3) => {}
+            }
+            if let Err(e) = beat(&l, &gained, &lost).await {
+                tracing::warn!(error = %e, "cluster heartbeat failed; the next one retries");
+            }
+        }
+    });
+    Ok(Membership { leases, beat })
+}
+
+/// One heartbeat: renew, give up what is lost, take free groups up to the
+/// share.
+async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
+    let _turn = leases.inner.turn.lock().await;
+    let (me, ttl) = (leases.inner.host_id.clone(), leases.inner.ttl_ms);
+    let (renewed, taken) = leases
+        .inner
+        .store
+        .write(move |tx| {
+            leases::beat(tx, &me, false)?;
+            let renewed = leases::renew(tx, &me, ttl)?;
+            let room = share(tx, ttl)?.saturating_sub(renewed.len());
+            let now = leases::now_ms(tx)?;
+            let busy: HashSet<String> = leases::list(tx)?
+                .into_iter()
+                .filter(|l| l.expires_ms > now)
+                .map(|l| l.name)
+                .collect();
+            let mut taken = Vec::new();
+            for g in store::groups::list(tx)? {
+                if taken.len() >= room {
+                    break;
+                }
+                if busy.contains(g.folder.as_str()) {
+                    continue;
+                }
+                if let Some(l) = leases::acquire(tx, g.folder.as_str(), &me, ttl)? {
+                    taken.push((g.folder, l.generation));
+                }
+            }
+            Ok((renewed, taken))
+        })
+        .await?;
+    // What the store says this host holds now, against what it thought.
+    let now: HashMap<GroupFolder, i64> = renewed
+        .into_iter()
+        .filter_map(|l| Some((GroupFolder::new(l.name).ok()?, l.generation)))
+        .chain(taken)
+        .collect();
+    let (gone, got) = {
+        let mut held = leases.held();
+        let gone: Vec<GroupFolder> = held
+            .iter()
+            .filter(|(f, g)| now.get(*f) != Some(*g))
+            .map(|(f, _)| f.clone())
+            .collect();
+        let got: Vec<GroupFolder> = now
+            .iter()
+            .filter(|(f, g)| held.get(*f) != Some(*g))
+            .map(|(f, _)| f.clone())
+            .collect();
+        *held = now;
+        (gone, got)
+    };
+    for f in &gone {
+        tracing::warn!(group = %f, "lease lost: another host owns the group now");
+        lost(f);
+    }
+    for f in &got {
+        tracing::info!(group = %f, "lease taken");
+        gained(f);
+    }
+    Ok(())
+}
