@@ -86,6 +86,11 @@ const SQLITE_MIGRATIONS: &[&str] = &[
 #[allow(clippy::cast_possible_wrap)]
 pub const SQLITE_SCHEMA_VERSION: i64 = SQLITE_MIGRATIONS.len() as i64;
 
+/// The schema version of an up-to-date PostgreSQL store (the newest row of
+/// `schema_migrations`).
+#[allow(clippy::cast_possible_wrap)]
+pub const POSTGRES_SCHEMA_VERSION: i64 = postgres_store::MIGRATIONS.len() as i64;
+
 /// The schema's migrations, applied at open.
 pub static MIGRATIONS: LazyLock<Migrations<'static>> =
     LazyLock::new(|| Migrations::new(SQLITE_MIGRATIONS.iter().map(|sql| M::up(sql)).collect()));

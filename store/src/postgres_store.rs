@@ -19,7 +19,7 @@ use crate::db::{Db, Statements};
 use crate::{Error, Result};
 
 /// The schema, one entry per file in `migrations/postgres/`, in order.
-const MIGRATIONS: &[(i64, &str)] = &[
+pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_schema.sql")),
     (
         2,

@@ -79,7 +79,11 @@ fn a_home_on_postgres_keeps_and_finds_everything_there() {
         .find(|l| l.contains("database"))
         .unwrap_or_default();
     assert!(
-        db.contains("postgres://127.0.0.1:") && db.contains("schema version 1"),
+        db.contains("postgres://127.0.0.1:")
+            && db.contains(&format!(
+                "schema version {}",
+                g2_host::store::POSTGRES_SCHEMA_VERSION
+            )),
         "{text}"
     );
     assert!(!db.contains("postgres@"), "the user stays out: {db}");

@@ -1,6 +1,7 @@
 //! The groups page (`/`): every group with its container's state, its
-//! session, its latest message, its failure if failing and its tokens
-//! today against its budget; and a form to register one.
+//! session, its latest message, its failure if failing, its tokens today
+//! against its budget and the host that owns it (its live lease,
+//! docs/cluster.md); and a form to register one.
 
 use axum::extract::State;
 use axum::response::Response;
@@ -17,6 +18,8 @@ struct GroupLine {
     last: Option<crate::routing::messages::Message>,
     failing: Option<crate::routing::rules::Failing>,
     tokens_today: u64,
+    /// The host holding the group's live lease.
+    host: Option<String>,
 }
 
 pub(super) async fn groups_page(State(api): State<Api>) -> Response {
@@ -25,6 +28,7 @@ pub(super) async fn groups_page(State(api): State<Api>) -> Response {
         .store
         .read(move |c| {
             let mut out = Vec::new();
+            let now = store::leases::now_ms(c)?;
             for group in store::groups::list(c)? {
                 let f = group.folder.clone();
                 out.push(GroupLine {
@@ -32,6 +36,9 @@ pub(super) async fn groups_page(State(api): State<Api>) -> Response {
                     last: store::messages::latest(c, &group.jid, 1)?.pop(),
                     failing: crate::routing::rules::failing(c, f.as_str())?,
                     tokens_today: store::usage::tokens_on(c, f.as_str(), &today, None)?,
+                    host: store::leases::get(c, f.as_str())?
+                        .filter(|l| l.expires_ms > now)
+                        .map(|l| l.host_id),
                     group,
                 });
             }
@@ -104,7 +111,7 @@ pub(super) async fn groups_page(State(api): State<Api>) -> Response {
                 .unwrap_or_default();
             body.push_str(&format!(
                 "<li class=\"card\"><a href=\"/groups/{f}\"><strong>{name}</strong></a> \
-<span class=\"muted\">{f} · <span class=\"platform\">{platform}</span>{main}</span><br><span class=\"status\">{state}</span> · {session} · \
+<span class=\"muted\">{f} · <span class=\"platform\">{platform}</span>{main}</span><br><span class=\"status\">{state}</span>{host} · {session} · \
 {tokens}{budget} tokens today{failing}{last}<div><a href=\"/groups/{f}/sessions\">sessions</a> · \
 <a href=\"/groups/{f}/archives\">archives</a> · <a href=\"/groups/{f}/memory\">memory</a></div></li>",
                 name = escape(&g.name),
@@ -115,6 +122,11 @@ pub(super) async fn groups_page(State(api): State<Api>) -> Response {
                     None => "no active session".into(),
                 },
                 tokens = line.tokens_today,
+                host = line
+                    .host
+                    .as_deref()
+                    .map(|h| format!(" on <span class=\"host\">{}</span>", escape(h)))
+                    .unwrap_or_default(),
             ));
         }
         body.push_str("</ul>");
