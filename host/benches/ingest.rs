@@ -68,13 +68,13 @@ fn main() {
     });
     drop(serve);
     // Every message is in the database, once.
-    let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
-    let stored: i64 = conn
-        .query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
+    let (store, backend) = common::home_store(home.path());
+    let stored: i64 = store
+        .read_blocking(|c| c.query_row("SELECT count(*) FROM messages", (), |r| r.get(0)))
         .unwrap();
     assert_eq!(stored as usize, total, "messages lost");
     let s = Samples::of(latencies);
-    println!("ingest: {total} messages from {CLIENTS} concurrent clients into SQLite");
+    println!("ingest: {total} messages from {CLIENTS} concurrent clients into {backend}");
     println!(
         "  {:.0} messages/s ({} in all)",
         total as f64 / elapsed.as_secs_f64(),

@@ -118,15 +118,18 @@ fn main() {
     });
     drop(serve);
     // The model's time within each message's window.
-    let conn = rusqlite::Connection::open(home.path().join("data/g2.db")).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT started_at, duration_ms FROM model_usage ORDER BY id")
-        .unwrap();
-    let usage: Vec<(chrono::DateTime<chrono::Utc>, i64)> = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+    let (store, backend) = common::home_store(home.path());
+    let usage: Vec<(chrono::DateTime<chrono::Utc>, i64)> = store
+        .read_blocking(|c| {
+            c.query_all(
+                "SELECT started_at, duration_ms FROM model_usage ORDER BY id",
+                (),
+                |r| Ok((r.get::<String>(0)?, r.get::<i64>(1)?)),
+            )
+        })
         .unwrap()
-        .map(|r| {
-            let (s, d) = r.unwrap();
+        .into_iter()
+        .map(|(s, d)| {
             (
                 chrono::DateTime::parse_from_rfc3339(&s)
                     .unwrap()
@@ -159,7 +162,9 @@ fn main() {
         net.push(t.saturating_sub(m));
     }
     let (t, m, x) = (Samples::of(total), Samples::of(model), Samples::of(net));
-    println!("routing: {n} messages to a warm container, HTTP accepted -> reply on the SSE stream");
+    println!(
+        "routing: {n} messages to a warm container ({backend}), HTTP accepted -> reply on the SSE stream"
+    );
     println!(
         "  total         p50 {} p99 {}",
         fmt_dur(t.at(0.5)),

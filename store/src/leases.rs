@@ -48,13 +48,14 @@ pub fn now_ms(db: &Db<'_>) -> Result<i64> {
 }
 
 /// A host (re)joins: started now, not stopping. Returns the clock. A host
-/// restarted under its name keeps the leases it still holds, each at a new
-/// generation: whatever its earlier process still had under way is fenced.
+/// restarted under its name keeps the leases nobody took from it, each at
+/// a new generation: whatever its earlier process still had under way is
+/// fenced.
 pub fn join(tx: &Db<'_>, host_id: &str, api: &str) -> Result<i64> {
     let now = now_ms(tx)?;
     tx.execute(
-        "UPDATE leases SET generation = generation + 1 WHERE host_id = ?1 AND expires_ms > ?2",
-        params![host_id, now],
+        "UPDATE leases SET generation = generation + 1 WHERE host_id = ?1",
+        [host_id],
     )?;
     tx.execute(
         "INSERT INTO cluster_hosts (host_id, api, started_ms, seen_ms, stopping)
@@ -77,30 +78,31 @@ pub fn beat(tx: &Db<'_>, host_id: &str, stopping: bool) -> Result<i64> {
     Ok(now)
 }
 
-/// A host leaves: its row goes and its leases expire now, so the others
+/// A host leaves: its row goes and its leases are released, so the others
 /// take its groups at once rather than after the lease time.
 pub fn leave(tx: &Db<'_>, host_id: &str) -> Result<()> {
     let now = now_ms(tx)?;
     tx.execute(
-        "UPDATE leases SET expires_ms = ?2 WHERE host_id = ?1 AND expires_ms > ?2",
-        params![host_id, now],
+        "UPDATE leases SET host_id = ?3, expires_ms = min(expires_ms, ?2) WHERE host_id = ?1",
+        params![host_id, now, NOBODY],
     )?;
     tx.execute("DELETE FROM cluster_hosts WHERE host_id = ?1", [host_id])?;
     Ok(())
 }
 
 /// The lease on `name` for `host_id` for `ttl_ms` from now: renewed (same
-/// generation) when it holds it, taken (next generation) when nobody holds
-/// it or the holder's has expired; `None` while another host holds it.
+/// generation) while it is still its (expired or not: nobody took it),
+/// taken (next generation) when it is nobody's or another holder's has
+/// expired; `None` while another host holds it.
 pub fn acquire(tx: &Db<'_>, name: &str, host_id: &str, ttl_ms: i64) -> Result<Option<Lease>> {
     let now = now_ms(tx)?;
     let expires = now + ttl_ms;
     let lease = match get(tx, name)? {
-        Some(l) if l.expires_ms > now && l.host_id != host_id => return Ok(None),
-        Some(l) if l.expires_ms > now => Lease {
+        Some(l) if l.host_id == host_id => Lease {
             expires_ms: expires,
             ..l
         },
+        Some(l) if l.expires_ms > now => return Ok(None),
         Some(l) => Lease {
             name: name.into(),
             host_id: host_id.into(),
@@ -133,46 +135,45 @@ pub fn acquire(tx: &Db<'_>, name: &str, host_id: &str, ttl_ms: i64) -> Result<Op
     Ok(Some(lease))
 }
 
-/// Extends every lease `host_id` still holds by `ttl_ms` from now; returns
-/// them. One that expired is not renewed: it may have been taken, and
-/// taking it back means a new generation ([`acquire`]).
+/// Extends every lease still `host_id`'s by `ttl_ms` from now; returns
+/// them. One that expired while nobody took it is still its (same
+/// generation): nobody else acted on the group meanwhile, since taking it
+/// changes the holder.
 pub fn renew(tx: &Db<'_>, host_id: &str, ttl_ms: i64) -> Result<Vec<Lease>> {
     let now = now_ms(tx)?;
     tx.execute(
-        "UPDATE leases SET expires_ms = ?2 WHERE host_id = ?1 AND expires_ms > ?3",
-        params![host_id, now + ttl_ms, now],
+        "UPDATE leases SET expires_ms = ?2 WHERE host_id = ?1",
+        params![host_id, now + ttl_ms],
     )?;
     query_all(
         tx,
-        &format!(
-            "SELECT {COLUMNS} FROM leases WHERE host_id = ?1 AND expires_ms > ?2 ORDER BY name"
-        ),
-        params![host_id, now],
+        &format!("SELECT {COLUMNS} FROM leases WHERE host_id = ?1 ORDER BY name"),
+        [host_id],
         from_row,
     )
 }
 
-/// Gives the lease up (it expires now; the row and its generation stay).
-/// False when it was no longer `host_id`'s at `generation`.
+/// Gives the lease up: nobody holds it from now (the row and its
+/// generation stay, so the next holder's is higher). False when it was no
+/// longer `host_id`'s at `generation`.
 pub fn release(tx: &Db<'_>, name: &str, host_id: &str, generation: i64) -> Result<bool> {
     let now = now_ms(tx)?;
     let n = tx.execute(
-        "UPDATE leases SET expires_ms = ?4
-         WHERE name = ?1 AND host_id = ?2 AND generation = ?3 AND expires_ms > ?4",
-        params![name, host_id, generation, now],
+        "UPDATE leases SET host_id = ?5, expires_ms = min(expires_ms, ?4)
+         WHERE name = ?1 AND host_id = ?2 AND generation = ?3",
+        params![name, host_id, generation, now, NOBODY],
     )?;
     Ok(n == 1)
 }
 
-/// Fencing: `Ok` only while `host_id` holds `name` at `generation` and
-/// the lease has not expired. Called inside the write it guards, so the
-/// check and the write are one transaction.
+/// Fencing: `Ok` only while `host_id` holds `name` at `generation`.
+/// Called inside the write it guards, so the check and the write are one
+/// transaction. An expired lease nobody took still passes: writes are
+/// serialised and taking a lease changes its holder, so no other host has
+/// acted on the group before this write.
 pub fn fence(tx: &Db<'_>, name: &str, host_id: &str, generation: i64) -> Result<()> {
-    let now = now_ms(tx)?;
     match get(tx, name)? {
-        Some(l) if l.host_id == host_id && l.generation == generation && l.expires_ms > now => {
-            Ok(())
-        }
+        Some(l) if l.host_id == host_id && l.generation == generation => Ok(()),
         _ => Err(Error::Fenced {
             name: name.into(),
             generation,
@@ -220,6 +221,10 @@ pub fn hosts(db: &Db<'_>) -> Result<Vec<Host>> {
 }
 
 const COLUMNS: &str = "name, host_id, generation, acquired_ms, expires_ms";
+
+/// The holder of a released lease: no host has this name (host ids are
+/// never empty).
+const NOBODY: &str = "";
 
 fn from_row(r: &Row<'_>) -> Result<Lease> {
     Ok(Lease {

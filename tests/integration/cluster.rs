@@ -26,25 +26,6 @@ fn owner(status: &Value, group: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The home's running containers.
-fn running(home: &TestHome) -> Vec<String> {
-    let label = g2_host::container::home_label(home.path());
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "--filter",
-            &format!("label=g2.home={label}"),
-            "--format",
-            "{{.Names}}",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
         .args([sig, &pid.to_string()])
@@ -115,7 +96,11 @@ async fn a_host_stopped_past_its_lease_is_fenced_and_answers_once_its_lease_is_b
         ],
     );
     assert!(!ask(&s.url, "family", "ann", "hello there").await.is_empty());
-    assert_eq!(running(&home).len(), 1, "the family's container stays warm");
+    assert_eq!(
+        running_containers_of(&home).len(),
+        1,
+        "the family's container stays warm"
+    );
 
     // Paused past its lease; meanwhile another host takes the family.
     let pid = s.child.id();
@@ -133,7 +118,7 @@ async fn a_host_stopped_past_its_lease_is_fenced_and_answers_once_its_lease_is_b
     // answer it, and its container for the group goes.
     let seq = post(&s.url, "family", "ann", "are you still there?").await;
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !running(&home).is_empty() {
+    while !running_containers_of(&home).is_empty() {
         assert!(
             Instant::now() < deadline,
             "the fenced group's container stays up"

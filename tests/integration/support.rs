@@ -303,16 +303,23 @@ pub fn image_ready() -> bool {
 
 /// Containers of a home, running or not.
 pub fn containers_of(home: &TestHome) -> Vec<String> {
-    let label = g2_host::container::home_label(home.path());
+    docker_ps(home, &["-a"])
+}
+
+/// The home's running containers.
+pub fn running_containers_of(home: &TestHome) -> Vec<String> {
+    docker_ps(home, &[])
+}
+
+fn docker_ps(home: &TestHome, flags: &[&str]) -> Vec<String> {
+    let label = format!(
+        "label=g2.home={}",
+        g2_host::container::home_label(home.path())
+    );
     let out = Command::new("docker")
-        .args([
-            "ps",
-            "-a",
-            "--filter",
-            &format!("label=g2.home={label}"),
-            "--format",
-            "{{.Names}}",
-        ])
+        .arg("ps")
+        .args(flags)
+        .args(["--filter", &label, "--format", "{{.Names}}"])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout)

@@ -226,6 +226,23 @@ pub fn bench_store(dir: &Path) -> g2_host::store::Store {
     }
 }
 
+/// The store a home made by [`init_home`] uses (its `store.url`), and its
+/// name for the report (`SQLite` or `PostgreSQL`).
+pub fn home_store(home: &Path) -> (g2_host::store::Store, &'static str) {
+    let settings = g2_host::config::Settings::load(home, None).unwrap();
+    let store = g2_host::store::Store::open_url(
+        &settings.store.url,
+        &home.join("data/g2.db"),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    let name = match g2_host::store::Backend::of(&settings.store.url).unwrap() {
+        g2_host::store::Backend::Postgres => "PostgreSQL",
+        g2_host::store::Backend::Sqlite(_) => "SQLite",
+    };
+    (store, name)
+}
+
 /// With `G2_BENCH_STORE=postgres`, the URL of a fresh database in the
 /// bench's throwaway cluster; `None` for SQLite.
 fn postgres_database() -> Option<String> {

@@ -14,8 +14,9 @@
 //!
 //! Invariant: a group is acted on only under a lease the store still
 //! shows as this host's at the generation the act started with; a host
-//! that was paused or cut off past its lease finds its writes refused
-//! ([`crate::Error::Fenced`]) before it notices at its next heartbeat.
+//! that was paused or cut off while another took its group finds its
+//! writes refused ([`crate::Error::Fenced`]) before it notices at its next
+//! heartbeat. A lease that only expired (nobody took it) is still its.
 
 pub mod status;
 

@@ -90,6 +90,34 @@ fn a_lease_is_one_hosts_until_it_expires_and_fences_the_old_holder() {
 }
 
 #[test]
+fn an_expired_lease_nobody_took_is_still_its_holders() {
+    each(|store| {
+        let a = store
+            .write_blocking(|tx| leases::acquire(tx, "fam", "a", 200))
+            .unwrap()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // Its writes pass (nobody else acted on the group) and its renewal
+        // keeps the generation.
+        store
+            .write_blocking(|tx| leases::fence(tx, "fam", "a", a.generation))
+            .unwrap();
+        let renewed = store
+            .write_blocking(|tx| leases::renew(tx, "a", 10_000))
+            .unwrap();
+        assert_eq!(renewed.len(), 1);
+        assert_eq!(renewed[0].generation, a.generation);
+        assert!(
+            store
+                .write_blocking(|tx| leases::acquire(tx, "fam", "b", 10_000))
+                .unwrap()
+                .is_none(),
+            "renewed, it is not free"
+        );
+    });
+}
+
+#[test]
 fn a_fenced_write_keeps_nothing() {
     each(|store| {
         store
