@@ -57,14 +57,7 @@ async fn a_host_holds_its_groups_shows_them_and_hands_them_over_when_it_stops() 
             assert_eq!(owner(status, g).as_deref(), Some("host-a"), "{status}");
         }
     }
-    let page = http_client()
-        .get(format!("{}/", s.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = get_text(&format!("{}/", s.url)).await;
     assert!(
         page.contains("on <span class=\"host\">host-a</span>"),
         "the viewer names the owner: {page}"

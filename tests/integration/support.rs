@@ -528,6 +528,18 @@ pub async fn get_json(url: &str) -> serde_json::Value {
         .unwrap()
 }
 
+/// GET a page's text.
+pub async fn get_text(url: &str) -> String {
+    http_client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// Raises this process's open-file limit to its hard limit (children
 /// inherit it): the connection tests hold hundreds of sockets on each side.
 pub fn raise_fd_limit() {

@@ -302,14 +302,7 @@ async fn each_sign_in_is_a_session_with_its_own_csrf_token() {
     let token = "tok-session-0123456789";
     let s = serve(&home, &[("G2_API__TOKEN", token)]);
     // Before sign-in no page shows a CSRF token.
-    let login = http_client()
-        .get(format!("{}/login", s.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let login = get_text(&format!("{}/login", s.url)).await;
     assert!(
         login.contains("<meta name=\"g2-csrf\" content=\"\">"),
         "{login}"

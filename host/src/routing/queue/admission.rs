@@ -145,6 +145,21 @@ impl Queue {
         }
     }
 
+    /// Whether this host may act on `folder`: it owns it, or has just
+    /// taken its free lease. Always, without leases.
+    async fn ours(&self, folder: &GroupFolder) -> bool {
+        let Some(l) = &self.leases else {
+            return true;
+        };
+        match l.take(folder).await {
+            Ok(g) => g.is_some(),
+            Err(e) => {
+                tracing::warn!(group = %folder, error = %e, "taking the group's lease");
+                false
+            }
+        }
+    }
+
     /// Whether other work waits for `folder`'s container to go: a task of
     /// its own, or a group in line for a slot.
     pub(super) fn others_wait(&self, folder: &GroupFolder) -> bool {

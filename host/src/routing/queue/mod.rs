@@ -415,26 +415,6 @@ impl Queue {
     }
 
     /// Tries `folder` again in a second (after a database error).
-    /// Whether this host may act on `folder`: it owns it, or has just
-    /// taken its free lease. Always, without leases.
-    async fn ours(&self, folder: &GroupFolder) -> bool {
-        let Some(l) = &self.leases else {
-            return true;
-        };
-        match l.take(folder).await {
-            Ok(g) => g.is_some(),
-            Err(e) => {
-                tracing::warn!(group = %folder, error = %e, "taking the group's lease");
-                false
-            }
-        }
-    }
-
-    /// The fence for a write of `folder` under the run's lease.
-    fn fence(&self, lease: Option<i64>) -> Option<(Leases, i64)> {
-        self.leases.clone().zip(lease)
-    }
-
     fn retry_soon(&self, folder: &GroupFolder) {
         self.later(Duration::from_secs(1), Cmd::Retry(folder.clone()));
     }

@@ -206,6 +206,11 @@ impl Queue {
         });
     }
 
+    /// The fence for a write of `folder` under the run's lease.
+    fn fence(&self, lease: Option<i64>) -> Option<(Leases, i64)> {
+        self.leases.clone().zip(lease)
+    }
+
     /// Asks the group's container to close after its current turn.
     pub(super) fn close(&mut self, folder: &GroupFolder) {
         let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else {
