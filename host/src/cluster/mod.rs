@@ -108,7 +108,7 @@ impl Leases {
 
     /// Forgets `folder` if it is held at `generation` (a fenced write says
     /// it is not this host's any more).
-    pub fn forget(&self, folder: &GroupFolder, generation: i64) {
+    fn forget(&self, folder: &GroupFolder, generation: i64) {
         let mut held = self.held();
         if held.get(folder) == Some(&generation) {
             held.remove(folder);

@@ -35,17 +35,17 @@ pub(super) async fn mark_inflight(
             router::mark_inflight(tx, &f, upto)
         })
         .await;
-    match &r {
-        Err(e) if crate::cluster::is_fenced(e) => {
-            tracing::warn!(group = %folder, error = %e, "the group's lease is gone; left to its owner");
-        }
-        Err(e) => tracing::warn!(group = %folder, error = %e, "recording the in-flight mark"),
-        Ok(()) => {}
-    }
     // Only a lost lease stops the run: the mark is a hint for a restart.
     match r {
-        Err(e) if crate::cluster::is_fenced(&e) => Err(e),
-        _ => Ok(()),
+        Err(e) if crate::cluster::is_fenced(&e) => {
+            tracing::warn!(group = %folder, error = %e, "the group's lease is gone; left to its owner");
+            Err(e)
+        }
+        Err(e) => {
+            tracing::warn!(group = %folder, error = %e, "recording the in-flight mark");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
     }
 }
 
@@ -167,7 +167,7 @@ impl Queue {
             fenced: false,
         });
         let (agents, me, store) = (self.agents.clone(), self.me.clone(), self.store.clone());
-        let fence = self.fence(lease);
+        let fence = self.leases.clone().zip(lease);
         tokio::spawn(async move {
             let f = group.folder.clone();
             if let Some(upto) = inflight
@@ -204,11 +204,6 @@ impl Queue {
                 result,
             });
         });
-    }
-
-    /// The fence for a write of `folder` under the run's lease.
-    fn fence(&self, lease: Option<i64>) -> Option<(Leases, i64)> {
-        self.leases.clone().zip(lease)
     }
 
     /// Asks the group's container to close after its current turn.
