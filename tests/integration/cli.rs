@@ -326,6 +326,7 @@ fn concurrent_archives_of_one_name_all_land() {
                 &[],
             )
             .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap()
         })
@@ -334,7 +335,11 @@ fn concurrent_archives_of_one_name_all_land() {
         .into_iter()
         .map(|c| {
             let out = c.wait_with_output().unwrap();
-            assert!(out.status.success());
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8(out.stdout).unwrap().trim().to_string()
         })
         .collect();

@@ -439,6 +439,14 @@ impl Dir {
                     target(&name).as_str(),
                     AtFlags::empty(),
                 ) {
+                    // A pending link reserves the name only if nobody
+                    // settled it meanwhile: another writer's rename from
+                    // the same pending name can land between the check
+                    // and the link, so look again while holding it.
+                    Ok(()) if target(&name) != name && reserved(&name) => {
+                        let _ = self.remove(&target(&name));
+                        continue;
+                    }
                     Ok(()) => {
                         let _ = rustix::fs::fsync(&self.fd);
                         return Ok(name);
@@ -723,6 +731,38 @@ mod tests {
         ] {
             assert_eq!(leftover(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn writers_racing_for_one_name_each_settle_their_own() {
+        let (_d, tree, _host) = setup();
+        let (threads, rounds) = (8, 40);
+        let names = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let dir = Dir::open(&tree).unwrap();
+                        let mut mine = Vec::new();
+                        for _ in 0..rounds {
+                            let candidates = (1..10_000).map(|n| format!("r-{n}.md"));
+                            let name = dir.write_pending(candidates, b"x", &|_| false).unwrap();
+                            // Nobody else settles under a name this writer holds.
+                            assert!(dir.settle(&name).unwrap(), "{name} was taken");
+                            mine.push(name);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), threads * rounds);
     }
 
     #[test]
