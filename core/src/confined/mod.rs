@@ -262,6 +262,20 @@ impl Dir {
         }
     }
 
+    /// What `name` is and its inode (device, inode), not following a link;
+    /// `None` when nothing is there. Tells one's own socket from another
+    /// process's put in its place.
+    pub fn identity(&self, name: &str) -> io::Result<Option<(Kind, (u64, u64))>> {
+        match rustix::fs::statat(&self.fd, single(name)?, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some((
+                kind_of(FileType::from_raw_mode(st.st_mode)),
+                (st.st_dev, st.st_ino),
+            ))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(to_io(e)),
+        }
+    }
+
     /// Opens a regular file for reading (a link, fifo or device is refused).
     pub fn open_file(&self, rel: impl AsRef<Path>) -> io::Result<File> {
         let fd = self.openat(

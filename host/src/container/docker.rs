@@ -20,7 +20,9 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ContainerRuntime, LABEL_GROUP, LABEL_HOME, LABEL_RUN, Mount, Output, Running, Spec};
+use super::{
+    ContainerRuntime, LABEL_GROUP, LABEL_HOME, LABEL_HOST, LABEL_RUN, Mount, Output, Running, Spec,
+};
 use crate::{Error, Result};
 use futures_util::future::BoxFuture;
 
@@ -90,6 +92,7 @@ impl DockerRuntime {
             (LABEL_GROUP.to_string(), spec.group.clone()),
             (LABEL_RUN.to_string(), spec.run_id.clone()),
             (LABEL_HOME.to_string(), spec.home_label.clone()),
+            (LABEL_HOST.to_string(), spec.host.clone()),
         ]);
         let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         // Claude Code keeps its global config in here too, so all of its
@@ -266,11 +269,13 @@ impl DockerRuntime {
         }
     }
 
-    async fn reap_inner(&self, home_label: &str) -> Result<Vec<String>> {
-        let filters = HashMap::from([(
-            "label".to_string(),
-            vec![format!("{LABEL_HOME}={home_label}")],
-        )]);
+    /// Removes the containers that `filters` list and `doomed` picks by
+    /// their labels; returns their names.
+    async fn remove_where(
+        &self,
+        filters: HashMap<String, Vec<String>>,
+        doomed: impl Fn(&HashMap<String, String>) -> bool,
+    ) -> Result<Vec<String>> {
         let list = self
             .docker
             .list_containers(Some(
@@ -281,8 +286,11 @@ impl DockerRuntime {
             ))
             .await
             .map_err(engine)?;
-        let mut reaped = Vec::new();
+        let mut removed = Vec::new();
         for c in list {
+            if !doomed(&c.labels.clone().unwrap_or_default()) {
+                continue;
+            }
             let Some(id) = c.id else { continue };
             let name = c
                 .names
@@ -297,10 +305,10 @@ impl DockerRuntime {
                 .await
                 .is_ok()
             {
-                reaped.push(name.trim_start_matches('/').to_string());
+                removed.push(name.trim_start_matches('/').to_string());
             }
         }
-        Ok(reaped)
+        Ok(removed)
     }
 }
 
@@ -314,8 +322,39 @@ impl ContainerRuntime for DockerRuntime {
         Box::pin(async move { self.stop_inner(&id, grace).await })
     }
 
-    fn reap(&self, home_label: &str) -> BoxFuture<'_, Result<Vec<String>>> {
-        let l = home_label.to_string();
-        Box::pin(async move { self.reap_inner(&l).await })
+    fn reap(&self, home_label: &str, host: &str) -> BoxFuture<'_, Result<Vec<String>>> {
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![format!("{LABEL_HOME}={home_label}")],
+        )]);
+        let host = host.to_string();
+        Box::pin(async move {
+            self.remove_where(filters, |labels| {
+                labels.get(LABEL_HOST).is_none_or(|h| *h == host)
+            })
+            .await
+        })
+    }
+
+    fn evict(
+        &self,
+        home_label: &str,
+        group: &str,
+        host: &str,
+    ) -> BoxFuture<'_, Result<Vec<String>>> {
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![
+                format!("{LABEL_HOME}={home_label}"),
+                format!("{LABEL_GROUP}={group}"),
+            ],
+        )]);
+        let host = host.to_string();
+        Box::pin(async move {
+            self.remove_where(filters, |labels| {
+                labels.get(LABEL_HOST).is_some_and(|h| *h != host)
+            })
+            .await
+        })
     }
 }

@@ -32,6 +32,9 @@ pub const LABEL_GROUP: &str = "g2.group";
 pub const LABEL_RUN: &str = "g2.run";
 /// Which home (host instance) a container belongs to.
 pub const LABEL_HOME: &str = "g2.home";
+/// Which host of the home started it (`cluster.host_id`): hosts sharing a
+/// home (docs/cluster.md) reap only their own.
+pub const LABEL_HOST: &str = "g2.host";
 
 /// Resource limits of one container.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +54,8 @@ pub struct Spec {
     pub run_id: String,
     /// Identifies the host instance (see [`home_label`]).
     pub home_label: String,
+    /// The host that starts it ([`LABEL_HOST`]).
+    pub host: String,
     pub mounts: Vec<Mount>,
     /// `uid:gid`.
     pub user: String,
@@ -101,9 +106,18 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     fn run(&self, spec: Spec, input: Vec<u8>) -> BoxFuture<'_, Result<Running>>;
     /// Stops a container: SIGTERM, then SIGKILL after `grace`.
     fn stop(&self, id: &str, grace: Duration) -> BoxFuture<'_, Result<()>>;
-    /// Removes every container of this home (left by an earlier host);
-    /// returns their names.
-    fn reap(&self, home_label: &str) -> BoxFuture<'_, Result<Vec<String>>>;
+    /// Removes every container of this home that `host` started, or that
+    /// carries no host (left by an earlier process); returns their names.
+    fn reap(&self, home_label: &str, host: &str) -> BoxFuture<'_, Result<Vec<String>>>;
+    /// Removes the containers of `group` in this home that another host
+    /// than `host` started (on this engine: hosts of one machine); returns
+    /// their names. Before `host` starts one, so a group never runs twice.
+    fn evict(
+        &self,
+        home_label: &str,
+        group: &str,
+        host: &str,
+    ) -> BoxFuture<'_, Result<Vec<String>>>;
 }
 
 /// The spec of a group's next container.
@@ -112,6 +126,7 @@ pub fn spec_for(
     settings: &ContainerSettings,
     group: &crate::groups::Group,
     project_root: Option<&std::path::Path>,
+    host: &str,
 ) -> Result<Spec> {
     let cfg = &group.container_config;
     let mounts = mounts::table(home, settings, group, cfg, project_root)?;
@@ -125,6 +140,7 @@ pub fn spec_for(
         group: group.folder.to_string(),
         run_id: uuid::Uuid::new_v4().to_string(),
         home_label: home_label(home.root()),
+        host: host.to_string(),
         mounts,
         user: format!("{uid}:{gid}"),
         env: {

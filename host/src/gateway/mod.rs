@@ -99,11 +99,28 @@ pub struct Listening {
     pub address: String,
     pub local_addr: Option<SocketAddr>,
     server: Option<Background>,
-    /// A group socket: its home and folder, to remove it at the end.
-    socket: Option<(Home, GroupFolder)>,
+    /// A group socket: its home and folder, to remove it at the end, and
+    /// its (device, inode): another host's socket put in its place since
+    /// (the group moved) is not this one's to remove.
+    socket: Option<(Home, GroupFolder, (u64, u64))>,
 }
 
 impl Listening {
+    /// Whether the group's socket file is still this listener's.
+    pub fn is_current(&self) -> bool {
+        self.socket.as_ref().is_some_and(|(home, folder, id)| {
+            home.ipc_tree(folder)
+                .ok()
+                .and_then(|t| t.identity(g2_core::ipc::MODEL_SOCKET).ok().flatten())
+                == Some((g2_core::confined::Kind::Socket, *id))
+        })
+    }
+
+    /// The group whose socket this is.
+    pub fn group(&self) -> Option<&GroupFolder> {
+        self.socket.as_ref().map(|(_, f, _)| f)
+    }
+
     pub async fn stop(mut self) {
         if let Some(server) = self.server.take() {
             server.stop().await;
@@ -116,9 +133,9 @@ impl Drop for Listening {
         // Dropping the server handle asks it to stop. The socket goes too,
         // if a socket is still what is there (removed beneath the group's
         // IPC handle, like everything the host does in it).
-        if let Some((home, folder)) = &self.socket
+        if self.is_current()
+            && let Some((home, folder, _)) = &self.socket
             && let Ok(tree) = home.ipc_tree(folder)
-            && let Ok(Some(g2_core::confined::Kind::Socket)) = tree.kind(g2_core::ipc::MODEL_SOCKET)
         {
             let _ = tree.remove(g2_core::ipc::MODEL_SOCKET);
         }
@@ -264,6 +281,11 @@ impl Gateway {
         let tmp = private.join(&tmp_name);
         let listener =
             tokio::net::UnixListener::bind(&tmp).ctx(|| format!("binding {}", tmp.display()))?;
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::symlink_metadata(&tmp).ctx(|| format!("reading {}", tmp.display()))?;
+            (m.dev(), m.ino())
+        };
         let placed = (|| {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o666))
@@ -298,7 +320,7 @@ impl Gateway {
             address: path.display().to_string(),
             local_addr: None,
             server: Some(self.spawn_server(listener, router)),
-            socket: Some((home.clone(), folder.clone())),
+            socket: Some((home.clone(), folder.clone(), id)),
         })
     }
 
