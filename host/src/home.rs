@@ -37,6 +37,8 @@ pub struct Home {
     root: PathBuf,
     /// The settings file in use when it is not `{root}/g2.toml`.
     settings_file: Option<PathBuf>,
+    /// This host's own folder (`cluster.runtime_dir`) when not `data/`.
+    runtime: Option<PathBuf>,
     recorder: Arc<OnceLock<Recorder>>,
 }
 
@@ -55,6 +57,7 @@ impl Home {
         Ok(Self {
             root,
             settings_file: None,
+            runtime: None,
             recorder: Arc::default(),
         })
     }
@@ -231,14 +234,27 @@ impl Home {
         self.data_dir().join("ipc")
     }
 
-    /// `data/run/`: the host's own scratch folder, never mounted.
-    pub fn run_dir(&self) -> PathBuf {
-        self.data_dir().join("run")
+    /// This host's own folder when several hosts share the home folder
+    /// (`cluster.runtime_dir`, relative to the home); `data/` otherwise.
+    pub fn with_runtime_dir(mut self, dir: Option<&Path>) -> Self {
+        self.runtime = dir.map(|d| self.root.join(d));
+        self
     }
 
-    /// `data/host.lock` (see `lock`).
+    /// The host's own folder: its lock and scratch folder are in here.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.runtime.clone().unwrap_or_else(|| self.data_dir())
+    }
+
+    /// `data/run/` (in the runtime folder): the host's own scratch
+    /// folder, never mounted.
+    pub fn run_dir(&self) -> PathBuf {
+        self.runtime_dir().join("run")
+    }
+
+    /// `data/host.lock` (in the runtime folder; see `lock`).
     pub fn lock_path(&self) -> PathBuf {
-        self.data_dir().join("host.lock")
+        self.runtime_dir().join("host.lock")
     }
 
     /// A path stored relative to the home (archives), made absolute.

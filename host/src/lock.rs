@@ -1,4 +1,5 @@
-//! One host per home.
+//! One host per home (per runtime folder, when several hosts share one
+//! home folder: `cluster.runtime_dir`, docs/cluster.md).
 //!
 //! The processes that run agents or serve the groups' sockets (`g2 serve`,
 //! `g2 run`, `g2 gateway`) take an exclusive `flock(2)` on `data/host.lock`
@@ -38,8 +39,9 @@ impl HostLock {
     /// Takes the home for `command`, or says who has it.
     pub fn acquire(home: &Home, command: &str) -> Result<HostLock> {
         let path = home.lock_path();
-        std::fs::create_dir_all(home.data_dir())
-            .map_err(|e| Error::io(format!("creating {}", home.data_dir().display()), e))?;
+        let dir = home.runtime_dir();
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -488,6 +488,10 @@ pub struct ClusterSettings {
     /// How long a host's lease on a group lasts without a heartbeat: a
     /// host that dies has its groups taken over within this time.
     pub lease_secs: u64,
+    /// This host's own folder for its lock and private sockets, when
+    /// several hosts share one home folder (relative to the home, or
+    /// absolute); default: the home's `data/`.
+    pub runtime_dir: Option<PathBuf>,
 }
 
 impl Default for ClusterSettings {
@@ -495,6 +499,7 @@ impl Default for ClusterSettings {
         Self {
             host_id: None,
             lease_secs: 10,
+            runtime_dir: None,
         }
     }
 }
@@ -699,6 +704,16 @@ impl Settings {
                 "cluster.host_id {id:?}: 1-64 letters, digits, '.', '_', ':' or '-'"
             )));
         }
+        if self
+            .cluster
+            .runtime_dir
+            .as_ref()
+            .is_some_and(|d| d.as_os_str().is_empty())
+        {
+            return Err(Error::Config(
+                "cluster.runtime_dir: a folder, or leave it out".into(),
+            ));
+        }
         if self.archive.max_message_chars == 0 {
             return Err(Error::Config(
                 "archive.max_message_chars must be at least 1".into(),
@@ -876,6 +891,7 @@ mod tests {
                 ("[cluster]\nlease_secs = 1\n", "cluster.lease_secs"),
                 ("[cluster]\nhost_id = \"a/b\"\n", "cluster.host_id"),
                 ("[cluster]\nhost_id = \"\"\n", "cluster.host_id"),
+                ("[cluster]\nruntime_dir = \"\"\n", "cluster.runtime_dir"),
             ] {
                 jail.create_file("g2.toml", toml)?;
                 let err = Settings::load(&home, None).unwrap_err().to_string();

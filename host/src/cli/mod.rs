@@ -184,6 +184,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         home = home.with_settings_file(file);
     }
     let settings = Settings::load(home.root(), cli.config.as_deref())?;
+    let home = home.with_runtime_dir(settings.cluster.runtime_dir.as_deref());
     let ctx = Ctx { home, settings };
     match cli.command {
         Command::Init => init::init(&ctx).await,
