@@ -44,6 +44,7 @@ pub mod groups;
 pub mod leases;
 pub mod memory;
 pub mod messages;
+pub mod notify;
 pub mod observations;
 pub mod passages;
 mod postgres_store;
@@ -185,6 +186,14 @@ impl Store {
         match &*self.inner {
             Inner::Sqlite { .. } => Dialect::Sqlite,
             Inner::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// How to connect to PostgreSQL (`None` on SQLite).
+    fn postgres_config(&self) -> Option<&postgres::Config> {
+        match &*self.inner {
+            Inner::Sqlite { .. } => None,
+            Inner::Postgres(pool) => Some(pool.config()),
         }
     }
 

@@ -92,6 +92,7 @@ pub fn insert_inbound(
     let Some(seq) = seq else {
         return Ok(None);
     };
+    crate::notify::notify(tx, crate::notify::MESSAGES, &format!("in {chat_jid}"))?;
     Ok(Some(Message {
         seq,
         id,
@@ -174,6 +175,7 @@ pub fn insert_outbound(
         params![id, chat_jid, sender, text, now, delivered, reply_to],
         |r| r.get(0),
     )?;
+    crate::notify::notify(tx, crate::notify::MESSAGES, &format!("out {chat_jid}"))?;
     Ok(Message {
         seq,
         id,

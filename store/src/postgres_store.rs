@@ -77,6 +77,10 @@ impl Pool {
         Ok(pool)
     }
 
+    pub(crate) fn config(&self) -> &postgres::Config {
+        &self.config
+    }
+
     /// Host, port and database, without user or password (for logs).
     pub(crate) fn target(&self) -> &str {
         &self.target
