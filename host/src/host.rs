@@ -76,7 +76,10 @@ pub struct Host {
     /// Counts the groups' files (stopped once no container runs).
     disk: crate::container::disk::Ledger,
     gateway: Gateway,
-    sockets: Vec<Listening>,
+    /// Serve the group sockets (this host's groups').
+    agents: Arc<Agents>,
+    /// What the other hosts store (PostgreSQL's notices).
+    follow: Option<Background>,
     /// This host's leases and heartbeat.
     cluster: crate::cluster::Membership,
     /// Held until the host has stopped: one host per home.
@@ -94,6 +97,13 @@ impl Host {
         home.ensure_layout()?;
         let addr = api_address(settings, listen)?;
         let store = open_store(home, settings).await?;
+        // Hosts sharing a home hear of each other's messages only through
+        // PostgreSQL (docs/cluster.md).
+        if settings.cluster.runtime_dir.is_some() && store.dialect() == store::Dialect::Sqlite {
+            return Err(Error::Startup(
+                "cluster.runtime_dir is for several hosts on one home, which share a PostgreSQL store (store.url); on SQLite one host serves the home".into(),
+            ));
+        }
         let (gateway, choice) = gateway(home, settings, &store)?;
         // Before any container is reaped or socket bound: one host per home.
         let mut lock = HostLock::acquire(home, "serve")?;
@@ -138,15 +148,12 @@ impl Host {
             tracing::warn!(target: LOG, container = %name, "removed a container left by an earlier host");
         }
         for g in store.read(store::groups::list).await? {
-            // Events an earlier host was taking in when it died: taken in again.
-            if let Ok(n @ 1..) = agents.release_event_claims(&g.folder) {
-                tracing::warn!(target: LOG, group = %g.folder, n, "events an earlier host left claimed are taken in again");
-            }
             // Every group counted once in the background, for its status
-            // and its next start.
+            // and its next start. What an earlier host left in a group
+            // (claimed events, unsettled archives) is taken up by whoever
+            // takes the group's lease next (`Agents::adopt`, by the queue).
             agents.disk().want(&g.folder);
         }
-        reconcile_archives(home, &store).await?;
         let closer = queue.clone();
         let intake = agents.clone();
         // One intake per group at a time; a ring during it asks for one
@@ -190,13 +197,6 @@ impl Host {
                 });
             })),
         };
-        // Every group's requests, including what an earlier host left unanswered.
-        let requests = request_server(home, &store, sessions, links).watch_all()?;
-        let sockets: Vec<_> = group_sockets(home, &gateway, &store)
-            .await?
-            .into_iter()
-            .map(|(_, l)| l)
-            .collect();
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| context(format_args!("binding {addr}"), &e))?;
@@ -205,16 +205,34 @@ impl Host {
         // taken from another host has what waits routed, one lost has its
         // container closed.
         let cluster = {
-            let (wake, close) = (queue.clone(), queue.clone());
+            let (wake, close, unserve) = (queue.clone(), queue.clone(), agents.clone());
             crate::cluster::start(
                 store.clone(),
                 &settings.cluster,
                 &format!("http://{bound}"),
                 Arc::new(move |f: &GroupFolder| wake.wake(f)),
-                Arc::new(move |f: &GroupFolder| close.close(f)),
+                Arc::new(move |f: &GroupFolder| {
+                    close.close(f);
+                    let (agents, f) = (unserve.clone(), f.clone());
+                    tokio::spawn(async move { agents.release_socket(&f).await });
+                }),
             )
             .await?
         };
+        // What the other hosts store: a message posted there for a group
+        // of this host wakes it here, and every message reaches the live
+        // streams here too.
+        let follow = follow_others(&store, &queue, &channels);
+        // The requests of this host's groups, including what an earlier
+        // holder left unanswered.
+        let requests = request_server(home, &store, sessions, links)
+            .with_leases(cluster.leases().clone())
+            .watch_all()?;
+        // The gateway sockets of this host's groups (another's group gets
+        // its socket when it becomes this host's and its container starts).
+        for f in cluster.leases().held_groups() {
+            agents.ensure_socket(&f).await?;
+        }
         let worker = queue::Queue::spawn(
             inbox,
             &queue,
@@ -225,7 +243,13 @@ impl Host {
             Some(tasks_changed.clone()),
             Some(cluster.leases().clone()),
         );
-        let schedule = scheduler::start(store.clone(), queue.task_sender(), tasks_changed).await?;
+        let schedule = scheduler::start(
+            store.clone(),
+            queue.task_sender(),
+            tasks_changed,
+            Some(cluster.leases().clone()),
+        )
+        .await?;
         // A pass at start: what a killed host or a dead container left.
         let recovery = crate::memory::recovery::start(store.clone(), settings.memory.clone());
         // Extraction goes through the gateway's provider, accounted to the
@@ -305,7 +329,8 @@ impl Host {
             worker,
             disk: agents.disk().clone(),
             gateway,
-            sockets,
+            agents: agents.clone(),
+            follow,
             cluster,
             _lock: lock,
         })
@@ -322,8 +347,8 @@ impl Host {
     }
 
     /// How many group gateway sockets are served.
-    pub fn group_sockets(&self) -> usize {
-        self.sockets.len()
+    pub async fn group_sockets(&self) -> usize {
+        self.agents.sockets_served().await
     }
 
     /// Stops the HTTP API (open streams are closed after its grace period,
@@ -336,6 +361,9 @@ impl Host {
         tracing::info!(target: LOG, "shutting down: closing containers");
         for listener in self.inbound {
             listener.stop().await;
+        }
+        if let Some(f) = self.follow {
+            f.stop().await;
         }
         self.schedule.stop().await;
         self.recovery.stop().await;
@@ -354,7 +382,7 @@ impl Host {
         }
         self.requests.stop().await;
         self.worker.abort();
-        stop_gateway(self.gateway, self.sockets).await;
+        stop_gateway(self.gateway, self.agents.take_sockets().await).await;
     }
 }
 
@@ -725,4 +753,43 @@ fn message(e: &(dyn std::error::Error + 'static)) -> Error {
 /// What was being done, before the error and its causes.
 fn context(what: impl fmt::Display, e: &(dyn std::error::Error + 'static)) -> Error {
     Error::Startup(format!("{what}: {}", message(e)))
+}
+
+/// Follows what the other hosts store (`cluster::notify`): a message for a
+/// group wakes this host's queue (which acts only on its own groups), and
+/// every message is published to the live streams here.
+fn follow_others(store: &Store, queue: &QueueHandle, channels: &Channels) -> Option<Background> {
+    let (s1, s2, q1, q2, ch) = (
+        store.clone(),
+        store.clone(),
+        queue.clone(),
+        queue.clone(),
+        channels.clone(),
+    );
+    crate::cluster::notify::follow(
+        store,
+        crate::cluster::notify::Follow {
+            inbound: Arc::new(move |chat: &str| {
+                let (store, queue, chat) = (s1.clone(), q1.clone(), chat.to_string());
+                tokio::spawn(async move {
+                    let found = store.read(move |c| store::groups::by_jid(c, &chat)).await;
+                    if let Ok(Some(g)) = found {
+                        queue.wake(&g.folder);
+                    }
+                });
+            }),
+            stored: Arc::new(move || {
+                let ch = ch.clone();
+                tokio::spawn(async move { ch.stored_elsewhere().await });
+            }),
+            missed: Arc::new(move || {
+                let (store, queue) = (s2.clone(), q2.clone());
+                tokio::spawn(async move {
+                    for g in store.read(store::groups::list).await.unwrap_or_default() {
+                        queue.wake(&g.folder);
+                    }
+                });
+            }),
+        },
+    )
 }

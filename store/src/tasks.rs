@@ -237,17 +237,31 @@ pub fn end_run(tx: &Db<'_>, id: &str, run_at: &str, last_result: &str) -> Result
 
 /// Claimed tasks (of claimers whose name starts with `claimer_prefix`, or
 /// all) with the time each was claimed.
-pub fn claimed(tx: &Db<'_>, claimer_prefix: Option<&str>) -> Result<Vec<(Task, Option<String>)>> {
+pub fn claimed(tx: &Db<'_>, claimer_prefix: Option<&str>) -> Result<Vec<Claimed>> {
     query_all(
         tx,
         &format!(
-            "SELECT {COLUMNS}, claimed_at FROM scheduled_tasks
+            "SELECT {COLUMNS}, claimed_at, claimed_by FROM scheduled_tasks
              WHERE claimed_by IS NOT NULL
                AND (CAST(?1 AS TEXT) IS NULL OR substr(claimed_by, 1, length(?1)) = ?1)"
         ),
         [claimer_prefix],
-        |r| Ok((from_row(r)?, r.get::<Option<String>>(13)?)),
+        |r| {
+            Ok(Claimed {
+                task: from_row(r)?,
+                claimed_at: r.get(13)?,
+                claimed_by: r.get(14)?,
+            })
+        },
     )
+}
+
+/// A claimed task, when and by whom.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub task: Task,
+    pub claimed_at: Option<String>,
+    pub claimed_by: String,
 }
 
 /// Clears a task's claim and sets its next run.

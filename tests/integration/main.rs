@@ -26,6 +26,7 @@ mod fixtures;
 mod gateway;
 mod graph_api;
 mod hardening;
+mod hosts;
 mod ipc;
 mod loopback;
 mod meaning;

@@ -8,7 +8,7 @@ use crate::support::*;
 
 /// A home on a fresh PostgreSQL database; `None` without PostgreSQL
 /// outside CI (in CI that fails).
-fn postgres_home() -> Option<TestHome> {
+pub(crate) fn postgres_home() -> Option<TestHome> {
     let cluster = Cluster::shared();
     if !require("PostgreSQL (initdb, pg_ctl)", cluster.is_some()) {
         return None;

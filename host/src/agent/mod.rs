@@ -31,7 +31,6 @@ pub use frames::take_frames;
 pub use mailbox::{close, send_follow_up};
 pub use prepare::{HOOK_EVENTS, hook_settings};
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -114,6 +113,9 @@ pub struct Agents {
     redactor: g2_core::privacy::Redactor,
     /// Counts the groups' files (their disk quotas).
     disk: container::disk::Ledger,
+    /// This host's name among the hosts of the home (its containers'
+    /// `g2.host` label).
+    host: String,
 }
 
 impl Agents {
@@ -132,6 +134,7 @@ impl Agents {
             crate::home::agent_owner(),
         );
         Agents {
+            host: crate::cluster::host_id(&settings.cluster),
             redactor: sessions.redactor().clone(),
             disk,
             home,
@@ -168,43 +171,84 @@ impl Agents {
         &self.disk
     }
 
-    /// Removes containers an earlier host of this home left behind.
+    /// Removes containers an earlier process of this host left behind.
     pub async fn reap(&self) -> Result<Vec<String>> {
         self.runtime
-            .reap(&container::home_label(self.home.root()))
+            .reap(&container::home_label(self.home.root()), &self.host)
             .await
     }
 
-    /// Serves the group's gateway socket unless a live one is there already
-    /// (another g2 process serving it).
+    /// Takes up what an earlier holder of the group left (this host
+    /// before a restart, or a host that died or lost it): events it was
+    /// taking in are taken in again, and archives it was writing are
+    /// settled or removed (`archives::reconcile`). Before the group's
+    /// first container under a new lease.
+    pub async fn adopt(&self, folder: &GroupFolder) {
+        if let Ok(n @ 1..) = self.release_event_claims(folder) {
+            tracing::warn!(group = %folder, n, "events an earlier host left claimed are taken in again");
+        }
+        let (home, store, f) = (self.home.clone(), self.store.clone(), folder.clone());
+        let settled =
+            tokio::task::spawn_blocking(move || crate::archives::reconcile(&home, &store, &f))
+                .await;
+        if let Ok(Err(e)) = settled {
+            tracing::warn!(group = %folder, error = %e, "settling archives left by a crash");
+        }
+    }
+
+    /// Removes the group's containers that another host of the home
+    /// started on this engine: one that died, or lost the group while
+    /// paused, leaves its container running (docs/cluster.md).
+    async fn evict(&self, folder: &GroupFolder) -> Result<()> {
+        let label = container::home_label(self.home.root());
+        for name in self.runtime.evict(&label, folder, &self.host).await? {
+            tracing::warn!(group = %folder, container = %name, "removed the group's container of another host");
+        }
+        Ok(())
+    }
+
+    /// Serves the group's gateway socket unless this process serves it
+    /// already. Whatever else is in its place (a socket of a host that had
+    /// the group before, or anything the agent put there) is replaced.
     pub async fn ensure_socket(&self, folder: &GroupFolder) -> Result<()> {
-        let path = self.home.ipc_dir(folder)?.join(ipc::MODEL_SOCKET);
         let mut sockets = self.sockets.lock().await;
-        // Ours and still a socket (the agent may have put a link in its place).
+        if let Some(i) = sockets.iter().position(|l| l.group() == Some(folder)) {
+            if sockets[i].is_current() {
+                return Ok(());
+            }
+            sockets.remove(i);
+        }
         let found = self
             .home
             .ipc_tree(folder)?
             .kind(ipc::MODEL_SOCKET)
             .ok()
             .flatten();
-        let intact = found == Some(g2_core::confined::Kind::Socket);
-        if let Some(i) = sockets.iter().position(|l| Path::new(&l.address) == path) {
-            if intact {
-                return Ok(());
-            }
-            sockets.remove(i);
-        }
-        // Served by this host's `g2 serve` listeners (only a socket is
-        // connected to: never through a link).
-        if intact && tokio::net::UnixStream::connect(&path).await.is_ok() {
-            return Ok(());
-        }
-        if !intact && found.is_some() {
+        if found.is_some_and(|k| k != g2_core::confined::Kind::Socket) {
             self.home
                 .planted(folder, "model.sock: not a socket; replaced");
         }
         sockets.push(self.gateway.listen_group(&self.home, folder).await?);
         Ok(())
+    }
+
+    /// Stops serving the group's gateway socket (another host has the
+    /// group now; its socket, if it placed one, stays).
+    pub async fn release_socket(&self, folder: &GroupFolder) {
+        let mut sockets = self.sockets.lock().await;
+        if let Some(i) = sockets.iter().position(|l| l.group() == Some(folder)) {
+            sockets.remove(i).stop().await;
+        }
+    }
+
+    /// The group sockets served, handed over to be stopped (at the end).
+    pub async fn take_sockets(&self) -> Vec<Listening> {
+        std::mem::take(&mut *self.sockets.lock().await)
+    }
+
+    /// How many group sockets this process serves.
+    pub async fn sockets_served(&self) -> usize {
+        self.sockets.lock().await.len()
     }
 
     /// A group over its disk quotas (or a host short of disk) does not
@@ -250,6 +294,7 @@ impl Agents {
         let _counted = self.disk.running(folder);
         self.prepare(group)?;
         self.ensure_socket(folder).await?;
+        self.evict(folder).await?;
         let pointer = self.sessions.get(folder).await?;
         // An isolated task neither resumes nor moves the group's session.
         let (session, generation) = if opts.isolated {

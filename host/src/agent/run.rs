@@ -107,7 +107,13 @@ impl Agents {
         opts: &'a RunOptions,
         turns: Option<&'a TurnSink>,
     ) -> Result<Attempt<'a>> {
-        let mut spec = container::spec_for(&self.home, &self.settings.container, group, None)?;
+        let mut spec = container::spec_for(
+            &self.home,
+            &self.settings.container,
+            group,
+            None,
+            &self.host,
+        )?;
         // Only a list of the host's own: the hooks default to the same one.
         let skip = &self.settings.memory.skip_tools;
         if !skip.iter().eq(g2_core::wire::SKIPPED_TOOLS.iter()) {

@@ -383,6 +383,12 @@ impl Channels {
         taken.await.map_err(|_| stopped())?
     }
 
+    /// Publishes what another host stored (in `seq` order, through the
+    /// sequencer): every host's live streams show every message.
+    pub async fn stored_elsewhere(&self) {
+        let _ = self.jobs().send(Job::Stored).await;
+    }
+
     /// Publishes an assistant message that was just stored (in `seq`
     /// order, through the sequencer) and hands it to its chat's channel
     /// through the outbox, which sends in the background: a slow network

@@ -14,7 +14,7 @@ pub(super) async fn serve(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     let host = Host::start(&ctx.home, &ctx.settings, listen.as_deref(), &Console).await?;
     println!("provider  {}", host.provider());
     println!("api       http://{}", host.api_address());
-    println!("groups    {} sockets", host.group_sockets());
+    println!("groups    {} sockets", host.group_sockets().await);
     shutdown_signal().await;
     host.stop().await;
     Ok(0)

@@ -18,6 +18,7 @@
 //! writes refused ([`crate::Error::Fenced`]) before it notices at its next
 //! heartbeat. A lease that only expired (nobody took it) is still its.
 
+pub mod notify;
 pub mod status;
 
 use std::collections::{HashMap, HashSet};
@@ -44,6 +45,9 @@ struct Inner {
     host_id: String,
     ttl_ms: i64,
     held: Mutex<HashMap<GroupFolder, i64>>,
+    /// Held groups with a container or a task under way: never handed
+    /// over to even the load out. Locked after `held`.
+    running: Mutex<HashSet<GroupFolder>>,
     /// One heartbeat or take at a time: a take between a heartbeat's
     /// renewal and its update of `held` would be taken for lost.
     turn: tokio::sync::Mutex<()>,
@@ -51,10 +55,7 @@ struct Inner {
 
 impl Leases {
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<GroupFolder, i64>> {
-        self.inner
-            .held
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner.held)
     }
 
     pub fn host_id(&self) -> &str {
@@ -67,12 +68,46 @@ impl Leases {
         self.held().get(folder).copied()
     }
 
+    /// The generation to start `folder`'s container under, marking it
+    /// running (not handed over) until [`Leases::end`]; `None` when this
+    /// host does not hold it.
+    pub fn begin(&self, folder: &GroupFolder) -> Option<i64> {
+        let held = self.held();
+        let g = held.get(folder).copied()?;
+        lock(&self.inner.running).insert(folder.clone());
+        Some(g)
+    }
+
+    /// `folder`'s container has exited: it may be handed over.
+    pub fn end(&self, folder: &GroupFolder) {
+        lock(&self.inner.running).remove(folder);
+    }
+
+    /// The groups this host holds, as far as it knows.
+    pub fn held_groups(&self) -> Vec<GroupFolder> {
+        self.held().keys().cloned().collect()
+    }
+
     /// Takes `folder`'s lease when nobody holds it and this host is within
     /// its share; the generation it holds it at, or `None`.
     pub async fn take(&self, folder: &GroupFolder) -> Result<Option<i64>> {
         let _turn = self.inner.turn.lock().await;
         if let Some(g) = self.generation(folder) {
             return Ok(Some(g));
+        }
+        // Read first: another live host holding it is the common case (a
+        // message for its group came here), and needs no write.
+        let (me, f) = (self.inner.host_id.clone(), folder.to_string());
+        let busy = self
+            .inner
+            .store
+            .read(move |c| {
+                let now = leases::now_ms(c)?;
+                Ok(leases::get(c, &f)?.is_some_and(|l| l.host_id != me && l.expires_ms > now))
+            })
+            .await?;
+        if busy {
+            return Ok(None);
         }
         let (me, f, ttl) = (
             self.inner.host_id.clone(),
@@ -114,6 +149,10 @@ impl Leases {
             held.remove(folder);
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether `e` says a lease was lost.
@@ -189,6 +228,7 @@ pub async fn start(
             host_id: host_id(settings),
             ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
             held: Mutex::default(),
+            running: Mutex::default(),
             turn: tokio::sync::Mutex::default(),
         }),
     };
@@ -216,17 +256,19 @@ pub async fn start(
 }
 
 /// One heartbeat: renew, give up what is lost, take free groups up to the
-/// share.
+/// share, and hand over idle groups above it (a host that joined takes
+/// them at its next heartbeat).
 async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
     let _turn = leases.inner.turn.lock().await;
     let (me, ttl) = (leases.inner.host_id.clone(), leases.inner.ttl_ms);
-    let (renewed, taken) = leases
+    let (renewed, taken, share) = leases
         .inner
         .store
         .write(move |tx| {
             leases::beat(tx, &me, false)?;
             let renewed = leases::renew(tx, &me, ttl)?;
-            let room = share(tx, ttl)?.saturating_sub(renewed.len());
+            let share = share(tx, ttl)?;
+            let room = share.saturating_sub(renewed.len());
             let now = leases::now_ms(tx)?;
             let busy: HashSet<String> = leases::list(tx)?
                 .into_iter()
@@ -245,7 +287,7 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
                     taken.push((g.folder, l.generation));
                 }
             }
-            Ok((renewed, taken))
+            Ok((renewed, taken, share))
         })
         .await?;
     // What the store says this host holds now, against what it thought.
@@ -254,7 +296,7 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
         .filter_map(|l| Some((GroupFolder::new(l.name).ok()?, l.generation)))
         .chain(taken)
         .collect();
-    let (gone, got) = {
+    let (gone, got, surplus) = {
         let mut held = leases.held();
         let gone: Vec<GroupFolder> = held
             .iter()
@@ -267,7 +309,21 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
             .map(|(f, _)| f.clone())
             .collect();
         *held = now;
-        (gone, got)
+        // Above the share: idle groups go (forgotten here first, so no
+        // container starts under the lease being released).
+        let running = lock(&leases.inner.running);
+        let over = held.len().saturating_sub(share);
+        let mut idle: Vec<(GroupFolder, i64)> = held
+            .iter()
+            .filter(|(f, _)| !running.contains(*f) && !got.contains(*f))
+            .map(|(f, g)| (f.clone(), *g))
+            .collect();
+        idle.sort();
+        idle.truncate(over);
+        for (f, _) in &idle {
+            held.remove(f);
+        }
+        (gone, got, idle)
     };
     for f in &gone {
         tracing::warn!(group = %f, "lease lost: another host owns the group now");
@@ -276,6 +332,24 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
     for f in &got {
         tracing::info!(group = %f, "lease taken");
         gained(f);
+    }
+    if !surplus.is_empty() {
+        let me = leases.inner.host_id.clone();
+        let these = surplus.clone();
+        leases
+            .inner
+            .store
+            .write(move |tx| {
+                for (f, g) in &these {
+                    leases::release(tx, f.as_str(), &me, *g)?;
+                }
+                Ok(())
+            })
+            .await?;
+        for (f, _) in &surplus {
+            tracing::info!(group = %f, "handed over: above this host's share");
+            lost(f);
+        }
     }
     Ok(())
 }

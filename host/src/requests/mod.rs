@@ -80,6 +80,8 @@ pub struct RequestServer {
     /// [`RequestServer::watch_all`] runs: per-run watches are not needed (and
     /// two drains of one folder at once could reorder its requests).
     watching_all: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// When hosts share the store: only this host's groups are served.
+    leases: Option<crate::cluster::Leases>,
 }
 
 impl RequestServer {
@@ -94,6 +96,7 @@ impl RequestServer {
             sessions,
             links,
             watching_all: Default::default(),
+            leases: None,
         };
         let (planted, mut found) = mpsc::unbounded_channel::<(String, String)>();
         server

@@ -33,6 +33,12 @@ const RESCAN: Duration = Duration::from_secs(2);
 const FULL_RESCAN: Duration = Duration::from_secs(10);
 
 impl RequestServer {
+    /// Serves only the groups `leases` holds (hosts sharing a store).
+    pub fn with_leases(mut self, leases: crate::cluster::Leases) -> Self {
+        self.leases = Some(leases);
+        self
+    }
+
     /// Serves a group's requests until stopped; a last drain runs at stop
     /// (`g2 run`; a no-op while [`RequestServer::watch_all`] runs).
     pub fn watch(&self, folder: &GroupFolder) -> Result<Background> {
@@ -159,6 +165,12 @@ impl RequestServer {
     /// `tasks/` (messages first: they are what the agent said before), then
     /// tells whoever takes in `events/` to look (`Links::events_arrived`).
     pub async fn drain(&self, folder: &GroupFolder) {
+        // Another host's group is its to serve (its container writes them).
+        if let Some(l) = &self.leases
+            && l.generation(folder).is_none()
+        {
+            return;
+        }
         // Beneath directory handles: a link planted in place of a folder or
         // a request is refused (and recorded), never followed.
         let Ok(tree) = self.home.ipc_tree(folder) else {

@@ -345,7 +345,8 @@ pub fn set_status(
     get_visible(tx, id, allowed_group)
 }
 
-/// Claims up to `limit` active, unclaimed tasks due at `now` for `claimer`,
+/// Claims up to `limit` active, unclaimed tasks of groups that are `mine`
+/// due at `now` for `claimer`,
 /// earliest first, and advances each one's `next_run` to the run after
 /// `now` (NULL for `once`). The returned tasks carry the values of the run:
 /// `next_run` is the slot being run. A task whose following run cannot be
@@ -355,6 +356,7 @@ pub fn claim_due(
     now: DateTime<Utc>,
     claimer: &str,
     limit: usize,
+    mine: &dyn Fn(&GroupFolder) -> bool,
 ) -> Result<Vec<Task>> {
     if claimer.trim().is_empty() {
         return Err(Error::Invalid("claimer must not be empty".into()));
@@ -362,7 +364,8 @@ pub fn claim_due(
     let now_s = ts(now);
     let due = store::tasks::due(tx, &now_s, limit)?;
     let mut claimed = Vec::with_capacity(due.len());
-    for task in due {
+    // Another host's group's tasks are its scheduler's.
+    for task in due.into_iter().filter(|t| mine(&t.group_folder)) {
         let following = match following_run(
             &task.schedule_type,
             &task.schedule_value,
@@ -424,8 +427,23 @@ pub fn finish(
 /// time back, a cron or interval task its claim time (unless its next run
 /// is earlier). Returns how many claims were cleared.
 pub fn release_claims(tx: &Db<'_>, claimer_prefix: Option<&str>) -> Result<usize> {
-    let claimed = store::tasks::claimed(tx, claimer_prefix)?;
-    for (task, claimed_at) in &claimed {
+    release_claims_where(tx, claimer_prefix, &|_| true)
+}
+
+/// [`release_claims`] of the claims `pick` picks.
+pub fn release_claims_where(
+    tx: &Db<'_>,
+    claimer_prefix: Option<&str>,
+    pick: &dyn Fn(&store::tasks::Claimed) -> bool,
+) -> Result<usize> {
+    let claimed: Vec<_> = store::tasks::claimed(tx, claimer_prefix)?
+        .into_iter()
+        .filter(|c| pick(c))
+        .collect();
+    for store::tasks::Claimed {
+        task, claimed_at, ..
+    } in &claimed
+    {
         let next = if matches!(task.status.as_str(), "active" | "paused") {
             if task.schedule_type == "once" {
                 match parse_timezone(&task.timezone)

@@ -19,6 +19,7 @@ use tokio::sync::{Notify, mpsc};
 
 use crate::Result;
 use crate::background::Background;
+use crate::cluster::Leases;
 use crate::store::Store;
 use crate::tasks::{self, Task};
 
@@ -27,27 +28,50 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// Most tasks claimed per look.
 const CLAIM_BATCH: usize = 50;
 
+/// What this host's schedulers claim tasks as start with (`host` is
+/// `cluster.host_id`, which has no `/`).
+pub fn claimer_prefix(host: &str) -> String {
+    format!("g2/{host}/")
+}
+
+/// What this process's scheduler claims tasks as.
+pub fn claimer(host: &str) -> String {
+    format!("{}{}", claimer_prefix(host), std::process::id())
+}
+
 /// Starts the scheduler: due tasks are sent to `due`. `changed` wakes it
-/// when tasks are added or change.
+/// when tasks are added or change. With `leases` (hosts sharing the
+/// store), only the tasks of this host's groups are claimed; claims of
+/// another host are released by whoever takes their group next.
 pub async fn start(
     store: Store,
     due: mpsc::UnboundedSender<Task>,
     changed: Arc<Notify>,
+    leases: Option<Leases>,
 ) -> Result<Background> {
-    let released = store.write(|tx| tasks::release_claims(tx, None)).await?;
+    let prefix = claimer_prefix(leases.as_ref().map_or("", |l| l.host_id()));
+    // Alone, every claim was an earlier process's; shared, this host's own.
+    let own = leases.is_some().then(|| prefix.clone());
+    let released = store
+        .write(move |tx| tasks::release_claims(tx, own.as_deref()))
+        .await?;
     if released > 0 {
         tracing::warn!(
             released,
             "scheduled tasks an earlier host was running will run again"
         );
     }
-    let claimer = format!("g2-{}", std::process::id());
+    let claimer = claimer(leases.as_ref().map_or("", |l| l.host_id()));
     Ok(Background::spawn(move |mut stopped| async move {
         loop {
             let now = chrono::Utc::now();
-            let c = claimer.clone();
+            let (c, l) = (claimer.clone(), leases.clone());
             match store
-                .write(move |tx| tasks::claim_due(tx, now, &c, CLAIM_BATCH))
+                .write(move |tx| {
+                    tasks::claim_due(tx, now, &c, CLAIM_BATCH, &|g| {
+                        l.as_ref().is_none_or(|l| l.generation(g).is_some())
+                    })
+                })
                 .await
             {
                 Ok(claimed) => {

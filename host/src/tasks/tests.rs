@@ -36,7 +36,7 @@ fn add(s: &Store, new: NewTask, now: &str) -> Task {
 fn claim(s: &Store, now: &str, claimer: &str) -> Vec<Task> {
     let now = t(now);
     let claimer = claimer.to_string();
-    s.write_blocking(move |tx| claim_due(tx, now, &claimer, 10))
+    s.write_blocking(move |tx| claim_due(tx, now, &claimer, 10, &|_| true))
         .unwrap()
 }
 

@@ -11,7 +11,7 @@ use super::start::mark_inflight;
 use super::{Kind, Queue, Run, router};
 use crate::agent;
 use crate::groups::Group;
-use crate::tasks::Task;
+use crate::tasks::{self, Task};
 use g2_core::validate::GroupFolder;
 
 /// The slot policy, apart from the actor so that it can be tested on its
@@ -147,17 +147,52 @@ impl Queue {
 
     /// Whether this host may act on `folder`: it owns it, or has just
     /// taken its free lease. Always, without leases.
-    async fn ours(&self, folder: &GroupFolder) -> bool {
+    async fn ours(&mut self, folder: &GroupFolder) -> bool {
         let Some(l) = &self.leases else {
             return true;
         };
         match l.take(folder).await {
-            Ok(g) => g.is_some(),
+            Ok(Some(g)) => {
+                self.adopt(folder, g).await;
+                true
+            }
+            Ok(None) => false,
             Err(e) => {
                 tracing::warn!(group = %folder, error = %e, "taking the group's lease");
                 false
             }
         }
+    }
+
+    /// Under a lease generation it has not seen for `folder` yet, takes up
+    /// what the group's earlier holder left (`Agents::adopt`) first.
+    pub(super) async fn adopt(&mut self, folder: &GroupFolder, generation: i64) {
+        if self.adopted.get(folder) == Some(&generation) {
+            return;
+        }
+        self.agents.adopt(folder).await;
+        // Its tasks another host (or an earlier process) claimed run again.
+        if let Some(l) = &self.leases {
+            let (f, mine) = (folder.clone(), tasks::scheduler::claimer(l.host_id()));
+            let released = self
+                .store
+                .write(move |tx| {
+                    tasks::release_claims_where(tx, None, &|c| {
+                        c.task.group_folder == f && c.claimed_by != mine
+                    })
+                })
+                .await;
+            match released {
+                Ok(n @ 1..) => {
+                    tracing::warn!(group = %folder, n, "scheduled tasks an earlier holder was running will run again")
+                }
+                Ok(0) => {}
+                Err(e) => {
+                    tracing::warn!(group = %folder, error = %e, "releasing the group's task claims")
+                }
+            }
+        }
+        self.adopted.insert(folder.clone(), generation);
     }
 
     /// Whether other work waits for `folder`'s container to go: a task of

@@ -262,6 +262,8 @@ pub struct Queue {
     stopping: Option<Vec<oneshot::Sender<()>>>,
     /// The groups this host owns, when it shares the store with others.
     leases: Option<Leases>,
+    /// The lease generation each group was last adopted under.
+    adopted: HashMap<GroupFolder, i64>,
 }
 
 impl Queue {
@@ -292,6 +294,7 @@ impl Queue {
             next_run: 0,
             stopping: None,
             leases,
+            adopted: HashMap::new(),
         };
         tokio::spawn(q.main(inbox))
     }
@@ -371,8 +374,12 @@ impl Queue {
                         "containers did not finish in time; removing them"
                     );
                     let _ = self.agents.reap().await;
-                    for g in self.groups.values_mut() {
-                        g.run = None;
+                    for (f, g) in self.groups.iter_mut() {
+                        if g.run.take().is_some()
+                            && let Some(l) = &self.leases
+                        {
+                            l.end(f);
+                        }
                     }
                 }
             }

@@ -175,6 +175,9 @@ impl Queue {
             return;
         }
         let run = g.run.take().expect("checked above");
+        if let Some(l) = &self.leases {
+            l.end(folder);
+        }
         self.outlet.idle(folder);
         match run.kind {
             Kind::Messages {

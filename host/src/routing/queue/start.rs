@@ -86,6 +86,9 @@ impl Queue {
             },
             None => None,
         };
+        if let Some(g) = lease {
+            self.adopt(folder, g).await;
+        }
         // Before the run exists, so no follow-up or _close of this run can
         // be written yet and then be taken for a leftover.
         if let Err(e) = self.agents.clear_inputs(folder) {
@@ -152,6 +155,15 @@ impl Queue {
         let inflight = match &kind {
             Kind::Messages { sent_upto, .. } => Some(*sent_upto),
             Kind::Task { .. } => None,
+        };
+        // Marked running under the lease (the heartbeat hands over only
+        // idle groups); gone meanwhile, nothing starts.
+        let lease = match (&self.leases, lease) {
+            (Some(l), Some(_)) => match l.begin(folder) {
+                Some(g) => Some(g),
+                None => return,
+            },
+            _ => None,
         };
         self.next_run += 1;
         let id = self.next_run;

@@ -1,0 +1,196 @@
+//! Several `g2 serve` hosts on one home and one PostgreSQL store (real
+//! Docker, Claude Code, the offline model; docs/cluster.md): each host with
+//! its own runtime folder, the groups spread evenly across them, a message
+//! posted to any host answered once by its group's owner and seen on every
+//! host's stream, and each container labelled with the host that runs it.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::postgres::postgres_home;
+use crate::support::*;
+
+/// Starts host `id` on `home`, with its own runtime folder and a 2-s lease.
+pub(crate) fn host(home: &TestHome, id: &str) -> Serve {
+    let runtime = format!("data/hosts/{id}");
+    serve(
+        home,
+        &[
+            ("G2_CLUSTER__HOST_ID", id),
+            ("G2_CLUSTER__LEASE_SECS", "2"),
+            ("G2_CLUSTER__RUNTIME_DIR", &runtime),
+        ],
+    )
+}
+
+/// Each group's owner in `GET /api/cluster`.
+pub(crate) async fn owners(base: &str) -> HashMap<String, Option<String>> {
+    let status = get_json(&format!("{base}/api/cluster")).await;
+    status["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["name"].as_str().unwrap().to_string(),
+                g["host_id"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+/// How many groups each host owns.
+fn counts(owners: &HashMap<String, Option<String>>) -> HashMap<String, usize> {
+    let mut n = HashMap::new();
+    for h in owners.values().flatten() {
+        *n.entry(h.clone()).or_default() += 1;
+    }
+    n
+}
+
+/// Waits (up to `secs`) until every group has an owner and each of
+/// `hosts` owns within one of an even share; the owners then.
+pub(crate) async fn spread(base: &str, hosts: &[&str], secs: u64) -> HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let o = owners(base).await;
+        let n = counts(&o);
+        let even = o.len() as f64 / hosts.len() as f64;
+        let within = hosts.iter().all(|h| {
+            let c = *n.get(*h).unwrap_or(&0) as f64;
+            (c - even).abs() <= 1.0
+        });
+        if within && o.values().all(Option::is_some) {
+            return o.into_iter().map(|(g, h)| (g, h.unwrap())).collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not spread within {secs} s: {n:?} of {}",
+            o.len()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// (group, host label) of every running container of `home`.
+pub(crate) fn labelled_containers(home: &TestHome) -> Vec<(String, String)> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "--filter",
+            &format!(
+                "label=g2.home={}",
+                g2_host::container::home_label(home.path())
+            ),
+            "--format",
+            "{{.Label \"g2.group\"}} {{.Label \"g2.host\"}}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(g, h)| (g.to_string(), h.to_string()))
+        .collect()
+}
+
+/// A small deterministic generator (the seed is printed): which host and
+/// which group each message goes to.
+struct Pick(u64);
+
+impl Pick {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_spread_thirty_groups_and_answer_each_message_once() {
+    if !image_ready() {
+        return;
+    }
+    let Some(home) = postgres_home() else {
+        return;
+    };
+    let groups: Vec<String> = (1..=29).map(|i| format!("g{i:02}")).collect();
+    for g in &groups {
+        home.ok(&["groups", "add", g, "--name", g, "--no-trigger"]);
+    }
+    let ids = ["host-a", "host-b", "host-c"];
+    let hosts: Vec<Serve> = ids.iter().map(|id| host(&home, id)).collect();
+    // 29 added and main: 30, ten for each host.
+    let owner = spread(&hosts[0].url, &ids, 60).await;
+    assert_eq!(owner.len(), 30);
+    for h in &hosts[1..] {
+        let seen: HashMap<String, String> = owners(&h.url)
+            .await
+            .into_iter()
+            .map(|(g, o)| (g, o.unwrap_or_default()))
+            .collect();
+        assert_eq!(seen, owner, "every host shows the same owners");
+    }
+    // Each runtime folder holds its host's lock; the home's data/ none.
+    for id in ids {
+        assert!(
+            home.path()
+                .join(format!("data/hosts/{id}/host.lock"))
+                .exists()
+        );
+    }
+    assert!(!home.path().join("data/host.lock").exists());
+
+    // A group of host-a, watched on host-c, posted to on host-b: its owner
+    // answers, and the reply reaches host-c's stream.
+    let of_a = owner
+        .iter()
+        .find(|(_, h)| *h == "host-a")
+        .unwrap()
+        .0
+        .clone();
+    let mut watch = Sse::open(&hosts[2].url, &of_a, None).await;
+    post(&hosts[1].url, &of_a, "ann", "hello from b").await;
+    let reply = watch.reply(120).await;
+    assert!(!reply.is_empty());
+
+    // One message for each of 12 random groups, each posted to a random host.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("seed {seed}");
+    let mut pick = Pick(seed);
+    let mut chosen: Vec<String> = groups.iter().filter(|g| **g != of_a).cloned().collect();
+    let mut sent = Vec::new();
+    while sent.len() < 12 {
+        let g = chosen.remove(pick.below(chosen.len()));
+        let h = &hosts[pick.below(hosts.len())];
+        post(&h.url, &g, "bob", &format!("a question for {g}")).await;
+        sent.push(g);
+    }
+    // Answered by their owners, every container its group's owner's
+    // (checked while they run).
+    let mut checks = 0;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for g in &sent {
+        while bot_messages(&hosts[pick.below(3)].url, g).await.is_empty() {
+            for (cg, ch) in labelled_containers(&home) {
+                checks += 1;
+                assert_eq!(Some(&ch), owner.get(&cg), "{cg}'s container runs on {ch}");
+            }
+            assert!(Instant::now() < deadline, "{g} unanswered; sent {sent:?}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for g in sent.iter().chain([&of_a]) {
+        let n = bot_messages(&hosts[pick.below(3)].url, g).await.len();
+        assert_eq!(n, 1, "{g}: answered {n} times");
+    }
+    assert!(checks > 0, "containers were seen running");
+    eprintln!("{checks} container labels checked");
+}
