@@ -6,7 +6,7 @@
 //! before it starts a container ([`Leases::generation`], [`Leases::take`])
 //! and fences its writes for the group with the generation it started
 //! under. [`start`] joins the store's hosts and runs the heartbeat: every
-//! third of `cluster.lease_secs` it renews what it holds, gives up (on the
+//! third of `cluster.lease_secs` (at most a second) it renews what it holds, gives up (on the
 //! `lost` hook: the queue closes the group's container) what it no longer
 //! holds, and takes free groups up to its share (on the `gained` hook: the
 //! queue routes what waits, as after a restart). A host alone holds every
@@ -160,13 +160,21 @@ pub fn is_fenced(e: &Error) -> bool {
     matches!(e, Error::Fenced { .. })
 }
 
+/// Whether a host counts among the live ones: not stopping, and heard
+/// from within half a lease (it beats at least three times a lease). By
+/// the time a dead host's leases end, the others have counted it out for
+/// half a lease, and take its groups at once.
+pub fn is_live(h: &leases::Host, now_ms: i64, ttl_ms: i64) -> bool {
+    !h.stopping && now_ms - h.seen_ms < ttl_ms / 2
+}
+
 /// How many groups a host should hold: the registered groups over the
 /// live hosts (a heartbeat within the lease time, not stopping), rounded up.
 fn share(tx: &store::Db<'_>, ttl_ms: i64) -> Result<usize> {
     let now = leases::now_ms(tx)?;
     let live = leases::hosts(tx)?
         .iter()
-        .filter(|h| !h.stopping && h.seen_ms > now - ttl_ms)
+        .filter(|h| is_live(h, now, ttl_ms))
         .count()
         .max(1);
     let groups = store::groups::list(tx)?.len();
@@ -234,22 +242,31 @@ pub async fn start(
     };
     let (me, a) = (leases.host_id().to_string(), api.to_string());
     store.write(move |tx| leases::join(tx, &me, &a)).await?;
-    beat(&leases, &gained, &lost).await?;
+    let mut next = beat(&leases, &gained, &lost).await?;
     tracing::info!(
         host = leases.host_id(),
         groups = leases.held().len(),
         "joined the cluster"
     );
+    // Renewed three times a lease and at least every second; and just
+    // after another host's lease ends, so that a group whose holder died
+    // is taken as soon as it is free.
+    let tick = (ttl / 3).min(Duration::from_secs(1));
     let l = leases.clone();
     let beat = Background::spawn(|mut stopped| async move {
         loop {
+            let wait = next.map_or(tick, |end| tick.min(end + Duration::from_millis(20)));
             tokio::select! {
                 _ = &mut stopped => break,
-                _ = tokio::time::sleep(ttl / 3) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
-            if let Err(e) = beat(&l, &gained, &lost).await {
-                tracing::warn!(error = %e, "cluster heartbeat failed; the next one retries");
-            }
+            next = match beat(&l, &gained, &lost).await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cluster heartbeat failed; the next one retries");
+                    None
+                }
+            };
         }
     });
     Ok(Membership { leases, beat })
@@ -258,10 +275,10 @@ pub async fn start(
 /// One heartbeat: renew, give up what is lost, take free groups up to the
 /// share, and hand over idle groups above it (a host that joined takes
 /// them at its next heartbeat).
-async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
+async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Duration>> {
     let _turn = leases.inner.turn.lock().await;
     let (me, ttl) = (leases.inner.host_id.clone(), leases.inner.ttl_ms);
-    let (renewed, taken, share) = leases
+    let (renewed, taken, share, next_end) = leases
         .inner
         .store
         .write(move |tx| {
@@ -270,11 +287,19 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
             let share = share(tx, ttl)?;
             let room = share.saturating_sub(renewed.len());
             let now = leases::now_ms(tx)?;
-            let busy: HashSet<String> = leases::list(tx)?
-                .into_iter()
+            let all = leases::list(tx)?;
+            let busy: HashSet<String> = all
+                .iter()
                 .filter(|l| l.expires_ms > now)
-                .map(|l| l.name)
+                .map(|l| l.name.clone())
                 .collect();
+            // When the next lease of another host ends: its holder may be
+            // gone, and the group free then.
+            let next_end = all
+                .iter()
+                .filter(|l| l.host_id != me && l.expires_ms > now)
+                .map(|l| l.expires_ms - now)
+                .min();
             let mut taken = Vec::new();
             for g in store::groups::list(tx)? {
                 if taken.len() >= room {
@@ -287,7 +312,7 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
                     taken.push((g.folder, l.generation));
                 }
             }
-            Ok((renewed, taken, share))
+            Ok((renewed, taken, share, next_end))
         })
         .await?;
     // What the store says this host holds now, against what it thought.
@@ -351,5 +376,5 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<()> {
             lost(f);
         }
     }
-    Ok(())
+    Ok(next_end.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
 }

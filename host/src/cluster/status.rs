@@ -61,7 +61,7 @@ pub async fn read(store: &Store, lease_secs: u64) -> Result<Status> {
                         .filter(|l| held(l) && l.host_id == h.host_id)
                         .count(),
                     seen_ago_ms: now - h.seen_ms,
-                    live: !h.stopping && now - h.seen_ms < ttl,
+                    live: super::is_live(&h, now, ttl),
                     host_id: h.host_id,
                     api: h.api,
                     started_ms: h.started_ms,

@@ -88,11 +88,15 @@ pub(super) fn working_directory(req: &Value) -> String {
 }
 
 /// The texts of the chat messages in a routed prompt, one per line and
-/// unescaped; any other prompt (a note before the envelope included) as it
-/// is.
+/// unescaped (after g2's own note, if any); any other prompt (someone
+/// else's note before the envelope included) as it is.
 pub(super) fn unwrap_messages(prompt: &str) -> std::borrow::Cow<'_, str> {
     match g2_core::envelope::read(prompt) {
-        Some(env) if env.preface.is_empty() => env.texts().into(),
+        // g2's own note (a turn run again after its host stopped) is for
+        // a real model; the messages' commands still run.
+        Some(env) if env.preface.is_empty() || env.preface.starts_with("[g2:") => {
+            env.texts().into()
+        }
         _ => prompt.into(),
     }
 }

@@ -75,6 +75,10 @@ fn quotes_a_plain_prompt_skipping_wrappers_and_system_entries() {
         vec![Command::Sessions]
     );
     assert_eq!(unwrap_messages("plain"), "plain");
+    let again = format!("[g2: your previous attempt was interrupted.]\n{routed}");
+    assert_eq!(unwrap_messages(&again), "hi & <b>\ng2:sessions");
+    let other = format!("someone's preface\n{routed}");
+    assert_eq!(unwrap_messages(&other), other);
 }
 
 #[test]

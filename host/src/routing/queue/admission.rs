@@ -183,12 +183,12 @@ impl Queue {
                 })
                 .await;
             match released {
-                Ok(n @ 1..) => {
-                    tracing::warn!(group = %folder, n, "scheduled tasks an earlier holder was running will run again")
-                }
                 Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!(group = %folder, n, "scheduled tasks an earlier holder was running will run again");
+                }
                 Err(e) => {
-                    tracing::warn!(group = %folder, error = %e, "releasing the group's task claims")
+                    tracing::warn!(group = %folder, error = %e, "releasing the group's task claims");
                 }
             }
         }

@@ -374,7 +374,7 @@ impl Queue {
                         "containers did not finish in time; removing them"
                     );
                     let _ = self.agents.reap().await;
-                    for (f, g) in self.groups.iter_mut() {
+                    for (f, g) in &mut self.groups {
                         if g.run.take().is_some()
                             && let Some(l) = &self.leases
                         {
