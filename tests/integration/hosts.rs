@@ -389,3 +389,88 @@ async fn a_killed_hosts_turns_are_taken_over_when_its_leases_end_and_answered_on
         );
     }
 }
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_paused_past_its_lease_stops_acting_on_its_groups_and_nothing_is_answered_twice() {
+    if !image_ready() {
+        return;
+    }
+    let Some(home) = postgres_home() else {
+        return;
+    };
+    for i in 1..=8 {
+        let g = format!("p{i:02}");
+        home.ok(&["groups", "add", &g, "--name", &g, "--no-trigger"]);
+    }
+    let ids = ["host-a", "host-b", "host-c"];
+    let hosts: Vec<Serve> = ids.iter().map(|id| host(&home, id)).collect();
+    let owner = spread(&hosts[1].url, &ids, 60).await;
+    let watcher = Watcher::start(&home);
+    let of_a: Vec<String> = owner
+        .iter()
+        .filter(|(_, h)| *h == "host-a")
+        .map(|(g, _)| g.clone())
+        .collect();
+    assert_eq!(of_a.len(), 3, "{owner:?}");
+    // host-a answers in its groups (their containers stay warm there).
+    for g in &of_a {
+        assert!(!ask(&hosts[0].url, g, "ann", "hello a").await.is_empty());
+    }
+
+    // Paused past its 2-s lease: the others take its groups, and answer
+    // what is posted for them meanwhile.
+    let pid = hosts[0].child.id();
+    signal(pid, "-STOP");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let now = owners(&hosts[1].url).await;
+    for g in &of_a {
+        let h = now[g].as_deref().unwrap_or("nobody");
+        assert!(h == "host-b" || h == "host-c", "{g} on {h}");
+    }
+    for g in &of_a {
+        assert!(
+            !ask(&hosts[1].url, g, "bob", "while a sleeps")
+                .await
+                .is_empty()
+        );
+    }
+    // Running again, host-a acts on none of them: a message posted to it
+    // is answered by the group's owner, once.
+    signal(pid, "-CONT");
+    for g in &of_a {
+        post(&hosts[0].url, g, "cy", "after a woke").await;
+    }
+    for g in &of_a {
+        wait_bot(&hosts[2].url, g, 3, 120).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for g in &of_a {
+        assert_eq!(
+            bot_texts(&hosts[0].url, g).await.len(),
+            3,
+            "{g}: one answer each"
+        );
+    }
+    // Every container runs under its group's lease (host-a may have been
+    // handed idle groups back by now, at a new generation).
+    let now = owners(&hosts[0].url).await;
+    for (g, h) in labelled_containers(&home) {
+        assert_eq!(
+            now[&g].as_deref(),
+            Some(h.as_str()),
+            "{g}'s container on {h}"
+        );
+    }
+    let (samples, twice) = watcher.finish();
+    assert!(samples > 20, "{samples} samples");
+    assert!(twice.is_empty(), "a group on two hosts at once: {twice:?}");
+}

@@ -83,6 +83,27 @@ impl Leases {
         lock(&self.inner.running).remove(folder);
     }
 
+    /// The generation this host holds `folder` at, asked of the store (a
+    /// host paused past its lease still believes it holds its groups):
+    /// before a container starts. A lease found lost is forgotten.
+    pub async fn confirm(&self, folder: &GroupFolder) -> Result<Option<i64>> {
+        let Some(g) = self.generation(folder) else {
+            return Ok(None);
+        };
+        let (me, f) = (self.inner.host_id.clone(), folder.to_string());
+        let ours = self
+            .inner
+            .store
+            .read(move |c| {
+                Ok(leases::get(c, &f)?.is_some_and(|l| l.host_id == me && l.generation == g))
+            })
+            .await?;
+        if !ours {
+            self.forget(folder, g);
+        }
+        Ok(ours.then_some(g))
+    }
+
     /// The groups this host holds, as far as it knows.
     pub fn held_groups(&self) -> Vec<GroupFolder> {
         self.held().keys().cloned().collect()

@@ -80,9 +80,13 @@ impl Queue {
         let folder = &group.folder;
         // Only under this host's lease, when it shares the store.
         let lease = match &self.leases {
-            Some(l) => match l.generation(folder) {
-                Some(g) => Some(g),
-                None => return,
+            Some(l) => match l.confirm(folder).await {
+                Ok(Some(g)) => Some(g),
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(group = %folder, error = %e, "confirming the group's lease");
+                    return self.retry_soon(folder);
+                }
             },
             None => None,
         };
