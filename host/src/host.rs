@@ -274,10 +274,26 @@ impl Host {
         };
         let groups = catch_up(&store, &channels, &queue).await?;
         // Updates are taken in once the router and the queue are up.
+        // Each on one host of the cluster at a time (its lease).
+        let hold = |name: &'static str, start: crate::cluster::singleton::Start| {
+            crate::cluster::singleton::hold(cluster.leases().clone(), name, start)
+        };
         let inbound: Vec<Background> = [
-            telegram.map(|tg| tg.start(channels.clone(), settings.channels.telegram.clone())),
-            discord.map(|dc| dc.start(channels.clone())),
-            slack.map(|sl| sl.start(channels.clone())),
+            telegram.map(|tg| {
+                let (ch, s) = (channels.clone(), settings.channels.telegram.clone());
+                hold(
+                    "telegram",
+                    Box::new(move || tg.start(ch.clone(), s.clone())),
+                )
+            }),
+            discord.map(|dc| {
+                let ch = channels.clone();
+                hold("discord", Box::new(move || dc.start(ch.clone())))
+            }),
+            slack.map(|sl| {
+                let ch = channels.clone();
+                hold("slack", Box::new(move || sl.start(ch.clone())))
+            }),
         ]
         .into_iter()
         .flatten()

@@ -6,7 +6,9 @@
 //! confirmed by a later `getUpdates` with a higher offset, as Telegram
 //! does; `sendMessage` with `parse_mode: "HTML"` checks the markup by the
 //! documented rules (supported tags, balanced, the four entities) and
-//! answers "can't parse entities" otherwise.
+//! answers "can't parse entities" otherwise. A `getUpdates` that comes
+//! while another waits ends that one with 409 Conflict ("terminated by
+//! other getUpdates request"), as when two bots poll one token.
 //!
 //! Tests push updates in ([`BotApi::message`]), script failures
 //! ([`BotApi::fail_next_send`]), hold a `sendMessage` after taking it
@@ -66,6 +68,11 @@ struct Inner {
     failures: VecDeque<Failure>,
     kicked: Vec<i64>,
     rejected: usize,
+    /// The getUpdates request waiting now (a number per request); a new
+    /// one ends it with 409, as Telegram does when two bots poll.
+    polling: Option<u64>,
+    polls: u64,
+    conflicts: usize,
 }
 
 #[derive(Clone)]
@@ -299,6 +306,11 @@ impl BotApi {
     }
 
     /// How many sendMessage calls were refused (any error).
+    /// How many getUpdates requests another one ended (two pollers).
+    pub fn conflicts(&self) -> usize {
+        self.lock().conflicts
+    }
+
     pub fn rejected(&self) -> usize {
         self.lock().rejected
     }
@@ -392,10 +404,32 @@ async fn get_updates(api: &BotApi, body: &Value) -> Response {
     let offset = body["offset"].as_i64().unwrap_or(0);
     let timeout = body["timeout"].as_u64().unwrap_or(0).min(60);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    let me = {
+        let mut inner = api.lock();
+        inner.polls += 1;
+        let me = inner.polls;
+        inner.polling = Some(me);
+        me
+    };
+    // An earlier request still waiting is ended (it looks at `polling`).
+    api.news.notify_waiters();
+    let done = |inner: &mut Inner| {
+        if inner.polling == Some(me) {
+            inner.polling = None;
+        }
+    };
     loop {
         let news = api.news.notified();
         {
             let mut inner = api.lock();
+            if inner.polling != Some(me) {
+                inner.conflicts += 1;
+                return error(
+                    409,
+                    "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                    None,
+                );
+            }
             // Telegram forgets updates below the offset: they are confirmed.
             inner
                 .updates
@@ -407,10 +441,12 @@ async fn get_updates(api: &BotApi, body: &Value) -> Response {
                     .map(|u| u["update_id"].as_i64().unwrap())
                     .collect();
                 inner.fetched.push((Instant::now(), ids));
+                done(&mut inner);
                 return ok(json!(batch));
             }
         }
         if tokio::time::timeout_at(deadline, news).await.is_err() {
+            done(&mut api.lock());
             return ok(json!([]));
         }
     }

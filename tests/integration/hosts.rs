@@ -31,6 +31,7 @@ pub(crate) async fn owners(base: &str) -> HashMap<String, Option<String>> {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|g| !g["name"].as_str().unwrap().starts_with("channel:"))
         .map(|g| {
             (
                 g["name"].as_str().unwrap().to_string(),
@@ -38,6 +39,17 @@ pub(crate) async fn owners(base: &str) -> HashMap<String, Option<String>> {
             )
         })
         .collect()
+}
+
+/// Who holds a channel's connection (`channel:{name}`), per `GET /api/cluster`.
+pub(crate) async fn channel_holder(base: &str, name: &str) -> Option<String> {
+    let status = get_json(&format!("{base}/api/cluster")).await;
+    status["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == format!("channel:{name}"))
+        .and_then(|g| g["host_id"].as_str().map(str::to_string))
 }
 
 /// How many groups each host owns.
@@ -473,4 +485,90 @@ async fn a_host_paused_past_its_lease_stops_acting_on_its_groups_and_nothing_is_
     let (samples, twice) = watcher.finish();
     assert!(samples > 20, "{samples} samples");
     assert!(twice.is_empty(), "a group on two hosts at once: {twice:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_host_polls_telegram_and_another_takes_over_when_it_dies() {
+    use crate::bot_api::BotApi;
+    if !image_ready() {
+        return;
+    }
+    let Some(home) = postgres_home() else {
+        return;
+    };
+    let api = BotApi::start().await;
+    crate::telegram::register(&home, "ann", "tg:4244", "Ann");
+    let tg = crate::telegram::env(&api);
+    let start = |id: &str| {
+        let runtime = format!("data/hosts/{id}");
+        let mut env: Vec<(&str, &str)> = tg.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.extend([
+            ("G2_CLUSTER__HOST_ID", id),
+            ("G2_CLUSTER__LEASE_SECS", "2"),
+            ("G2_CLUSTER__RUNTIME_DIR", runtime.as_str()),
+        ]);
+        serve(&home, &env)
+    };
+    let mut hosts = vec![start("host-a"), start("host-b")];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let holder = loop {
+        if let Some(h) = channel_holder(&hosts[1].url, "telegram").await {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "nobody polls Telegram");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    api.message(
+        4244,
+        4244,
+        "Ann",
+        "g2:bash echo first",
+        serde_json::json!({}),
+    );
+    api.wait_sent(4244, 1, 120).await;
+    // Long polls of several seconds: two pollers would have ended each
+    // other's (409) by now.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(api.conflicts(), 0, "two hosts polled Telegram");
+    assert_eq!(
+        channel_holder(&hosts[0].url, "telegram").await.as_deref(),
+        Some(holder.as_str())
+    );
+
+    // The poller dies: the other host polls once its lease ends, and the
+    // next message is answered once.
+    let (dead, alive) = if holder == "host-a" { (0, 1) } else { (1, 0) };
+    hosts[dead].child.kill().unwrap();
+    hosts[dead].child.wait().unwrap();
+    let killed = Instant::now();
+    let other = if holder == "host-a" {
+        "host-b"
+    } else {
+        "host-a"
+    };
+    while channel_holder(&hosts[alive].url, "telegram")
+        .await
+        .as_deref()
+        != Some(other)
+    {
+        assert!(
+            killed.elapsed() < Duration::from_secs(15),
+            "Telegram not taken over"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("Telegram taken over in {:?}", killed.elapsed());
+    api.message(
+        4244,
+        4244,
+        "Ann",
+        "g2:bash echo second",
+        serde_json::json!({}),
+    );
+    let sent = api.wait_sent(4244, 2, 120).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(api.sent_to(4244).len(), sent.len());
+    let all: String = sent.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(all.matches("first").count(), 2, "{all}");
+    assert_eq!(all.matches("second").count(), 2, "{all}");
 }

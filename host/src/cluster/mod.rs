@@ -19,6 +19,7 @@
 //! heartbeat. A lease that only expired (nobody took it) is still its.
 
 pub mod notify;
+pub mod singleton;
 pub mod status;
 
 use std::collections::{HashMap, HashSet};
@@ -102,6 +103,51 @@ impl Leases {
             self.forget(folder, g);
         }
         Ok(ours.then_some(g))
+    }
+
+    /// Takes the lease `name` (not a group's: no share applies) when
+    /// nobody holds it; the generation, or `None`.
+    pub async fn acquire_named(&self, name: &str) -> Result<Option<i64>> {
+        let (me, n, ttl) = (
+            self.inner.host_id.clone(),
+            name.to_string(),
+            self.inner.ttl_ms,
+        );
+        // Read first: another host holding it is the common case.
+        let (other, f) = (me.clone(), n.clone());
+        let busy = self
+            .inner
+            .store
+            .read(move |c| {
+                let now = leases::now_ms(c)?;
+                Ok(leases::get(c, &f)?.is_some_and(|l| l.host_id != other && l.expires_ms > now))
+            })
+            .await?;
+        if busy {
+            return Ok(None);
+        }
+        let lease = self
+            .inner
+            .store
+            .write(move |tx| leases::acquire(tx, &n, &me, ttl))
+            .await?;
+        Ok(lease.map(|l| l.generation))
+    }
+
+    /// Whether this host still holds the lease `name` at `generation`.
+    pub async fn holds_named(&self, name: &str, generation: i64) -> Result<bool> {
+        let (me, n) = (self.inner.host_id.clone(), name.to_string());
+        self.inner
+            .store
+            .read(move |c| {
+                Ok(leases::get(c, &n)?
+                    .is_some_and(|l| l.host_id == me && l.generation == generation))
+            })
+            .await
+    }
+
+    fn store(&self) -> &Store {
+        &self.inner.store
     }
 
     /// The groups this host holds, as far as it knows.
