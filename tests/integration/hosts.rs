@@ -509,7 +509,7 @@ async fn one_host_polls_telegram_and_another_takes_over_when_it_dies() {
         ]);
         serve(&home, &env)
     };
-    let mut hosts = vec![start("host-a"), start("host-b")];
+    let mut hosts = [start("host-a"), start("host-b")];
     let deadline = Instant::now() + Duration::from_secs(30);
     let holder = loop {
         if let Some(h) = channel_holder(&hosts[1].url, "telegram").await {
