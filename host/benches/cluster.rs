@@ -1,0 +1,248 @@
+//! Several hosts on one PostgreSQL (docs/cluster.md), real `g2 serve`
+//! processes, Docker, Claude Code and the offline model on one machine
+//! (the hosts share its cores):
+//!
+//! - `throughput`: messages answered per second by 1, 2 and 3 hosts: 15
+//!   groups spread over them, each round one message to every group (each
+//!   posted to the next host in turn), timed until all are answered. The
+//!   first round starts the containers; the later ones find them warm
+//!   where a host has slots for them (`queue.max_containers`, 5 a host).
+//! - `takeover`: kill -9 the host running a turn, 10 times (3 hosts, the
+//!   default 10-s lease): when another host holds the group, and when the
+//!   turn, run again there, is answered.
+//!
+//! `cargo bench -p g2-host --bench cluster` (`G2_BENCH_ONLY=throughput` or
+//! `takeover` runs one; `G2_BENCH_ROUNDS`, `G2_BENCH_KILLS`).
+
+// Tests and benches fail loudly: an unwrap is the assertion.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{Samples, Serve, fmt_dur};
+
+const GROUPS: usize = 15;
+
+fn main() {
+    let only = std::env::var("G2_BENCH_ONLY").unwrap_or_default();
+    let rt = common::runtime();
+    if only.is_empty() || only == "throughput" {
+        rt.block_on(throughput());
+    }
+    if only.is_empty() || only == "takeover" {
+        rt.block_on(takeover());
+    }
+}
+
+/// A home on a fresh PostgreSQL database with `n` groups that every
+/// message wakes.
+fn home(n: usize, prefix: &str) -> tempfile::TempDir {
+    let cluster = common::pg_cluster::Cluster::shared()
+        .expect("the cluster bench needs PostgreSQL (scripts/setup.sh)");
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("g2.toml"),
+        format!("[store]\nurl = \"{}\"\n", cluster.database()),
+    )
+    .unwrap();
+    g2(home.path(), &["init"]);
+    for i in 1..=n {
+        let g = format!("{prefix}{i:02}");
+        g2(home.path(), &["groups", "add", &g, "--name", &g, "--no-trigger"]);
+    }
+    home
+}
+
+fn g2(home: &Path, args: &[&str]) {
+    let ok = common::command(common::g2_binary())
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "g2 {args:?} failed");
+}
+
+/// Host `id` of `home`, with its own runtime folder.
+fn host(home: &Path, id: &str, lease_secs: &str) -> Serve {
+    let runtime = format!("data/hosts/{id}");
+    Serve::start(
+        home,
+        &[
+            ("G2_CLUSTER__HOST_ID", id),
+            ("G2_CLUSTER__LEASE_SECS", lease_secs),
+            ("G2_CLUSTER__RUNTIME_DIR", &runtime),
+        ],
+    )
+}
+
+/// Each group's owner (channels left out).
+async fn owners(client: &reqwest::Client, base: &str) -> HashMap<String, Option<String>> {
+    let status: serde_json::Value = client
+        .get(format!("{base}/api/cluster"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    status["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| !g["name"].as_str().unwrap().starts_with("channel:"))
+        .map(|g| {
+            (
+                g["name"].as_str().unwrap().to_string(),
+                g["host_id"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+/// Waits until every group has an owner and the hosts hold within one of
+/// an even share.
+async fn spread(client: &reqwest::Client, base: &str, hosts: usize) -> HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let o = owners(client, base).await;
+        let mut n: HashMap<&str, usize> = HashMap::new();
+        for h in o.values().flatten() {
+            *n.entry(h.as_str()).or_default() += 1;
+        }
+        let even = o.len().div_ceil(hosts);
+        if o.values().all(Option::is_some)
+            && n.len() == hosts
+            && n.values().all(|c| c.abs_diff(even) <= 1)
+        {
+            return o.into_iter().map(|(g, h)| (g, h.unwrap())).collect();
+        }
+        assert!(Instant::now() < deadline, "not spread: {n:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn throughput() {
+    let rounds: usize = common::env_or("G2_BENCH_ROUNDS", 4);
+    let client = reqwest::Client::new();
+    println!(
+        "cluster throughput: {GROUPS} groups, one message to each per round, {rounds} rounds"
+    );
+    for n in 1..=3 {
+        let home = home(GROUPS, "t");
+        let hosts: Vec<Serve> = (0..n)
+            .map(|i| host(home.path(), &format!("host-{i}"), "10"))
+            .collect();
+        spread(&client, &hosts[0].url, n).await;
+        let groups: Vec<String> = (1..=GROUPS).map(|i| format!("t{i:02}")).collect();
+        let mut times = Vec::new();
+        for round in 1..=rounds {
+            let started = Instant::now();
+            for (i, g) in groups.iter().enumerate() {
+                let base = &hosts[i % n].url;
+                common::post_to(&client, base, g, &format!("round {round}")).await;
+            }
+            for g in &groups {
+                let deadline = Instant::now() + Duration::from_secs(300);
+                while common::bot_replies(&client, &hosts[0].url, g).await < round {
+                    assert!(Instant::now() < deadline, "{g} unanswered in round {round}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            times.push(started.elapsed());
+        }
+        let rate = |d: &Duration| GROUPS as f64 / d.as_secs_f64();
+        let warm: Vec<f64> = times[1..].iter().map(rate).collect();
+        let mean = warm.iter().sum::<f64>() / warm.len().max(1) as f64;
+        println!(
+            "  {n} host(s): first round {:.1} msg/s ({}), later rounds {mean:.1} msg/s ({})",
+            rate(&times[0]),
+            fmt_dur(times[0]),
+            times[1..]
+                .iter()
+                .map(|d| fmt_dur(*d))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        drop(hosts);
+    }
+}
+
+async fn takeover() {
+    let kills: usize = common::env_or("G2_BENCH_KILLS", 10);
+    let client = reqwest::Client::new();
+    let home = home(8, "k");
+    let ids = ["host-a", "host-b", "host-c"];
+    let mut hosts: Vec<Serve> = ids.iter().map(|id| host(home.path(), id, "10")).collect();
+    let (mut moved, mut answered) = (Vec::new(), Vec::new());
+    for k in 0..kills {
+        let owner = spread(&client, &hosts[(k + 1) % 3].url, 3).await;
+        let victim = k % 3;
+        let (g, _) = owner
+            .iter()
+            .filter(|(_, h)| *h == ids[victim])
+            .min()
+            .unwrap();
+        let g = g.clone();
+        let mark = format!("mark-{k}");
+        let cmd = format!(
+            "g2:bash if [ -e {mark} ]; then echo again; else touch {mark}; sleep 60; fi"
+        );
+        let before = common::bot_replies(&client, &hosts[(k + 1) % 3].url, &g).await;
+        common::post_to(&client, &hosts[(k + 1) % 3].url, &g, &cmd).await;
+        let file = home.path().join(format!("groups/{g}/{mark}"));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !file.exists() {
+            assert!(Instant::now() < deadline, "the turn did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        hosts[victim].child.kill().unwrap();
+        hosts[victim].child.wait().unwrap();
+        let killed = Instant::now();
+        let survivor = &hosts[(victim + 1) % 3].url;
+        let mut took = None;
+        loop {
+            if took.is_none()
+                && owners(&client, survivor).await[&g]
+                    .as_deref()
+                    .is_some_and(|h| h != ids[victim])
+            {
+                took = Some(killed.elapsed());
+            }
+            if common::bot_replies(&client, survivor, &g).await > before {
+                break;
+            }
+            assert!(killed.elapsed() < Duration::from_secs(120), "never answered");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let done = killed.elapsed();
+        moved.push(took.unwrap_or(done));
+        answered.push(done);
+        println!(
+            "  kill {}: {g} taken over in {}, answered in {}",
+            k + 1,
+            fmt_dur(took.unwrap_or(done)),
+            fmt_dur(done)
+        );
+        hosts[victim] = host(home.path(), ids[victim], "10");
+    }
+    let (m, a) = (Samples::of(moved), Samples::of(answered));
+    println!("takeover after kill -9, {kills} kills, 3 hosts, 10-s lease:");
+    println!(
+        "  group held by another host: p50 {} max {}",
+        fmt_dur(m.at(0.5)),
+        fmt_dur(m.at(1.0))
+    );
+    println!(
+        "  turn answered there:        p50 {} max {}",
+        fmt_dur(a.at(0.5)),
+        fmt_dur(a.at(1.0))
+    );
+}
