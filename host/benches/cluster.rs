@@ -53,7 +53,10 @@ fn home(n: usize, prefix: &str) -> tempfile::TempDir {
     g2(home.path(), &["init"]);
     for i in 1..=n {
         let g = format!("{prefix}{i:02}");
-        g2(home.path(), &["groups", "add", &g, "--name", &g, "--no-trigger"]);
+        g2(
+            home.path(),
+            &["groups", "add", &g, "--name", &g, "--no-trigger"],
+        );
     }
     home
 }
@@ -132,9 +135,7 @@ async fn spread(client: &reqwest::Client, base: &str, hosts: usize) -> HashMap<S
 async fn throughput() {
     let rounds: usize = common::env_or("G2_BENCH_ROUNDS", 4);
     let client = reqwest::Client::new();
-    println!(
-        "cluster throughput: {GROUPS} groups, one message to each per round, {rounds} rounds"
-    );
+    println!("cluster throughput: {GROUPS} groups, one message to each per round, {rounds} rounds");
     for n in 1..=3 {
         let home = home(GROUPS, "t");
         let hosts: Vec<Serve> = (0..n)
@@ -192,9 +193,8 @@ async fn takeover() {
             .unwrap();
         let g = g.clone();
         let mark = format!("mark-{k}");
-        let cmd = format!(
-            "g2:bash if [ -e {mark} ]; then echo again; else touch {mark}; sleep 60; fi"
-        );
+        let cmd =
+            format!("g2:bash if [ -e {mark} ]; then echo again; else touch {mark}; sleep 60; fi");
         let before = common::bot_replies(&client, &hosts[(k + 1) % 3].url, &g).await;
         common::post_to(&client, &hosts[(k + 1) % 3].url, &g, &cmd).await;
         let file = home.path().join(format!("groups/{g}/{mark}"));
@@ -219,7 +219,10 @@ async fn takeover() {
             if common::bot_replies(&client, survivor, &g).await > before {
                 break;
             }
-            assert!(killed.elapsed() < Duration::from_secs(120), "never answered");
+            assert!(
+                killed.elapsed() < Duration::from_secs(120),
+                "never answered"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let done = killed.elapsed();

@@ -43,6 +43,8 @@ pub(crate) type Statements = HashMap<String, (postgres::Statement, Option<usize>
 pub(crate) struct Pg<'a> {
     pub(crate) tx: postgres::Transaction<'a>,
     pub(crate) statements: &'a mut Statements,
+    /// Which store (process) the transaction is of, for its notices.
+    pub(crate) origin: &'a str,
 }
 
 impl<'a> Db<'a> {
@@ -51,8 +53,24 @@ impl<'a> Db<'a> {
         Db(Conn::Sqlite(conn))
     }
 
-    pub(crate) fn postgres(tx: postgres::Transaction<'a>, statements: &'a mut Statements) -> Self {
-        Db(Conn::Postgres(RefCell::new(Pg { tx, statements })))
+    pub(crate) fn postgres(
+        tx: postgres::Transaction<'a>,
+        statements: &'a mut Statements,
+        origin: &'a str,
+    ) -> Self {
+        Db(Conn::Postgres(RefCell::new(Pg {
+            tx,
+            statements,
+            origin,
+        })))
+    }
+
+    /// The store this transaction is of ([`crate::notify`]); empty on SQLite.
+    pub(crate) fn origin(&self) -> String {
+        match &self.0 {
+            Conn::Sqlite(_) => String::new(),
+            Conn::Postgres(pg) => pg.borrow().origin.to_string(),
+        }
     }
 
     pub(crate) fn into_postgres(self) -> Option<postgres::Transaction<'a>> {

@@ -189,11 +189,12 @@ impl Store {
         }
     }
 
-    /// How to connect to PostgreSQL (`None` on SQLite).
-    fn postgres_config(&self) -> Option<&postgres::Config> {
+    /// How to connect to PostgreSQL, and this store's name in its notices
+    /// (`None` on SQLite).
+    fn postgres_config(&self) -> Option<(&postgres::Config, &str)> {
         match &*self.inner {
             Inner::Sqlite { .. } => None,
-            Inner::Postgres(pool) => Some(pool.config()),
+            Inner::Postgres(pool) => Some((pool.config(), pool.origin())),
         }
     }
 

@@ -4,8 +4,8 @@
 //! of one transaction arrive once. A SQLite store has one host: nothing is
 //! sent and there is nothing to listen to.
 //!
-//! [`Store::listen`] gives a host the notices of one channel on a
-//! connection of its own (a thread that reconnects after an outage and
+//! [`Store::listen`] gives a host the notices of one channel that other
+//! stores (hosts) sent, on a connection of its own (a thread that reconnects after an outage and
 //! then says [`Notice::Missed`]: whatever was sent meanwhile is lost).
 
 use std::time::Duration;
@@ -37,10 +37,17 @@ pub fn notify(tx: &Db<'_>, channel: &str, payload: &str) -> Result<()> {
     match tx.dialect() {
         Dialect::Sqlite => Ok(()),
         Dialect::Postgres => {
-            tx.execute("SELECT pg_notify(?1, ?2)", crate::params![channel, payload])?;
+            let sent = format!("{} {payload}", tx.origin());
+            tx.execute("SELECT pg_notify(?1, ?2)", crate::params![channel, sent])?;
             Ok(())
         }
     }
+}
+
+/// A notice's payload, unless `me` sent it.
+fn from_others<'a>(sent: &'a str, me: &str) -> Option<&'a str> {
+    let (origin, payload) = sent.split_once(' ')?;
+    (origin != me).then_some(payload)
 }
 
 /// How long a listener waits between attempts to reconnect.
@@ -49,17 +56,19 @@ const RECONNECT: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(500);
 
 impl Store {
-    /// The notices of `channel` (a fixed name, [`MESSAGES`]), until the
+    /// The notices of `channel` (a fixed name, [`MESSAGES`]) that other
+    /// stores sent (this one acted on its own as it stored them), until the
     /// receiver is dropped; `None` on SQLite. The first notice is
     /// [`Notice::Missed`], once listening.
     pub fn listen(&self, channel: &'static str) -> Option<mpsc::UnboundedReceiver<Notice>> {
-        let config = self.postgres_config()?.clone();
+        let (config, me) = self.postgres_config()?;
+        let (config, me) = (config.clone(), me.to_string());
         let (tx, rx) = mpsc::unbounded_channel();
         std::thread::Builder::new()
             .name(format!("listen-{channel}"))
             .spawn(move || {
                 while !tx.is_closed() {
-                    if let Err(e) = listen_once(&config, channel, &tx) {
+                    if let Err(e) = listen_once(&config, channel, &me, &tx) {
                         tracing::warn!(error = %e, channel, "store notifications lost; reconnecting");
                     }
                     std::thread::sleep(RECONNECT);
@@ -75,6 +84,7 @@ impl Store {
 fn listen_once(
     config: &postgres::Config,
     channel: &str,
+    me: &str,
     tx: &mpsc::UnboundedSender<Notice>,
 ) -> Result<()> {
     let mut client = config.connect(postgres::NoTls)?;
@@ -87,7 +97,10 @@ fn listen_once(
             let mut notes = client.notifications();
             let mut it = notes.timeout_iter(POLL);
             while let Some(n) = it.next()? {
-                if tx.send(Notice::Payload(n.payload().to_string())).is_err() {
+                let Some(payload) = from_others(n.payload(), me) else {
+                    continue;
+                };
+                if tx.send(Notice::Payload(payload.to_string())).is_err() {
                     return Ok(());
                 }
             }

@@ -44,6 +44,8 @@ struct PgConn {
 pub(crate) struct Pool {
     config: postgres::Config,
     target: String,
+    /// This store's name in the notices it sends (`notify`).
+    origin: String,
     idle: Mutex<Vec<PgConn>>,
 }
 
@@ -69,6 +71,7 @@ impl Pool {
         let pool = Pool {
             config,
             target,
+            origin: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             idle: Mutex::new(Vec::new()),
         };
         let mut conn = pool.connect()?;
@@ -79,6 +82,10 @@ impl Pool {
 
     pub(crate) fn config(&self) -> &postgres::Config {
         &self.config
+    }
+
+    pub(crate) fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// Host, port and database, without user or password (for logs).
@@ -141,7 +148,7 @@ impl Pool {
             if write {
                 tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])?;
             }
-            let db = Db::postgres(tx, statements);
+            let db = Db::postgres(tx, statements, &self.origin);
             let value = f(&db)?;
             if let Some(tx) = db.into_postgres() {
                 tx.commit()?;

@@ -247,57 +247,63 @@ fn hosts_join_beat_and_leave_and_a_leaving_hosts_leases_expire_at_once() {
 }
 
 #[test]
-fn stored_messages_are_announced_once_committed_and_only_then() {
+fn stored_messages_are_announced_to_other_stores_once_committed() {
     use g2_store::messages::{self, Inbound};
     use g2_store::notify::{self, Notice};
-    each(|store| {
-        let Some(mut rx) = store.listen(notify::MESSAGES) else {
-            assert_eq!(
-                store.dialect(),
-                g2_store::Dialect::Sqlite,
-                "one host: nothing to hear"
-            );
-            return;
-        };
-        let next = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Notice>| {
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            loop {
-                if let Ok(n) = rx.try_recv() {
-                    return Some(n);
-                }
-                if std::time::Instant::now() > deadline {
-                    return None;
-                }
-                std::thread::sleep(Duration::from_millis(10));
+    let sqlite = &super::backends()[0];
+    assert!(
+        sqlite.store.listen(notify::MESSAGES).is_none(),
+        "SQLite: one host"
+    );
+    let Some(cluster) = crate::pg_cluster::Cluster::shared() else {
+        assert!(!super::in_ci(), "PostgreSQL is required in CI");
+        return;
+    };
+    // Two hosts' stores on one database: each hears the other's.
+    let url = cluster.database();
+    let open = || g2_store::Store::open_postgres(&url, Duration::from_secs(5)).unwrap();
+    let (here, there) = (open(), open());
+    let mut rx = here.listen(notify::MESSAGES).unwrap();
+    let next = |rx: &mut tokio::sync::mpsc::UnboundedReceiver<Notice>| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(n) = rx.try_recv() {
+                return Some(n);
             }
-        };
-        assert_eq!(next(&mut rx), Some(Notice::Missed), "listening");
-        let m = Inbound {
-            sender: "alice".into(),
-            sender_name: None,
-            text: "hi".into(),
-            external_id: None,
-            thread: None,
-            addressed: true,
-        };
-        // Rolled back: nobody hears of it.
-        let failed = store.write_blocking(|tx| {
-            messages::insert_inbound(tx, "http:fam", "http", &m)?;
-            Err::<(), _>(Error::Invalid("rolled back".into()))
-        });
-        assert!(failed.is_err());
-        // Two in one transaction, and a reply: the same payload once.
-        store
-            .write_blocking(|tx| {
-                messages::insert_inbound(tx, "http:fam", "http", &m)?;
-                messages::insert_inbound(tx, "http:fam", "http", &m)?;
-                messages::insert_outbound(tx, "http:fam", "Andy", "hello", None, true)?;
-                Ok(())
-            })
-            .unwrap();
-        assert_eq!(next(&mut rx), Some(Notice::Payload("in http:fam".into())));
-        assert_eq!(next(&mut rx), Some(Notice::Payload("out http:fam".into())));
-        std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(rx.try_recv().ok(), None, "nothing else");
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    assert_eq!(next(&mut rx), Some(Notice::Missed), "listening");
+    let m = Inbound {
+        sender: "alice".into(),
+        sender_name: None,
+        text: "hi".into(),
+        external_id: None,
+        thread: None,
+        addressed: true,
+    };
+    // Rolled back: nobody hears of it. Its own: not told back.
+    let failed = there.write_blocking(|tx| {
+        messages::insert_inbound(tx, "http:fam", "http", &m)?;
+        Err::<(), _>(Error::Invalid("rolled back".into()))
     });
+    assert!(failed.is_err());
+    here.write_blocking(|tx| messages::insert_inbound(tx, "http:own", "http", &m))
+        .unwrap();
+    // Two in one transaction, and a reply: each payload once.
+    there
+        .write_blocking(|tx| {
+            messages::insert_inbound(tx, "http:fam", "http", &m)?;
+            messages::insert_inbound(tx, "http:fam", "http", &m)?;
+            messages::insert_outbound(tx, "http:fam", "Andy", "hello", None, true)?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(next(&mut rx), Some(Notice::Payload("in http:fam".into())));
+    assert_eq!(next(&mut rx), Some(Notice::Payload("out http:fam".into())));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(rx.try_recv().ok(), None, "nothing else");
 }
