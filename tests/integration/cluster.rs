@@ -5,7 +5,6 @@
 //! for that group once it runs again, closes the group's container, and
 //! answers its waiting message exactly once when the lease comes back.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -24,15 +23,6 @@ fn owner(status: &Value, group: &str) -> Option<String> {
         .unwrap_or_else(|| panic!("{group} in {status}"))["host_id"]
         .as_str()
         .map(str::to_string)
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig} {pid}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

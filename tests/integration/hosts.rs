@@ -13,15 +13,30 @@ use crate::support::*;
 
 /// Starts host `id` on `home`, with its own runtime folder and a 2-s lease.
 pub(crate) fn host(home: &TestHome, id: &str) -> Serve {
+    host_with(home, id, &[("G2_CLUSTER__LEASE_SECS", "2")])
+}
+
+/// Starts host `id` on `home`, with its own runtime folder and `more`
+/// settings.
+pub(crate) fn host_with(home: &TestHome, id: &str, more: &[(&str, &str)]) -> Serve {
     let runtime = format!("data/hosts/{id}");
-    serve(
-        home,
-        &[
-            ("G2_CLUSTER__HOST_ID", id),
-            ("G2_CLUSTER__LEASE_SECS", "2"),
-            ("G2_CLUSTER__RUNTIME_DIR", &runtime),
-        ],
-    )
+    let mut env = vec![
+        ("G2_CLUSTER__HOST_ID", id),
+        ("G2_CLUSTER__RUNTIME_DIR", runtime.as_str()),
+    ];
+    env.extend_from_slice(more);
+    serve(home, &env)
+}
+
+/// A home on PostgreSQL with `n` groups (`{prefix}01`…) that every message
+/// wakes; `None` without PostgreSQL outside CI.
+fn cluster_home(n: usize, prefix: &str) -> Option<TestHome> {
+    let home = postgres_home()?;
+    for i in 1..=n {
+        let g = format!("{prefix}{i:02}");
+        home.ok(&["groups", "add", &g, "--name", &g, "--no-trigger"]);
+    }
+    Some(home)
 }
 
 /// Each group's owner in `GET /api/cluster`.
@@ -87,24 +102,7 @@ pub(crate) async fn spread(base: &str, hosts: &[&str], secs: u64) -> HashMap<Str
 
 /// (group, host label) of every running container of `home`.
 pub(crate) fn labelled_containers(home: &TestHome) -> Vec<(String, String)> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "--filter",
-            &format!(
-                "label=g2.home={}",
-                g2_host::container::home_label(home.path())
-            ),
-            "--format",
-            "{{.Label \"g2.group\"}} {{.Label \"g2.host\"}}",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(g, h)| (g.to_string(), h.to_string()))
-        .collect()
+    labelled(&g2_host::container::home_label(home.path()))
 }
 
 /// A small deterministic generator (the seed is printed): which host and
@@ -125,13 +123,10 @@ async fn three_hosts_spread_thirty_groups_and_answer_each_message_once() {
     if !image_ready() {
         return;
     }
-    let Some(home) = postgres_home() else {
+    let Some(home) = cluster_home(29, "g") else {
         return;
     };
     let groups: Vec<String> = (1..=29).map(|i| format!("g{i:02}")).collect();
-    for g in &groups {
-        home.ok(&["groups", "add", g, "--name", g, "--no-trigger"]);
-    }
     let ids = ["host-a", "host-b", "host-c"];
     let hosts: Vec<Serve> = ids.iter().map(|id| host(&home, id)).collect();
     // 29 added and main: 30, ten for each host.
@@ -275,27 +270,13 @@ async fn a_killed_hosts_turns_are_taken_over_when_its_leases_end_and_answered_on
     if !image_ready() {
         return;
     }
-    let Some(home) = postgres_home() else {
+    let Some(home) = cluster_home(14, "k") else {
         return;
     };
-    for i in 1..=14 {
-        let g = format!("k{i:02}");
-        home.ok(&["groups", "add", &g, "--name", &g, "--no-trigger"]);
-    }
-    // The default lease (10 s): what an operator gets.
-    let start = |id: &str| {
-        let runtime = format!("data/hosts/{id}");
-        serve(
-            &home,
-            &[
-                ("G2_CLUSTER__HOST_ID", id),
-                ("G2_CLUSTER__RUNTIME_DIR", &runtime),
-                // The product's default: the suite's longer wait is for
-                // tests that assert what memory is injected.
-                ("G2_MEMORY__INJECT_WAIT_MS", "50"),
-            ],
-        )
-    };
+    // The default lease (10 s): what an operator gets. The product's wait
+    // for memory too (the suite's longer one is for tests that assert what
+    // is injected).
+    let start = |id: &str| host_with(&home, id, &[("G2_MEMORY__INJECT_WAIT_MS", "50")]);
     let ids = ["host-a", "host-b", "host-c"];
     let mut hosts: Vec<Serve> = ids.iter().map(|id| start(id)).collect();
     let owner = spread(&hosts[1].url, &ids, 90).await;
@@ -402,27 +383,14 @@ async fn a_killed_hosts_turns_are_taken_over_when_its_leases_end_and_answered_on
     }
 }
 
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig} {pid}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_paused_past_its_lease_stops_acting_on_its_groups_and_nothing_is_answered_twice() {
     if !image_ready() {
         return;
     }
-    let Some(home) = postgres_home() else {
+    let Some(home) = cluster_home(8, "p") else {
         return;
     };
-    for i in 1..=8 {
-        let g = format!("p{i:02}");
-        home.ok(&["groups", "add", &g, "--name", &g, "--no-trigger"]);
-    }
     let ids = ["host-a", "host-b", "host-c"];
     let hosts: Vec<Serve> = ids.iter().map(|id| host(&home, id)).collect();
     let owner = spread(&hosts[1].url, &ids, 60).await;
@@ -500,14 +468,9 @@ async fn one_host_polls_telegram_and_another_takes_over_when_it_dies() {
     crate::telegram::register(&home, "ann", "tg:4244", "Ann");
     let tg = crate::telegram::env(&api);
     let start = |id: &str| {
-        let runtime = format!("data/hosts/{id}");
         let mut env: Vec<(&str, &str)> = tg.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        env.extend([
-            ("G2_CLUSTER__HOST_ID", id),
-            ("G2_CLUSTER__LEASE_SECS", "2"),
-            ("G2_CLUSTER__RUNTIME_DIR", runtime.as_str()),
-        ]);
-        serve(&home, &env)
+        env.push(("G2_CLUSTER__LEASE_SECS", "2"));
+        host_with(&home, id, &env)
     };
     let mut hosts = [start("host-a"), start("host-b")];
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -671,3 +671,13 @@ pub fn home_with_family() -> TestHome {
     ]);
     home
 }
+
+/// Sends `sig` (`-STOP`, `-CONT`, …) to a process.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
