@@ -388,7 +388,8 @@ async fn a_host_paused_past_its_lease_stops_acting_on_its_groups_and_nothing_is_
     if !image_ready() {
         return;
     }
-    let Some(home) = cluster_home(8, "p") else {
+    // Ten groups on three hosts: 4, 3, 3.
+    let Some(home) = cluster_home(9, "p") else {
         return;
     };
     let ids = ["host-a", "host-b", "host-c"];
@@ -400,7 +401,7 @@ async fn a_host_paused_past_its_lease_stops_acting_on_its_groups_and_nothing_is_
         .filter(|(_, h)| *h == "host-a")
         .map(|(g, _)| g.clone())
         .collect();
-    assert_eq!(of_a.len(), 3, "{owner:?}");
+    assert!((3..=4).contains(&of_a.len()), "{owner:?}");
     // host-a answers in its groups (their containers stay warm there).
     for g in &of_a {
         assert!(!ask(&hosts[0].url, g, "ann", "hello a").await.is_empty());

@@ -345,7 +345,7 @@ pub async fn start(
 async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Duration>> {
     let _turn = leases.inner.turn.lock().await;
     let (me, ttl) = (leases.inner.host_id.clone(), leases.inner.ttl_ms);
-    let (renewed, taken, share, next_end) = leases
+    let (renewed, taken, keep, next_end) = leases
         .inner
         .store
         .write(move |tx| {
@@ -355,6 +355,23 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Dura
             let room = share.saturating_sub(renewed.len());
             let now = leases::now_ms(tx)?;
             let all = leases::list(tx)?;
+            // Another live host below the even share while this one holds
+            // the rounded-up share: this one keeps only the even share
+            // (16 groups on 3 hosts are 6, 5, 5, never 6, 6, 4).
+            let groups = store::groups::list(tx)?.len();
+            let live: Vec<String> = leases::hosts(tx)?
+                .into_iter()
+                .filter(|h| is_live(h, now, ttl) && h.host_id != me)
+                .map(|h| h.host_id)
+                .collect();
+            let floor = groups / (live.len() + 1);
+            let short = live.iter().any(|h| {
+                all.iter()
+                    .filter(|l| &l.host_id == h && l.expires_ms > now && !l.name.contains(':'))
+                    .count()
+                    < floor
+            });
+            let keep = if short { floor } else { share };
             let busy: HashSet<String> = all
                 .iter()
                 .filter(|l| l.expires_ms > now)
@@ -379,7 +396,7 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Dura
                     taken.push((g.folder, l.generation));
                 }
             }
-            Ok((renewed, taken, share, next_end))
+            Ok((renewed, taken, keep, next_end))
         })
         .await?;
     // What the store says this host holds now, against what it thought.
@@ -404,7 +421,7 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Dura
         // Above the share: idle groups go (forgotten here first, so no
         // container starts under the lease being released).
         let running = lock(&leases.inner.running);
-        let over = held.len().saturating_sub(share);
+        let over = held.len().saturating_sub(keep);
         let mut idle: Vec<(GroupFolder, i64)> = held
             .iter()
             .filter(|(f, _)| !running.contains(*f) && !got.contains(*f))
