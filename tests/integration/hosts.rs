@@ -339,10 +339,11 @@ async fn a_killed_hosts_turns_are_taken_over_when_its_leases_end_and_answered_on
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     eprintln!("after the kill: moved {moved:?}; answered {answered:?}");
-    // Taken over once the 10-s lease ends (soon after it); the answers
-    // follow, five agents starting at once on the survivors' two cores.
-    // docs/cluster.md has the measured times; these bounds leave room for
-    // a machine busy with other tests.
+    // Taken over once the 10-s lease ends (soon after it, by the database's
+    // clock, however busy the machine). The answers follow, five agents
+    // starting at once on the survivors' two cores: about 5 s more on an
+    // idle machine (docs/cluster.md, the cluster bench), over 20 s beside a
+    // build; the bound leaves room for that.
     let last_move = moved.values().max().copied().unwrap_or_default();
     assert!(
         moved.len() == of_a.len() && last_move <= Duration::from_millis(12_500),
@@ -350,7 +351,7 @@ async fn a_killed_hosts_turns_are_taken_over_when_its_leases_end_and_answered_on
     );
     let slowest = answered.values().max().copied().unwrap_or_default();
     assert!(
-        slowest <= Duration::from_secs(25),
+        slowest <= Duration::from_secs(60),
         "answered in {answered:?}"
     );
     let now = owners(&hosts[1].url).await;
