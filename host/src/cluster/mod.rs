@@ -115,16 +115,7 @@ impl Leases {
             self.inner.ttl_ms,
         );
         // Read first: another host holding it is the common case.
-        let (other, f) = (me.clone(), n.clone());
-        let busy = self
-            .inner
-            .store
-            .read(move |c| {
-                let now = leases::now_ms(c)?;
-                Ok(leases::get(c, &f)?.is_some_and(|l| l.host_id != other && l.expires_ms > now))
-            })
-            .await?;
-        if busy {
+        if self.held_elsewhere(name).await? {
             return Ok(None);
         }
         let lease = self
@@ -147,6 +138,18 @@ impl Leases {
             .await
     }
 
+    /// Whether another host holds the unexpired lease `name` (a read).
+    async fn held_elsewhere(&self, name: &str) -> Result<bool> {
+        let (me, n) = (self.inner.host_id.clone(), name.to_string());
+        self.inner
+            .store
+            .read(move |c| {
+                let now = leases::now_ms(c)?;
+                Ok(leases::get(c, &n)?.is_some_and(|l| l.host_id != me && l.expires_ms > now))
+            })
+            .await
+    }
+
     fn store(&self) -> &Store {
         &self.inner.store
     }
@@ -165,16 +168,7 @@ impl Leases {
         }
         // Read first: another live host holding it is the common case (a
         // message for its group came here), and needs no write.
-        let (me, f) = (self.inner.host_id.clone(), folder.to_string());
-        let busy = self
-            .inner
-            .store
-            .read(move |c| {
-                let now = leases::now_ms(c)?;
-                Ok(leases::get(c, &f)?.is_some_and(|l| l.host_id != me && l.expires_ms > now))
-            })
-            .await?;
-        if busy {
+        if self.held_elsewhere(folder).await? {
             return Ok(None);
         }
         let (me, f, ttl) = (
