@@ -103,8 +103,9 @@ impl Agents {
 
     /// Puts back the events a host killed while taking them in had
     /// claimed, so the next take finds them (memory capture recognises a
-    /// file it took in already). Only for a host that holds the home's lock:
-    /// no one else can be taking them.
+    /// file it took in already). Only for the group's owner, under a lease
+    /// generation it has just taken (`Agents::adopt`): no one else can be
+    /// taking them.
     pub fn release_event_claims(&self, folder: &GroupFolder) -> Result<usize> {
         let dir = self.home.ipc_sub(folder, ipc::EVENTS_DIR)?;
         let mut released = 0;
