@@ -263,6 +263,7 @@ impl Host {
                 settings.memory.clone(),
             )),
             Arc::new(Notify::new()),
+            cluster.leases().host_id().to_string(),
         );
         // Recall by meaning: the model is loaded once, the jobs embed in
         // the background (memory::embed).

@@ -123,22 +123,49 @@ impl Queue {
     }
 }
 
-/// Jobs a killed host left `processing` go back to `pending`.
-pub fn release_claims(tx: &Db<'_>) -> Result<usize> {
+/// Jobs `host`'s earlier process left `processing` (and those claimed
+/// before claims were named) go back to `pending`: at its start.
+pub fn release_claims(tx: &Db<'_>, host: &str) -> Result<usize> {
     let mut n = 0;
     for q in [Queue::Batches, Queue::Sessions] {
         let (table, _) = q.table_key();
         n += tx.execute(
-            &format!("UPDATE {table} SET state = 'pending' WHERE state = 'processing'"),
+            &format!(
+                "UPDATE {table} SET state = 'pending', claimed_by = NULL
+                 WHERE state = 'processing' AND (claimed_by IS NULL OR claimed_by = ?1)"
+            ),
+            [host],
+        )?;
+    }
+    Ok(n)
+}
+
+/// Jobs claimed by a host whose process is gone (its presence in the store
+/// ended, or it left) go back to `pending`; nothing on SQLite, where the
+/// one host releases its own at start. Returns how many.
+pub fn release_absent_claims(tx: &Db<'_>) -> Result<usize> {
+    if tx.dialect() == Dialect::Sqlite {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for q in [Queue::Batches, Queue::Sessions] {
+        let (table, _) = q.table_key();
+        n += tx.execute(
+            &format!(
+                "UPDATE {table} SET state = 'pending', claimed_by = NULL
+                 WHERE state = 'processing' AND claimed_by IS NOT NULL
+                   AND claimed_by NOT IN (SELECT host_id FROM cluster_hosts h WHERE {})",
+                crate::presence::PRESENT_SQL
+            ),
             (),
         )?;
     }
     Ok(n)
 }
 
-/// Claims up to `n` pending jobs that are due at `now`, oldest first:
-/// `processing`, one more attempt. Returns their keys.
-pub fn claim(tx: &Db<'_>, q: Queue, now: &str, n: usize) -> Result<Vec<i64>> {
+/// Claims up to `n` pending jobs that are due at `now`, oldest first, for
+/// `host`: `processing`, one more attempt. Returns their keys.
+pub fn claim(tx: &Db<'_>, q: Queue, now: &str, n: usize, host: &str) -> Result<Vec<i64>> {
     let (table, key) = q.table_key();
     let keys: Vec<i64> = query_all(
         tx,
@@ -153,12 +180,37 @@ pub fn claim(tx: &Db<'_>, q: Queue, now: &str, n: usize) -> Result<Vec<i64>> {
     for k in &keys {
         tx.execute(
             &format!(
-                "UPDATE {table} SET state = 'processing', attempts = attempts + 1 WHERE {key} = ?1"
+                "UPDATE {table} SET state = 'processing', attempts = attempts + 1, claimed_by = ?2
+                 WHERE {key} = ?1"
             ),
-            [k],
+            params![k, host],
         )?;
     }
     Ok(keys)
+}
+
+/// Refuses the write it runs in unless `host` still holds the claim on
+/// job `key` (another host may have released it and run it meanwhile: its
+/// outcome is the one kept).
+pub fn check_claim(tx: &Db<'_>, q: Queue, key: i64, host: &str) -> Result<()> {
+    let (table, k) = q.table_key();
+    let ours = tx
+        .query_row(
+            &format!(
+                "SELECT 1 FROM {table} WHERE {k} = ?1 AND state = 'processing' AND claimed_by = ?2"
+            ),
+            params![key, host],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    if ours {
+        Ok(())
+    } else {
+        Err(Error::Conflict(format!(
+            "{table} job {key}: no longer claimed by {host}; its outcome is dropped"
+        )))
+    }
 }
 
 /// A job's attempts so far.
@@ -178,7 +230,7 @@ pub fn attempts(conn: &Db<'_>, q: Queue, key: i64) -> Result<i64> {
 pub fn done(tx: &Db<'_>, q: Queue, key: i64) -> Result<()> {
     let (table, k) = q.table_key();
     tx.execute(
-        &format!("UPDATE {table} SET state = 'done', error = NULL WHERE {k} = ?1"),
+        &format!("UPDATE {table} SET state = 'done', error = NULL, claimed_by = NULL WHERE {k} = ?1"),
         [key],
     )?;
     if q == Queue::Batches {
@@ -197,7 +249,7 @@ pub fn failed(tx: &Db<'_>, q: Queue, key: i64, error: &str, retry_at: Option<&st
     tx.execute(
         &format!(
             "UPDATE {table} SET state = CASE WHEN CAST(?3 AS TEXT) IS NULL THEN 'failed' ELSE 'pending' END,
-               next_attempt_at = ?3, error = ?2 WHERE {k} = ?1"
+               next_attempt_at = ?3, error = ?2, claimed_by = NULL WHERE {k} = ?1"
         ),
         params![key, error, retry_at],
     )?;
@@ -217,7 +269,7 @@ pub fn defer_group(
     let (table, k) = claimed.0.table_key();
     tx.execute(
         &format!(
-            "UPDATE {table} SET state = 'pending', attempts = max(attempts - 1, 0)
+            "UPDATE {table} SET state = 'pending', attempts = max(attempts - 1, 0), claimed_by = NULL
              WHERE {k} = ?1 AND state = 'processing'"
         ),
         [claimed.1],

@@ -25,6 +25,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../../migrations/postgres/0002_cluster.sql"),
     ),
+    (
+        3,
+        include_str!("../../migrations/postgres/0003_job_claims.sql"),
+    ),
 ];
 
 /// The advisory lock every write transaction takes (any constant shared

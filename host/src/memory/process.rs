@@ -10,7 +10,10 @@
 //! stores the outcome and marks the job `done` in one transaction: a host
 //! killed in between stores nothing of that job, and at the next start the
 //! job is `pending` again (`release_claims`), so its observations are
-//! stored once. A failed job is retried after 30 s, then 60 s, and after
+//! stored once. A claim names its host: several hosts on one store each
+//! release only their own at start, the heartbeat releases a dead host's
+//! (docs/cluster.md), and an outcome is stored only while its claim
+//! stands. A failed job is retried after 30 s, then 60 s, and after
 //! [`MAX_ATTEMPTS`] it is `failed` with the reason.
 //!
 //! A new observation that says what an active one of its group and kind
@@ -134,8 +137,9 @@ fn paused_until(now: DateTime<Utc>) -> String {
     ts(tomorrow.min(now + chrono::TimeDelta::minutes(15)))
 }
 
-/// One pass at `now`: queue what is ready, then extract and summarise up
-/// to `max_concurrent` jobs of each kind. The extractor's calls run at
+/// One pass at `now` by host `host` (the name its claims carry): queue
+/// what is ready, then extract and summarise up to `max_concurrent` jobs
+/// of each kind. The extractor's calls run at
 /// once; their outcomes are stored one by one in the order the jobs were
 /// queued, so a later batch's statement supersedes an earlier one's and
 /// never the other way round.
@@ -143,6 +147,7 @@ pub async fn pass(
     store: &Store,
     extractor: &Arc<dyn Extractor>,
     settings: &MemorySettings,
+    host: &str,
     now: DateTime<Utc>,
 ) -> Result<Processed> {
     use futures_util::StreamExt;
@@ -152,13 +157,13 @@ pub async fn pass(
     for q in [Queue::Batches, Queue::Sessions] {
         let keys = store
             .write({
-                let at = at.clone();
+                let (at, host) = (at.clone(), host.to_string());
                 move |tx| {
                     match q {
                         Queue::Batches => store::memory::queue_completed(tx, &at)?,
                         Queue::Sessions => obs::queue_summaries(tx, &at)?,
                     };
-                    obs::claim(tx, q, &at, n)
+                    obs::claim(tx, q, &at, n, &host)
                 }
             })
             .await?;
@@ -166,7 +171,7 @@ pub async fn pass(
             .map(|key| extract(store, extractor, q, key))
             .buffered(n);
         while let Some(x) = extracted.next().await {
-            match settle(store, x?, q, now).await? {
+            match settle(store, x?, q, now, host).await? {
                 Ended::Stored(k) if q == Queue::Batches => {
                     done.batches += 1;
                     done.observations += k;
@@ -253,12 +258,24 @@ async fn extract(
 }
 
 /// Stores a job's outcome and marks it done, failed or waiting, in one
-/// transaction.
-async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> Result<Ended> {
+/// transaction, while `host`'s claim on it stands.
+async fn settle(
+    store: &Store,
+    x: Extraction,
+    q: Queue,
+    now: DateTime<Utc>,
+    host: &str,
+) -> Result<Ended> {
     let at = ts(now);
+    let h = host.to_string();
     let (key, group, e) = match x {
         Extraction::Gone(key) => {
-            store.write(move |tx| obs::done(tx, q, key)).await?;
+            store
+                .write(move |tx| {
+                    obs::check_claim(tx, q, key, &h)?;
+                    obs::done(tx, q, key)
+                })
+                .await?;
             return Ok(Ended::Stored(0));
         }
         Extraction::Observations {
@@ -269,6 +286,7 @@ async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> R
         } => {
             let n = store
                 .write(move |tx| {
+                    obs::check_claim(tx, q, key, &h)?;
                     for d in &drafts {
                         let from = Provenance {
                             session: Some(session),
@@ -292,6 +310,7 @@ async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> R
         } => {
             store
                 .write(move |tx| {
+                    obs::check_claim(tx, q, session, &h)?;
                     obs::insert_summary(tx, &group, session, &summary, &at)?;
                     obs::done(tx, Queue::Sessions, session)
                 })
@@ -305,8 +324,11 @@ async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> R
         let until = paused_until(now);
         let waiting = store
             .write({
-                let (g, error, until) = (group.clone(), error.clone(), until.clone());
-                move |tx| obs::defer_group(tx, &g, (q, key), &until, &error)
+                let (g, error, until, h) = (group.clone(), error.clone(), until.clone(), h.clone());
+                move |tx| {
+                    obs::check_claim(tx, q, key, &h)?;
+                    obs::defer_group(tx, &g, (q, key), &until, &error)
+                }
             })
             .await?;
         tracing::warn!(%group, jobs = waiting, until = %until, reason = %error,
@@ -317,6 +339,7 @@ async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> R
     let last = matches!(e, ExtractError::Invalid(_));
     store
         .write(move |tx| {
+            obs::check_claim(tx, q, key, &h)?;
             let attempts = obs::attempts(tx, q, key)?;
             let retry = if last { None } else { retry_at(now, attempts) };
             if retry.is_none() {
@@ -330,24 +353,27 @@ async fn settle(store: &Store, x: Extraction, q: Queue, now: DateTime<Utc>) -> R
     Ok(Ended::Failed)
 }
 
-/// Releases claims a killed host left, then runs a pass now and every
-/// `memory.process_interval_secs` (or sooner when `wake` is notified)
-/// until stopped.
+/// Releases the claims this host's killed process left (the other hosts
+/// release a dead host's: the cluster heartbeat), then runs a pass as
+/// `host` now and every `memory.process_interval_secs` (or sooner when
+/// `wake` is notified) until stopped.
 pub fn start(
     store: Store,
     settings: MemorySettings,
     extractor: Arc<dyn Extractor>,
     wake: Arc<tokio::sync::Notify>,
+    host: String,
 ) -> Background {
     let every = Duration::from_secs(settings.process_interval_secs.max(1));
     Background::spawn(|mut stopped| async move {
-        match store.write(obs::release_claims).await {
+        let me = host.clone();
+        match store.write(move |tx| obs::release_claims(tx, &me)).await {
             Ok(n) if n > 0 => tracing::info!(jobs = n, "memory jobs a stopped host left resumed"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "memory jobs: releasing claims failed"),
         }
         loop {
-            match pass(&store, &extractor, &settings, Utc::now()).await {
+            match pass(&store, &extractor, &settings, &host, Utc::now()).await {
                 Ok(p) if p != Processed::default() => tracing::info!(?p, "memory processed"),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "memory processing failed; next pass retries"),

@@ -80,10 +80,31 @@ fn a_session_batch_and_tool_call_are_captured() {
         assert_eq!(queued, 1);
         let claimed = store
             .write_blocking(|tx| {
-                observations::claim(tx, Queue::Batches, "2026-01-01T00:02:00.000Z", 5)
+                observations::claim(tx, Queue::Batches, "2026-01-01T00:02:00.000Z", 5, "host-a")
             })
             .unwrap();
         assert_eq!(claimed, vec![batch]);
+        store
+            .read_blocking(move |c| observations::check_claim(c, Queue::Batches, batch, "host-a"))
+            .unwrap();
+        // host-a never joined (or its process is gone): on PostgreSQL the
+        // others release its claim; SQLite's one host releases its own.
+        let released = store
+            .write_blocking(observations::release_absent_claims)
+            .unwrap();
+        let shared = store.dialect() == g2_store::Dialect::Postgres;
+        assert_eq!(released, usize::from(shared));
+        assert_eq!(
+            store
+                .read_blocking(move |c| observations::check_claim(
+                    c,
+                    Queue::Batches,
+                    batch,
+                    "host-a"
+                ))
+                .is_ok(),
+            !shared
+        );
     });
 }
 

@@ -1,6 +1,9 @@
 use super::*;
 use crate::memory::extract::{Extracted, Kind, ObservationDraft, SummaryDraft};
 
+/// The host the tests' passes claim jobs as.
+const HOST: &str = "host-1";
+
 /// Remembers each prompt as a fact; fails on a prompt saying "fail".
 struct Echo;
 
@@ -81,7 +84,7 @@ async fn batches_become_observations_once_and_sessions_summaries() {
     })
     .unwrap();
     let (ex, settings) = echo();
-    let p = pass(&s, &ex, &settings, t0).await.unwrap();
+    let p = pass(&s, &ex, &settings, HOST, t0).await.unwrap();
     assert_eq!((p.batches, p.observations, p.failed), (2, 2, 1), "{p:?}");
     // The restatement superseded the first.
     let list = s
@@ -99,13 +102,13 @@ async fn batches_become_observations_once_and_sessions_summaries() {
     // after the backoff, failed for good after the last attempt.
     let later = |m: i64| t0 + chrono::TimeDelta::minutes(m);
     assert_eq!(
-        pass(&s, &ex, &settings, t0).await.unwrap(),
+        pass(&s, &ex, &settings, HOST, t0).await.unwrap(),
         Processed::default()
     );
-    let p = pass(&s, &ex, &settings, later(1)).await.unwrap();
+    let p = pass(&s, &ex, &settings, HOST, later(1)).await.unwrap();
     assert_eq!(p.failed, 1);
     // The third failure is final: the session is summarised at once.
-    let p = pass(&s, &ex, &settings, later(3)).await.unwrap();
+    let p = pass(&s, &ex, &settings, HOST, later(3)).await.unwrap();
     assert_eq!((p.failed, p.summaries), (1, 1), "{p:?}");
     let fam = GroupFolder::new("fam").unwrap();
     let sum = s
@@ -115,7 +118,7 @@ async fn batches_become_observations_once_and_sessions_summaries() {
     assert_eq!(sum.title, "the boat is moored at pier 7");
     // Nothing is left to do, and nothing is done twice.
     assert_eq!(
-        pass(&s, &ex, &settings, later(20)).await.unwrap(),
+        pass(&s, &ex, &settings, HOST, later(20)).await.unwrap(),
         Processed::default()
     );
     assert_eq!(s.read_blocking(obs::pending).unwrap(), (0, 0));
@@ -134,16 +137,26 @@ async fn a_claim_left_by_a_killed_host_is_taken_again_and_stored_once() {
         store::memory::finish_batch(tx, b, None, &ts(t0))?;
         store::memory::queue_completed(tx, &ts(t0))?;
         // A host claimed it and was killed before storing anything.
-        obs::claim(tx, Queue::Batches, &ts(t0), 1)?;
+        obs::claim(tx, Queue::Batches, &ts(t0), 1, HOST)?;
         Ok(())
     })
     .unwrap();
     let ex: Arc<dyn Extractor> = Arc::new(Echo);
     let settings = MemorySettings::default();
-    assert_eq!(pass(&s, &ex, &settings, t0).await.unwrap().batches, 0);
-    assert_eq!(s.write_blocking(obs::release_claims).unwrap(), 1);
-    assert_eq!(pass(&s, &ex, &settings, t0).await.unwrap().batches, 1);
-    assert_eq!(pass(&s, &ex, &settings, t0).await.unwrap().batches, 0);
+    assert_eq!(pass(&s, &ex, &settings, HOST, t0).await.unwrap().batches, 0);
+    // Another host starting leaves the claim alone; its own host's next
+    // process releases it.
+    assert_eq!(
+        s.write_blocking(|tx| obs::release_claims(tx, "host-2"))
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        s.write_blocking(|tx| obs::release_claims(tx, HOST)).unwrap(),
+        1
+    );
+    assert_eq!(pass(&s, &ex, &settings, HOST, t0).await.unwrap().batches, 1);
+    assert_eq!(pass(&s, &ex, &settings, HOST, t0).await.unwrap().batches, 0);
     let n = s
         .read_blocking(move |c| obs::list(c, &(&fam).into(), true))
         .unwrap()
@@ -172,7 +185,7 @@ async fn invalid_answers_fail_at_once_and_a_spent_budget_pauses_its_group_only()
     })
     .unwrap();
     let (ex, settings) = echo();
-    let p = pass(&s, &ex, &settings, t0).await.unwrap();
+    let p = pass(&s, &ex, &settings, HOST, t0).await.unwrap();
     assert_eq!((p.batches, p.failed, p.deferred), (1, 1, 3), "{p:?}");
     let states: Vec<(String, i64, Option<String>, Option<String>)> = s
         .read_blocking(|c| {
@@ -198,7 +211,7 @@ async fn invalid_answers_fail_at_once_and_a_spent_budget_pauses_its_group_only()
         assert!(st.3.as_deref().unwrap().contains("used up"));
     }
     assert_eq!(
-        pass(&s, &ex, &settings, t0 + chrono::TimeDelta::minutes(5))
+        pass(&s, &ex, &settings, HOST, t0 + chrono::TimeDelta::minutes(5))
             .await
             .unwrap(),
         Processed::default()
@@ -251,11 +264,11 @@ async fn a_compaction_gets_a_summary_that_the_end_of_the_session_renews() {
             .unwrap()
             .map(|m| m.completed)
     };
-    let p = pass(&s, &ex, &settings, later(2)).await.unwrap();
+    let p = pass(&s, &ex, &settings, HOST, later(2)).await.unwrap();
     assert_eq!((p.batches, p.summaries), (2, 1), "{p:?}");
     assert_eq!(summary().as_deref(), Some("3 prompts"));
     // Nothing new: no new summary.
-    let p = pass(&s, &ex, &settings, later(3)).await.unwrap();
+    let p = pass(&s, &ex, &settings, HOST, later(3)).await.unwrap();
     assert_eq!(p, Processed::default());
     // The session ends: its summary is made again, over everything.
     s.write_blocking(move |tx| {
@@ -269,7 +282,7 @@ async fn a_compaction_gets_a_summary_that_the_end_of_the_session_renews() {
         Ok(())
     })
     .unwrap();
-    let p = pass(&s, &ex, &settings, later(6)).await.unwrap();
+    let p = pass(&s, &ex, &settings, HOST, later(6)).await.unwrap();
     assert_eq!(p.summaries, 1, "{p:?}");
     assert_eq!(summary().as_deref(), Some("4 prompts"));
     // Its index follows the newer text.
@@ -290,7 +303,7 @@ async fn a_compaction_gets_a_summary_that_the_end_of_the_session_renews() {
         .unwrap();
     assert_eq!(hits.len(), 1, "{hits:?}");
     assert_eq!(
-        pass(&s, &ex, &settings, later(7)).await.unwrap(),
+        pass(&s, &ex, &settings, HOST, later(7)).await.unwrap(),
         Processed::default()
     );
 }
@@ -310,4 +323,42 @@ fn restatements_are_recognised() {
         "the car is at pier 7"
     ));
     assert!(!same_statement("", "x"));
+}
+
+#[tokio::test]
+async fn an_outcome_whose_claim_was_released_meanwhile_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("g2.db"), Duration::from_secs(1)).unwrap();
+    let fam = GroupFolder::new("fam").unwrap();
+    let t0: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+    let f = fam.clone();
+    let key = s
+        .write_blocking(move |tx| {
+            let a = store::memory::open_session(tx, &f, "s", None, None, &ts(t0))?;
+            let b = store::memory::start_batch(tx, a, "remember the oars", &[], &ts(t0))?;
+            store::memory::finish_batch(tx, b, None, &ts(t0))?;
+            store::memory::queue_completed(tx, &ts(t0))?;
+            Ok(obs::claim(tx, Queue::Batches, &ts(t0), 1, HOST)?[0])
+        })
+        .unwrap();
+    let ex: Arc<dyn Extractor> = Arc::new(Echo);
+    let x = extract(&s, &ex, Queue::Batches, key).await.unwrap();
+    // Meanwhile host-1 was taken for dead: its claim released, and
+    // host-2 claimed the job.
+    s.write_blocking(|tx| {
+        obs::release_claims(tx, HOST)?;
+        obs::claim(tx, Queue::Batches, &ts(t0), 1, "host-2")
+    })
+    .unwrap();
+    let err = settle(&s, x, Queue::Batches, t0, HOST)
+        .await
+        .err()
+        .expect("host-1's outcome refused");
+    assert!(err.to_string().contains("no longer claimed"), "{err}");
+    let stored = s
+        .read_blocking(move |c| obs::list(c, &(&fam).into(), true))
+        .unwrap();
+    assert!(stored.is_empty(), "{stored:?}");
+    s.write_blocking(move |tx| obs::check_claim(tx, Queue::Batches, key, "host-2"))
+        .unwrap();
 }
