@@ -7,12 +7,12 @@
 //!   posted to the next host in turn), timed until all are answered. The
 //!   first round starts the containers; the later ones find them warm
 //!   where a host has slots for them (`queue.max_containers`, 5 a host).
-//! - `takeover`: kill -9 the host running a turn, 10 times (3 hosts, the
-//!   default 10-s lease): when another host holds the group, and when the
-//!   turn, run again there, is answered.
+//! - `takeover`: kill -9 the host running five turns, 10 times (3 hosts,
+//!   15 groups, the default 10-s lease): when another host holds each
+//!   group, and when each turn, run again there, is answered.
 //!
 //! `cargo bench -p g2-host --bench cluster` (`G2_BENCH_ONLY=throughput` or
-//! `takeover` runs one; `G2_BENCH_ROUNDS`, `G2_BENCH_KILLS`).
+//! `takeover` runs one; `G2_BENCH_ROUNDS`, `G2_BENCH_KILLS`, `G2_BENCH_TURNS`).
 
 // Tests and benches fail loudly: an unwrap is the assertion.
 #![allow(clippy::unwrap_used)]
@@ -178,46 +178,57 @@ async fn throughput() {
 
 async fn takeover() {
     let kills: usize = common::env_or("G2_BENCH_KILLS", 10);
+    let turns: usize = common::env_or("G2_BENCH_TURNS", 5);
     let client = reqwest::Client::new();
-    let home = home(8, "k");
+    let home = home(3 * turns, "k");
     let ids = ["host-a", "host-b", "host-c"];
     let mut hosts: Vec<Serve> = ids.iter().map(|id| host(home.path(), id, "10")).collect();
+    // Per group (every turn of every kill), and per kill (its last group).
     let (mut moved, mut answered) = (Vec::new(), Vec::new());
+    let (mut all_moved, mut all_answered) = (Vec::new(), Vec::new());
     for k in 0..kills {
-        let owner = spread(&client, &hosts[(k + 1) % 3].url, 3).await;
+        let via = &hosts[(k + 1) % 3].url;
+        let owner = spread(&client, via, 3).await;
         let victim = k % 3;
-        let (g, _) = owner
+        let mut mine: Vec<String> = owner
             .iter()
             .filter(|(_, h)| *h == ids[victim])
-            .min()
-            .unwrap();
-        let g = g.clone();
+            .map(|(g, _)| g.clone())
+            .collect();
+        mine.sort();
+        mine.truncate(turns);
         let mark = format!("mark-{k}");
         let cmd =
             format!("g2:bash if [ -e {mark} ]; then echo again; else touch {mark}; sleep 60; fi");
-        let before = common::bot_replies(&client, &hosts[(k + 1) % 3].url, &g).await;
-        common::post_to(&client, &hosts[(k + 1) % 3].url, &g, &cmd).await;
-        let file = home.path().join(format!("groups/{g}/{mark}"));
+        let mut before = HashMap::new();
+        for g in &mine {
+            before.insert(g.clone(), common::bot_replies(&client, via, g).await);
+            common::post_to(&client, via, g, &cmd).await;
+        }
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !file.exists() {
-            assert!(Instant::now() < deadline, "the turn did not start");
+        while !mine
+            .iter()
+            .all(|g| home.path().join(format!("groups/{g}/{mark}")).exists())
+        {
+            assert!(Instant::now() < deadline, "the turns did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         hosts[victim].child.kill().unwrap();
         hosts[victim].child.wait().unwrap();
         let killed = Instant::now();
         let survivor = &hosts[(victim + 1) % 3].url;
-        let mut took = None;
-        loop {
-            if took.is_none()
-                && owners(&client, survivor).await[&g]
-                    .as_deref()
-                    .is_some_and(|h| h != ids[victim])
-            {
-                took = Some(killed.elapsed());
-            }
-            if common::bot_replies(&client, survivor, &g).await > before {
-                break;
+        let (mut took, mut done) = (HashMap::new(), HashMap::new());
+        while done.len() < mine.len() {
+            let now = owners(&client, survivor).await;
+            for g in &mine {
+                if now[g].as_deref().is_some_and(|h| h != ids[victim]) {
+                    took.entry(g.clone()).or_insert_with(|| killed.elapsed());
+                }
+                if !done.contains_key(g)
+                    && common::bot_replies(&client, survivor, g).await > before[g]
+                {
+                    done.insert(g.clone(), killed.elapsed());
+                }
             }
             assert!(
                 killed.elapsed() < Duration::from_secs(120),
@@ -225,27 +236,34 @@ async fn takeover() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let done = killed.elapsed();
-        moved.push(took.unwrap_or(done));
-        answered.push(done);
+        let last = |m: &HashMap<String, Duration>| m.values().max().copied().unwrap_or_default();
         println!(
-            "  kill {}: {g} taken over in {}, answered in {}",
+            "  kill {}: {} turns taken over by {}, all answered by {}",
             k + 1,
-            fmt_dur(took.unwrap_or(done)),
-            fmt_dur(done)
+            mine.len(),
+            fmt_dur(last(&took)),
+            fmt_dur(last(&done))
         );
+        all_moved.push(last(&took));
+        all_answered.push(last(&done));
+        moved.extend(took.into_values());
+        answered.extend(done.into_values());
         hosts[victim] = host(home.path(), ids[victim], "10");
     }
-    let (m, a) = (Samples::of(moved), Samples::of(answered));
-    println!("takeover after kill -9, {kills} kills, 3 hosts, 10-s lease:");
     println!(
-        "  group held by another host: p50 {} max {}",
-        fmt_dur(m.at(0.5)),
-        fmt_dur(m.at(1.0))
+        "takeover after kill -9, {kills} kills, 3 hosts, 10-s lease, {turns} turns mid-way each time:"
     );
-    println!(
-        "  turn answered there:        p50 {} max {}",
-        fmt_dur(a.at(0.5)),
-        fmt_dur(a.at(1.0))
-    );
+    for (what, samples) in [
+        ("a group held by another host", moved),
+        ("its turn answered there", answered),
+        ("all of a kill's groups held", all_moved),
+        ("all of a kill's turns answered", all_answered),
+    ] {
+        let s = Samples::of(samples);
+        println!(
+            "  {what:<32} p50 {} max {}",
+            fmt_dur(s.at(0.5)),
+            fmt_dur(s.at(1.0))
+        );
+    }
 }

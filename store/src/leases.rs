@@ -36,6 +36,10 @@ pub struct Host {
     pub seen_ms: i64,
     /// It is handing its groups over before it stops.
     pub stopping: bool,
+    /// Its process holds its presence in the store (always on SQLite):
+    /// false once it died, before its heartbeat is even late
+    /// ([`crate::presence`]).
+    pub present: bool,
 }
 
 /// The database's clock, in milliseconds since the epoch.
@@ -205,8 +209,11 @@ pub fn list(db: &Db<'_>) -> Result<Vec<Lease>> {
 pub fn hosts(db: &Db<'_>) -> Result<Vec<Host>> {
     query_all(
         db,
-        "SELECT host_id, api, started_ms, seen_ms, stopping FROM cluster_hosts
-         ORDER BY started_ms, host_id",
+        &format!(
+            "SELECT host_id, api, started_ms, seen_ms, stopping, {} FROM cluster_hosts h
+             ORDER BY started_ms, host_id",
+            present(db)
+        ),
         (),
         |r| {
             Ok(Host {
@@ -215,9 +222,49 @@ pub fn hosts(db: &Db<'_>) -> Result<Vec<Host>> {
                 started_ms: r.get(2)?,
                 seen_ms: r.get(3)?,
                 stopping: r.get(4)?,
+                present: r.get(5)?,
             })
         },
     )
+}
+
+/// Ends now the unexpired leases of every other host whose process is
+/// gone (its presence lock dropped: [`crate::presence`]), so that they are
+/// taken at once rather than when they run out; returns those hosts.
+/// Nothing on SQLite. A host that was only cut off from the store finds
+/// the leases it still holds renewed at its next heartbeat, and those
+/// taken meanwhile fenced.
+pub fn expire_absent(tx: &Db<'_>, me: &str) -> Result<Vec<String>> {
+    if tx.dialect() == Dialect::Sqlite {
+        return Ok(Vec::new());
+    }
+    let now = now_ms(tx)?;
+    let gone: Vec<String> = query_all(
+        tx,
+        &format!(
+            "SELECT DISTINCT h.host_id FROM cluster_hosts h JOIN leases ON leases.host_id = h.host_id
+             WHERE h.host_id <> ?1 AND leases.expires_ms > ?2 AND NOT {}
+             ORDER BY h.host_id",
+            present(tx)
+        ),
+        params![me, now],
+        |r| r.get(0),
+    )?;
+    for h in &gone {
+        tx.execute(
+            "UPDATE leases SET expires_ms = ?2 WHERE host_id = ?1 AND expires_ms > ?2",
+            params![h, now],
+        )?;
+    }
+    Ok(gone)
+}
+
+/// Whether `h` (a `cluster_hosts` row) holds its presence, as SQL.
+fn present(db: &Db<'_>) -> &'static str {
+    match db.dialect() {
+        Dialect::Sqlite => "1",
+        Dialect::Postgres => crate::presence::PRESENT_SQL,
+    }
 }
 
 const COLUMNS: &str = "name, host_id, generation, acquired_ms, expires_ms";

@@ -48,6 +48,7 @@ pub mod notify;
 pub mod observations;
 pub mod passages;
 mod postgres_store;
+pub mod presence;
 pub mod recall;
 pub mod requests;
 pub mod router_state;
@@ -80,6 +81,7 @@ const SQLITE_MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0012_embeddings.sql"),
     include_str!("../../migrations/0013_receipts.sql"),
     include_str!("../../migrations/0014_cluster.sql"),
+    include_str!("../../migrations/0015_job_claims.sql"),
 ];
 
 /// The schema version of an up-to-date SQLite store (`PRAGMA

@@ -46,10 +46,11 @@ fn print(s: &status::Status) -> Result<()> {
             "host", "api", "seen", "state", "groups"
         )?;
         for h in &s.hosts {
-            let state = match (h.live, h.stopping) {
-                (_, true) => "stopping",
-                (true, _) => "live",
-                (false, _) => "silent",
+            let state = match (h.live, h.stopping, h.present) {
+                (_, true, _) => "stopping",
+                (true, ..) => "live",
+                (false, _, false) => "gone",
+                (false, _, true) => "silent",
             };
             writeln!(
                 w,

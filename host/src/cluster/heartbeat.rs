@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Hook, Inner, Leases, host_id, is_live, lock, share};
+use super::{Hook, Inner, Leases, host_id, is_live, lock, share_of};
 use crate::Result;
 use crate::background::Background;
 use crate::config::ClusterSettings;
@@ -18,6 +18,8 @@ use g2_core::validate::GroupFolder;
 pub struct Membership {
     leases: Leases,
     beat: Background,
+    /// Dropped (the lock released) only after leaving.
+    _presence: Option<store::presence::Presence>,
 }
 
 impl Membership {
@@ -62,6 +64,16 @@ pub async fn start(
             turn: tokio::sync::Mutex::default(),
         }),
     };
+    // Present before joining: a host listed without its presence counts
+    // as dead and its leases are ended.
+    let mut presence = store.presence(leases.host_id());
+    if let Some(p) = &mut presence
+        && !p.held_within(ttl).await
+    {
+        tracing::warn!(
+            "this host's presence in the store is not held yet: the others take its groups until it is"
+        );
+    }
     let (me, a) = (leases.host_id().to_string(), api.to_string());
     store.write(move |tx| leases::join(tx, &me, &a)).await?;
     let mut next = beat(&leases, &gained, &lost).await?;
@@ -91,7 +103,11 @@ pub async fn start(
             };
         }
     });
-    Ok(Membership { leases, beat })
+    Ok(Membership {
+        leases,
+        beat,
+        _presence: presence,
+    })
 }
 
 /// One heartbeat: renew, give up what is lost, take free groups up to the
@@ -100,26 +116,44 @@ pub async fn start(
 async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Duration>> {
     let _turn = leases.inner.turn.lock().await;
     let (me, ttl) = (leases.inner.host_id.clone(), leases.inner.ttl_ms);
-    let (renewed, taken, keep, next_end) = leases
+    let (renewed, taken, keep, next_end, gone) = leases
         .inner
         .store
         .write(move |tx| {
             leases::beat(tx, &me, false)?;
+            // A host whose process died: its leases end now, and the
+            // memory jobs it had claimed are anyone's again.
+            let gone = leases::expire_absent(tx, &me)?;
+            let jobs = store::observations::release_absent_claims(tx)?;
+            if jobs > 0 {
+                tracing::info!(jobs, "memory jobs of a gone host released");
+            }
             let renewed = leases::renew(tx, &me, ttl)?;
-            let share = share(tx, ttl)?;
-            let room = share.saturating_sub(renewed.len());
             let now = leases::now_ms(tx)?;
             let all = leases::list(tx)?;
+            let groups = store::groups::list(tx)?;
+            let hosts = leases::hosts(tx)?;
+            let share = share_of(
+                groups.len(),
+                hosts.iter().filter(|h| is_live(h, now, ttl)).count(),
+            );
+            // Without its presence (another process runs under this host
+            // id) this host takes nothing: the others end what it holds.
+            let present = hosts.iter().any(|h| h.host_id == me && h.present);
+            let room = if present {
+                share.saturating_sub(renewed.len())
+            } else {
+                0
+            };
             // Another live host below the even share while this one holds
             // the rounded-up share: this one keeps only the even share
             // (16 groups on 3 hosts are 6, 5, 5, never 6, 6, 4).
-            let groups = store::groups::list(tx)?.len();
-            let live: Vec<String> = leases::hosts(tx)?
+            let live: Vec<String> = hosts
                 .into_iter()
                 .filter(|h| is_live(h, now, ttl) && h.host_id != me)
                 .map(|h| h.host_id)
                 .collect();
-            let floor = groups / (live.len() + 1);
+            let floor = groups.len() / (live.len() + 1);
             let short = live.iter().any(|h| {
                 all.iter()
                     .filter(|l| &l.host_id == h && l.expires_ms > now && !l.name.contains(':'))
@@ -140,7 +174,7 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Dura
                 .map(|l| l.expires_ms - now)
                 .min();
             let mut taken = Vec::new();
-            for g in store::groups::list(tx)? {
+            for g in groups {
                 if taken.len() >= room {
                     break;
                 }
@@ -151,9 +185,12 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Dura
                     taken.push((g.folder, l.generation));
                 }
             }
-            Ok((renewed, taken, keep, next_end))
+            Ok((renewed, taken, keep, next_end, gone))
         })
         .await?;
+    for h in &gone {
+        tracing::warn!(host = %h, "host gone (its presence in the store ended): its leases end now");
+    }
     // What the store says this host holds now, against what it thought.
     let now: HashMap<GroupFolder, i64> = renewed
         .into_iter()

@@ -23,8 +23,11 @@ pub struct Host {
     pub started_ms: i64,
     /// Since its last heartbeat.
     pub seen_ago_ms: i64,
-    /// A heartbeat within the lease time.
+    /// Present, not stopping, and a heartbeat within half the lease time
+    /// ([`super::is_live`]).
     pub live: bool,
+    /// Its process holds its presence in the store (false: it died).
+    pub present: bool,
     pub stopping: bool,
     /// The groups it holds a lease on.
     pub groups: usize,
@@ -65,6 +68,7 @@ pub async fn read(store: &Store, lease_secs: u64) -> Result<Status> {
                     host_id: h.host_id,
                     api: h.api,
                     started_ms: h.started_ms,
+                    present: h.present,
                     stopping: h.stopping,
                 })
                 .collect();

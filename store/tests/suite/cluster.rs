@@ -307,3 +307,72 @@ fn stored_messages_are_announced_to_other_stores_once_committed() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(rx.try_recv().ok(), None, "nothing else");
 }
+
+#[test]
+fn a_host_whose_presence_ended_has_its_leases_ended_by_the_others() {
+    let sqlite = &super::backends()[0];
+    assert!(sqlite.store.presence("a").is_none(), "SQLite: one host");
+    sqlite
+        .store
+        .write_blocking(|tx| leases::join(tx, "a", ""))
+        .unwrap();
+    assert!(sqlite.store.read_blocking(leases::hosts).unwrap()[0].present);
+    let Some(cluster) = crate::pg_cluster::Cluster::shared() else {
+        assert!(!super::in_ci(), "PostgreSQL is required in CI");
+        return;
+    };
+    // Host a's and host b's stores on one database.
+    let url = cluster.database();
+    let open = || g2_store::Store::open_postgres(&url, Duration::from_secs(5)).unwrap();
+    let (a, b) = (open(), open());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut present = a.presence("a").unwrap();
+    assert!(rt.block_on(present.held_within(Duration::from_secs(5))));
+    // A second process under the same host id waits for the first.
+    let mut twin = b.presence("a").unwrap();
+    assert!(!rt.block_on(twin.held_within(Duration::from_millis(1500))));
+    drop(twin);
+    let _b_present = b.presence("b").unwrap();
+    a.write_blocking(|tx| leases::join(tx, "a", "")).unwrap();
+    b.write_blocking(|tx| leases::join(tx, "b", "")).unwrap();
+    a.write_blocking(|tx| leases::acquire(tx, "fam", "a", 60_000))
+        .unwrap()
+        .unwrap();
+    let presence_of = |host: &str| {
+        b.read_blocking(leases::hosts)
+            .unwrap()
+            .into_iter()
+            .find(|h| h.host_id == host)
+            .unwrap()
+            .present
+    };
+    assert!(presence_of("a"));
+    assert_eq!(
+        b.write_blocking(|tx| leases::expire_absent(tx, "b")).unwrap(),
+        Vec::<String>::new(),
+        "a is present: its lease stands"
+    );
+    // a's process ends: its lock goes with its connection.
+    drop(present);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while presence_of("a") {
+        assert!(std::time::Instant::now() < deadline, "a still present");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        b.write_blocking(|tx| leases::expire_absent(tx, "b")).unwrap(),
+        ["a"]
+    );
+    let taken = b
+        .write_blocking(|tx| leases::acquire(tx, "fam", "b", 60_000))
+        .unwrap()
+        .expect("a gone host's lease is free before it runs out");
+    assert_eq!(taken.generation, 2);
+    let err = a
+        .write_blocking(|tx| leases::fence(tx, "fam", "a", 1))
+        .unwrap_err();
+    assert!(matches!(err, Error::Fenced { .. }), "{err}");
+}
