@@ -193,6 +193,15 @@ impl Leases {
         }))
     }
 
+    /// The lease on a group at `generation`, as the writes of a run started
+    /// under it carry it.
+    pub fn at(&self, generation: i64) -> Fence {
+        Fence {
+            leases: self.clone(),
+            generation,
+        }
+    }
+
     /// Refuses the write it runs in unless this host still holds `folder`
     /// at `generation`.
     pub fn fence(&self, tx: &store::Db<'_>, folder: &GroupFolder, generation: i64) -> Result<()> {
@@ -213,6 +222,21 @@ impl Leases {
     }
 }
 
+/// A run's lease, carried by its writes for the group: [`Fence::check`]
+/// refuses the write it runs in once the lease is not this host's at that
+/// generation.
+#[derive(Clone)]
+pub struct Fence {
+    leases: Leases,
+    generation: i64,
+}
+
+impl Fence {
+    pub fn check(&self, tx: &store::Db<'_>, folder: &GroupFolder) -> Result<()> {
+        self.leases.fence(tx, folder, self.generation)
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -222,25 +246,30 @@ pub fn is_fenced(e: &Error) -> bool {
     matches!(e, Error::Fenced { .. })
 }
 
-/// Whether a host counts among the live ones: not stopping, and heard
-/// from within half a lease (it beats at least three times a lease). By
-/// the time a dead host's leases end, the others have counted it out for
-/// half a lease, and take its groups at once.
+/// Whether a host counts among the live ones: present (its process holds
+/// its presence lock; [`store::presence`]), not stopping, and heard from
+/// within half a lease (it beats at least three times a lease). A dead
+/// process is counted out at once; a paused one by the time its leases
+/// end (it has been silent for half a lease), so the others take its
+/// groups then.
 pub fn is_live(h: &leases::Host, now_ms: i64, ttl_ms: i64) -> bool {
-    !h.stopping && now_ms - h.seen_ms < ttl_ms / 2
+    h.present && !h.stopping && now_ms - h.seen_ms < ttl_ms / 2
 }
 
 /// How many groups a host should hold: the registered groups over the
-/// live hosts (a heartbeat within the lease time, not stopping), rounded up.
+/// live hosts ([`is_live`]), rounded up.
 fn share(tx: &store::Db<'_>, ttl_ms: i64) -> Result<usize> {
     let now = leases::now_ms(tx)?;
     let live = leases::hosts(tx)?
         .iter()
         .filter(|h| is_live(h, now, ttl_ms))
-        .count()
-        .max(1);
-    let groups = store::groups::list(tx)?.len();
-    Ok(groups.div_ceil(live).max(1))
+        .count();
+    Ok(share_of(store::groups::list(tx)?.len(), live))
+}
+
+/// [`share`] of `groups` over `live` hosts.
+fn share_of(groups: usize, live: usize) -> usize {
+    groups.div_ceil(live.max(1)).max(1)
 }
 
 /// This host's name: `cluster.host_id`, else the machine's host name.

@@ -166,10 +166,18 @@ impl RequestServer {
     /// tells whoever takes in `events/` to look (`Links::events_arrived`).
     pub async fn drain(&self, folder: &GroupFolder) {
         // Another host's group is its to serve (its container writes them).
-        if let Some(l) = &self.leases
-            && l.generation(folder).is_none()
-        {
-            return;
+        // Asked of the store, not of what this host believes: a host paused
+        // past its lease still believes it holds the group, and must not act
+        // on what its old container asked once it runs again.
+        if let Some(l) = &self.leases {
+            match l.confirm(folder).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(group = %folder, error = %e, "agent requests wait: the lease could not be confirmed");
+                    return;
+                }
+            }
         }
         // Beneath directory handles: a link planted in place of a folder or
         // a request is refused (and recorded), never followed.

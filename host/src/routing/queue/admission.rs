@@ -113,7 +113,7 @@ impl Queue {
                     let home = self.agents.home();
                     // Marked before the agent has it: an edit that comes
                     // later no longer changes these messages.
-                    let fence = self.leases.clone().zip(run.lease);
+                    let fence = super::fence(self.leases.as_ref(), run.lease);
                     if let Err(e) = mark_inflight(&self.store, folder, b.upto, fence).await {
                         if crate::cluster::is_fenced(&e) {
                             run.fenced = true;

@@ -266,6 +266,12 @@ pub struct Queue {
     adopted: HashMap<GroupFolder, i64>,
 }
 
+/// What a run's writes for its group carry: its lease, when hosts share
+/// the store.
+fn fence(leases: Option<&Leases>, lease: Option<i64>) -> Option<crate::cluster::Fence> {
+    leases.zip(lease).map(|(l, g)| l.at(g))
+}
+
 impl Queue {
     /// Starts the queue actor; what it says to the chats goes out through
     /// `outlet`.

@@ -44,7 +44,7 @@ impl Queue {
                 match turn {
                     Turn::Reply(text) => {
                         g.retries = 0;
-                        let fence = self.leases.clone().zip(run.lease);
+                        let fence = super::fence(self.leases.as_ref(), run.lease);
                         match self.store_reply(folder, text, upto, fence).await {
                             Ok(Some(m)) => self.outlet.deliver(m).await,
                             Ok(None) => {}
@@ -129,7 +129,7 @@ impl Queue {
         folder: &GroupFolder,
         text: String,
         upto: i64,
-        fence: Option<(crate::cluster::Leases, i64)>,
+        fence: Option<crate::cluster::Fence>,
     ) -> Result<Option<Message>> {
         let (f, sender, outlet, redactor) = (
             folder.clone(),
@@ -140,8 +140,8 @@ impl Queue {
         let reply = self
             .store
             .write(move |tx| {
-                if let Some((leases, generation)) = &fence {
-                    leases.fence(tx, &f, *generation)?;
+                if let Some(fence) = &fence {
+                    fence.check(tx, &f)?;
                 }
                 // Read again, in the reply's own transaction: the group may
                 // have been removed (and its chat given to another) since

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::{Cmd, Kind, Queue, Run, router};
 use crate::agent::{self, RunOptions};
-use crate::cluster::Leases;
+use crate::cluster::Fence;
 use crate::groups::Group;
 use crate::routing::notices;
 use crate::store::Store;
@@ -24,13 +24,13 @@ pub(super) async fn mark_inflight(
     store: &Store,
     folder: &GroupFolder,
     upto: i64,
-    fence: Option<(Leases, i64)>,
+    fence: Option<Fence>,
 ) -> crate::Result<()> {
     let f = folder.clone();
     let r = store
         .write(move |tx| {
-            if let Some((leases, generation)) = &fence {
-                leases.fence(tx, &f, *generation)?;
+            if let Some(fence) = &fence {
+                fence.check(tx, &f)?;
             }
             router::mark_inflight(tx, &f, upto)
         })
@@ -183,7 +183,7 @@ impl Queue {
             fenced: false,
         });
         let (agents, me, store) = (self.agents.clone(), self.me.clone(), self.store.clone());
-        let fence = self.leases.clone().zip(lease);
+        let fence = super::fence(self.leases.as_ref(), lease);
         tokio::spawn(async move {
             let f = group.folder.clone();
             if let Some(upto) = inflight
