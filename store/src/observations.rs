@@ -230,7 +230,9 @@ pub fn attempts(conn: &Db<'_>, q: Queue, key: i64) -> Result<i64> {
 pub fn done(tx: &Db<'_>, q: Queue, key: i64) -> Result<()> {
     let (table, k) = q.table_key();
     tx.execute(
-        &format!("UPDATE {table} SET state = 'done', error = NULL, claimed_by = NULL WHERE {k} = ?1"),
+        &format!(
+            "UPDATE {table} SET state = 'done', error = NULL, claimed_by = NULL WHERE {k} = ?1"
+        ),
         [key],
     )?;
     if q == Queue::Batches {

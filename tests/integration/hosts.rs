@@ -357,7 +357,11 @@ async fn a_killed_hosts_turns_are_taken_over_at_once_and_answered_once() {
         .iter()
         .find(|h| h["host_id"] == "host-a")
         .unwrap();
-    assert_eq!((&a["present"], &a["live"]), (&false.into(), &false.into()), "{a}");
+    assert_eq!(
+        (&a["present"], &a["live"]),
+        (&false.into(), &false.into()),
+        "{a}"
+    );
     let slowest = answered.values().max().copied().unwrap_or_default();
     assert!(
         slowest <= Duration::from_secs(60),

@@ -351,7 +351,8 @@ fn a_host_whose_presence_ended_has_its_leases_ended_by_the_others() {
     };
     assert!(presence_of("a"));
     assert_eq!(
-        b.write_blocking(|tx| leases::expire_absent(tx, "b")).unwrap(),
+        b.write_blocking(|tx| leases::expire_absent(tx, "b"))
+            .unwrap(),
         Vec::<String>::new(),
         "a is present: its lease stands"
     );
@@ -363,7 +364,8 @@ fn a_host_whose_presence_ended_has_its_leases_ended_by_the_others() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        b.write_blocking(|tx| leases::expire_absent(tx, "b")).unwrap(),
+        b.write_blocking(|tx| leases::expire_absent(tx, "b"))
+            .unwrap(),
         ["a"]
     );
     let taken = b

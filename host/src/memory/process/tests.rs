@@ -152,7 +152,8 @@ async fn a_claim_left_by_a_killed_host_is_taken_again_and_stored_once() {
         0
     );
     assert_eq!(
-        s.write_blocking(|tx| obs::release_claims(tx, HOST)).unwrap(),
+        s.write_blocking(|tx| obs::release_claims(tx, HOST))
+            .unwrap(),
         1
     );
     assert_eq!(pass(&s, &ex, &settings, HOST, t0).await.unwrap().batches, 1);
