@@ -284,6 +284,7 @@ fn extraction(batches: usize) {
                 &store,
                 &extractor,
                 &settings,
+                "bench",
                 chrono::Utc::now(),
             ))
             .unwrap();

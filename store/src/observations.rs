@@ -126,18 +126,7 @@ impl Queue {
 /// Jobs `host`'s earlier process left `processing` (and those claimed
 /// before claims were named) go back to `pending`: at its start.
 pub fn release_claims(tx: &Db<'_>, host: &str) -> Result<usize> {
-    let mut n = 0;
-    for q in [Queue::Batches, Queue::Sessions] {
-        let (table, _) = q.table_key();
-        n += tx.execute(
-            &format!(
-                "UPDATE {table} SET state = 'pending', claimed_by = NULL
-                 WHERE state = 'processing' AND (claimed_by IS NULL OR claimed_by = ?1)"
-            ),
-            [host],
-        )?;
-    }
-    Ok(n)
+    release_where(tx, "(claimed_by IS NULL OR claimed_by = ?1)", Some(host))
 }
 
 /// Jobs claimed by a host whose process is gone (its presence in the store
@@ -147,18 +136,27 @@ pub fn release_absent_claims(tx: &Db<'_>) -> Result<usize> {
     if tx.dialect() == Dialect::Sqlite {
         return Ok(0);
     }
+    let absent = format!(
+        "claimed_by IS NOT NULL
+         AND claimed_by NOT IN (SELECT host_id FROM cluster_hosts h WHERE {})",
+        crate::presence::PRESENT_SQL
+    );
+    release_where(tx, &absent, None)
+}
+
+/// The `processing` jobs `which` picks (`?1`: `host`) go back to `pending`.
+fn release_where(tx: &Db<'_>, which: &str, host: Option<&str>) -> Result<usize> {
     let mut n = 0;
     for q in [Queue::Batches, Queue::Sessions] {
         let (table, _) = q.table_key();
-        n += tx.execute(
-            &format!(
-                "UPDATE {table} SET state = 'pending', claimed_by = NULL
-                 WHERE state = 'processing' AND claimed_by IS NOT NULL
-                   AND claimed_by NOT IN (SELECT host_id FROM cluster_hosts h WHERE {})",
-                crate::presence::PRESENT_SQL
-            ),
-            (),
-        )?;
+        let sql = format!(
+            "UPDATE {table} SET state = 'pending', claimed_by = NULL
+             WHERE state = 'processing' AND {which}"
+        );
+        n += match host {
+            Some(h) => tx.execute(&sql, [h])?,
+            None => tx.execute(&sql, ())?,
+        };
     }
     Ok(n)
 }

@@ -124,23 +124,30 @@ async fn batches_become_observations_once_and_sessions_summaries() {
     assert_eq!(s.read_blocking(obs::pending).unwrap(), (0, 0));
 }
 
-#[tokio::test]
-async fn a_claim_left_by_a_killed_host_is_taken_again_and_stored_once() {
-    let dir = tempfile::tempdir().unwrap();
+/// A store in `dir` with one completed batch of group `fam`, its job
+/// (the key returned) claimed by [`HOST`] at the returned time.
+fn claimed_batch(dir: &tempfile::TempDir) -> (Store, GroupFolder, DateTime<Utc>, i64) {
     let s = Store::open(&dir.path().join("g2.db"), Duration::from_secs(1)).unwrap();
     let fam = GroupFolder::new("fam").unwrap();
     let t0: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
     let f = fam.clone();
-    s.write_blocking(move |tx| {
-        let a = store::memory::open_session(tx, &f, "s", None, None, &ts(t0))?;
-        let b = store::memory::start_batch(tx, a, "remember the oars", &[], &ts(t0))?;
-        store::memory::finish_batch(tx, b, None, &ts(t0))?;
-        store::memory::queue_completed(tx, &ts(t0))?;
-        // A host claimed it and was killed before storing anything.
-        obs::claim(tx, Queue::Batches, &ts(t0), 1, HOST)?;
-        Ok(())
-    })
-    .unwrap();
+    let key = s
+        .write_blocking(move |tx| {
+            let a = store::memory::open_session(tx, &f, "s", None, None, &ts(t0))?;
+            let b = store::memory::start_batch(tx, a, "remember the oars", &[], &ts(t0))?;
+            store::memory::finish_batch(tx, b, None, &ts(t0))?;
+            store::memory::queue_completed(tx, &ts(t0))?;
+            Ok(obs::claim(tx, Queue::Batches, &ts(t0), 1, HOST)?[0])
+        })
+        .unwrap();
+    (s, fam, t0, key)
+}
+
+#[tokio::test]
+async fn a_claim_left_by_a_killed_host_is_taken_again_and_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, fam, t0, _) = claimed_batch(&dir);
+    // HOST claimed it and was killed before storing anything.
     let ex: Arc<dyn Extractor> = Arc::new(Echo);
     let settings = MemorySettings::default();
     assert_eq!(pass(&s, &ex, &settings, HOST, t0).await.unwrap().batches, 0);
@@ -329,19 +336,7 @@ fn restatements_are_recognised() {
 #[tokio::test]
 async fn an_outcome_whose_claim_was_released_meanwhile_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(&dir.path().join("g2.db"), Duration::from_secs(1)).unwrap();
-    let fam = GroupFolder::new("fam").unwrap();
-    let t0: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
-    let f = fam.clone();
-    let key = s
-        .write_blocking(move |tx| {
-            let a = store::memory::open_session(tx, &f, "s", None, None, &ts(t0))?;
-            let b = store::memory::start_batch(tx, a, "remember the oars", &[], &ts(t0))?;
-            store::memory::finish_batch(tx, b, None, &ts(t0))?;
-            store::memory::queue_completed(tx, &ts(t0))?;
-            Ok(obs::claim(tx, Queue::Batches, &ts(t0), 1, HOST)?[0])
-        })
-        .unwrap();
+    let (s, fam, t0, key) = claimed_batch(&dir);
     let ex: Arc<dyn Extractor> = Arc::new(Echo);
     let x = extract(&s, &ex, Queue::Batches, key).await.unwrap();
     // Meanwhile host-1 was taken for dead: its claim released, and
