@@ -84,17 +84,6 @@ impl Store {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sql_names_the_lock_taken() {
-        let class = format!("l.classid = {PRESENCE_CLASS}::oid");
-        assert!(PRESENT_SQL.contains(&class), "{PRESENT_SQL}");
-    }
-}
-
 /// One connection's worth of presence: takes the lock (waiting while
 /// another process holds it), then keeps the connection until it fails or
 /// `stop` is set; closing it releases the lock.
@@ -138,4 +127,15 @@ fn hold_once(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sql_names_the_lock_taken() {
+        let class = format!("l.classid = {PRESENCE_CLASS}::oid");
+        assert!(PRESENT_SQL.contains(&class), "{PRESENT_SQL}");
+    }
 }

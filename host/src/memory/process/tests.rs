@@ -346,10 +346,9 @@ async fn an_outcome_whose_claim_was_released_meanwhile_is_dropped() {
         obs::claim(tx, Queue::Batches, &ts(t0), 1, "host-2")
     })
     .unwrap();
-    let err = settle(&s, x, Queue::Batches, t0, HOST)
-        .await
-        .err()
-        .expect("host-1's outcome refused");
+    let Err(err) = settle(&s, x, Queue::Batches, t0, HOST).await else {
+        panic!("host-1's outcome stored");
+    };
     assert!(err.to_string().contains("no longer claimed"), "{err}");
     let stored = s
         .read_blocking(move |c| obs::list(c, &(&fam).into(), true))
