@@ -104,7 +104,13 @@ const MAX_IDLE_READERS: usize = 4;
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+    /// Run first in every write transaction ([`Store::guarded`]).
+    guard: Option<Guard>,
 }
+
+/// A check a write must pass, in its own transaction: an `Err` refuses
+/// (rolls back) the write.
+pub type Guard = Arc<dyn Fn(&Db<'_>) -> Result<()> + Send + Sync>;
 
 enum Inner {
     Sqlite {
@@ -145,6 +151,7 @@ impl Store {
                 writer: Mutex::new(writer),
                 readers: Mutex::new(Vec::new()),
             }),
+            guard: None,
         })
     }
 
@@ -155,7 +162,20 @@ impl Store {
         let pool = postgres_store::Pool::open(url, busy_timeout)?;
         Ok(Self {
             inner: Arc::new(Inner::Postgres(pool)),
+            guard: None,
         })
+    }
+
+    /// This store (the same database and connections), with `guard` run
+    /// first in every write transaction: a write it refuses stores nothing.
+    /// Reads are not guarded. What serves a group for a host that may lose
+    /// it (several hosts on one store) writes through one guarded by the
+    /// group's lease.
+    pub fn guarded(&self, guard: Guard) -> Store {
+        Store {
+            inner: self.inner.clone(),
+            guard: Some(guard),
+        }
     }
 
     /// The store `url` names: `sqlite:` (or a path) opens `default_path`
@@ -245,6 +265,12 @@ impl Store {
 
     /// [`Store::write_blocking`] on a thread known to run no async code.
     fn write_here<T>(&self, f: impl FnOnce(&Db<'_>) -> Result<T>) -> Result<T> {
+        let f = |tx: &Db<'_>| {
+            if let Some(guard) = &self.guard {
+                guard(tx)?;
+            }
+            f(tx)
+        };
         match &*self.inner {
             Inner::Sqlite { writer, .. } => {
                 // A panic in another writer poisons the lock but leaves the

@@ -30,6 +30,19 @@ impl Fixture {
     /// Writes a request into `folder`'s IPC folder, lets the host serve it,
     /// and returns the response.
     async fn ask(&self, folder: &str, action: Action) -> TaskResponse {
+        let id = self.put(folder, action);
+        self.server.drain(&gf(folder)).await;
+        let path = self
+            .home
+            .path()
+            .join(format!("data/ipc/{folder}/responses/{id}.json"));
+        let r: TaskResponse = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        std::fs::remove_file(path).unwrap();
+        r
+    }
+
+    /// Writes a request into `folder`'s IPC folder; returns its id.
+    fn put(&self, folder: &str, action: Action) -> String {
         self.n.set(self.n.get() + 1);
         let id = format!("req-{}", self.n.get());
         let sub = if matches!(action, Action::SendMessage { .. }) {
@@ -48,14 +61,7 @@ impl Fixture {
             &serde_json::to_vec(&req).unwrap(),
         )
         .unwrap();
-        self.server.drain(&gf(folder)).await;
-        let path = self
-            .home
-            .path()
-            .join(format!("data/ipc/{folder}/responses/{id}.json"));
-        let r: TaskResponse = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        std::fs::remove_file(path).unwrap();
-        r
+        id
     }
 
     async fn ok(&self, folder: &str, action: Action) -> String {
@@ -512,4 +518,53 @@ async fn links_planted_in_the_ipc_folder_are_never_followed() {
         recorded >= 5,
         "4 folders and 1 file recorded, got {recorded}"
     );
+}
+
+/// Several hosts on one store (docs/cluster.md): a host serves a group's
+/// requests only while the store says it holds the group's lease, even
+/// when it still believes it does (a host paused past its lease).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_served_only_while_the_store_gives_this_host_the_lease() {
+    use g2_host::store::leases;
+    let mut f = Fixture::new();
+    let settings = g2_host::config::ClusterSettings {
+        host_id: Some("host-a".into()),
+        lease_secs: 60,
+        ..Default::default()
+    };
+    let nothing: g2_host::cluster::Hook = std::sync::Arc::new(|_| {});
+    let member = g2_host::cluster::start(f.home.store(), &settings, "", nothing.clone(), nothing)
+        .await
+        .unwrap();
+    f.server = f.server.clone().with_leases(member.leases().clone());
+    // Alone, host-a holds every group: family's request is served.
+    f.ok("family", schedule(None)).await;
+    let tasks = "SELECT count(*) FROM scheduled_tasks";
+    assert_eq!(f.count(tasks), 1);
+    // host-b takes family's lease in the store; host-a has not heard yet.
+    f.home
+        .store()
+        .write_blocking(|tx| {
+            let g = leases::get(tx, "family")?.unwrap().generation;
+            leases::release(tx, "family", "host-a", g)?;
+            leases::acquire(tx, "family", "host-b", 60_000)
+        })
+        .unwrap()
+        .unwrap();
+    let id = f.put("family", schedule(None));
+    f.server.drain(&gf("family")).await;
+    let dir = f.home.path().join("data/ipc/family");
+    assert!(
+        !dir.join(format!("responses/{id}.json")).exists(),
+        "host-a answered a request of host-b's group"
+    );
+    assert!(
+        dir.join(format!("tasks/{id}.json")).exists(),
+        "the request waits for its group's owner"
+    );
+    assert_eq!(f.count(tasks), 1, "nothing scheduled by host-a");
+    // Its other groups are still its own.
+    f.ok("work", schedule(None)).await;
+    assert_eq!(f.count(tasks), 2);
+    member.stop().await;
 }

@@ -283,6 +283,15 @@ pub struct Channels {
 }
 
 impl Channels {
+    /// These channels storing through `store` (the same database, guarded:
+    /// [`Store::guarded`]); everything else is shared.
+    pub fn with_store(&self, store: Store) -> Self {
+        Self {
+            store,
+            ..self.clone()
+        }
+    }
+
     /// The HTTP channel only, no router (CLI commands).
     pub fn new(store: Store) -> Self {
         // One indexed lookup; the channels are made once, at start.

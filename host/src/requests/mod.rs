@@ -172,6 +172,26 @@ impl RequestServer {
         }
     }
 
+    /// This server with every write it makes refused once `folder`'s lease
+    /// is no longer this host's at the fence's generation (the store, the
+    /// sessions and `send_message`'s channels all write through one guarded
+    /// store): what a group's agent asked is carried out only while this
+    /// host owns the group.
+    fn fenced(&self, folder: &GroupFolder, fence: crate::cluster::Fence) -> Self {
+        let f = folder.clone();
+        let store = self
+            .store
+            .guarded(std::sync::Arc::new(move |tx| fence.check(tx, &f)));
+        let mut links = self.links.clone();
+        links.channels = links.channels.with_store(store.clone());
+        RequestServer {
+            sessions: self.sessions.with_store(store.clone()),
+            store,
+            links,
+            ..self.clone()
+        }
+    }
+
     fn session_changed(&self, folder: &GroupFolder) {
         if let Some(f) = &self.links.session_changed {
             f(folder);

@@ -168,17 +168,24 @@ impl RequestServer {
         // Another host's group is its to serve (its container writes them).
         // Asked of the store, not of what this host believes: a host paused
         // past its lease still believes it holds the group, and must not act
-        // on what its old container asked once it runs again.
-        if let Some(l) = &self.leases {
-            match l.confirm(folder).await {
-                Ok(Some(_)) => {}
+        // on what its old container asked once it runs again. Every write
+        // the requests make is fenced by that lease (a lease lost while they
+        // are served stops them).
+        let fenced;
+        let server = match &self.leases {
+            None => self,
+            Some(l) => match l.confirm(folder).await {
+                Ok(Some(g)) => {
+                    fenced = self.fenced(folder, l.at(g));
+                    &fenced
+                }
                 Ok(None) => return,
                 Err(e) => {
                     tracing::warn!(group = %folder, error = %e, "agent requests wait: the lease could not be confirmed");
                     return;
                 }
-            }
-        }
+            },
+        };
         // Beneath directory handles: a link planted in place of a folder or
         // a request is refused (and recorded), never followed.
         let Ok(tree) = self.home.ipc_tree(folder) else {
@@ -195,7 +202,7 @@ impl RequestServer {
                 }
                 let outcome = match read_request(&self.home, folder, &dir, &claimed, sub) {
                     Ok((req, named)) => {
-                        let response = self.handle(folder, req, named.as_deref()).await;
+                        let response = server.handle(folder, req, named.as_deref()).await;
                         respond(&self.home, folder, &tree, &response).map_err(|e| e.to_string())
                     }
                     Err(why) => {

@@ -107,6 +107,15 @@ impl SessionManager {
         }
     }
 
+    /// This manager writing through `store` (the same database, guarded:
+    /// [`Store::guarded`]); the session cache is shared.
+    pub fn with_store(&self, store: Store) -> Self {
+        Self {
+            store,
+            ..self.clone()
+        }
+    }
+
     /// What archives are cleaned with (the patterns and the host's own
     /// credential): memory capture cleans with the same.
     pub fn redactor(&self) -> &g2_core::privacy::Redactor {

@@ -153,3 +153,46 @@ fn the_schema_version_is_reported() {
         assert!(version >= 1, "{version}");
     });
 }
+
+#[test]
+fn a_guarded_store_refuses_every_write_its_guard_refuses() {
+    each(|store| {
+        let open = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let o = open.clone();
+        // The guard reads in the write's own transaction, as a lease check does.
+        let guarded = store.guarded(std::sync::Arc::new(move |tx| {
+            let _: i64 = tx.query_row("SELECT count(*) FROM router_state", (), |r| r.get(0))?;
+            if o.load(std::sync::atomic::Ordering::SeqCst) {
+                Ok(())
+            } else {
+                Err(Error::Fenced {
+                    name: "fam".into(),
+                    generation: 1,
+                })
+            }
+        }));
+        let put = |s: &g2_store::Store, k: &str| {
+            let k = k.to_string();
+            s.write_blocking(move |tx| {
+                tx.execute(
+                    "INSERT INTO router_state (key, value) VALUES (?1, 'v')",
+                    params![k],
+                )
+            })
+        };
+        put(&guarded, "a").unwrap();
+        open.store(false, std::sync::atomic::Ordering::SeqCst);
+        let err = put(&guarded, "b").unwrap_err();
+        assert!(matches!(err, Error::Fenced { .. }), "{err}");
+        // The unguarded store and reads through the guarded one go on.
+        put(store, "c").unwrap();
+        let keys: Vec<String> = guarded
+            .read_blocking(|c| {
+                g2_store::query_all(c, "SELECT key FROM router_state ORDER BY key", (), |r| {
+                    r.get(0)
+                })
+            })
+            .unwrap();
+        assert_eq!(keys, ["a", "c"]);
+    });
+}
