@@ -5,7 +5,8 @@
 //! panicking or killed test binary stops its cluster too).
 //!
 //! PostgreSQL comes from Debian (`scripts/setup.sh` installs it); its
-//! binaries are found under `/usr/lib/postgresql/*/bin` or `G2_PG_BIN`.
+//! binaries are found under `/usr/lib/postgresql/*/bin` or `G2_PG_BIN`;
+//! `G2_PG_OPTIONS` adds server settings (`-c name=value …`).
 //! `initdb` will not run as root, so as root the cluster is made and run
 //! as the `postgres` user. Shared by the store's suite and the host's
 //! integration tests (included with `#[path]`).
@@ -119,10 +120,13 @@ impl Cluster {
             String::from_utf8_lossy(&out.stderr)
         );
         let port = free_port();
+        // `G2_PG_OPTIONS`: more server settings, e.g. to log slow statements
+        // with their plans while profiling a bench (docs/development.md).
         let opts = format!(
             "-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={} \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
-            dir.display()
+             -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 {}",
+            dir.display(),
+            std::env::var("G2_PG_OPTIONS").unwrap_or_default()
         );
         let log = dir.join("log");
         let out = run(

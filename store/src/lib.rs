@@ -367,6 +367,15 @@ impl<'a> Backend<'a> {
         }
     }
 
+    /// The password a PostgreSQL URL carries (`postgres://user:pw@…`),
+    /// which belongs in `PGPASSWORD` instead (docs/postgres.md).
+    pub fn password(url: &str) -> Option<String> {
+        let config: postgres::Config = url.parse().ok()?;
+        config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+    }
+
     /// The SQLite file it names (`default` for `sqlite:` alone); `None`
     /// for PostgreSQL.
     pub fn sqlite_file(&self, default: &Path) -> Option<PathBuf> {

@@ -29,6 +29,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         3,
         include_str!("../../migrations/postgres/0003_job_claims.sql"),
     ),
+    (
+        4,
+        include_str!("../../migrations/postgres/0004_passages_by_group.sql"),
+    ),
 ];
 
 /// The advisory lock every write transaction takes (any constant shared

@@ -103,6 +103,28 @@ const CANDIDATES: &str = concat!(
  ORDER BY s.score"
 );
 
+/// [`CANDIDATES`] on PostgreSQL: its `passages_fts` carries each passage's
+/// group, so the newest matches are found without a join (joined, the
+/// planner walked every passage newest first), and `ts_rank` reads the
+/// `tsvector` of those only.
+const CANDIDATES_PG: &str = concat!(
+    "SELECT ",
+    passage_columns!(),
+    ", s.score, p.group_folder
+ FROM (SELECT f.rowid AS id, bm25(f) AS score
+       FROM (SELECT passages_fts.rowid AS id
+             FROM passages_fts
+             WHERE passages_fts MATCH ?1 AND passages_fts.group_folder IN (?2, ?5)
+             ORDER BY passages_fts.rowid DESC
+             LIMIT ?4) AS newest
+       CROSS JOIN passages_fts f ON f.rowid = newest.id
+       ORDER BY score
+       LIMIT ?3) AS s
+ CROSS JOIN archive_passages p ON p.id = s.id
+ CROSS JOIN conversation_archives a ON a.id = p.archive_id
+ ORDER BY s.score"
+);
+
 /// Up to `limit` passages of `group` said on one of `days` ("MM-DD", any
 /// year), newest first, with a score of 0: what a question that names a day
 /// is about, whatever its words. One seek of the (group, time) index per
@@ -131,21 +153,30 @@ pub fn passages_on_days(
     let prefixes: Vec<String> = (first.max(last - 49)..=last)
         .flat_map(|y| days.iter().map(move |d| format!("{y:04}-{d}")))
         .collect();
+    // PostgreSQL planned the join as one walk of the group's passages,
+    // newest first, against every day: a lateral subquery per day makes it
+    // the seeks the index is for.
+    let on_days = match conn.dialect() {
+        Dialect::Sqlite => "CROSS JOIN archive_passages p
+               ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'",
+        Dialect::Postgres => "JOIN LATERAL (
+                 SELECT * FROM archive_passages x
+                 WHERE x.group_folder = ?1 AND x.at >= d.value AND x.at < d.value || 'U'
+                 ORDER BY x.at DESC, x.id
+                 LIMIT ?3) p ON true",
+    };
     query_all(
         conn,
-        concat!(
-            "SELECT ",
-            passage_columns!(),
-            ", 0.0, p.group_folder
-             FROM json_each(?2) d
-             CROSS JOIN archive_passages p
-               ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'
+        &format!(
+            "SELECT {}, 0.0, p.group_folder
+             FROM {}
+             {on_days}
              CROSS JOIN conversation_archives a ON a.id = p.archive_id
              ORDER BY p.at DESC, p.id
-             LIMIT ?3"
-        )
-        .replace("json_each(?2) d", json_values(conn, 2, "d").as_str())
-        .as_str(),
+             LIMIT ?3",
+            passage_columns!(),
+            json_values(conn, 2, "d")
+        ),
         params![
             group,
             serde_json::to_string(&prefixes).unwrap_or_default(),
@@ -232,9 +263,13 @@ pub fn passage_candidates(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => CANDIDATES,
+        Dialect::Postgres => CANDIDATES_PG,
+    };
     query_all(
         conn,
-        CANDIDATES,
+        sql,
         params![fts, groups[0], limit, SCAN, groups[1]],
         row,
     )
@@ -250,9 +285,10 @@ pub fn newest_matching(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    query_all(
-        conn,
-        concat!(
+    // PostgreSQL: the newest matches by the group `passages_fts` carries
+    // first, then their rows (see CANDIDATES_PG).
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => concat!(
             "SELECT ",
             passage_columns!(),
             ", 0.0, p.group_folder
@@ -263,9 +299,20 @@ pub fn newest_matching(
              ORDER BY passages_fts.rowid DESC
              LIMIT ?3"
         ),
-        params![fts, groups[0], limit, groups[1]],
-        row,
-    )
+        Dialect::Postgres => concat!(
+            "SELECT ",
+            passage_columns!(),
+            ", 0.0, p.group_folder
+             FROM (SELECT passages_fts.rowid AS id FROM passages_fts
+                   WHERE passages_fts MATCH ?1 AND passages_fts.group_folder IN (?2, ?4)
+                   ORDER BY passages_fts.rowid DESC
+                   LIMIT ?3) AS newest
+             CROSS JOIN archive_passages p ON p.id = newest.id
+             CROSS JOIN conversation_archives a ON a.id = p.archive_id
+             ORDER BY p.id DESC"
+        ),
+    };
+    query_all(conn, sql, params![fts, groups[0], limit, groups[1]], row)
 }
 
 /// The best `limit` passages of `groups` matching the FTS5 query `fts`, by

@@ -266,6 +266,22 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
             && !detail.contains(token),
         "{c}"
     );
+    // The store's password written into store.url: named, never shown.
+    let pw = "hunter2-pw-0123";
+    std::fs::write(
+        &toml,
+        format!("[store]\nurl = \"postgres://g2:{pw}@127.0.0.1:9/g2\"\n"),
+    )
+    .unwrap();
+    let (_, c) = secrets();
+    let detail = c["detail"].as_str().unwrap();
+    assert!(
+        c["ok"] == false
+            && detail.contains("store.url holds the PostgreSQL password")
+            && !detail.contains(pw),
+        "{c}"
+    );
+    std::fs::write(&toml, format!("[api]\ntoken = \"{token}\"\n")).unwrap();
     // An existing file is left as it is by init, which warns.
     let out = home.g2(&["init"]);
     assert!(

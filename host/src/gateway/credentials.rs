@@ -90,6 +90,15 @@ pub fn exposed(home: &Home, settings: &Settings) -> Vec<String> {
             file.display()
         ));
     }
+    // The store's password belongs in PGPASSWORD, never in g2.toml.
+    if let Some(pw) = crate::store::Backend::password(&settings.store.url)
+        && std::fs::read_to_string(&file).is_ok_and(|t| t.contains(&pw))
+    {
+        out.push(format!(
+            "{}: store.url holds the PostgreSQL password: drop it from the URL and set PGPASSWORD (the environment or .env)",
+            file.display()
+        ));
+    }
     let env = home.root().join(".env");
     if let Some(mode) = world_readable(&env)
         && dotenvy::from_path_iter(&env)
