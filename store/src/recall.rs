@@ -157,13 +157,17 @@ pub fn passages_on_days(
     // newest first, against every day: a lateral subquery per day makes it
     // the seeks the index is for.
     let on_days = match conn.dialect() {
-        Dialect::Sqlite => "CROSS JOIN archive_passages p
-               ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'",
-        Dialect::Postgres => "JOIN LATERAL (
+        Dialect::Sqlite => {
+            "CROSS JOIN archive_passages p
+               ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'"
+        }
+        Dialect::Postgres => {
+            "JOIN LATERAL (
                  SELECT * FROM archive_passages x
                  WHERE x.group_folder = ?1 AND x.at >= d.value AND x.at < d.value || 'U'
                  ORDER BY x.at DESC, x.id
-                 LIMIT ?3) p ON true",
+                 LIMIT ?3) p ON true"
+        }
     };
     query_all(
         conn,
