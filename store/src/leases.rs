@@ -228,35 +228,37 @@ pub fn hosts(db: &Db<'_>) -> Result<Vec<Host>> {
     )
 }
 
-/// Ends now the unexpired leases of every other host whose process is
-/// gone (its presence lock dropped: [`crate::presence`]), so that they are
-/// taken at once rather than when they run out; returns those hosts.
-/// Nothing on SQLite. A host that was only cut off from the store finds
-/// the leases it still holds renewed at its next heartbeat, and those
-/// taken meanwhile fenced.
-pub fn expire_absent(tx: &Db<'_>, me: &str) -> Result<Vec<String>> {
-    if tx.dialect() == Dialect::Sqlite {
+/// The hosts of `hosts` whose process is gone (its presence lock dropped:
+/// [`crate::presence`]; none on SQLite).
+pub fn absent(hosts: &[Host]) -> Vec<&str> {
+    hosts
+        .iter()
+        .filter(|h| !h.present)
+        .map(|h| h.host_id.as_str())
+        .collect()
+}
+
+/// Ends now the unexpired leases of `gone` hosts ([`absent`]), so that
+/// they are taken at once rather than when they run out; returns the hosts
+/// that had any. A host that was only cut off from the store finds the
+/// leases it still holds renewed at its next heartbeat, and those taken
+/// meanwhile fenced.
+pub fn expire_hosts<'a>(tx: &Db<'_>, gone: &[&'a str]) -> Result<Vec<&'a str>> {
+    if gone.is_empty() {
         return Ok(Vec::new());
     }
     let now = now_ms(tx)?;
-    let gone: Vec<String> = query_all(
-        tx,
-        &format!(
-            "SELECT DISTINCT h.host_id FROM cluster_hosts h JOIN leases ON leases.host_id = h.host_id
-             WHERE h.host_id <> ?1 AND leases.expires_ms > ?2 AND NOT {}
-             ORDER BY h.host_id",
-            present(tx)
-        ),
-        params![me, now],
-        |r| r.get(0),
-    )?;
-    for h in &gone {
-        tx.execute(
+    let mut ended = Vec::new();
+    for h in gone {
+        let n = tx.execute(
             "UPDATE leases SET expires_ms = ?2 WHERE host_id = ?1 AND expires_ms > ?2",
             params![h, now],
         )?;
+        if n > 0 {
+            ended.push(*h);
+        }
     }
-    Ok(gone)
+    Ok(ended)
 }
 
 /// Whether `h` (a `cluster_hosts` row) holds its presence, as SQL.

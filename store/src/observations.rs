@@ -129,19 +129,23 @@ pub fn release_claims(tx: &Db<'_>, host: &str) -> Result<usize> {
     release_where(tx, "(claimed_by IS NULL OR claimed_by = ?1)", Some(host))
 }
 
-/// Jobs claimed by a host whose process is gone (its presence in the store
-/// ended, or it left) go back to `pending`; nothing on SQLite, where the
-/// one host releases its own at start. Returns how many.
-pub fn release_absent_claims(tx: &Db<'_>) -> Result<usize> {
+/// Jobs claimed by a host that left (no longer among the store's hosts) or
+/// whose process is gone (`absent`: [`crate::leases::hosts`] without their
+/// presence) go back to `pending`; nothing on SQLite, where the one host
+/// releases its own at start. Returns how many.
+pub fn release_absent_claims(tx: &Db<'_>, absent: &[&str]) -> Result<usize> {
     if tx.dialect() == Dialect::Sqlite {
         return Ok(0);
     }
-    let absent = format!(
-        "claimed_by IS NOT NULL
-         AND claimed_by NOT IN (SELECT host_id FROM cluster_hosts h WHERE {})",
-        crate::presence::PRESENT_SQL
-    );
-    release_where(tx, &absent, None)
+    let mut n = release_where(
+        tx,
+        "claimed_by IS NOT NULL AND claimed_by NOT IN (SELECT host_id FROM cluster_hosts)",
+        None,
+    )?;
+    for h in absent {
+        n += release_where(tx, "claimed_by = ?1", Some(h))?;
+    }
+    Ok(n)
 }
 
 /// The `processing` jobs `which` picks (`?1`: `host`) go back to `pending`.
@@ -224,8 +228,10 @@ pub fn attempts(conn: &Db<'_>, q: Queue, key: i64) -> Result<i64> {
         .unwrap_or(0))
 }
 
-/// The job is done (a batch job also marks its batch `processed`).
-pub fn done(tx: &Db<'_>, q: Queue, key: i64) -> Result<()> {
+/// The job is done (a batch job also marks its batch `processed`); refused
+/// unless `host` still holds its claim ([`check_claim`]).
+pub fn done(tx: &Db<'_>, q: Queue, key: i64, host: &str) -> Result<()> {
+    check_claim(tx, q, key, host)?;
     let (table, k) = q.table_key();
     tx.execute(
         &format!(
@@ -243,8 +249,16 @@ pub fn done(tx: &Db<'_>, q: Queue, key: i64) -> Result<()> {
 }
 
 /// The job failed: `pending` again from `retry_at`, or `failed` for good
-/// when `retry_at` is None; `error` says why.
-pub fn failed(tx: &Db<'_>, q: Queue, key: i64, error: &str, retry_at: Option<&str>) -> Result<()> {
+/// when `retry_at` is None; `error` says why. Refused unless `host` still
+/// holds its claim ([`check_claim`]).
+pub fn failed(
+    tx: &Db<'_>,
+    (q, key): (Queue, i64),
+    host: &str,
+    error: &str,
+    retry_at: Option<&str>,
+) -> Result<()> {
+    check_claim(tx, q, key, host)?;
     let (table, k) = q.table_key();
     tx.execute(
         &format!(
@@ -257,15 +271,18 @@ pub fn failed(tx: &Db<'_>, q: Queue, key: i64, error: &str, retry_at: Option<&st
 }
 
 /// A group's budget for today is used up: its pending jobs (and `key`,
-/// claimed and not tried) wait until `until` with `error` saying why; the
-/// claim's attempt is given back. Returns how many jobs wait.
+/// claimed by `host` and not tried) wait until `until` with `error` saying
+/// why; the claim's attempt is given back. Returns how many jobs wait.
+/// Refused unless `host` still holds the claim ([`check_claim`]).
 pub fn defer_group(
     tx: &Db<'_>,
     group: &GroupFolder,
     claimed: (Queue, i64),
+    host: &str,
     until: &str,
     error: &str,
 ) -> Result<usize> {
+    check_claim(tx, claimed.0, claimed.1, host)?;
     let (table, k) = claimed.0.table_key();
     tx.execute(
         &format!(

@@ -3,7 +3,7 @@
 //! the host runs (docs/cluster.md "Leases"). When the process dies, even
 //! by kill -9, the operating system closes that connection and the server
 //! drops the lock at once, so the other hosts see the death within a
-//! heartbeat instead of a lease time ([`crate::leases::expire_absent`]).
+//! heartbeat instead of a lease time ([`crate::leases::expire_hosts`]).
 //!
 //! A paused process keeps its connection and so its lock: the others wait
 //! for its leases to expire, as they would without presence. A host that

@@ -121,10 +121,18 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Dura
         .store
         .write(move |tx| {
             leases::beat(tx, &me, false)?;
+            // Read once (presence comes from the server's lock table).
+            let hosts = leases::hosts(tx)?;
             // A host whose process died: its leases end now, and the
-            // memory jobs it had claimed are anyone's again.
-            let gone = leases::expire_absent(tx, &me)?;
-            let jobs = store::observations::release_absent_claims(tx)?;
+            // memory jobs it had claimed are anyone's again (this host's
+            // own too, when another process holds its presence).
+            let absent = leases::absent(&hosts);
+            let others: Vec<&str> = absent.iter().copied().filter(|h| *h != me).collect();
+            let gone: Vec<String> = leases::expire_hosts(tx, &others)?
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            let jobs = store::observations::release_absent_claims(tx, &absent)?;
             if jobs > 0 {
                 tracing::info!(jobs, "memory jobs of a gone host released");
             }
@@ -132,7 +140,6 @@ async fn beat(leases: &Leases, gained: &Hook, lost: &Hook) -> Result<Option<Dura
             let now = leases::now_ms(tx)?;
             let all = leases::list(tx)?;
             let groups = store::groups::list(tx)?;
-            let hosts = leases::hosts(tx)?;
             let share = share_of(
                 groups.len(),
                 hosts.iter().filter(|h| is_live(h, now, ttl)).count(),

@@ -270,12 +270,7 @@ async fn settle(
     let h = host.to_string();
     let (key, group, e) = match x {
         Extraction::Gone(key) => {
-            store
-                .write(move |tx| {
-                    obs::check_claim(tx, q, key, &h)?;
-                    obs::done(tx, q, key)
-                })
-                .await?;
+            store.write(move |tx| obs::done(tx, q, key, &h)).await?;
             return Ok(Ended::Stored(0));
         }
         Extraction::Observations {
@@ -286,7 +281,6 @@ async fn settle(
         } => {
             let n = store
                 .write(move |tx| {
-                    obs::check_claim(tx, q, key, &h)?;
                     for d in &drafts {
                         let from = Provenance {
                             session: Some(session),
@@ -297,7 +291,7 @@ async fn settle(
                             same_statement(old, &d.title)
                         })?;
                     }
-                    obs::done(tx, Queue::Batches, key)?;
+                    obs::done(tx, Queue::Batches, key, &h)?;
                     Ok(drafts.len())
                 })
                 .await?;
@@ -310,9 +304,8 @@ async fn settle(
         } => {
             store
                 .write(move |tx| {
-                    obs::check_claim(tx, q, session, &h)?;
                     obs::insert_summary(tx, &group, session, &summary, &at)?;
-                    obs::done(tx, Queue::Sessions, session)
+                    obs::done(tx, Queue::Sessions, session, &h)
                 })
                 .await?;
             return Ok(Ended::Stored(1));
@@ -325,10 +318,7 @@ async fn settle(
         let waiting = store
             .write({
                 let (g, error, until, h) = (group.clone(), error.clone(), until.clone(), h.clone());
-                move |tx| {
-                    obs::check_claim(tx, q, key, &h)?;
-                    obs::defer_group(tx, &g, (q, key), &until, &error)
-                }
+                move |tx| obs::defer_group(tx, &g, (q, key), &h, &until, &error)
             })
             .await?;
         tracing::warn!(%group, jobs = waiting, until = %until, reason = %error,
@@ -339,7 +329,6 @@ async fn settle(
     let last = matches!(e, ExtractError::Invalid(_));
     store
         .write(move |tx| {
-            obs::check_claim(tx, q, key, &h)?;
             let attempts = obs::attempts(tx, q, key)?;
             let retry = if last { None } else { retry_at(now, attempts) };
             if retry.is_none() {
@@ -347,7 +336,7 @@ async fn settle(
             } else {
                 tracing::info!(%group, ?q, key, error = %error, "memory job failed; retried later");
             }
-            obs::failed(tx, q, key, &error, retry.as_deref())
+            obs::failed(tx, (q, key), &h, &error, retry.as_deref())
         })
         .await?;
     Ok(Ended::Failed)

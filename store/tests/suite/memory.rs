@@ -90,7 +90,7 @@ fn a_session_batch_and_tool_call_are_captured() {
         // host-a never joined (or its process is gone): on PostgreSQL the
         // others release its claim; SQLite's one host releases its own.
         let released = store
-            .write_blocking(observations::release_absent_claims)
+            .write_blocking(|tx| observations::release_absent_claims(tx, &[]))
             .unwrap();
         let shared = store.dialect() == g2_store::Dialect::Postgres;
         assert_eq!(released, usize::from(shared));
