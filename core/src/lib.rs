@@ -16,12 +16,15 @@
 //! - [`confined`]: file access beneath a directory handle that never
 //!   follows a link, for the folders an agent can write.
 //! - [`watch`]: inotify on IPC folders, our own reads never waking us.
+//! - [`quote`]: how what people and agents wrote is quoted in text g2
+//!   speaks in (memory blocks, tool results).
 
 pub mod archive;
 pub mod confined;
 pub mod envelope;
 pub mod ipc;
 pub mod privacy;
+pub mod quote;
 pub mod transcript;
 pub mod validate;
 pub mod watch;

@@ -17,6 +17,8 @@ use g2_core::wire::{Action, AgentEvent, HookInput};
 use g2_host::api::{ClearBody, NewGroupBody, ResumeBody};
 use g2_host::gateway::offline::{self, Block};
 use g2_host::groups::NewGroup;
+use g2_host::memory::context;
+use g2_host::memory::recall::RecallHit;
 use g2_host::routing::messages::{CheckInbound, Inbound, MAX_TEXT};
 use serde_json::Value;
 
@@ -32,6 +34,7 @@ pub const TARGETS: &[Target] = &[
     ("api_body", api_body),
     ("offline_model", offline_model),
     ("privacy", privacy),
+    ("memory_block", memory_block),
 ];
 
 /// Splits off the first byte, which some targets use to pick a variant.
@@ -430,4 +433,98 @@ pub fn privacy(data: &[u8]) {
         !cleaned.contains("SECRET-MARK-93"),
         "{assigned:?} -> {cleaned:?}"
     );
+}
+
+/// Member names and texts (fields split at `\u{1}`: name, text, name,
+/// text, the agent's reply, an observation's title) through the real
+/// archive renderer, the passages recall reads and the per-prompt block:
+/// the block is one `<g2-memory>` element with no markup inside, and on
+/// every line each quote closes, every word outside the quotes is g2's,
+/// and a passage names no more people than sent messages and the agent at
+/// most once, last.
+pub fn memory_block(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let mut f = text.split('\u{1}');
+    let mut field = || f.next().unwrap_or("").to_string();
+    let (n1, t1, n2, t2, reply, title) = (field(), field(), field(), field(), field(), field());
+    let env = g2_core::envelope::write([
+        (n1.as_str(), "2026-11-22T09:00:00.000Z", t1.as_str()),
+        (n2.as_str(), "2026-11-22T09:01:00.000Z", t2.as_str()),
+    ]);
+    let mut t = Transcript::default();
+    t.entries = vec![Entry::User(vec![env]), Entry::Assistant(vec![reply])];
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z").expect("a time");
+    let md = archive::render("t", &t, &at, &ArchiveOptions::default());
+    let hit = |kind: &str| RecallHit {
+        kind: kind.into(),
+        id: 1,
+        observation_kind: Some("fact".into()),
+        at: "2026-11-22T09:00:00.000Z".into(),
+        ..Default::default()
+    };
+    let cut = |t: &str| t.chars().take(200).collect::<String>();
+    let mut lines = String::new();
+    for p in g2_host::store::passages::split(&md) {
+        lines.push_str(&context::memory_line(&hit("passage"), &p.text, cut));
+        lines.push('\n');
+    }
+    for kind in ["observation", "summary", "prompt"] {
+        lines.push_str(&context::memory_line(&hit(kind), &title, cut));
+        lines.push('\n');
+    }
+    let block = context::prompt_block(&lines);
+    let body = block
+        .strip_prefix("<g2-memory>\n")
+        .and_then(|b| b.strip_suffix("</g2-memory>"))
+        .unwrap_or_else(|| panic!("not one element: {block:?}"));
+    assert!(!body.contains(['<', '>']), "markup inside: {block:?}");
+    for line in body.lines().skip(1) {
+        let shape = outside_quotes(line).unwrap_or_else(|| panic!("a quote left open: {line:?}"));
+        let rest = shape
+            .strip_prefix("- [")
+            .and_then(|r| r.split_once("] "))
+            .map(|(id, rest)| (id, rest))
+            .unwrap_or_else(|| panic!("not a memory line: {line:?}"));
+        assert!(
+            rest.0
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ' '),
+            "{line:?}"
+        );
+        let said: Vec<&str> = rest.1.split(" | ").collect();
+        let mut people = 0;
+        for (i, m) in said.iter().enumerate() {
+            match *m {
+                "Q" | "the user: Q" | "a compaction summary: Q" => {}
+                "the agent: Q" => assert_eq!(i, said.len() - 1, "{line:?}"),
+                m if m == "Q: Q" || is_person_at(m) => people += 1,
+                m => panic!("{m:?} is not g2's: {line:?}"),
+            }
+        }
+        assert!(people <= 2, "{people} people in {line:?}");
+    }
+}
+
+/// `line` with every quote (`"…"`) as `Q`; None when one is left open.
+fn outside_quotes(line: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut parts = line.split('"');
+    out.push_str(parts.next()?);
+    loop {
+        match (parts.next(), parts.next()) {
+            (None, _) => return Some(out),
+            (Some(_), Some(after)) => {
+                out.push('Q');
+                out.push_str(after);
+            }
+            (Some(_), None) => return None,
+        }
+    }
+}
+
+/// `Q (HH:MM): Q`.
+fn is_person_at(m: &str) -> bool {
+    m.strip_prefix("Q (")
+        .and_then(|r| r.strip_suffix("): Q"))
+        .is_some_and(|t| t.len() == 5 && t.as_bytes()[2] == b':')
 }

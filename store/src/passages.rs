@@ -12,6 +12,8 @@
 //! (title, date, rule) is not part of any passage, nor is text before the
 //! first speaker.
 
+pub use g2_core::quote::Speaker;
+
 /// Longest passage text, in characters (a longer exchange is cut).
 pub const MAX_PASSAGE_CHARS: usize = 2_000;
 
@@ -90,20 +92,20 @@ fn messages(markdown: &str) -> Vec<Message<'_>> {
     out
 }
 
-/// One message of a passage as it is quoted: who said it (`User`, `G2`,
-/// `Ann (09:00)`; none for text before the first speaker) and what.
+/// One message of a passage as it is quoted: who said it (none for text
+/// before the first speaker) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Said<'a> {
-    pub speaker: Option<String>,
+    pub speaker: Option<Speaker>,
     pub text: &'a str,
 }
 
 /// A passage's messages with their speakers, in order.
 pub fn said<'a>(passage: &'a str) -> Vec<Said<'a>> {
     let mut out: Vec<Said<'a>> = Vec::new();
-    let mut start: Option<(usize, Option<String>)> = None;
+    let mut start: Option<(usize, Option<Speaker>)> = None;
     let mut offset = 0;
-    let close = |out: &mut Vec<Said<'a>>, from: Option<(usize, Option<String>)>, to: usize| {
+    let close = |out: &mut Vec<Said<'a>>, from: Option<(usize, Option<Speaker>)>, to: usize| {
         if let Some((s, speaker)) = from {
             let line = &passage[s..to];
             let text = speaker_text(line).unwrap_or(line).trim();
@@ -113,9 +115,9 @@ pub fn said<'a>(passage: &'a str) -> Vec<Said<'a>> {
         }
     };
     for line in passage.split_inclusive('\n') {
-        if let Some(name) = speaker_name(line) {
+        if let Some(who) = speaker_of(line) {
             close(&mut out, start.take(), offset);
-            start = Some((offset, Some(name)));
+            start = Some((offset, Some(who)));
         } else if start.is_none() && !line.trim().is_empty() {
             start = Some((offset, None));
         }
@@ -125,22 +127,26 @@ pub fn said<'a>(passage: &'a str) -> Vec<Said<'a>> {
     out
 }
 
-/// The speaker mark's name as it is quoted: `Ann (09:00)`, `User`.
-fn speaker_name(line: &str) -> Option<String> {
-    speaker(line)?;
+/// Who a speaker mark names: a person with the time (`**Ann** (09:00):`),
+/// `**User**`, a compaction's `**Summary**`, else the agent (under the
+/// name the archive gives it).
+fn speaker_of(line: &str) -> Option<Speaker> {
+    let (people, _) = speaker(line)?;
     let rest = line.strip_prefix("**")?;
     let end = rest.find("**")?;
     let name = &rest[..end];
-    let after = &rest[end + 2..];
-    Some(
-        match after
-            .strip_prefix(" (")
-            .and_then(|t| t.find("):").map(|c| &t[..c]))
-        {
-            Some(time) => format!("{name} ({time})"),
-            None => name.to_string(),
+    let time = rest[end + 2..]
+        .strip_prefix(" (")
+        .and_then(|t| t.find("):").map(|c| &t[..c]));
+    Some(match (people, time) {
+        (true, Some(time)) => Speaker::Person {
+            name: name.to_string(),
+            time: time.to_string(),
         },
-    )
+        (true, None) => Speaker::User,
+        (false, _) if name == "Summary" => Speaker::Summary,
+        (false, _) => Speaker::Agent,
+    })
 }
 
 /// A message's text after its speaker mark.
@@ -258,16 +264,22 @@ Second paragraph of the answer.\n\n\
         let p = split(ARCHIVE);
         let s = said(&p[0].text);
         assert_eq!(s.len(), 3, "{s:#?}");
-        assert_eq!(s[0].speaker.as_deref(), Some("Ann (09:00)"));
+        assert_eq!(
+            s[0].speaker,
+            Some(Speaker::Person {
+                name: "Ann".into(),
+                time: "09:00".into()
+            })
+        );
         assert_eq!(s[0].text, "remember that the boat is moored at pier 7");
-        assert_eq!(s[2].speaker.as_deref(), Some("G2"));
+        assert_eq!(s[2].speaker, Some(Speaker::Agent));
         assert_eq!(
             s[2].text,
             "Noted: pier 7, key with Carl.\n\nSecond paragraph of the answer."
         );
         let s = said("text before\n**User**: hi");
-        assert_eq!((s[0].speaker.as_deref(), s[0].text), (None, "text before"));
-        assert_eq!((s[1].speaker.as_deref(), s[1].text), (Some("User"), "hi"));
+        assert_eq!((&s[0].speaker, s[0].text), (&None, "text before"));
+        assert_eq!((&s[1].speaker, s[1].text), (&Some(Speaker::User), "hi"));
     }
 
     #[test]

@@ -309,17 +309,17 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// An upstream that answers like the Anthropic API from recorded bodies,
 /// chosen by the request's model, and remembers what it received.
 /// A request upstream received: path and query, headers, JSON body.
-type Seen = (String, HashMap<String, String>, Value);
+pub(crate) type Seen = (String, HashMap<String, String>, Value);
 
 #[derive(Clone, Default)]
-struct Upstream {
-    seen: Arc<Mutex<Vec<Seen>>>,
+pub(crate) struct Upstream {
+    pub(crate) seen: Arc<Mutex<Vec<Seen>>>,
     release: Arc<Notify>,
     finished: Arc<AtomicBool>,
 }
 
 impl Upstream {
-    async fn start(&self) -> String {
+    pub(crate) async fn start(&self) -> String {
         let app = Router::new()
             .route("/v1/messages", post(replay))
             .route("/v1/messages/count_tokens", post(replay_count))

@@ -36,6 +36,7 @@ mod pg_cluster;
 mod postgres;
 mod privacy;
 mod quota;
+mod quoting;
 mod routing;
 mod search;
 mod sessions;

@@ -21,8 +21,8 @@ pub async fn remember(store: &Store, owner: MemoryFolder, text: &str) -> Result<
     if text.is_empty() {
         return Err(Error::Invalid("there is nothing to remember".into()));
     }
-    let title = g2_core::archive::truncate(&crate::memory::context::one_line(&text), TITLE_CHARS)
-        .into_owned();
+    let title =
+        g2_core::archive::truncate(&g2_core::quote::one_line(&text), TITLE_CHARS).into_owned();
     let draft = ObservationDraft {
         kind: Kind::Fact,
         title,

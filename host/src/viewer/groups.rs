@@ -96,7 +96,7 @@ pub(super) async fn groups_page(State(api): State<Api>) -> Response {
                         "<div class=\"snippet\">{}: {} {}</div>",
                         escape(m.sender_name.as_deref().unwrap_or(&m.sender)),
                         escape(&g2_core::archive::truncate(
-                            &crate::memory::context::one_line(&m.text),
+                            &g2_core::quote::one_line(&m.text),
                             120
                         )),
                         time(&m.timestamp)

@@ -52,7 +52,7 @@ pub(super) async fn tasks_page(State(api): State<Api>) -> Response {
             body.push_str(&format!(
                 "<li><a href=\"/tasks/{id}\">{prompt}</a> <span class=\"muted\">{g} · {kind} {value} · {status}</span>\
 <div class=\"muted\">next {next} · last {last}</div>{result}{actions}</li>",
-                prompt = escape(&crate::memory::context::one_line(&t.prompt)),
+                prompt = escape(&g2_core::quote::one_line(&t.prompt)),
                 g = escape(t.group_folder.as_str()),
                 kind = escape(&t.schedule_type),
                 value = escape(&t.schedule_value),

@@ -99,7 +99,7 @@ pub(super) fn prompts(conn: &Db<'_>, groups: [&str; 2], q: &Question) -> Result<
                 kind: "prompt".into(),
                 id: r.id,
                 group: r.group,
-                title: g2_core::archive::truncate(&crate::memory::context::one_line(&r.prompt), 80)
+                title: g2_core::archive::truncate(&g2_core::quote::one_line(&r.prompt), 80)
                     .into_owned(),
                 observation_kind: None,
                 session_id: Some(r.session_id),

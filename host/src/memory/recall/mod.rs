@@ -120,7 +120,7 @@ pub const OBSERVATION: f64 = 0.1;
 pub const IMPORTANCE: f64 = 0.01;
 
 /// One recalled memory and where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecallHit {
     /// What it is: `passage` (a piece of an archived conversation),
     /// `prompt` (a captured prompt and its reply no archive holds yet),
