@@ -314,6 +314,7 @@ impl Host {
             gateway: settings.gateway.clone(),
             port: bound.port(),
             lease_secs: settings.cluster.lease_secs,
+            settings: Arc::new(settings.clone()),
         };
         lock.set_api(&format!("http://{bound}"))?;
         tracing::info!(target: LOG, addr = %bound, groups, "serving");

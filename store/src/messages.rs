@@ -125,6 +125,20 @@ pub fn edit_pending(
     )? > 0)
 }
 
+/// The inbound message of a chat stored under a platform id, if any.
+pub fn by_external_id(conn: &Db<'_>, chat_jid: &str, external_id: &str) -> Result<Option<Message>> {
+    Ok(query_all(
+        conn,
+        &format!(
+            "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND external_id = ?2 AND is_bot = 0"
+        ),
+        params![chat_jid, external_id],
+        row,
+    )?
+    .into_iter()
+    .next())
+}
+
 /// What a platform knows a stored message by: its id there, and the
 /// thread it was posted in.
 #[derive(Debug, Clone, PartialEq, Eq)]

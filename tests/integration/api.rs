@@ -465,3 +465,62 @@ async fn stalled_connections_are_closed_and_never_starve_a_real_request() {
     post(&s.url, "family", "u", "after the stalls").await;
     assert_eq!(stream.until(10, |_| true).await["text"], "after the stalls");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_message_with_its_idempotency_key_is_stored_once() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    home.ok(&["groups", "add", "family", "--name", "Family"]);
+    let s = serve(&home, &[]);
+    let c = http_client();
+    let url = format!("{}/api/groups/family/messages", s.url);
+    let send = |key: &'static str, text: &'static str| {
+        let (c, url) = (c.clone(), url.clone());
+        async move {
+            let r = c
+                .post(&url)
+                .header("Idempotency-Key", key)
+                .json(&json!({ "sender": "u1", "text": text }))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (st, first) = send("k-1", "we need milk").await;
+    assert_eq!(st, 202, "{first}");
+    assert!(first.get("replayed").is_none(), "{first}");
+    // A client that lost the answer retries, several times at once.
+    let retries: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(send("k-1", "we need milk")))
+        .collect();
+    for r in retries {
+        let (st, again) = r.await.unwrap();
+        assert_eq!(st, 202, "{again}");
+        assert_eq!((&again["id"], &again["seq"]), (&first["id"], &first["seq"]));
+        assert_eq!(again["replayed"], true);
+    }
+    // The key names one message: another text under it is refused.
+    let (st, e) = send("k-1", "we need bread").await;
+    assert_eq!(
+        (st, e["error"]["kind"].as_str()),
+        (409, Some("conflict")),
+        "{e}"
+    );
+    // Another key is another message; a bad key is a clear 400.
+    let (st, _) = send("k-2", "we need milk").await;
+    assert_eq!(st, 202);
+    let (st, e) = send("k 1", "x").await;
+    assert_eq!(st, 400, "{e}");
+    let (_, all) = call(&c, "GET", &url, None).await;
+    let texts: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from_bot"] == false)
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["we need milk", "we need milk"], "{all}");
+}

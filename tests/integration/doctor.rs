@@ -12,6 +12,7 @@ fn doctor_reports_every_part() {
     assert_eq!(
         names,
         [
+            "settings",
             "database",
             "folders",
             "docker",
@@ -300,4 +301,41 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
             .starts_with("2 credentials held"),
         "{c}"
     );
+}
+
+/// Beside a running `g2 serve`, doctor reports with the host's settings,
+/// not the ones its own environment would give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_reports_the_running_hosts_settings() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let own: serde_json::Value =
+        serde_json::from_slice(&home.g2(&["doctor", "--json"]).stdout).unwrap();
+    let disk = |v: &serde_json::Value| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "disk")
+            .unwrap()["detail"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(!disk(&own).contains("/7 MB"), "{own}");
+    let s = serve(&home, &[("G2_CONTAINER__DISK_MB", "7")]);
+    let out = home.g2(&["doctor", "--json"]);
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = &checks[0];
+    assert_eq!(first["name"], "settings");
+    assert!(
+        first["detail"]
+            .as_str()
+            .unwrap()
+            .contains("running g2 serve"),
+        "{checks}"
+    );
+    assert!(disk(&checks).contains("/7 MB"), "{checks}");
+    drop(s);
 }

@@ -356,3 +356,119 @@ async fn agent_requests_act_on_their_own_group_only() {
             .unwrap_or(true)
     );
 }
+
+/// The new user's sequence with `g2 serve` running and main's agent warm:
+/// a clear from the command line goes through the host, which lets the
+/// agent finish first; the archive holds the whole session and is never
+/// written after; the next message starts a fresh session; and the
+/// agent's own clear and resume go on working after a resume from outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clear_from_outside_never_splits_a_live_session() {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[]);
+    let mut main = Sse::open(&s.url, "main", None).await;
+    post(&s.url, "main", "Ann", "remember the quokka is called Pip").await;
+    main.reply(120).await;
+    let first = home.ok(&["sessions", "show", "main"]).trim().to_string();
+    // The agent is warm, and busy with a slow turn when the clear comes.
+    post(
+        &s.url,
+        "main",
+        "Ann",
+        "g2:bash sleep 3; echo slow turn done",
+    )
+    .await;
+    let cleared = home.json(&["sessions", "clear", "main", "--name", "Quokka"]);
+    assert_eq!(
+        cleared["history"]["session_id"],
+        first.as_str(),
+        "{cleared}"
+    );
+    // The slow turn was answered before the clear took its archive.
+    let slow = main.reply(60).await;
+    assert!(slow.contains("slow turn done"), "{slow}");
+    let archive = home
+        .path()
+        .join(cleared["archive"]["path"].as_str().unwrap());
+    let archived = std::fs::read_to_string(&archive).unwrap();
+    assert!(
+        archived.contains("slow turn done"),
+        "the whole session: {archived}"
+    );
+    let transcript = home.home().transcript_path(&gf("main"), &first).unwrap();
+    let before = std::fs::read(&transcript).unwrap();
+    assert_eq!(
+        home.ok(&["sessions", "show", "main"]).trim(),
+        "no active session (generation 2)"
+    );
+
+    // The next message starts a fresh session; the old one is left alone.
+    post(&s.url, "main", "Bob", "hello again").await;
+    main.reply(120).await;
+    let second = home.ok(&["sessions", "show", "main"]).trim().to_string();
+    assert!(second != first && second.len() == 36, "{second}");
+    assert_eq!(
+        std::fs::read(&transcript).unwrap(),
+        before,
+        "the archived session grew"
+    );
+    assert_eq!(std::fs::read_to_string(&archive).unwrap(), archived);
+
+    // A resume from outside, then the agent's own clear and resume.
+    let history = home.json(&["sessions", "history", "main"]);
+    let id = history[0]["id"].as_i64().unwrap().to_string();
+    let resumed = home.json(&[
+        "sessions",
+        "resume",
+        "main",
+        &id,
+        "--save-as",
+        "Second",
+    ]);
+    assert_eq!(
+        resumed["pointer"]["session_id"],
+        first.as_str(),
+        "{resumed}"
+    );
+    post(&s.url, "main", "Bob", "g2:clear Mine").await;
+    let mine = main.reply(120).await;
+    assert!(mine.contains("bookmarked"), "the agent's own clear: {mine}");
+    post(&s.url, "main", "Bob", "g2:sessions").await;
+    let list = main.reply(120).await;
+    let second_id = list
+        .lines()
+        .find(|l| l.contains("\"Second\""))
+        .and_then(|l| l.trim().strip_prefix('#'))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no Second in {list}"))
+        .to_string();
+    post(&s.url, "main", "Bob", &format!("g2:resume {second_id}")).await;
+    let back = main.reply(120).await;
+    assert!(
+        back.contains(&format!("Resumed session {second}")),
+        "{back}"
+    );
+    drop(s);
+}
+
+/// Without a host, a clear takes the home's lock itself and first settles
+/// what a killed clear left; with `g2 run` holding the home it is refused.
+#[test]
+fn a_clear_without_a_host_settles_what_a_killed_one_left() {
+    let home = TestHome::new();
+    let dir = home.path().join("groups/main/conversations");
+    std::fs::create_dir_all(&dir).unwrap();
+    // What a clear killed between writing and recording leaves.
+    std::fs::write(dir.join(".2026-11-27-boat.md.pending"), "# Boat\n").unwrap();
+    home.ok(&["sessions", "set", "main", A]);
+    let out = home.ok(&["sessions", "clear", "main", "--name", "Next"]);
+    assert!(out.contains("cleared session"), "{out}");
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(left.iter().all(|n| !n.contains("pending")), "{left:?}");
+}

@@ -63,10 +63,13 @@ async fn add_group(
     Ok((StatusCode::CREATED, Json(g)))
 }
 
+/// `DELETE /api/groups/{folder}`: once its warm agent has finished
+/// ([`super::hold`]); its folder and memory are kept.
 async fn remove_group(
     State(api): State<Api>,
     Path(folder): Path<GroupFolder>,
 ) -> ApiResult<groups::Group> {
+    let _held = super::hold(&api, &folder).await;
     Ok(Json(groups::remove(&api.store, &folder).await?))
 }
 

@@ -20,7 +20,10 @@ use g2_core::validate::{GroupFolder, MemoryFolder};
 pub(super) fn routes() -> Router<Api> {
     Router::new()
         .route("/groups/{folder}/memory/sessions", get(memory_sessions))
-        .route("/groups/{folder}/memory/sessions/{id}", get(memory_session))
+        .route(
+            "/groups/{folder}/memory/sessions/{id}",
+            get(memory_session).delete(forget_session),
+        )
         .route(
             "/groups/{folder}/memory/sessions/{id}/summary",
             get(memory_summary),
@@ -192,6 +195,22 @@ async fn remember(
     let owner = memory_owner(&api, folder).await?;
     let id = crate::memory::remember::remember(&api.store, owner, &body.text).await?;
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
+}
+
+/// `DELETE /api/groups/{folder}/memory/sessions/{id}`: what was captured
+/// of the group's session `id` is deleted, once the group's warm agent
+/// has finished ([`super::hold`]); another group's session is not found.
+async fn forget_session(
+    State(api): State<Api>,
+    Path((folder, id)): Path<(GroupFolder, String)>,
+) -> Result<StatusCode, ApiError> {
+    require_group(&api, &folder).await?;
+    let _held = super::hold(&api, &folder).await;
+    if forget::forget_group_session(&api.store, &folder, &id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Error::NotFound(format!("captured session {id:?} of group {folder}")).into())
+    }
 }
 
 /// `DELETE /api/groups/{folder}/memory/observations/{id}`: forgotten (a

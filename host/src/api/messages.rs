@@ -42,13 +42,45 @@ async fn list_messages(
     ))
 }
 
+/// The `Idempotency-Key` header: a client's name for one message, so a
+/// retry after a lost answer stores nothing new.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
 /// A message into a group's chat: stored first, then answered with 202.
+/// With an `Idempotency-Key`, a message already stored under that key in
+/// the chat is answered as it was the first time (the same `id` and `seq`,
+/// `"replayed": true`) and nothing is stored; the same key with another
+/// sender or text is a conflict.
 async fn post_message(
     State(api): State<Api>,
     Path(folder): Path<GroupFolder>,
-    Json(m): Json<messages::Inbound>,
+    headers: axum::http::HeaderMap,
+    Json(mut m): Json<messages::Inbound>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let stored = api.channels.receive(&folder, m).await?;
+    let key = match headers.get(IDEMPOTENCY_KEY) {
+        Some(v) => Some(messages::idempotency_key(v.as_bytes())?),
+        None => None,
+    };
+    m.external_id = key.clone();
+    let stored = match api.channels.receive(&folder, m.clone()).await {
+        Err(Error::Conflict(_)) if key.is_some() => {
+            let g = require_group(&api, &folder).await?;
+            let first = messages::by_key(&api.store, &g.jid, key.as_deref().unwrap_or(""))
+                .await?
+                .ok_or_else(|| Error::Conflict("this message was stored before".into()))?;
+            if first.sender != m.sender.trim() || first.text != m.text {
+                return Err(Error::Conflict(
+                    "Idempotency-Key: this key was used for another message in this chat".into(),
+                )
+                .into());
+            }
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({ "id": first.id, "seq": first.seq, "replayed": true })),
+            ));
+        }
+        other => other?,
+    };
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "id": stored.id, "seq": stored.seq })),

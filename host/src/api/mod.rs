@@ -30,6 +30,7 @@ pub mod auth;
 mod cluster;
 mod extract;
 mod groups;
+mod host;
 mod memory;
 mod messages;
 mod sessions;
@@ -84,6 +85,9 @@ pub struct Api {
     pub port: u16,
     /// `cluster.lease_secs` (the cluster's status judges hosts by it).
     pub lease_secs: u64,
+    /// Every setting the host started with (`GET /api/host` shows them
+    /// without secrets).
+    pub settings: std::sync::Arc<crate::config::Settings>,
 }
 
 impl Api {
@@ -101,6 +105,7 @@ impl Api {
             .merge(tasks::routes())
             .merge(usage::routes())
             .merge(cluster::routes())
+            .merge(host::routes())
             .route("/openapi.yaml", get(openapi))
             .method_not_allowed_fallback(method_not_allowed)
             .route_layer(middleware::from_fn_with_state(
@@ -139,4 +144,15 @@ async fn openapi() -> impl IntoResponse {
 /// The registered group a path names, or `not_found`.
 async fn require_group(api: &Api, folder: &GroupFolder) -> Result<crate::groups::Group, ApiError> {
     Ok(crate::groups::require(&api.store, folder).await?)
+}
+
+/// Holds the group while a change from outside its agent is made (a
+/// clear, a resume, a removal): its warm agent finishes its turn and exits
+/// first, and nothing of the group starts until the hold is dropped
+/// (`QueueHandle::hold`). None where no queue runs.
+async fn hold(api: &Api, folder: &GroupFolder) -> Option<crate::routing::queue::Hold> {
+    match &api.queue {
+        Some(q) => Some(q.hold(folder).await),
+        None => None,
+    }
 }

@@ -1,7 +1,9 @@
 //! `/api/groups/{folder}/session` and `/sessions`: a group's session
 //! pointer and history; clear and resume go through the one path of each
-//! (`SessionManager::clear_active`, `resume_active`), then close the
-//! group's container so the next message starts in the new session.
+//! (`SessionManager::clear_active`, `resume_active`) while the group is
+//! held ([`super::hold`]): its warm agent finishes its turn and exits
+//! first, so the archive holds the whole session and nothing writes to it
+//! after; the next message starts in the new session.
 
 use axum::Router;
 use axum::extract::State;
@@ -48,12 +50,9 @@ async fn clear_session(
     Path(folder): Path<GroupFolder>,
     Json(b): Json<ClearBody>,
 ) -> ApiResult<sessions::Cleared> {
-    let cleared = api.sessions.clear_active(&folder, &b.name).await?;
-    // The next message starts fresh.
-    if let Some(q) = &api.queue {
-        q.close(&folder);
-    }
-    Ok(Json(cleared))
+    require_group(&api, &folder).await?;
+    let _held = super::hold(&api, &folder).await;
+    Ok(Json(api.sessions.clear_active(&folder, &b.name).await?))
 }
 
 /// `POST /api/groups/{folder}/session/resume`.
@@ -69,12 +68,11 @@ async fn resume_session(
     Path(folder): Path<GroupFolder>,
     Json(b): Json<ResumeBody>,
 ) -> ApiResult<sessions::Resumed> {
-    let resumed = api
-        .sessions
-        .resume_active(&folder, b.history_id, b.save_as.as_deref())
-        .await?;
-    if let Some(q) = &api.queue {
-        q.close(&folder);
-    }
-    Ok(Json(resumed))
+    require_group(&api, &folder).await?;
+    let _held = super::hold(&api, &folder).await;
+    Ok(Json(
+        api.sessions
+            .resume_active(&folder, b.history_id, b.save_as.as_deref())
+            .await?,
+    ))
 }

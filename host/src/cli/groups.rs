@@ -124,9 +124,17 @@ pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
         }
         GroupsCmd::Remove { folder } => {
             let folder = GroupFolder::new(folder)?;
-            let g = store
-                .write(move |tx| store::groups::remove(tx, &folder))
-                .await?;
+            let g: groups::Group = match super::live::route(ctx, &store, "groups").await? {
+                super::live::Route::Here(_lock) => groups::remove(&store, &folder).await?,
+                super::live::Route::Host(api) => {
+                    api.call(
+                        reqwest::Method::DELETE,
+                        &format!("/api/groups/{folder}"),
+                        None,
+                    )
+                    .await?
+                }
+            };
             println!(
                 "removed {} (groups/{}/ and its sessions are kept)",
                 inert_name(&g.name),

@@ -293,7 +293,31 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             session: Some(session),
             ..
         } => {
-            let forgotten = crate::memory::forget::forget_session(&store, &session).await?;
+            // A live session's group is held through the running host.
+            let session = g2_core::validate::session_id(&session)?;
+            let forgotten = match super::live::route(ctx, &store, "memory").await? {
+                super::live::Route::Here(_lock) => {
+                    crate::memory::forget::forget_session(&store, &session).await?
+                }
+                super::live::Route::Host(api) => {
+                    let s = session.clone();
+                    match store
+                        .read(move |c| store::memory::session_group(c, &s))
+                        .await?
+                    {
+                        Some(group) => {
+                            api.call::<serde_json::Value>(
+                                reqwest::Method::DELETE,
+                                &format!("/api/groups/{group}/memory/sessions/{session}"),
+                                None,
+                            )
+                            .await?;
+                            true
+                        }
+                        None => false,
+                    }
+                }
+            };
             if !forgotten {
                 return Err(anyhow!("no captured session {session:?}"));
             }

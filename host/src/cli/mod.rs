@@ -10,6 +10,7 @@ mod doctor;
 mod groups;
 mod image;
 mod init;
+mod live;
 mod memory;
 mod migrate;
 mod output;
@@ -164,6 +165,9 @@ enum Command {
 /// still up: tasks blocked on stdin or a watcher would hold its drop.
 pub fn main() -> ! {
     let cli = Cli::parse();
+    // reqwest is built without a bundled crypto provider: ring's, once,
+    // for every client a command makes (`g2 chat`, the running host's API).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -5,6 +5,7 @@ use clap::Subcommand;
 
 use g2_core::validate::GroupFolder;
 
+use super::live::{self, Route};
 use super::{Ctx, Output, require_group};
 use crate::terminal::inert_name;
 
@@ -77,6 +78,13 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
             session_id,
         } => {
             require_group(&store, &folder).await?;
+            // No host may be running the group meanwhile: its agent would
+            // go on in the session this replaces.
+            let Route::Here(_lock) = live::route(ctx, &store, "sessions").await? else {
+                return Err(anyhow::anyhow!(
+                    "g2 serve is running on this home: setting a session under it would split the group's live one; use `g2 sessions resume` (which goes through the host), or stop the host first"
+                ));
+            };
             let p = sessions.get(&folder).await?;
             let p = sessions.set(&folder, &session_id, p.generation).await?;
             println!(
@@ -109,7 +117,18 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
         } => {
             // The CLI's own words for an unknown group, before the one path.
             require_group(&store, &folder).await?;
-            let cleared = sessions.clear_active(&folder, &name).await?;
+            let cleared: crate::sessions::Cleared =
+                match live::route(ctx, &store, "sessions").await? {
+                    Route::Here(_lock) => sessions.clear_active(&folder, &name).await?,
+                    Route::Host(api) => {
+                        api.call(
+                            reqwest::Method::POST,
+                            &format!("/api/groups/{folder}/session/clear"),
+                            Some(serde_json::json!({ "name": name })),
+                        )
+                        .await?
+                    }
+                };
             out.print(&cleared, |cleared| {
                 println!(
                     "cleared session {} as history #{} {:?}",
@@ -129,9 +148,21 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
             out,
         } => {
             require_group(&store, &folder).await?;
-            let r = sessions
-                .resume_active(&folder, history_id, save_as.as_deref())
-                .await?;
+            let r: crate::sessions::Resumed = match live::route(ctx, &store, "sessions").await? {
+                Route::Here(_lock) => {
+                    sessions
+                        .resume_active(&folder, history_id, save_as.as_deref())
+                        .await?
+                }
+                Route::Host(api) => {
+                    api.call(
+                        reqwest::Method::POST,
+                        &format!("/api/groups/{folder}/session/resume"),
+                        Some(serde_json::json!({ "history_id": history_id, "save_as": save_as })),
+                    )
+                    .await?
+                }
+            };
             out.print(&r, |r| {
                 if let Some(s) = &r.saved {
                     println!(

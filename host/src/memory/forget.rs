@@ -57,3 +57,19 @@ pub async fn forget_session(store: &Store, session_id: &str) -> Result<bool> {
         })
         .await
 }
+
+/// Deletes what was captured of `group`'s session `session_id`; false when
+/// the group holds no such session (another group's is never touched).
+pub async fn forget_group_session(
+    store: &Store,
+    group: &g2_core::validate::GroupFolder,
+    session_id: &str,
+) -> Result<bool> {
+    let (g, id) = (group.clone(), session_id.to_string());
+    store
+        .write(move |tx| match store::memory::session_group(tx, &id)? {
+            Some(owner) if owner == g => store::memory::forget_session(tx, &owner, &id),
+            _ => Ok(false),
+        })
+        .await
+}

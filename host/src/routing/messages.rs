@@ -34,6 +34,27 @@ pub async fn latest(store: &Store, chat_jid: &str, limit: usize) -> Result<Vec<M
         .await
 }
 
+/// The message of a chat that an HTTP client stored under an
+/// `Idempotency-Key` (see [`idempotency_key`]).
+pub async fn by_key(store: &Store, chat_jid: &str, key: &str) -> Result<Option<Message>> {
+    let (jid, key) = (chat_jid.to_string(), key.to_string());
+    store
+        .read(move |c| store::messages::by_external_id(c, &jid, &key))
+        .await
+}
+
+/// An `Idempotency-Key` header's value as the message's platform id in
+/// its chat (`http:` and the key): 1-200 visible ASCII characters.
+pub fn idempotency_key(raw: &[u8]) -> Result<String> {
+    let ok = (1..=200).contains(&raw.len()) && raw.iter().all(|b| b.is_ascii_graphic());
+    if !ok {
+        return Err(Error::Invalid(
+            "Idempotency-Key: 1-200 visible ASCII characters".into(),
+        ));
+    }
+    Ok(format!("http:{}", String::from_utf8_lossy(raw)))
+}
+
 /// Longest message text accepted.
 pub const MAX_TEXT: usize = 32 * 1024;
 /// Longest sender id or name.

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::store::db::Db;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use g2_core::archive::ArchiveOptions;
 use g2_core::validate;
@@ -42,7 +42,7 @@ use g2_core::validate::GroupFolder;
 pub use crate::store::sessions::{HistoryEntry, Pointer, history};
 
 /// What [`SessionManager::clear`] did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cleared {
     pub history: HistoryEntry,
     /// `None` when the session had no transcript on disk.
@@ -51,7 +51,7 @@ pub struct Cleared {
 }
 
 /// What [`SessionManager::resume`] did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Resumed {
     pub pointer: Pointer,
     /// The session that was active before, bookmarked.

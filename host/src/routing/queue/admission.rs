@@ -59,6 +59,10 @@ impl Queue {
         let folder = t.group_folder.clone();
         let g = self.groups.entry(folder.clone()).or_default();
         g.tasks.push_back(t);
+        if g.held > 0 {
+            // Runs once the group is released.
+            return;
+        }
         match &g.run {
             // Never behind an idle container.
             Some(r) if r.is_idle() => self.close(&folder),
@@ -71,7 +75,8 @@ impl Queue {
     /// New messages may be waiting for `folder`. The group's row is read
     /// here (the batch's one read) and carried to the follow-up or start.
     pub(super) async fn wake(&mut self, folder: &GroupFolder) {
-        if self.stopping.is_some() || !self.ours(folder).await {
+        // A held group's messages wait for its release.
+        if self.stopping.is_some() || self.held(folder) || !self.ours(folder).await {
             return;
         }
         let group = match self.group(folder).await {

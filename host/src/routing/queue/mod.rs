@@ -42,7 +42,12 @@
 //!   after the last one the group is marked failing, the senders are told
 //!   and the cursor moves past the messages;
 //! - a clear or resume of the group's session closes its container after
-//!   the current turn, so the next message starts fresh or resumed;
+//!   the current turn, so the next message starts fresh or resumed; one
+//!   from outside the agent (the API, so the CLI too) first *holds* the
+//!   group ([`QueueHandle::hold`]): its container finishes its turn and
+//!   exits, nothing of the group starts while held, and on release its
+//!   pending work is routed again — so a session is never archived while
+//!   an agent still writes to it;
 //! - with [`Leases`] (several hosts on one store, docs/cluster.md), only
 //!   a group this host owns is started, and the in-flight mark and the
 //!   reply are written under the lease generation the run started with: a
@@ -78,6 +83,8 @@ use admission::Line;
 
 enum Cmd {
     Close(GroupFolder),
+    Hold(GroupFolder, oneshot::Sender<()>),
+    Release(GroupFolder),
     Turn {
         folder: GroupFolder,
         run: u64,
@@ -176,6 +183,24 @@ impl QueueHandle {
         let _ = self.cmd.send(Cmd::Close(folder.clone()));
     }
 
+    /// Holds the group: its container finishes its current turn and exits
+    /// (this waits for that), and nothing of the group starts until the
+    /// returned [`Hold`] is dropped; then its pending messages and tasks
+    /// are routed again. What a change of the group's session from outside
+    /// its agent runs under.
+    pub async fn hold(&self, folder: &GroupFolder) -> Hold {
+        // Made first: a caller that gives up while waiting still releases.
+        let hold = Hold {
+            cmd: self.cmd.clone(),
+            folder: folder.clone(),
+        };
+        let (tx, rx) = oneshot::channel();
+        if self.cmd.send(Cmd::Hold(folder.clone(), tx)).is_ok() {
+            let _ = rx.await;
+        }
+        hold
+    }
+
     pub async fn status(&self) -> Option<Status> {
         let (tx, rx) = oneshot::channel();
         self.cmd.send(Cmd::Status(tx)).ok()?;
@@ -189,6 +214,18 @@ impl QueueHandle {
         if self.cmd.send(Cmd::Shutdown(tx)).is_ok() {
             let _ = rx.await;
         }
+    }
+}
+
+/// A held group ([`QueueHandle::hold`]); released when dropped.
+pub struct Hold {
+    cmd: mpsc::UnboundedSender<Cmd>,
+    folder: GroupFolder,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let _ = self.cmd.send(Cmd::Release(self.folder.clone()));
     }
 }
 
@@ -243,6 +280,11 @@ struct GroupState {
     /// The last attempt ran and was cut short (why): the next prompt says
     /// so, so the agent continues instead of redoing what it did.
     interrupted: Option<String>,
+    /// Holds on the group ([`QueueHandle::hold`]): nothing starts while
+    /// any is held.
+    held: u32,
+    /// Holders waiting for the group's container to exit.
+    hold_waiters: Vec<oneshot::Sender<()>>,
 }
 
 pub struct Queue {
@@ -326,9 +368,31 @@ impl Queue {
         self.groups.values().filter(|g| g.run.is_some()).count()
     }
 
+    /// Whether something holds the group ([`QueueHandle::hold`]).
+    fn held(&self, folder: &GroupFolder) -> bool {
+        self.groups.get(folder).is_some_and(|g| g.held > 0)
+    }
+
     async fn handle(&mut self, cmd: Cmd) {
         match cmd {
             Cmd::Close(folder) => self.close(&folder),
+            Cmd::Hold(folder, tx) => {
+                let g = self.groups.entry(folder.clone()).or_default();
+                g.held += 1;
+                if g.run.is_some() {
+                    g.hold_waiters.push(tx);
+                    self.close(&folder);
+                } else {
+                    let _ = tx.send(());
+                }
+            }
+            Cmd::Release(folder) => {
+                let g = self.groups.entry(folder.clone()).or_default();
+                g.held = g.held.saturating_sub(1);
+                if g.held == 0 {
+                    self.wake(&folder).await;
+                }
+            }
             Cmd::Turn { folder, run, turn } => self.turn(&folder, run, turn).await,
             Cmd::Exited {
                 folder,
@@ -381,6 +445,7 @@ impl Queue {
                     );
                     let _ = self.agents.reap().await;
                     for (f, g) in &mut self.groups {
+                        g.hold_waiters.clear();
                         if g.run.take().is_some()
                             && let Some(l) = &self.leases
                         {

@@ -254,9 +254,19 @@ impl Queue {
         if let Ok(r) = &result {
             tracing::info!(group = %folder, container = %r.container, exit = r.exit_code, "container finished");
         }
+        // Whoever holds the group waited for its container to go.
+        if let Some(g) = self.groups.get_mut(folder) {
+            for tx in g.hold_waiters.drain(..) {
+                let _ = tx.send(());
+            }
+        }
         // Free slot: first in line first, then this group's own next work.
         while let Some(next) = self.fifo.next(self.active(), self.settings.max_containers) {
-            if self.groups.get(&next).is_some_and(|g| g.run.is_none()) {
+            if self
+                .groups
+                .get(&next)
+                .is_some_and(|g| g.run.is_none() && g.held == 0)
+            {
                 self.start_waiting(&next).await;
             }
         }
