@@ -136,7 +136,8 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
         .read_blocking(move |c| context::for_prompt(c, &g, "where is the yacht kept?", 500))
         .unwrap();
     assert!(
-        block.contains("User: the boat is moored at pier 7") && block.contains("[2026-03-01 p"),
+        block.contains("the user: \"the boat is moored at pier 7\"")
+            && block.contains("[2026-03-01 p"),
         "{block}"
     );
     assert!(!block.contains("berth 12"), "{block}");

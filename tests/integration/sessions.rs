@@ -420,14 +420,7 @@ async fn a_clear_from_outside_never_splits_a_live_session() {
     // A resume from outside, then the agent's own clear and resume.
     let history = home.json(&["sessions", "history", "main"]);
     let id = history[0]["id"].as_i64().unwrap().to_string();
-    let resumed = home.json(&[
-        "sessions",
-        "resume",
-        "main",
-        &id,
-        "--save-as",
-        "Second",
-    ]);
+    let resumed = home.json(&["sessions", "resume", "main", &id, "--save-as", "Second"]);
     assert_eq!(
         resumed["pointer"]["session_id"],
         first.as_str(),

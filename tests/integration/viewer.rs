@@ -674,7 +674,7 @@ async fn search_and_the_memory_page_find_by_meaning() {
         .await;
     assert!(
         block.as_str().is_some_and(|t| t.starts_with("<g2-memory>")
-            && t.contains("User: the boat is moored at pier 7")
+            && t.contains("the user: \"the boat is moored at pier 7\"")
             && !t.contains("sourdough")),
         "{block}"
     );

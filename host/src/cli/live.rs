@@ -93,3 +93,21 @@ impl HostApi {
         serde_json::from_value(v).with_context(|| format!("the running host's answer to {path}"))
     }
 }
+
+/// `s` as one path segment of a URL, percent-encoded where it must be.
+pub(super) fn segment(s: &str) -> String {
+    let mut u = url::Url::parse("http://host/").expect("a fixed URL parses");
+    if let Ok(mut p) = u.path_segments_mut() {
+        p.clear().push(s);
+    }
+    u.path().trim_start_matches('/').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_segment_stays_one() {
+        assert_eq!(super::segment("sess-a"), "sess-a");
+        assert_eq!(super::segment("a/b?c#d e%"), "a%2Fb%3Fc%23d%20e%25");
+    }
+}

@@ -294,7 +294,6 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             ..
         } => {
             // A live session's group is held through the running host.
-            let session = g2_core::validate::session_id(&session)?;
             let forgotten = match super::live::route(ctx, &store, "memory").await? {
                 super::live::Route::Here(_lock) => {
                     crate::memory::forget::forget_session(&store, &session).await?
@@ -306,9 +305,10 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                         .await?
                     {
                         Some(group) => {
+                            let id = super::live::segment(&session);
                             api.call::<serde_json::Value>(
                                 reqwest::Method::DELETE,
-                                &format!("/api/groups/{group}/memory/sessions/{session}"),
+                                &format!("/api/groups/{group}/memory/sessions/{id}"),
                                 None,
                             )
                             .await?;
