@@ -27,6 +27,10 @@ pub struct Message {
     /// The assistant's answer to this message (`seq`): the one that woke it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<i64>,
+    /// Context the routing rules passed over: it was never shown to the
+    /// agent (over a prompt's budget before a message that called it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub passed_over: bool,
 }
 
 /// An inbound message as a channel hands it over. Only `sender`,
@@ -104,6 +108,7 @@ pub fn insert_inbound(
         from_bot: false,
         addressed: m.addressed,
         reply_to: None,
+        passed_over: false,
     }))
 }
 
@@ -201,6 +206,7 @@ pub fn insert_outbound(
         from_bot: true,
         addressed: false,
         reply_to,
+        passed_over: false,
     })
 }
 
@@ -250,8 +256,7 @@ pub fn undelivered(conn: &Db<'_>, after: i64, limit: usize) -> Result<Vec<Messag
     )
 }
 
-const COLUMNS: &str =
-    "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot, addressed, reply_to";
+const COLUMNS: &str = "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot, addressed, reply_to, passed_over";
 
 fn row(r: &Row<'_>) -> Result<Message> {
     Ok(Message {
@@ -265,6 +270,7 @@ fn row(r: &Row<'_>) -> Result<Message> {
         from_bot: r.get(7)?,
         addressed: r.get(8)?,
         reply_to: r.get(9)?,
+        passed_over: r.get(10)?,
     })
 }
 
@@ -285,23 +291,70 @@ pub fn inbound_texts(
     )
 }
 
-/// The newest `limit` messages of people (not the assistant) in a chat
-/// after `after`, oldest first.
+/// The oldest `limit` messages of people (not the assistant) in a chat
+/// after `after`, oldest first: the pending messages as routing takes
+/// them.
 pub fn inbound_after(
     conn: &Db<'_>,
     chat_jid: &str,
     after: i64,
     limit: usize,
 ) -> Result<Vec<Message>> {
-    let mut rows: Vec<Message> = conn.query_all(
+    conn.query_all(
         &format!(
-            "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND is_bot = 0 ORDER BY seq DESC LIMIT ?3"
+            "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND is_bot = 0 ORDER BY seq LIMIT ?3"
         ),
         params![chat_jid, after, limit as i64],
+        row,
+    )
+}
+
+/// The newest `limit` messages of people in a chat after `after` up to
+/// `upto` (by `seq`), oldest first: the end of what a prompt held.
+pub fn inbound_upto(
+    conn: &Db<'_>,
+    chat_jid: &str,
+    after: i64,
+    upto: i64,
+    limit: usize,
+) -> Result<Vec<Message>> {
+    let mut rows: Vec<Message> = conn.query_all(
+        &format!(
+            "SELECT {COLUMNS} FROM messages WHERE chat_jid = ?1 AND seq > ?2 AND seq <= ?3 AND is_bot = 0 ORDER BY seq DESC LIMIT ?4"
+        ),
+        params![chat_jid, after, upto, limit as i64],
         row,
     )?;
     rows.reverse();
     Ok(rows)
+}
+
+/// The senders of people's messages in a chat after `after` up to `upto`
+/// that were not passed over, each once, in the order they first spoke.
+pub fn inbound_senders(
+    conn: &Db<'_>,
+    chat_jid: &str,
+    after: i64,
+    upto: i64,
+) -> Result<Vec<String>> {
+    query_all(
+        conn,
+        "SELECT sender FROM messages
+         WHERE chat_jid = ?1 AND seq > ?2 AND seq <= ?3 AND is_bot = 0 AND passed_over = 0
+         GROUP BY sender ORDER BY MIN(seq)",
+        params![chat_jid, after, upto],
+        |r| r.get(0),
+    )
+}
+
+/// Marks people's messages in a chat with `after < seq < before` as
+/// passed over (never shown to the agent); how many were marked.
+pub fn mark_passed_over(tx: &Db<'_>, chat_jid: &str, after: i64, before: i64) -> Result<usize> {
+    tx.execute(
+        "UPDATE messages SET passed_over = 1
+         WHERE chat_jid = ?1 AND seq > ?2 AND seq < ?3 AND is_bot = 0 AND passed_over = 0",
+        params![chat_jid, after, before],
+    )
 }
 
 /// The highest `seq` stored (0 when there is none).

@@ -33,6 +33,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         4,
         include_str!("../../migrations/postgres/0004_passages_by_group.sql"),
     ),
+    (
+        5,
+        include_str!("../../migrations/postgres/0005_passed_over.sql"),
+    ),
 ];
 
 /// The advisory lock every write transaction takes (any constant shared

@@ -71,7 +71,8 @@ pub fn text(senders: &[String], why: &str, how: GiveUp) -> String {
 }
 
 /// Gives up on the group's messages up to `upto`, in one transaction: the
-/// notice to their senders stored (as `sender`; `delivered` when storing
+/// notice to their senders (each once; not those of passed-over context)
+/// stored (as `sender`; `delivered` when storing
 /// it is its delivery), the cursor moved past them (and they cleaned:
 /// `router::pass`), the group marked failing with `why`. Returns the
 /// notice, for the caller to deliver, and whether a text was cleaned.
@@ -86,13 +87,9 @@ pub fn give_up(
     delivered: bool,
     redactor: &g2_core::privacy::Redactor,
 ) -> Result<(Message, bool)> {
+    // Those the agent was shown: context passed over did not address it.
     let cursor = router::cursor(tx, &group.folder)?;
-    let pending = store::messages::inbound_after(tx, &group.jid, cursor, router::MAX_BATCH)?;
-    let senders: Vec<String> = pending
-        .iter()
-        .filter(|m| m.seq <= upto)
-        .map(|m| m.sender.clone())
-        .collect();
+    let senders = store::messages::inbound_senders(tx, &group.jid, cursor, upto)?;
     let text = text(&senders, why, how);
     let m = store::messages::insert_outbound(tx, &group.jid, sender, &text, None, delivered)?;
     let cleaned = router::pass(tx, group, upto, redactor)?;

@@ -52,15 +52,58 @@ pub(super) async fn chat_page(
 }
 
 /// One chat message as a list item (the script builds the same shape).
+/// Context the routing rules passed over is marked as never shown to the
+/// agent (docs/channels.md, "Backlogs").
 fn message_item(m: &crate::routing::messages::Message) -> String {
     let who = m.sender_name.as_deref().unwrap_or(&m.sender);
     format!(
-        "<li class=\"message{bot}\" data-seq=\"{seq}\"><span class=\"who\">{who}</span> {t}\
+        "<li class=\"message{bot}{passed}\" data-seq=\"{seq}\"><span class=\"who\">{who}</span> {t}{note}\
 <div class=\"text\">{text}</div></li>",
         bot = if m.from_bot { " bot" } else { "" },
+        passed = if m.passed_over { " passed" } else { "" },
+        note = if m.passed_over { PASSED_NOTE } else { "" },
         seq = m.seq,
         who = escape(who),
         t = time(&m.timestamp),
         text = escape(&m.text),
     )
+}
+
+/// What a passed-over message is marked with.
+const PASSED_NOTE: &str = " <span class=\"note\" title=\"It did not call the agent, and the context \
+before the message that did was over a prompt's budget.\">not shown to the agent</span>";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passed_over_context_is_marked_as_not_shown() {
+        let mut m = crate::routing::messages::Message {
+            seq: 7,
+            id: "x".into(),
+            chat_jid: "local:fam".into(),
+            sender: "ann".into(),
+            sender_name: None,
+            text: "<b>old</b> news".into(),
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            from_bot: false,
+            addressed: false,
+            reply_to: None,
+            passed_over: false,
+        };
+        let shown = message_item(&m);
+        assert!(
+            !shown.contains("passed") && !shown.contains("not shown"),
+            "{shown}"
+        );
+        m.passed_over = true;
+        let passed = message_item(&m);
+        assert!(
+            passed.starts_with("<li class=\"message passed\" data-seq=\"7\">")
+                && passed.contains(">not shown to the agent</span>")
+                && passed.contains("&lt;b&gt;old&lt;/b&gt; news"),
+            "{passed}"
+        );
+    }
 }

@@ -133,6 +133,53 @@ fn messages_keep_order_duplicates_and_delivery() {
             after.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
             ["hi!", "there"]
         );
+        // Pending messages are taken oldest first; a prompt's end newest
+        // first; a passed-over message is marked and its sender not named.
+        let c = store
+            .write_blocking(|tx| {
+                messages::insert_inbound(tx, "tg:1", "telegram", &inbound("third", None))
+            })
+            .unwrap()
+            .unwrap();
+        let (bs, cs) = (b.seq, c.seq);
+        let (oldest, end, bots, marked, senders) = store
+            .write_blocking(move |tx| {
+                Ok((
+                    messages::inbound_after(tx, "tg:1", 0, 2)?,
+                    messages::inbound_upto(tx, "tg:1", 0, bs, 1)?,
+                    messages::mark_passed_over(tx, "tg:1", bs, cs)?,
+                    messages::mark_passed_over(tx, "tg:1", 0, bs)?,
+                    messages::inbound_senders(tx, "tg:1", 0, cs)?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(
+            oldest.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+            ["hi!", "there"]
+        );
+        assert_eq!(end.iter().map(|m| m.seq).collect::<Vec<_>>(), [b.seq]);
+        assert_eq!(
+            (bots, marked),
+            (0, 1),
+            "the assistant's messages are not marked"
+        );
+        assert_eq!(senders, ["alice"]);
+        let log = store
+            .read_blocking(|c| messages::after(c, "tg:1", 0, 10))
+            .unwrap();
+        assert_eq!(
+            log.iter()
+                .filter(|m| m.passed_over)
+                .map(|m| m.seq)
+                .collect::<Vec<_>>(),
+            [a.seq]
+        );
+        assert!(
+            store
+                .read_blocking(move |c| messages::inbound_senders(c, "tg:1", 0, a.seq))
+                .unwrap()
+                .is_empty()
+        );
         assert!(
             store
                 .read_blocking(|c| messages::undelivered(c, 0, 10))

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::start::mark_inflight;
+use super::start::hand_over;
 use super::{Kind, Queue, Run, router};
 use crate::agent;
 use crate::groups::Group;
@@ -119,7 +119,9 @@ impl Queue {
                     // Marked before the agent has it: an edit that comes
                     // later no longer changes these messages.
                     let fence = super::fence(self.leases.as_ref(), run.lease);
-                    if let Err(e) = mark_inflight(&self.store, folder, b.upto, fence).await {
+                    if let Err(e) =
+                        hand_over(&self.store, folder, &jid, b.upto, b.passed.clone(), fence).await
+                    {
                         if crate::cluster::is_fenced(&e) {
                             run.fenced = true;
                             self.close(folder);

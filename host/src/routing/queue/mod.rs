@@ -33,6 +33,10 @@
 //!   come back in the order the prompts went in, so each reply answers the
 //!   oldest outstanding batch and moves the cursor to its end
 //!   ([`router::deliver_reply`]);
+//! - a batch, first prompt or follow-up, is the oldest pending messages
+//!   within the prompt budget ([`router::next_batch`]); after each reply
+//!   what is still pending goes on at once (a backlog drains without new
+//!   messages to ring for it);
 //! - a container with nothing to do is closed as soon as any other work
 //!   waits (a scheduled task of its group, or a group waiting for a slot):
 //!   work never waits behind an idle container; otherwise it is closed

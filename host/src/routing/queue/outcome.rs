@@ -90,8 +90,17 @@ impl Queue {
                         return;
                     }
                 }
+                // What is still pending goes on at once: the next batch of
+                // a backlog as a follow-up (the reply moved the cursor only
+                // to its batch's end, and no new message may come to ring).
+                self.wake(folder).await;
                 let others_wait = self.others_wait(folder);
-                let Some(run) = self.groups.get_mut(folder).and_then(|g| g.run.as_mut()) else {
+                let Some(run) = self
+                    .groups
+                    .get_mut(folder)
+                    .and_then(|g| g.run.as_mut())
+                    .filter(|r| r.id == run_id)
+                else {
                     return;
                 };
                 if run.is_idle() {

@@ -18,31 +18,35 @@ use crate::routing::notices;
 use crate::store::Store;
 use g2_core::validate::GroupFolder;
 
-/// Records that messages up to `upto` went to the group's agent, under
-/// the run's lease when there is one (refused once the lease is gone).
-pub(super) async fn mark_inflight(
+/// Records that a batch (messages up to `upto`, and the context it passes
+/// over) went to the group's agent ([`router::hand_over`]), under the
+/// run's lease when there is one (refused once the lease is gone).
+pub(super) async fn hand_over(
     store: &Store,
     folder: &GroupFolder,
+    jid: &str,
     upto: i64,
+    passed: Option<router::Passed>,
     fence: Option<Fence>,
 ) -> crate::Result<()> {
-    let f = folder.clone();
+    let (f, jid) = (folder.clone(), jid.to_string());
     let r = store
         .write(move |tx| {
             if let Some(fence) = &fence {
                 fence.check(tx, &f)?;
             }
-            router::mark_inflight(tx, &f, upto)
+            router::hand_over(tx, &f, &jid, upto, passed.as_ref())
         })
         .await;
-    // Only a lost lease stops the run: the mark is a hint for a restart.
+    // Only a lost lease stops the run: the marks are a hint for a restart
+    // and for the viewer.
     match r {
         Err(e) if crate::cluster::is_fenced(&e) => {
             tracing::warn!(group = %folder, error = %e, "the group's lease is gone; left to its owner");
             Err(e)
         }
         Err(e) => {
-            tracing::warn!(group = %folder, error = %e, "recording the in-flight mark");
+            tracing::warn!(group = %folder, error = %e, "recording the in-flight and passed-over marks");
             Ok(())
         }
         Ok(()) => Ok(()),
@@ -104,7 +108,7 @@ impl Queue {
             .or_default()
             .tasks
             .pop_front();
-        let (kind, prompt, opts) = match task {
+        let (kind, prompt, opts, handed) = match task {
             Some(t) => {
                 let opts = RunOptions {
                     warm: false,
@@ -122,6 +126,7 @@ impl Queue {
                     },
                     prompt,
                     opts,
+                    None,
                 )
             }
             None => {
@@ -153,12 +158,9 @@ impl Queue {
                         warm: true,
                         ..Default::default()
                     },
+                    Some((b.upto, b.passed)),
                 )
             }
-        };
-        let inflight = match &kind {
-            Kind::Messages { sent_upto, .. } => Some(*sent_upto),
-            Kind::Task { .. } => None,
         };
         // Marked running under the lease (the heartbeat hands over only
         // idle groups); gone meanwhile, nothing starts.
@@ -186,8 +188,8 @@ impl Queue {
         let fence = super::fence(self.leases.as_ref(), lease);
         tokio::spawn(async move {
             let f = group.folder.clone();
-            if let Some(upto) = inflight
-                && let Err(e) = mark_inflight(&store, &f, upto, fence).await
+            if let Some((upto, passed)) = handed
+                && let Err(e) = hand_over(&store, &f, &group.jid, upto, passed, fence).await
             {
                 let _ = me.send(Cmd::Exited {
                     folder: f,

@@ -20,7 +20,7 @@ function csrf() {
 
 function messageItem(m) {
   const li = document.createElement("li");
-  li.className = m.from_bot ? "message bot" : "message";
+  li.className = (m.from_bot ? "message bot" : "message") + (m.passed_over ? " passed" : "");
   li.dataset.seq = m.seq;
   const who = document.createElement("span");
   who.className = "who";
@@ -31,7 +31,14 @@ function messageItem(m) {
   const text = document.createElement("div");
   text.className = "text";
   text.textContent = m.text;
-  li.append(who, " ", t, text);
+  li.append(who, " ", t);
+  if (m.passed_over) {
+    const note = document.createElement("span");
+    note.className = "note";
+    note.textContent = "not shown to the agent";
+    li.append(" ", note);
+  }
+  li.append(text);
   localTimes(li);
   return li;
 }
