@@ -104,8 +104,9 @@ pub fn next_batch(conn: &Db<'_>, group: &Group, after: i64) -> Result<Option<Bat
 /// - a group that needs a trigger gets its oldest pending message that
 ///   calls the agent, with as much of the context before it as the budget
 ///   holds (the newest context first); older context is passed over
-///   ([`Passed`]) and the prompt begins with a [`passed_note`]. Context
-///   after it waits for the next message that calls the agent.
+///   ([`Passed`]) and the prompt begins with a [`passed_note`]. Then, as
+///   far as the budget holds, the messages after it up to the last that
+///   calls the agent; context after that waits for the next call.
 pub fn batch_within(
     conn: &Db<'_>,
     group: &Group,
@@ -161,10 +162,12 @@ fn oldest_within(
 }
 
 /// The oldest pending message that calls the agent, after as much of the
-/// context before it as the budget holds, and the older context passed
-/// over; none when no pending message calls it. Reads the pending
-/// messages [`PAGE`] at a time and keeps only the context that could still
-/// go along.
+/// context before it as the budget holds (the older context passed over),
+/// and then, while the budget holds, the messages after it up to the last
+/// one that calls the agent too: calls that came together are answered
+/// together, as they were typed. None when no pending message calls it.
+/// Reads the pending messages [`PAGE`] at a time and keeps only the
+/// context that could still go along.
 fn up_to_call(
     conn: &Db<'_>,
     group: &Group,
@@ -175,6 +178,8 @@ fn up_to_call(
     let mut context: VecDeque<Message> = VecDeque::new();
     let mut bytes = 0;
     let mut passed: Option<Passed> = None;
+    // Once the first call is found: how many of `context` end at a call.
+    let mut upto_call: Option<usize> = None;
     // Oldest first, so what is passed over is the oldest context.
     let mut pass_one = |context: &mut VecDeque<Message>, bytes: &mut usize| {
         if let Some(m) = context.pop_front() {
@@ -197,25 +202,35 @@ fn up_to_call(
         }
     };
     let mut from = after;
-    loop {
+    'pages: loop {
         let page = store::messages::inbound_after(conn, &group.jid, from, PAGE)?;
         let more = page.len() == PAGE;
         for m in page {
             from = m.seq;
+            let own = m.text.len();
+            if upto_call.is_some() {
+                // After the first call: only what the budget still holds.
+                if !budget.holds(context.len() + 1, bytes + own) {
+                    break 'pages;
+                }
+                let call = calls.by(&m);
+                bytes += own;
+                context.push_back(m);
+                if call {
+                    upto_call = Some(context.len());
+                }
+                continue;
+            }
             if calls.by(&m) {
-                let own = m.text.len();
                 while !context.is_empty() && !budget.holds(context.len() + 1, bytes + own) {
                     pass_one(&mut context, &mut bytes);
                 }
+                bytes += own;
                 context.push_back(m);
-                let shown: Vec<Message> = context.into();
-                let passed = passed.map(|p| Passed {
-                    before: shown[0].seq,
-                    ..p
-                });
-                return Ok(Some((shown, passed)));
+                upto_call = Some(context.len());
+                continue;
             }
-            bytes += m.text.len();
+            bytes += own;
             context.push_back(m);
             // Room is kept for the message that calls the agent.
             while !context.is_empty() && !budget.holds(context.len() + 1, bytes) {
@@ -223,9 +238,20 @@ fn up_to_call(
             }
         }
         if !more {
-            return Ok(None);
+            break;
         }
     }
+    let Some(n) = upto_call else {
+        return Ok(None);
+    };
+    let mut shown: Vec<Message> = context.into();
+    // Context after the last call waits for the next one.
+    shown.truncate(n);
+    let passed = passed.map(|p| Passed {
+        before: shown[0].seq,
+        ..p
+    });
+    Ok(Some((shown, passed)))
 }
 
 /// Whether a message calls the group's agent: its channel saw it address

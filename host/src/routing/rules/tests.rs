@@ -439,8 +439,19 @@ fn expected(every: bool, pending: &[&Person], budget: Budget) -> Option<(Vec<i64
         n += 1;
         bytes += pending[first].bytes;
     }
+    // Then what the budget still holds, up to the last call in it.
+    let mut last = call;
+    let mut j = call + 1;
+    while j < pending.len() && budget.holds(n + 1, bytes + pending[j].bytes) {
+        n += 1;
+        bytes += pending[j].bytes;
+        if pending[j].trigger {
+            last = j;
+        }
+        j += 1;
+    }
     Some((
-        pending[first..=call].iter().map(|p| p.seq).collect(),
+        pending[first..=last].iter().map(|p| p.seq).collect(),
         pending[..first].iter().map(|p| p.seq).collect(),
     ))
 }
@@ -451,9 +462,10 @@ proptest::proptest! {
     /// Any mix of messages, replies and cursor moves, under any budget,
     /// against the real store: the cursor never moves back; a batch is
     /// the oldest pending people's messages within the budget (one at
-    /// least; never the assistant's), ending at the oldest one that
-    /// calls the agent where a trigger is needed, after the context the
-    /// budget holds, the older context passed over and said so; and,
+    /// least; never the assistant's), starting where a trigger is needed
+    /// with the oldest one that calls the agent after the context the
+    /// budget holds (the older context passed over and said so) and
+    /// ending at the last call the budget holds; and,
     /// drained, every message the cursor was not moved past by hand was
     /// in exactly one batch (a message that calls the agent always), the
     /// batches in order, and the store marks exactly the passed-over
