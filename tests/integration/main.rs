@@ -35,6 +35,7 @@ mod memory;
 mod pg_cluster;
 mod postgres;
 mod privacy;
+mod secrets;
 mod quota;
 mod routing;
 mod search;
