@@ -70,11 +70,16 @@ fn main() {
         }
     });
     let planted_mb = planted.iter().map(String::len).sum::<usize>() as f64 / 1e6;
-    report("clean, line by line, secrets planted", planted_mb, runs, || {
-        for l in &planted {
-            std::hint::black_box(r.clean(l));
-        }
-    });
+    report(
+        "clean, line by line, secrets planted",
+        planted_mb,
+        runs,
+        || {
+            for l in &planted {
+                std::hint::black_box(r.clean(l));
+            }
+        },
+    );
 }
 
 /// Runs `f` once, then `runs` times, and prints MB/s.

@@ -396,7 +396,10 @@ async fn credentials_in_any_encoding_leave_no_trace_in_the_home() {
     );
     // No file of the home holds any of it (the WAL is truncated after a
     // cleaning: give it a moment), but the transcripts.
-    let creds = [("the model key", key.as_str()), ("the API token", token.as_str())];
+    let creds = [
+        ("the model key", key.as_str()),
+        ("the API token", token.as_str()),
+    ];
     let deadline = Instant::now() + Duration::from_secs(20);
     let left = loop {
         let left = leaking_files(home.path(), &creds);

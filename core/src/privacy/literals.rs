@@ -268,7 +268,10 @@ fn stable_base64(bytes: &[u8], align: usize, engine: &base64::engine::GeneralPur
     let skip = [0, 2, 3][align];
     // Only whole 6-bit characters of known bits: the last may be partial.
     let whole = padded.len() * 8 / 6;
-    encoded.get(skip..whole).map(<[u8]>::to_vec).unwrap_or_default()
+    encoded
+        .get(skip..whole)
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default()
 }
 
 /// How a byte of text reads in the stream.

@@ -240,7 +240,6 @@ pub(super) fn redact(text: &str) -> Cow<'_, str> {
     out
 }
 
-
 /// `text` with the value after each of `p`'s matches (a name and its `=`)
 /// redacted; None when there was none to redact.
 fn redact_values(text: &str, p: &Pattern) -> Option<String> {

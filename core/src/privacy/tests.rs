@@ -4,7 +4,6 @@ use std::borrow::Cow;
 
 use super::*;
 
-
 #[test]
 fn private_and_own_memory_are_removed_with_their_content() {
     assert_eq!(strip_tags("no tags here"), "no tags here");
@@ -170,7 +169,8 @@ fn each_kind_of_secret_is_redacted() {
     for (input, want) in cases {
         assert_eq!(redact(input), want, "{input}");
     }
-    let pem = "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\nabc\n-----END RSA PRIVATE KEY-----\nafter";
+    let pem =
+        "before\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\nabc\n-----END RSA PRIVATE KEY-----\nafter";
     assert_eq!(redact(pem), "before\n[redacted:private-key]\nafter");
     // Cut off mid-key: the rest is still a key.
     assert_eq!(
@@ -463,10 +463,16 @@ fn a_piece_of_a_credential_is_redacted_and_a_short_one_is_not() {
     let short = &TOKEN[TOKEN.len() - 12..];
     assert_eq!(r.redact(short), short);
     // The shared prefix of every Anthropic key is no piece of this one.
-    assert_eq!(r.redact("keys start sk-ant-api03-"), "keys start sk-ant-api03-");
+    assert_eq!(
+        r.redact("keys start sk-ant-api03-"),
+        "keys start sk-ant-api03-"
+    );
     // A short literal is matched whole only.
     let r = Redactor::with_literals(["hunter2-x"]);
-    assert_eq!(r.redact("pw h u n t e r 2 - x!"), "pw [redacted:credential]!");
+    assert_eq!(
+        r.redact("pw h u n t e r 2 - x!"),
+        "pw [redacted:credential]!"
+    );
     assert_eq!(r.redact("hunter2 alone"), "hunter2 alone");
 }
 
@@ -475,7 +481,10 @@ fn credentials_in_multi_byte_text_keep_the_text_whole() {
     let r = host();
     let text = format!("é{}ü {} ß", TOKEN, b64(format!("ü{KEY}").as_bytes()));
     let cleaned = r.redact(&text);
-    assert!(!leaks(&cleaned, TOKEN) && !leaks(&cleaned, KEY), "{cleaned}");
+    assert!(
+        !leaks(&cleaned, TOKEN) && !leaks(&cleaned, KEY),
+        "{cleaned}"
+    );
     assert!(cleaned.starts_with('é') && cleaned.ends_with('ß'));
 }
 

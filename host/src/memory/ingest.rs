@@ -50,17 +50,13 @@ pub fn capture(
         Captured::SessionStart {
             source,
             transcript_path,
-        } => (source.as_deref().map(clean), transcript_path.as_deref().map(clean)),
+        } => (
+            source.as_deref().map(clean),
+            transcript_path.as_deref().map(clean),
+        ),
         _ => (None, None),
     };
-    let session = rows::open_session(
-        tx,
-        group,
-        sid,
-        source.as_deref(),
-        transcript.as_deref(),
-        at,
-    )?;
+    let session = rows::open_session(tx, group, sid, source.as_deref(), transcript.as_deref(), at)?;
     match event {
         Captured::SessionStart { .. } | Captured::SubagentStop { .. } => {}
         Captured::Prompt { text, private } => {
