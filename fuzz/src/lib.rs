@@ -386,15 +386,18 @@ fn without_ids(blocks: &[Block]) -> Vec<Block> {
         .collect()
 }
 
-/// Text on its way to storage (first byte: a private tag's spelling and
-/// how deep a JSON secret is escaped). Cleaning never panics; stripping
-/// tags never grows text; redacting again changes nothing; and a mark planted in a private span (in that spelling, around
-/// the input) or as an assigned password (in JSON escaped to that depth,
-/// after the input) never survives, whatever the input around it.
+/// Text on its way to storage (first byte: a private tag's spelling, how
+/// deep a JSON secret is escaped and the encoding of a credential).
+/// Cleaning never panics; stripping tags never grows text; redacting again
+/// changes nothing; and a mark planted in a private span (in that
+/// spelling, or with escaped angle brackets, around the input), as an
+/// assigned password (in JSON escaped to that depth, after the input) or a
+/// host credential in that encoding (base64 at each alignment, percent,
+/// hex, spaced, split) never survives, whatever the input around it.
 pub fn privacy(data: &[u8]) {
     let (b, raw) = selector(data);
     let text = String::from_utf8_lossy(raw);
-    let r = Redactor::with_literals(["fuzz-literal-credential"]);
+    let r = Redactor::with_literals([CREDENTIAL]);
     let cleaned = r.clean(&text).into_owned();
     assert_eq!(r.redact(&cleaned), cleaned, "redaction is stable");
     assert!(privacy::strip_tags(&text).len() <= text.len());
@@ -433,6 +436,53 @@ pub fn privacy(data: &[u8]) {
         !cleaned.contains("SECRET-MARK-93"),
         "{assigned:?} -> {cleaned:?}"
     );
+
+    // A private span with escaped angle brackets.
+    let (lt, gt) = [
+        ("\\u003c", "\\u003e"),
+        ("\\\\\\u003C", "\\\\\\u003E"),
+        ("&lt;", "&gt;"),
+        ("< ", " >"),
+    ][usize::from(b / 24 % 4)];
+    let spanned = format!("{text}{lt}private{gt}PRIVATE-MARK-72{text}{lt}/private{gt}{text}");
+    let cleaned = r.clean(&spanned);
+    assert!(
+        !cleaned.contains("PRIVATE-MARK-72"),
+        "{spanned:?} -> {cleaned:?}"
+    );
+
+    // The literal credential in an encoding: what must be gone of it.
+    let (planted, mark) = encoded_credential(CREDENTIAL, b / 2 % 12);
+    let around = format!("{text}{planted}{text}");
+    let cleaned = r.clean(&around);
+    assert!(!cleaned.contains(&mark), "{around:?} -> {cleaned:?}");
+}
+
+const CREDENTIAL: &str = "fuzz-literal-credential";
+
+/// `secret` in shape `n` (0-11), and the part of it that no redaction may
+/// leave: for base64, the characters of the credential's bytes alone.
+fn encoded_credential(secret: &str, n: u8) -> (String, String) {
+    use base64::Engine as _;
+    let b64 = |s: String, url: bool| match url {
+        false => base64::engine::general_purpose::STANDARD.encode(s),
+        true => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s),
+    };
+    let whole = |s: String| (s.clone(), s);
+    match n {
+        0 => whole(secret.to_string()),
+        1..=6 => {
+            let pre = &"ab"[..usize::from(n - 1) % 3];
+            let blob = b64(format!("{pre}{secret}!"), n > 3);
+            let mark = blob[4..blob.len() - 4].to_string();
+            (blob, mark)
+        }
+        7 => whole(secret.bytes().map(|c| format!("%{c:02x}")).collect()),
+        8 => whole(secret.bytes().map(|c| format!("{c:02X}")).collect()),
+        9 => whole(secret.chars().map(|c| format!("{c} ")).collect()),
+        10 => whole(format!("{}\n{}", &secret[..9], &secret[9..])),
+        _ => whole(format!("{}\\n{}", &secret[..5], &secret[5..])),
+    }
 }
 
 /// Member names and texts (fields split at `\u{1}`: name, text, name,

@@ -39,6 +39,7 @@ mod quota;
 mod quoting;
 mod routing;
 mod search;
+mod secrets;
 mod sessions;
 mod slack;
 mod slack_api;

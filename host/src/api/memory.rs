@@ -193,7 +193,9 @@ async fn remember(
     Json(body): Json<RememberBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let owner = memory_owner(&api, folder).await?;
-    let id = crate::memory::remember::remember(&api.store, owner, &body.text).await?;
+    let id =
+        crate::memory::remember::remember(&api.store, api.sessions.redactor(), owner, &body.text)
+            .await?;
     Ok((StatusCode::CREATED, Json(json!({ "id": id }))))
 }
 

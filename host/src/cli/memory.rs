@@ -249,7 +249,9 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
         }
         MemoryCmd::Remember { folder, text } => {
             let owner = memory_owner(&store, &folder).await?;
-            let id = crate::memory::remember::remember(&store, owner, &text.join(" ")).await?;
+            let redactor = crate::gateway::credentials::redactor(ctx.home.root(), &ctx.settings);
+            let id = crate::memory::remember::remember(&store, &redactor, owner, &text.join(" "))
+                .await?;
             println!("remembered as observation {id}");
         }
         MemoryCmd::Summary { session_id, out } => {

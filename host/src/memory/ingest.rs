@@ -50,10 +50,13 @@ pub fn capture(
         Captured::SessionStart {
             source,
             transcript_path,
-        } => (source.as_deref(), transcript_path.as_deref()),
+        } => (
+            source.as_deref().map(clean),
+            transcript_path.as_deref().map(clean),
+        ),
         _ => (None, None),
     };
-    let session = rows::open_session(tx, group, sid, source, transcript, at)?;
+    let session = rows::open_session(tx, group, sid, source.as_deref(), transcript.as_deref(), at)?;
     match event {
         Captured::SessionStart { .. } | Captured::SubagentStop { .. } => {}
         Captured::Prompt { text, private } => {
@@ -62,6 +65,7 @@ pub fn capture(
                 (String::new(), Vec::new())
             } else {
                 let (said, senders) = who_said(text);
+                let senders = senders.iter().map(|s| clean(s)).collect();
                 (clean(&said).trim().to_string(), senders)
             };
             rows::start_batch(tx, session, &prompt, &senders, at)?;
@@ -81,17 +85,19 @@ pub fn capture(
                 None => format!("{sid}:{at}:{name}"),
             };
             let batch = rows::open_batch(tx, session)?;
+            // Paths and names are the agent's text too.
+            let paths = |v: &[String]| v.iter().map(|p| clean(p)).collect::<Vec<_>>();
             rows::add_activity(
                 tx,
                 session,
                 batch,
                 &rows::NewActivity {
-                    tool,
-                    tool_use_id: &id,
+                    tool: &clean(tool),
+                    tool_use_id: &clean(&id),
                     input: &clean(&input.to_string()),
                     output: &clean(output),
-                    files_read,
-                    files_modified,
+                    files_read: &paths(files_read),
+                    files_modified: &paths(files_modified),
                     ok: *ok,
                     subagent: *subagent,
                     at,
@@ -105,7 +111,7 @@ pub fn capture(
             }
         }
         Captured::SessionEnd { reason } => {
-            rows::end_session(tx, session, reason.as_deref(), at)?;
+            rows::end_session(tx, session, reason.as_deref().map(clean).as_deref(), at)?;
         }
     }
     Ok(true)

@@ -1,10 +1,11 @@
 //! Remembering on request: a text a person or an agent asked to keep,
 //! stored as a `fact` observation of importance 9 (origin `remembered`),
-//! cleaned like everything memory keeps. A restatement of an active one
+//! cleaned like everything memory keeps (with the host's own credentials
+//! among the secrets: the caller's redactor). A restatement of an active one
 //! supersedes it, as for extracted observations. The owner may be
 //! `global`: the memory every group reads (only people write there).
 
-use g2_core::privacy;
+use g2_core::privacy::Redactor;
 use g2_core::validate::MemoryFolder;
 
 use crate::memory::extract::{Kind, ObservationDraft};
@@ -16,8 +17,13 @@ use crate::{Error, Result};
 const TITLE_CHARS: usize = 120;
 
 /// Stores `text` for `owner`; returns the observation's id.
-pub async fn remember(store: &Store, owner: MemoryFolder, text: &str) -> Result<i64> {
-    let text = privacy::clean(text).trim().to_string();
+pub async fn remember(
+    store: &Store,
+    redactor: &Redactor,
+    owner: MemoryFolder,
+    text: &str,
+) -> Result<i64> {
+    let text = redactor.clean(text).trim().to_string();
     if text.is_empty() {
         return Err(Error::Invalid("there is nothing to remember".into()));
     }

@@ -156,12 +156,14 @@ impl RequestServer {
         outcome: &str,
         detail: &str,
     ) {
+        // The id and an error's text are the agent's words, echoed.
+        let clean = |s: &str| self.sessions.redactor().clean(s).into_owned();
         let (f, r, a, o, d) = (
             folder.to_string(),
-            request_id.map(str::to_string),
+            request_id.map(clean),
             action.to_string(),
             outcome.to_string(),
-            detail.to_string(),
+            clean(detail),
         );
         let res = self
             .store

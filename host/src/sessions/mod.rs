@@ -78,11 +78,23 @@ fn check(tx: &Db<'_>, group: &GroupFolder, read_generation: i64) -> Result<Point
 pub fn clean_name(name: &str) -> Result<String> {
     let name = name.split_whitespace().collect::<Vec<_>>().join(" ");
     if name.is_empty() || name.chars().count() > 200 {
+        // Not echoed: a name is a member's text, and errors are logged.
         return Err(Error::Invalid(format!(
-            "session name {name:?}: use 1-200 characters"
+            "a session name of {} characters: use 1-200",
+            name.chars().count()
         )));
     }
     Ok(name)
+}
+
+/// A history name as it is stored: [`clean_name`], then cleaned like the
+/// archive's title (the name is a member's or an agent's text); one that
+/// was all private is `[private]`.
+fn stored_name(redactor: &g2_core::privacy::Redactor, name: &str) -> Result<String> {
+    let name = clean_name(name)?;
+    let cleaned = redactor.clean(&name);
+    Ok(clean_name(&g2_core::archive::truncate(&cleaned, 199))
+        .unwrap_or_else(|_| "[private]".to_string()))
 }
 
 // --- the manager --------------------------------------------------------------
@@ -312,7 +324,7 @@ impl SessionManager {
         read_generation: i64,
         prepared: Option<Prepared>,
     ) -> Result<Cleared> {
-        let (g, n) = (group.clone(), name.to_string());
+        let (g, n) = (group.clone(), stored_name(&self.archive.redactor, name)?);
         let file = prepared.as_ref().map(Prepared::file);
         let outcome = self
             .store
@@ -326,7 +338,7 @@ impl SessionManager {
                         .as_ref()
                         .map(|p| crate::store::archives::insert(tx, p))
                         .transpose()?;
-                    let history = insert_history(tx, &current, &id, &clean_name(&n)?)?;
+                    let history = insert_history(tx, &current, &id, &n)?;
                     let pointer = write(tx, &current, None, None)?;
                     Ok(Cleared {
                         history,
@@ -383,6 +395,10 @@ impl SessionManager {
         prepared: Option<Prepared>,
     ) -> Result<Resumed> {
         let g = group.clone();
+        let redactor = self.archive.redactor.clone();
+        let save_current_as = save_current_as
+            .map(|n| stored_name(&redactor, &n))
+            .transpose()?;
         let file = prepared.as_ref().map(Prepared::file);
         let outcome = self
             .store
@@ -400,10 +416,14 @@ impl SessionManager {
                         .transpose()?;
                     let saved = match &current.session_id {
                         Some(id) if *id != target.session_id => {
-                            let name = save_current_as
-                                .clone()
-                                .unwrap_or_else(|| format!("before resuming {}", target.name));
-                            Some(insert_history(tx, &current, id, &clean_name(&name)?)?)
+                            let name = match &save_current_as {
+                                Some(n) => n.clone(),
+                                None => stored_name(
+                                    &redactor,
+                                    &format!("before resuming {}", target.name),
+                                )?,
+                            };
+                            Some(insert_history(tx, &current, id, &name)?)
                         }
                         _ => None,
                     };

@@ -38,18 +38,21 @@ pub fn outcome(
     }
 }
 
-/// Logs the run (started at `run_at`, `took` long) on the task's row and
-/// answers what to post to the task's chat: its result, or the failure (at
-/// most 500 characters of why). Errors are logged, not returned: the run
-/// is over either way.
+/// Logs the run (started at `run_at`, `took` long) on the task's row,
+/// cleaned with `redactor` (the row keeps no private span or secret of the
+/// agent's answer), and answers what to post to the task's chat: its
+/// result, or the failure (at most 500 characters of why). Errors are
+/// logged, not returned: the run is over either way.
 pub async fn record(
     store: &Store,
+    redactor: &g2_core::privacy::Redactor,
     task: &Task,
     run_at: DateTime<Utc>,
     took: Duration,
     outcome: Result<String, String>,
 ) -> String {
-    let (id, o) = (task.id.clone(), outcome.clone());
+    let clean = |s: &String| redactor.clean(s).into_owned();
+    let (id, o) = (task.id.clone(), outcome.as_ref().map(clean).map_err(clean));
     let res = store
         .write(move |tx| {
             super::finish(

@@ -445,7 +445,13 @@ impl RequestServer {
 
     pub(super) async fn remember(&self, me: &Group, text: &str) -> Result<String> {
         Self::own_memory(me, me.folder.as_str(), "remember")?;
-        let id = crate::memory::remember::remember(&self.store, (&me.folder).into(), text).await?;
+        let id = crate::memory::remember::remember(
+            &self.store,
+            self.sessions.redactor(),
+            (&me.folder).into(),
+            text,
+        )
+        .await?;
         Ok(format!("Remembered as o{id}."))
     }
 

@@ -30,7 +30,10 @@ impl RequestServer {
         }
     }
 
-    pub(super) async fn schedule_task(&self, new: NewTask) -> Result<String> {
+    pub(super) async fn schedule_task(&self, mut new: NewTask) -> Result<String> {
+        // Stored, and shown by list_tasks and the API: cleaned like all an
+        // agent asks g2 to keep (a prompt left empty is refused).
+        new.prompt = self.sessions.redactor().clean(&new.prompt).into_owned();
         let t = self
             .store
             .write(move |tx| tasks::create(tx, new, chrono::Utc::now()))

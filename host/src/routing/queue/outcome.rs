@@ -387,7 +387,8 @@ impl Queue {
         took: Duration,
         outcome: std::result::Result<String, String>,
     ) {
-        let text = tasks::runs::record(&self.store, task, run_at, took, outcome).await;
+        let text =
+            tasks::runs::record(&self.store, &self.redactor, task, run_at, took, outcome).await;
         if let Err(e) = self
             .outlet
             .say(&task.chat_jid, &self.assistant_name, &text)
