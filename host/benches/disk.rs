@@ -257,12 +257,17 @@ fn held() {
                 .is_ok()
         })
         .count();
+    let mut free = || Ok(());
     let sweep = cpu_p50(|| {
-        Scan::new(devices.clone(), true)
-            .namespaces(&[1], &mut || Ok(()))
+        Scan::new(devices.clone(), true, &mut free)
+            .namespaces(&[1])
             .unwrap();
     });
-    let look = cpu_p50(|| Scan::new(devices.clone(), true).process(pid).unwrap());
+    let look = cpu_p50(|| {
+        Scan::new(devices.clone(), true, &mut free)
+            .process(pid)
+            .unwrap()
+    });
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .unwrap()
         .lines()

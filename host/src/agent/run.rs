@@ -146,9 +146,7 @@ impl Agents {
             None => None,
         };
         let running = self.runtime.run(spec, bytes).await?;
-        let processes = self
-            .disk
-            .processes(&group.folder, &running.id, running.pid);
+        let processes = self.disk.processes(&group.folder, &running.id, running.pid);
         let report = RunReport {
             group: group.folder.to_string(),
             replies: Vec::new(),

@@ -25,8 +25,10 @@ use std::io;
 
 use rustix::fs::{FileType, Stat};
 
-/// Processes looked at between two calls of the pace.
-const PACE_EVERY: usize = 64;
+/// Steps (a process's namespace, an open file, a map looked at) between
+/// two calls of the pace: a process with many threads or files is paced
+/// too.
+const PACE_EVERY: u64 = 256;
 
 /// Where a container's processes are seen.
 const PROC: &str = "/proc";
@@ -104,7 +106,9 @@ pub fn namespace(pid: u32, container_id: &str) -> Result<u64, String> {
         return Err(unseen());
     }
     let denied = |e: &io::Error| {
-        format!("the host may not read its processes' open files ({e}; run it as root or give it CAP_SYS_PTRACE)")
+        format!(
+            "the host may not read its processes' open files ({e}; run it as root or give it CAP_SYS_PTRACE)"
+        )
     };
     let ns = rustix::fs::stat(format!("{PROC}/{pid}/ns/pid"))
         .map_err(|e| denied(&e.into()))?
@@ -118,7 +122,7 @@ pub fn namespace(pid: u32, container_id: &str) -> Result<u64, String> {
 }
 
 /// One look into processes: what they hold, by (device, inode).
-pub struct Scan {
+pub struct Scan<'p> {
     devices: HashSet<u64>,
     /// Look into memory maps too.
     maps: bool,
@@ -126,27 +130,40 @@ pub struct Scan {
     /// A memory map could not be followed (the capability is missing
     /// after all): maps were left out from then on.
     pub maps_denied: bool,
+    steps: u64,
+    /// Called every [`PACE_EVERY`] steps; an error ends the scan with it.
+    pace: &'p mut dyn FnMut() -> io::Result<()>,
 }
 
-impl Scan {
+impl<'p> Scan<'p> {
     /// Counts files on `devices` only; through memory maps too if `maps`.
-    pub fn new(devices: HashSet<u64>, maps: bool) -> Scan {
+    pub fn new(
+        devices: HashSet<u64>,
+        maps: bool,
+        pace: &'p mut dyn FnMut() -> io::Result<()>,
+    ) -> Scan<'p> {
         Scan {
             devices,
             maps,
             found: HashMap::new(),
             maps_denied: false,
+            steps: 0,
+            pace,
         }
+    }
+
+    fn step(&mut self) -> io::Result<()> {
+        self.steps += 1;
+        if self.steps.is_multiple_of(PACE_EVERY) {
+            (self.pace)()?;
+        }
+        Ok(())
     }
 
     /// Looks into every process of one of `namespaces`, in the order of
     /// their pids (so a process that hands its file to a child and exits
-    /// is met again in the child), calling `pace` every few processes.
-    pub fn namespaces(
-        &mut self,
-        namespaces: &[u64],
-        pace: &mut dyn FnMut() -> io::Result<()>,
-    ) -> io::Result<()> {
+    /// is met again in the child).
+    pub fn namespaces(&mut self, namespaces: &[u64]) -> io::Result<()> {
         if namespaces.is_empty() || self.devices.is_empty() {
             return Ok(());
         }
@@ -154,15 +171,10 @@ impl Scan {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect();
         pids.sort_unstable();
-        for (i, pid) in pids.into_iter().enumerate() {
-            if i % PACE_EVERY == PACE_EVERY - 1 {
-                pace()?;
-            }
+        for pid in pids {
+            self.step()?;
             match rustix::fs::stat(format!("{PROC}/{pid}/ns/pid")) {
-                Ok(st) if namespaces.contains(&st.st_ino) => {
-                    self.process(pid)?;
-                    pace()?;
-                }
+                Ok(st) if namespaces.contains(&st.st_ino) => self.process(pid)?,
                 // Not one of them, gone, or another user's that is none
                 // of the containers' (theirs were checked readable).
                 _ => {}
@@ -194,6 +206,7 @@ impl Scan {
                 if let Ok(st) = rustix::fs::stat(fd.path()) {
                     self.take(&st);
                 }
+                self.step()?;
             }
         }
         if self.maps && !self.maps_denied {
@@ -219,15 +232,15 @@ impl Scan {
             let Some((start, end)) = range.split_once('-') else {
                 continue;
             };
-            let (Ok(start), Ok(end)) = (
-                u64::from_str_radix(start, 16),
-                u64::from_str_radix(end, 16),
-            ) else {
+            let (Ok(start), Ok(end)) =
+                (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+            else {
                 continue;
             };
             if inode == "0" || !seen.insert((dev, inode)) {
                 continue;
             }
+            self.step()?;
             // map_files names ranges without leading zeros.
             match rustix::fs::stat(format!("{PROC}/{pid}/map_files/{start:x}-{end:x}")) {
                 Ok(st) => self.take(&st),
@@ -300,8 +313,13 @@ mod tests {
             .unwrap()
     }
 
-    fn scan(pid: u32, devices: HashSet<u64>) -> Scan {
-        let mut s = Scan::new(devices, true);
+    /// A pace that never sleeps, for as long as the test needs it.
+    fn free() -> &'static mut dyn FnMut() -> io::Result<()> {
+        Box::leak(Box::new(|| Ok(())))
+    }
+
+    fn scan(pid: u32, devices: HashSet<u64>) -> Scan<'static> {
+        let mut s = Scan::new(devices, true, free());
         s.process(pid).unwrap();
         s
     }
@@ -372,7 +390,7 @@ mod tests {
         assert!(!s.maps_denied);
         assert!(s.file((dev, ino)).unwrap() >= 256 << 10, "{:?}", s.held());
         // Without maps, it is not seen.
-        let mut s = Scan::new(devices, false);
+        let mut s = Scan::new(devices, false, free());
         s.process(std::process::id()).unwrap();
         assert_eq!(s.file((dev, ino)), None);
     }
@@ -390,7 +408,11 @@ mod tests {
                 "it shares the host's process namespace"
             );
         }
-        assert!(namespace(u32::MAX, "x").unwrap_err().contains("not to be seen"));
+        assert!(
+            namespace(u32::MAX, "x")
+                .unwrap_err()
+                .contains("not to be seen")
+        );
         // A sweep over our own namespace meets a child holding a file.
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("held.bin");
@@ -402,17 +424,18 @@ mod tests {
         let dev = *devices.iter().next().unwrap();
         let own = rustix::fs::stat("/proc/self/ns/pid").unwrap().st_ino;
         let mut paced = 0;
-        let mut s = Scan::new(devices, false);
-        s.namespaces(&[own], &mut || {
+        let mut pace = || {
             paced += 1;
             Ok(())
-        })
-        .unwrap();
+        };
+        let mut s = Scan::new(devices, false, &mut pace);
+        s.namespaces(&[own]).unwrap();
         assert!(s.file((dev, ino)).unwrap() >= 64 << 10);
+        drop(s);
         assert!(paced > 0);
         // A namespace nobody is in holds nothing.
-        let mut s = Scan::new(dev_of(d.path()), false);
-        s.namespaces(&[1], &mut || Ok(())).unwrap();
+        let mut s = Scan::new(dev_of(d.path()), false, free());
+        s.namespaces(&[1]).unwrap();
         assert_eq!(s.held(), Held::default());
         child.kill().unwrap();
         child.wait().unwrap();

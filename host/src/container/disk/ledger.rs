@@ -386,7 +386,11 @@ impl Shared {
 
     /// What the processes of the group's running containers hold in files
     /// deleted while open, on the devices of its trees.
-    fn held(&self, folder: &GroupFolder, pacer: &mut Pacer<'_>) -> std::result::Result<Held, String> {
+    fn held(
+        &self,
+        folder: &GroupFolder,
+        pacer: &mut Pacer<'_>,
+    ) -> std::result::Result<Held, String> {
         let namespaces: Vec<u64> = self
             .lock()
             .books
@@ -397,9 +401,9 @@ impl Shared {
             return Ok(Held::default());
         }
         let devices = super::devices(&self.home, folder).map_err(|e| e.to_string())?;
-        let mut scan = held::Scan::new(devices, self.maps.load(Ordering::Relaxed));
-        scan.namespaces(&namespaces, &mut || pacer.pace())
-            .map_err(|e| e.to_string())?;
+        let mut pace = || pacer.pace();
+        let mut scan = held::Scan::new(devices, self.maps.load(Ordering::Relaxed), &mut pace);
+        scan.namespaces(&namespaces).map_err(|e| e.to_string())?;
         if scan.maps_denied && self.maps.swap(false, Ordering::Relaxed) {
             tracing::warn!(
                 "disk quotas: files an agent deleted but maps into memory are not counted: the kernel refused to follow its maps"
