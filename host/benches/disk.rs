@@ -8,11 +8,16 @@
 //!   that it is not stopped: the `g2 serve` process's CPU while the files
 //!   are made (mean and the busiest second, from `/proc/PID/stat`), and the
 //!   latency of `GET /api/groups/family/status` asked every 50 ms meanwhile
-//!   (p50/p99/max).
+//!   (p50/p99/max);
+//! - **files deleted while held open** (`disk::held`): CPU of one pass over
+//!   `/proc` (every process of the host, none of them a container's) and
+//!   of looking into a Node process (its threads' open files and its memory
+//!   maps, as Claude Code's would be), p50 of 20 each, and what they cost a
+//!   running group counted every second.
 //!
 //! Needs the agent image (`g2 image build`, done here when missing).
 //! `cargo bench -p g2-host --bench disk` (`G2_BENCH_FILES` changes the
-//! 500,000).
+//! 500,000; `-- held` runs only the parts whose name holds `held`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -216,8 +221,85 @@ fn making_files(files: usize) {
     );
 }
 
+/// CPU of `f`, p50 of 20 runs.
+fn cpu_p50(mut f: impl FnMut()) -> Duration {
+    f(); // warm the caches
+    let mut cpu = Vec::new();
+    for _ in 0..20 {
+        let before = thread_cpu();
+        f();
+        cpu.push(thread_cpu() - before);
+    }
+    Samples::of(cpu).at(0.5)
+}
+
+fn held() {
+    use g2_host::container::disk::held::Scan;
+    let mut node = std::process::Command::new("node")
+        .args(["-e", "setInterval(() => {}, 1000)"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = node.id();
+    let d = tempfile::tempdir().unwrap();
+    let devices = std::collections::HashSet::from([std::os::unix::fs::MetadataExt::dev(
+        &std::fs::metadata(d.path()).unwrap(),
+    )]);
+    let count = |p: String| std::fs::read_dir(p).unwrap().count();
+    let processes = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .parse::<u32>()
+                .is_ok()
+        })
+        .count();
+    let mut free = || Ok(());
+    let sweep = cpu_p50(|| {
+        Scan::new(devices.clone(), true, &mut free)
+            .namespaces(&[1])
+            .unwrap();
+    });
+    let look = cpu_p50(|| {
+        Scan::new(devices.clone(), true, &mut free)
+            .process(pid)
+            .unwrap()
+    });
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .count();
+    println!(
+        "held: a pass over /proc ({processes} processes): {} CPU; looking into node \
+         ({} threads, {} open files, {maps} maps): {} CPU (p50 of 20)",
+        fmt_dur(sweep),
+        count(format!("/proc/{pid}/task")),
+        count(format!("/proc/{pid}/fd")),
+        fmt_dur(look)
+    );
+    println!(
+        "  a running group counted every second: {:.2} % of a core",
+        (sweep + look).as_secs_f64() * 100.0
+    );
+    node.kill().unwrap();
+    node.wait().unwrap();
+}
+
 fn main() {
-    per_100k(0);
-    per_100k(1024);
-    making_files(env_or("G2_BENCH_FILES", 500_000));
+    // `cargo bench -p g2-host --bench disk -- held` runs that part only.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with("--"));
+    let run = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
+    if run("per_100k") {
+        per_100k(0);
+        per_100k(1024);
+    }
+    if run("held") {
+        held();
+    }
+    if run("making_files") {
+        making_files(env_or("G2_BENCH_FILES", 500_000));
+    }
 }

@@ -149,13 +149,13 @@ fn check_secrets(home: &Home, settings: &Settings) -> Result<String, Problem> {
 
 /// Who enforces the groups' quotas: the kernel's project quotas where the
 /// filesystem holding the groups has them, else g2's own counting (within
-/// its CPU share).
+/// its CPU share), and whether that sees files deleted while held open.
 fn quota_enforcement(home: &Home, settings: &Settings) -> String {
     let counting = format!(
         "g2 counts each group's files itself (at most {} % of a core)",
         settings.container.disk_cpu_percent
     );
-    match crate::container::disk::project_quotas(&home.groups_dir()) {
+    let who = match crate::container::disk::project_quotas(&home.groups_dir()) {
         Some((fs, mount, true)) => format!(
             "{fs} on {mount} has project quotas (the kernel could enforce them; {counting})"
         ),
@@ -163,7 +163,10 @@ fn quota_enforcement(home: &Home, settings: &Settings) -> String {
             format!("no project quotas on {fs} at {mount}: {counting}")
         }
         None => format!("the filesystem of the groups is unknown: {counting}"),
-    }
+    };
+    // Whatever enforces the quotas, only g2's count sees this.
+    let held = crate::container::disk::Sight::of_self().describe();
+    format!("{who}; {held}")
 }
 
 /// The agent image. Missing is not a failure: `g2 run` builds it on first

@@ -67,6 +67,9 @@ fn doctor_reports_every_part() {
         disk.contains("g2 counts each group's files itself (at most 20 % of a core)"),
         "{disk}"
     );
+    // And whether it sees files deleted while held open (the suite runs as root).
+    let held = g2_host::container::disk::Sight::of_self().describe();
+    assert!(disk.contains(&format!("; {held}")), "{disk}");
     std::fs::write(home.path().join("groups/main/big.bin"), vec![1u8; 3 << 20]).unwrap();
     let big = home.g2_with(&["doctor", "--json"], &[("G2_CONTAINER__DISK_MB", "2")]);
     let big: serde_json::Value = serde_json::from_slice(&big.stdout).unwrap();

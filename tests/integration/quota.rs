@@ -1,9 +1,11 @@
 //! Disk quotas against hostile writers, with real Docker, the real Claude
 //! Code in the agent image, the offline model and `g2 serve`: a plain
 //! writer, one that hides its bytes under 70 nested folders, one that
-//! names its file with bytes that are not UTF-8, and one that makes files
-//! by the thousand. Each is stopped while it writes and told why, refused
-//! while over, and answered again once its files are gone.
+//! names its file with bytes that are not UTF-8, one that makes files by
+//! the thousand, and one that writes into a file it deleted but holds
+//! open. Each is stopped while it writes and told why, refused while over
+//! (the last holds nothing once stopped), and answered again once its
+//! files are gone.
 
 use std::os::unix::ffi::OsStrExt;
 
@@ -70,6 +72,51 @@ async fn a_group_over_its_disk_quota_is_stopped_and_told() {
     post(&s.url, "family", "ann", "and now?").await;
     let t = wait_bot(&s.url, "family", 3, 180).await;
     assert_eq!(t[2], "Offline model (g2) received: \"and now?\"");
+}
+
+/// A file deleted while its writer holds it open is in no tree, yet takes
+/// its blocks: the count looks into the agent's processes too, so the
+/// writer is stopped like the plain one. Stopped, it holds nothing: the
+/// group answers again at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_into_a_file_deleted_while_open_is_stopped_and_told() {
+    if !image_ready() {
+        return;
+    }
+    let home = home_with_family();
+    let s = serve(
+        &home,
+        &[
+            ("G2_CONTAINER__DISK_MB", "20"),
+            ("G2_CONTAINER__DISK_CHECK_MS", "300"),
+        ],
+    );
+    // 5 MB every half second into a file that has no name any more, 400 MB
+    // unless stopped; each round is written down beside it.
+    post(
+        &s.url,
+        "family",
+        "ann",
+        "g2:bash cd /workspace/group && exec 3>held.bin && rm held.bin && \
+         for i in $(seq 1 80); do head -c 5000000 /dev/zero >&3; echo $i > rounds; sleep 0.5; done; echo wrote-all",
+    )
+    .await;
+    let t = wait_bot(&s.url, "family", 1, 180).await;
+    assert!(
+        t[0].starts_with(
+            "@ann sorry, I could not answer: the agent was stopped: this group's files take"
+        ) && t[0].contains("in files deleted but still held open), over its disk quota of 20 MB"),
+        "{t:?}"
+    );
+    let rounds = std::fs::read_to_string(home.path().join("groups/family/rounds")).unwrap();
+    let rounds: u32 = rounds.trim().parse().unwrap();
+    assert!(rounds < 80, "stopped while writing ({rounds} rounds)");
+    // The agent's end freed the space: the next count is under the quota.
+    post(&s.url, "family", "ann", "and now?").await;
+    let t = wait_bot(&s.url, "family", 2, 180).await;
+    assert_eq!(t[1], "Offline model (g2) received: \"and now?\"");
+    let st = get_json(&format!("{}/api/groups/family/status", s.url)).await;
+    assert_eq!(st["disk"]["held_bytes"], 0, "{st}");
 }
 
 /// One hostile writer's whole story: started under its quotas, stopped

@@ -60,6 +60,8 @@ pub(super) struct Attempt<'a> {
     next_check: Instant,
     /// The group's disk use when measuring began.
     grew_from: Option<u64>,
+    /// Its processes are looked into by the disk ledger while this lives.
+    _processes: Option<container::disk::Processes>,
     over_quota: Option<String>,
 }
 
@@ -144,6 +146,7 @@ impl Agents {
             None => None,
         };
         let running = self.runtime.run(spec, bytes).await?;
+        let processes = self.disk.processes(&group.folder, &running.id, running.pid);
         let report = RunReport {
             group: group.folder.to_string(),
             replies: Vec::new(),
@@ -178,6 +181,7 @@ impl Agents {
             next_check: Instant::now() + check_every,
             grew_from: None,
             over_quota: None,
+            _processes: processes,
         })
     }
 

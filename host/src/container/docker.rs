@@ -2,8 +2,8 @@
 //! version is negotiated: Engine 20.10 / API 1.41 and newer).
 //!
 //! One run: create (hardened host config, labels) → attach stdin/stdout/
-//! stderr → start → write the input and close stdin → relay output → wait
-//! → remove. The relay task owns the container from start to removal, so a
+//! stderr → start → inspect (its first process, for the disk ledger) →
+//! write the input and close stdin → relay output → wait → remove. The relay task owns the container from start to removal, so a
 //! container never outlives its run, whatever the caller does.
 
 use std::collections::HashMap;
@@ -180,6 +180,23 @@ impl DockerRuntime {
             remove(id, d.clone()).await;
             return Err(engine(e));
         }
+        let pid = match d
+            .inspect_container(
+                &id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+        {
+            Ok(i) => i
+                .state
+                .and_then(|s| s.pid)
+                .and_then(|p| u32::try_from(p).ok())
+                .filter(|p| *p > 0),
+            Err(e) => {
+                tracing::warn!(container = %id, error = %e, "could not inspect a started container");
+                None
+            }
+        };
         let (out_tx, out_rx) = mpsc::channel(64);
         let (exit_tx, exit_rx) = oneshot::channel();
         let (task_id, docker) = (id.clone(), d.clone());
@@ -235,6 +252,7 @@ impl DockerRuntime {
         Ok(Running {
             id,
             name: spec.name,
+            pid,
             output: out_rx,
             exit: exit_rx,
         })

@@ -86,6 +86,9 @@ pub enum Output {
 pub struct Running {
     pub id: String,
     pub name: String,
+    /// Its first process as the engine names it (None: unknown, or it
+    /// ended already); the disk ledger looks into its processes.
+    pub pid: Option<u32>,
     pub output: mpsc::Receiver<Output>,
     pub exit: oneshot::Receiver<Exit>,
 }

@@ -19,8 +19,13 @@
 //! A count is trusted for a start when it began after the group's last
 //! container stopped: nothing of the group's wrote since, but the host and
 //! the operator (whose additions the running checks then see).
+//!
+//! A running container's processes ([`Ledger::processes`]) are looked into
+//! first, then the trees are walked ([`held`]): a file deleted between the
+//! two is missed once rather than counted twice.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -31,6 +36,7 @@ use g2_core::confined::{Tally, Walk};
 use g2_core::validate::GroupFolder;
 
 use super::budget::{self, Budget};
+use super::held::{self, Held, Sight};
 use crate::home::Home;
 use crate::{Error, Result};
 
@@ -41,8 +47,12 @@ const WORKERS: usize = 2;
 /// One count of a group's three trees.
 #[derive(Debug, Clone)]
 pub struct Count {
-    /// What was found, or why the trees could not be counted.
+    /// What the trees hold, or why the trees (or the processes of the
+    /// group's container) could not be counted.
     pub outcome: std::result::Result<Tally, String>,
+    /// What the container's processes held in files deleted while open
+    /// (nothing when none runs).
+    pub held: Held,
     pub started: Instant,
     pub finished_at: DateTime<Utc>,
     /// Wall time the count took, sleeps for the budget included.
@@ -64,6 +74,10 @@ struct Shared {
     budget: Budget,
     state: Mutex<State>,
     work: Condvar,
+    /// Memory maps are looked into (until the kernel says no).
+    maps: AtomicBool,
+    /// A container's processes could not be looked into (said once).
+    warned: AtomicBool,
 }
 
 #[derive(Default)]
@@ -86,6 +100,8 @@ struct Book {
     waiting: Vec<Waiter>,
     /// When the group's last container stopped.
     ran_until: Option<Instant>,
+    /// The process namespaces of its running containers, by container id.
+    processes: Vec<(String, u64)>,
 }
 
 impl Book {
@@ -113,6 +129,10 @@ impl Ledger {
     /// of one core; a running group is counted again every `every`. What
     /// a count finds that is not `give`'s (uid, gid) is given to it.
     pub fn new(home: Home, every: Duration, cpu_percent: u32, give: Option<(u32, u32)>) -> Self {
+        let sight = Sight::of_self();
+        if !sight.any_user || !sight.maps {
+            tracing::warn!("disk quotas: {}", sight.describe());
+        }
         let shared = Arc::new(Shared {
             home,
             every,
@@ -120,6 +140,8 @@ impl Ledger {
             budget: Budget::new(cpu_percent),
             state: Mutex::new(State::default()),
             work: Condvar::new(),
+            maps: AtomicBool::new(sight.maps),
+            warned: AtomicBool::new(false),
         });
         for i in 0..WORKERS {
             let weak = Arc::downgrade(&shared);
@@ -194,6 +216,34 @@ impl Ledger {
         }
     }
 
+    /// Counts what the container `id` of the group holds in files deleted
+    /// while open with the group's trees, until the guard is dropped.
+    /// `pid` is its first process as the engine names it (None: it ended
+    /// already). When its processes cannot be looked into, the log says
+    /// why (once) and only the trees count.
+    pub fn processes(&self, folder: &GroupFolder, id: &str, pid: Option<u32>) -> Option<Processes> {
+        let ns = match held::namespace(pid?, id) {
+            Ok(ns) => ns,
+            Err(why) => {
+                if !self.shared.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(group = %folder, container = id, "disk quotas: files the agent deletes but holds open are not counted: {why}");
+                }
+                return None;
+            }
+        };
+        let mut st = self.shared.lock();
+        st.books
+            .entry(folder.clone())
+            .or_default()
+            .processes
+            .push((id.to_string(), ns));
+        Some(Processes {
+            shared: self.shared.clone(),
+            folder: folder.clone(),
+            id: id.to_string(),
+        })
+    }
+
     /// Stops counting: walks under way end, waiters are let go.
     pub fn stop(&self) {
         let mut st = self.shared.lock();
@@ -221,6 +271,51 @@ impl Drop for Running {
             b.wanted.get_or_insert(now);
         }
         self.shared.work.notify_all();
+    }
+}
+
+/// Held while a container's processes are looked into (see
+/// [`Ledger::processes`]).
+pub struct Processes {
+    shared: Arc<Shared>,
+    folder: GroupFolder,
+    id: String,
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        if let Some(b) = st.books.get_mut(&self.folder) {
+            b.processes.retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+/// Charges the counting thread's CPU to the budget as it goes and sleeps
+/// off an overdraft.
+struct Pacer<'a> {
+    shared: &'a Shared,
+    last: Duration,
+}
+
+impl Pacer<'_> {
+    fn pace(&mut self) -> std::io::Result<()> {
+        let now = budget::thread_cpu();
+        let mut sleep = self.shared.budget.charge(now.saturating_sub(self.last));
+        self.last = now;
+        // Sleep in slices, so a stopping host is not kept waiting.
+        while !sleep.is_zero() {
+            if self.shared.stopping() {
+                return Err(std::io::Error::other("the host is stopping"));
+            }
+            let slice = sleep.min(Duration::from_millis(100));
+            std::thread::sleep(slice);
+            sleep -= slice;
+        }
+        if self.shared.stopping() {
+            return Err(std::io::Error::other("the host is stopping"));
+        }
+        Ok(())
     }
 }
 
@@ -256,43 +351,65 @@ impl Shared {
         }
     }
 
-    /// Counts the group's three trees within the budget.
+    /// Counts what the group's running containers hold open, then its
+    /// three trees, within the budget.
     fn count(&self, folder: &GroupFolder) -> Count {
         let started = Instant::now();
         let cpu_at_start = budget::thread_cpu();
-        let mut last = cpu_at_start;
-        let mut pace = |_: &Tally| -> std::io::Result<()> {
-            let now = budget::thread_cpu();
-            let mut sleep = self.budget.charge(now.saturating_sub(last));
-            last = now;
-            // Sleep in slices, so a stopping host is not kept waiting.
-            while !sleep.is_zero() {
-                if self.stopping() {
-                    return Err(std::io::Error::other("the host is stopping"));
-                }
-                let slice = sleep.min(Duration::from_millis(100));
-                std::thread::sleep(slice);
-                sleep -= slice;
-            }
-            if self.stopping() {
-                return Err(std::io::Error::other("the host is stopping"));
-            }
-            Ok(())
+        let mut pacer = Pacer {
+            shared: self,
+            last: cpu_at_start,
         };
-        let mut walk = Walk {
-            give: self.give,
-            pace: &mut pace,
+        let (held, outcome) = match self.held(folder, &mut pacer) {
+            Ok(held) => {
+                let mut pace = |_: &Tally| pacer.pace();
+                let mut walk = Walk {
+                    give: self.give,
+                    pace: &mut pace,
+                };
+                let t = super::tally(&self.home, folder, &mut walk).map_err(|e| e.to_string());
+                (held, t)
+            }
+            Err(e) => (Held::default(), Err(e)),
         };
-        let outcome = super::tally(&self.home, folder, &mut walk).map_err(|e| e.to_string());
         let end = budget::thread_cpu();
-        self.budget.charge(end.saturating_sub(last));
+        self.budget.charge(end.saturating_sub(pacer.last));
         Count {
             outcome,
+            held,
             started,
             finished_at: Utc::now(),
             took: started.elapsed(),
             cpu: end.saturating_sub(cpu_at_start),
         }
+    }
+
+    /// What the processes of the group's running containers hold in files
+    /// deleted while open, on the devices of its trees.
+    fn held(
+        &self,
+        folder: &GroupFolder,
+        pacer: &mut Pacer<'_>,
+    ) -> std::result::Result<Held, String> {
+        let namespaces: Vec<u64> = self
+            .lock()
+            .books
+            .get(folder)
+            .map(|b| b.processes.iter().map(|(_, ns)| *ns).collect())
+            .unwrap_or_default();
+        if namespaces.is_empty() {
+            return Ok(Held::default());
+        }
+        let devices = super::devices(&self.home, folder).map_err(|e| e.to_string())?;
+        let mut pace = || pacer.pace();
+        let mut scan = held::Scan::new(devices, self.maps.load(Ordering::Relaxed), &mut pace);
+        scan.namespaces(&namespaces).map_err(|e| e.to_string())?;
+        if scan.maps_denied && self.maps.swap(false, Ordering::Relaxed) {
+            tracing::warn!(
+                "disk quotas: files an agent deleted but maps into memory are not counted: the kernel refused to follow its maps"
+            );
+        }
+        Ok(scan.held())
     }
 
     /// Files a finished count: the latest, and to whoever waited for one
@@ -392,6 +509,54 @@ mod tests {
         assert_eq!(tally(&after).entries, 1);
         assert!(tally(&after).bytes >= tally(&first).bytes + (64 << 10));
         assert_eq!(l.latest(&g).unwrap().started, after.started);
+    }
+
+    #[tokio::test]
+    async fn what_a_containers_processes_hold_open_is_counted_with_the_trees() {
+        let (_d, home, l) = ledger();
+        let g = GroupFolder::new("fam").unwrap();
+        let dir = home.group_dir(&g).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("held.bin");
+        std::fs::write(&path, vec![1u8; 2 << 20]).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::fs::File::open(&path).unwrap())
+            .spawn()
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let before = l.fresh(&g).await.unwrap();
+        assert_eq!(before.held, Held::default(), "no container runs");
+        // A container's namespace, as `processes` files it (ours here: it
+        // refuses the host's own).
+        let own = rustix::fs::stat("/proc/self/ns/pid").unwrap().st_ino;
+        let guard = Processes {
+            shared: l.shared.clone(),
+            folder: g.clone(),
+            id: "c1".into(),
+        };
+        l.shared
+            .lock()
+            .books
+            .get_mut(&g)
+            .unwrap()
+            .processes
+            .push(("c1".into(), own));
+        let c = l.fresh(&g).await.unwrap();
+        assert!(c.held.bytes >= 2 << 20, "{:?}", c.held);
+        let cx = super::super::Quotas {
+            bytes: 1 << 20,
+            entries: 100,
+            host_free_bytes: u64::MAX,
+            host_reserve_bytes: 0,
+        };
+        let u = super::super::usage(&c, &cx).unwrap();
+        assert_eq!(u.used_bytes, tally(&c).bytes + c.held.bytes);
+        assert!(u.over_quota() && u.refusal().unwrap().contains("held open"));
+        drop(guard);
+        assert_eq!(l.fresh(&g).await.unwrap().held, Held::default());
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[tokio::test]

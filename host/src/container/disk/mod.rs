@@ -14,14 +14,20 @@
 //! own database: below that no agent starts, and one that is still
 //! writing is stopped.
 //!
+//! While a container runs, its count also adds what the container's
+//! processes hold in files deleted while still open ([`held`]): such a
+//! file is in no tree, yet takes its blocks until the container stops.
+//!
 //! Counting is done by the [`Ledger`] in the background, within a CPU
 //! budget (`container.disk_cpu_percent` of one core).
 
 mod budget;
+pub mod held;
 mod ledger;
 
 pub use budget::thread_cpu;
-pub use ledger::{Count, Ledger, Running};
+pub use held::{Held, Sight};
+pub use ledger::{Count, Ledger, Processes, Running};
 
 use serde::Serialize;
 
@@ -37,7 +43,11 @@ const MB: u64 = 1024 * 1024;
 /// A group's disk use against its quotas, and the host's free space.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Usage {
+    /// The trees' bytes and what the agent holds in files deleted while
+    /// open.
     pub used_bytes: u64,
+    /// Of `used_bytes`, what files deleted while open hold.
+    pub held_bytes: u64,
     pub quota_bytes: u64,
     /// Files, folders, links and other entries in the group's trees.
     pub entries: u64,
@@ -50,10 +60,12 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// A count against the group's quotas and the host's free space now.
-    pub fn of(tally: Tally, counted_at: String, cx: &Quotas) -> Usage {
+    /// A count (the trees' tally and what is held open) against the
+    /// group's quotas and the host's free space now.
+    pub fn of(tally: Tally, held: Held, counted_at: String, cx: &Quotas) -> Usage {
         Usage {
-            used_bytes: tally.bytes,
+            used_bytes: tally.bytes.saturating_add(held.bytes),
+            held_bytes: held.bytes,
             quota_bytes: cx.bytes,
             entries: tally.entries,
             max_entries: cx.entries,
@@ -66,8 +78,16 @@ impl Usage {
     /// Why the group may not run (or go on), in words for its members.
     pub fn refusal(&self) -> Option<String> {
         if self.used_bytes > self.quota_bytes {
+            let held = if self.held_bytes > 0 {
+                format!(
+                    " ({} MB of it in files deleted but still held open)",
+                    self.held_bytes.div_ceil(MB)
+                )
+            } else {
+                String::new()
+            };
             return Some(format!(
-                "this group's files take {} MB, over its disk quota of {} MB; delete some of them to go on",
+                "this group's files take {} MB{held}, over its disk quota of {} MB; delete some of them to go on",
                 self.used_bytes.div_ceil(MB),
                 self.quota_bytes / MB
             ));
@@ -119,7 +139,12 @@ impl Quotas {
 /// trees could not be counted: the group is refused, never let through).
 pub fn usage(count: &Count, cx: &Quotas) -> Result<Usage> {
     match &count.outcome {
-        Ok(t) => Ok(Usage::of(*t, count.finished_at.to_rfc3339(), cx)),
+        Ok(t) => Ok(Usage::of(
+            *t,
+            count.held,
+            count.finished_at.to_rfc3339(),
+            cx,
+        )),
         Err(e) => Err(Error::OverQuota(format!(
             "this group's files could not be counted ({e})"
         ))),
@@ -136,6 +161,18 @@ pub fn tally(home: &Home, folder: &GroupFolder, walk: &mut Walk<'_>) -> Result<T
         total.entries += t.entries;
     }
     Ok(total)
+}
+
+/// The devices of the group's trees that exist: a file held open on one
+/// of them takes the group's space.
+pub fn devices(home: &Home, folder: &GroupFolder) -> Result<std::collections::HashSet<u64>> {
+    let mut out = std::collections::HashSet::new();
+    for tree in home.existing_trees(folder)? {
+        let st = rustix::fs::fstat(&tree)
+            .map_err(|e| Error::io("the device of a group's tree", e.into()))?;
+        out.insert(st.st_dev);
+    }
+    Ok(out)
 }
 
 /// Free bytes on the disk that holds `data/`.
@@ -158,6 +195,7 @@ pub fn measure(home: &Home, settings: &ContainerSettings, group: &Group) -> Resu
     )?;
     Ok(Usage::of(
         t,
+        Held::default(),
         crate::now_rfc3339(),
         &Quotas::of(home, settings, group),
     ))
@@ -198,6 +236,7 @@ mod tests {
     fn refusals_say_why_in_words() {
         let u = Usage {
             used_bytes: 3 * 1024 * MB,
+            held_bytes: 0,
             quota_bytes: 2048 * MB,
             entries: 10,
             max_entries: 100,
@@ -210,6 +249,13 @@ mod tests {
                 .unwrap()
                 .contains("3072 MB, over its disk quota of 2048 MB")
         );
+        let held = Usage {
+            held_bytes: 2048 * MB,
+            ..u.clone()
+        };
+        assert!(held.refusal().unwrap().contains(
+            "take 3072 MB (2048 MB of it in files deleted but still held open), over its disk quota"
+        ));
         let u = Usage {
             used_bytes: MB,
             entries: 101,
