@@ -533,7 +533,6 @@ pub fn memory_block(data: &[u8]) {
         let rest = shape
             .strip_prefix("- [")
             .and_then(|r| r.split_once("] "))
-            .map(|(id, rest)| (id, rest))
             .unwrap_or_else(|| panic!("not a memory line: {line:?}"));
         assert!(
             rest.0

@@ -123,6 +123,7 @@ impl Host {
         // The log is cleaned with what archives and memory are.
         let mut channels = Channels::new(store.clone())
             .with_redactor(sessions.redactor().clone())
+            .with_text_limit(settings.channels.max_text_bytes, &settings.assistant_name)
             .with_router(queue.wake_sender());
         if let Some(tg) = &telegram {
             channels = channels.with(tg.clone());
@@ -630,7 +631,9 @@ pub fn run_agents(
 ) -> Agents {
     let sessions = sessions(home, settings, &store);
     let links = Links {
-        channels: Channels::new(store.clone()).with_redactor(sessions.redactor().clone()),
+        channels: Channels::new(store.clone())
+            .with_redactor(sessions.redactor().clone())
+            .with_text_limit(settings.channels.max_text_bytes, &settings.assistant_name),
         assistant_name: settings.assistant_name.clone(),
         session_changed: None,
         tasks_changed: None,

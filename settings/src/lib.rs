@@ -51,13 +51,40 @@ pub struct Settings {
 }
 
 /// Chat platforms (`[channels.*]`); the HTTP API is always on.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelSettings {
+    /// The longest message text g2 takes, in bytes of UTF-8, the same on
+    /// every channel: a longer one is refused, never cut (the HTTP API
+    /// answers 400; a platform's chat is told why). From
+    /// [`ChannelSettings::MIN_TEXT_BYTES`] to [`ChannelSettings::MAX_TEXT_BYTES`].
+    pub max_text_bytes: usize,
     pub telegram: TelegramSettings,
     pub whatsapp: WhatsAppSettings,
     pub discord: DiscordSettings,
     pub slack: SlackSettings,
+}
+
+impl ChannelSettings {
+    /// The most (and the default) `max_text_bytes` may be: half the HTTP
+    /// API's 64 KiB body, so a text at the limit fits a request with its
+    /// newlines and quotes escaped (`\n`, `\"`: two bytes each), and the
+    /// HTTP channel refuses by this limit, as the others do.
+    pub const MAX_TEXT_BYTES: usize = 32 * 1024;
+    /// The least `max_text_bytes` may be.
+    pub const MIN_TEXT_BYTES: usize = 1024;
+}
+
+impl Default for ChannelSettings {
+    fn default() -> Self {
+        ChannelSettings {
+            max_text_bytes: Self::MAX_TEXT_BYTES,
+            telegram: TelegramSettings::default(),
+            whatsapp: WhatsAppSettings::default(),
+            discord: DiscordSettings::default(),
+            slack: SlackSettings::default(),
+        }
+    }
 }
 
 /// `[channels.discord]`: a bot through Discord's gateway (events) and REST
@@ -778,6 +805,14 @@ impl Settings {
             g2_core::validate::group_folder(folder)
                 .map_err(|e| Error::Config(format!("gateway.groups: {e}")))?;
         }
+        let text = ChannelSettings::MIN_TEXT_BYTES..=ChannelSettings::MAX_TEXT_BYTES;
+        if !text.contains(&self.channels.max_text_bytes) {
+            return Err(Error::Config(format!(
+                "channels.max_text_bytes: from {} to {} (bytes)",
+                text.start(),
+                text.end()
+            )));
+        }
         let tg = &self.channels.telegram;
         if url::Url::parse(&tg.api_url).map_or(true, |u| {
             !matches!(u.scheme(), "http" | "https") || u.cannot_be_a_base()
@@ -874,6 +909,11 @@ mod tests {
             assert_eq!(s.gateway.provider, Some(ProviderKind::Offline));
             assert_eq!(s.gateway.model.as_deref(), Some("m1"));
             assert_eq!(s.gateway.limits_for("any").daily_tokens, Some(1000));
+
+            assert_eq!(s.channels.max_text_bytes, 32 * 1024);
+            jail.set_env("G2_CHANNELS__MAX_TEXT_BYTES", "1024");
+            let s = Settings::load(&home, None).unwrap();
+            assert_eq!(s.channels.max_text_bytes, 1024);
             Ok(())
         });
     }
@@ -892,6 +932,14 @@ mod tests {
                 ("[cluster]\nhost_id = \"a/b\"\n", "cluster.host_id"),
                 ("[cluster]\nhost_id = \"\"\n", "cluster.host_id"),
                 ("[cluster]\nruntime_dir = \"\"\n", "cluster.runtime_dir"),
+                (
+                    "[channels]\nmax_text_bytes = 1023\n",
+                    "channels.max_text_bytes: from 1024 to 32768",
+                ),
+                (
+                    "[channels]\nmax_text_bytes = 32769\n",
+                    "channels.max_text_bytes",
+                ),
             ] {
                 jail.create_file("g2.toml", toml)?;
                 let err = Settings::load(&home, None).unwrap_err().to_string();

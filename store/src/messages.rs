@@ -180,6 +180,34 @@ pub fn insert_outbound(
     reply_to: Option<i64>,
     delivered: bool,
 ) -> Result<Message> {
+    // Without a key nothing conflicts: a row is always stored.
+    insert_bot(tx, chat_jid, sender, text, reply_to, delivered, None)?.ok_or(crate::Error::NoRow)
+}
+
+/// Stores a notice of the assistant for a chat once per `key` (a name no
+/// platform id takes, such as `refused:` and the id of what it answers):
+/// a platform that reports the same event twice gets one notice. None
+/// when one is stored under the key already. Sent by a channel, not
+/// delivered by storing it.
+pub fn insert_notice_once(
+    tx: &Db<'_>,
+    chat_jid: &str,
+    sender: &str,
+    text: &str,
+    key: &str,
+) -> Result<Option<Message>> {
+    insert_bot(tx, chat_jid, sender, text, None, false, Some(key))
+}
+
+fn insert_bot(
+    tx: &Db<'_>,
+    chat_jid: &str,
+    sender: &str,
+    text: &str,
+    reply_to: Option<i64>,
+    delivered: bool,
+    key: Option<&str>,
+) -> Result<Option<Message>> {
     let now = now_rfc3339();
     tx.execute(
         "INSERT INTO chats (jid, last_message_time) VALUES (?1, ?2)
@@ -187,15 +215,21 @@ pub fn insert_outbound(
         params![chat_jid, now],
     )?;
     let id = uuid::Uuid::new_v4().to_string();
-    let seq: i64 = tx.query_row(
-        "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at, reply_to)
-         VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END, ?7)
-         RETURNING seq",
-        params![id, chat_jid, sender, text, now, delivered, reply_to],
-        |r| r.get(0),
-    )?;
+    let seq: Option<i64> = tx
+        .query_row(
+            "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at, reply_to, external_id)
+             VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END, ?7, ?8)
+             ON CONFLICT (chat_jid, external_id) WHERE external_id IS NOT NULL DO NOTHING
+             RETURNING seq",
+            params![id, chat_jid, sender, text, now, delivered, reply_to, key],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(seq) = seq else {
+        return Ok(None);
+    };
     crate::notify::notify(tx, crate::notify::MESSAGES, &format!("out {chat_jid}"))?;
-    Ok(Message {
+    Ok(Some(Message {
         seq,
         id,
         chat_jid: chat_jid.to_string(),
@@ -207,7 +241,7 @@ pub fn insert_outbound(
         addressed: false,
         reply_to,
         passed_over: false,
-    })
+    }))
 }
 
 /// Records that a channel delivered an outbound message; `kept`, when

@@ -13,7 +13,10 @@
 //! - no echo: the assistant's own messages, seen again on the platform,
 //!   wake nothing;
 //! - exactly once across a restart: a host killed mid-turn answers after
-//!   it starts again, once.
+//!   it starts again, once;
+//! - one text limit (`channels.max_text_bytes`): a message over it is not
+//!   stored, and its chat is told why (over HTTP, the 400 says it); one
+//!   under it is stored and answered.
 
 use std::time::{Duration, Instant};
 
@@ -70,20 +73,29 @@ impl Platform {
     }
 
     fn serve(&self, home: &TestHome) -> Serve {
+        self.serve_with(home, &[])
+    }
+
+    /// `g2 serve` with the platform on and `more` settings.
+    fn serve_with(&self, home: &TestHome, more: &[(&'static str, &str)]) -> Serve {
         match self {
-            Platform::Http => serve(home, &[]),
-            Platform::Telegram(api) => crate::telegram::serve_with(home, api, &[]),
-            Platform::WhatsApp(api) => crate::whatsapp::serve_with(home, api, &[]),
+            Platform::Http => serve(home, more),
+            Platform::Telegram(api) => crate::telegram::serve_with(home, api, more),
+            Platform::WhatsApp(api) => crate::whatsapp::serve_with(home, api, more),
             Platform::Discord(api) => {
                 let env = crate::discord::env(api);
-                let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let mut all: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                all.extend_from_slice(more);
                 serve(home, &all)
             }
             // Events wait in the local Slack until the socket opens.
             Platform::Slack(api) => {
                 let env = crate::slack::env(api);
-                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                serve(home, &env)
+                let mut all: Vec<(&str, &str)> =
+                    env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                all.extend_from_slice(more);
+                serve(home, &all)
             }
         }
     }
@@ -303,6 +315,90 @@ async fn suite(p: Platform) {
         before,
         "nothing answered twice: {replies:?}"
     );
+}
+
+/// The text limit, set low (1 KiB) so every platform can carry a text
+/// over it: refused whole on every channel, the platform's chat told, the
+/// HTTP client answered 400 with the same number.
+async fn text_limit(p: Platform) {
+    if !image_ready() {
+        return;
+    }
+    let home = TestHome::new();
+    p.register(&home);
+    let s = p.serve_with(&home, &[("G2_CHANNELS__MAX_TEXT_BYTES", "1024")]);
+    // Within every platform's own limit (Discord's 2,000 characters).
+    let long = format!("long-marker {}", "x".repeat(1500));
+
+    if let Platform::Http = p {
+        let r = http_client()
+            .post(format!("{}/api/groups/one/messages", s.url))
+            .json(&json!({ "sender": "ann", "text": format!("@G2 {long}") }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400);
+        let body: serde_json::Value = r.json().await.unwrap();
+        let why = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("over the limit of 1024 bytes (channels.max_text_bytes)"),
+            "{body}"
+        );
+    } else {
+        p.say(&s, "ann", &long).await;
+        let told = p.wait_for(&s, "was not passed on", 60).await;
+        let notice = told.iter().find(|t| t.contains("not passed on")).unwrap();
+        assert!(
+            notice.contains("g2 takes messages up to 1 KiB") && notice.contains("it is 2 KiB"),
+            "{notice}"
+        );
+        assert!(!notice.contains("long-marker"), "the text is not repeated");
+    }
+
+    // Under the limit: stored and answered as before.
+    p.say(&s, "ann", "short-question").await;
+    p.wait_for(&s, "short-question", 180).await;
+    let log = get_json(&format!("{}/api/groups/one/messages?limit=100", s.url)).await;
+    let texts: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("long-marker")),
+        "nothing of the long text stored, not even cut: {texts:?}"
+    );
+    let notices = texts.iter().filter(|t| t.contains("not passed on")).count();
+    let expected = usize::from(!matches!(p, Platform::Http));
+    assert_eq!(notices, expected, "{texts:?}");
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(!log.contains("long-marker"), "the log holds no text");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_channel_refuses_a_text_over_the_limit_with_a_400() {
+    text_limit(Platform::Http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_answers_a_text_over_the_limit_in_its_chat() {
+    text_limit(Platform::Telegram(BotApi::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whatsapp_answers_a_text_over_the_limit_in_its_chat() {
+    text_limit(Platform::WhatsApp(GraphApi::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_answers_a_text_over_the_limit_in_its_chat() {
+    text_limit(Platform::Discord(DiscordApi::start().await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_answers_a_text_over_the_limit_in_its_chat() {
+    text_limit(Platform::Slack(SlackApi::start().await)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

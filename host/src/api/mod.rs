@@ -59,6 +59,11 @@ pub use sessions::{ClearBody, ResumeBody};
 
 /// Largest request body accepted.
 pub const MAX_BODY: usize = 64 * 1024;
+// Twice the most `channels.max_text_bytes` allows: a text at the limit
+// fits a body with its newlines and quotes escaped (two bytes each), so
+// the HTTP channel refuses by the text limit (400), as the others do;
+// only a text written mostly in escapes meets the body's first (413).
+const _: () = assert!(MAX_BODY >= 2 * crate::config::ChannelSettings::MAX_TEXT_BYTES);
 
 #[derive(Clone)]
 pub struct Api {

@@ -96,15 +96,6 @@ impl Secret {
     }
 }
 
-/// At most what the message log takes.
-pub(crate) fn clip(s: &str) -> String {
-    let mut end = s.len().min(crate::routing::messages::MAX_TEXT);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
-
 /// A display name without control or bidi characters (the message log
 /// refuses them), at most 200 bytes.
 pub(crate) fn clean_name(name: &str) -> String {
@@ -249,6 +240,10 @@ impl Intake {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Taken {
     Stored(Message),
+    /// Its text is over the limit (`channels.max_text_bytes`): nothing of
+    /// it was stored, and its platform chat was answered with this notice
+    /// (`routing::notices::too_long`), sent by the outbox.
+    Refused(Message),
     /// Its platform id was stored before (handed in twice).
     Duplicate,
     /// An edit that replaced a pending message's text.
@@ -280,6 +275,10 @@ pub struct Channels {
     /// What the log keeps of a message once it is answered or sent: no
     /// private span, no secret (`g2_core::privacy`).
     redactor: g2_core::privacy::Redactor,
+    /// The longest text taken in, on every channel (`channels.max_text_bytes`).
+    max_text: usize,
+    /// Who a platform's chat hears a refusal from (the assistant's name).
+    assistant: Arc<str>,
 }
 
 impl Channels {
@@ -307,7 +306,24 @@ impl Channels {
             events: broadcast::channel(LISTENER_BUFFER).0,
             sequencer: Arc::new(Sequencer::new(start)),
             wake: None,
+            max_text: crate::routing::messages::MAX_TEXT,
+            assistant: g2_core::wire::DEFAULT_ASSISTANT_NAME.into(),
         }
+    }
+
+    /// Takes in texts of at most `max_text` bytes on every channel (the
+    /// host's `channels.max_text_bytes`); a longer one is refused, and a
+    /// platform's chat told so by `assistant`. To be set before any
+    /// message is taken in.
+    pub fn with_text_limit(mut self, max_text: usize, assistant: &str) -> Self {
+        self.max_text = max_text;
+        self.assistant = assistant.into();
+        self
+    }
+
+    /// The longest text taken in, in bytes (`channels.max_text_bytes`).
+    pub fn max_text(&self) -> usize {
+        self.max_text
     }
 
     /// Adds a channel; channels added later are asked first.
@@ -354,8 +370,14 @@ impl Channels {
     /// (the router is rung once per group and batch).
     pub async fn receive(&self, folder: &GroupFolder, m: Inbound) -> Result<Message> {
         // The group is looked up in the batch's transaction (no read of
-        // its own per message).
-        m.check()?;
+        // its own per message). The caller hears why a message is refused
+        // (an HTTP client gets a 400 naming the limit).
+        if let Err(e) = m.check_within(self.max_text) {
+            if m.text.len() > self.max_text {
+                tracing::info!(group = %folder, bytes = m.text.len(), limit = self.max_text, "a message over channels.max_text_bytes was refused");
+            }
+            return Err(e);
+        }
         let taken = self
             .take_in(
                 vec![Intake::New {
@@ -367,6 +389,11 @@ impl Channels {
             .await?;
         match taken.into_iter().next() {
             Some(Ok(Taken::Stored(m))) => Ok(m),
+            // Checked above; the sequencer holds the same limit.
+            Some(Ok(Taken::Refused(_))) => Err(Error::Invalid(format!(
+                "text: over the limit of {} bytes (channels.max_text_bytes)",
+                self.max_text
+            ))),
             Some(Ok(_)) => Err(Error::Conflict("this message was stored before".into())),
             Some(Err(e)) => Err(e),
             None => Err(stopped()),

@@ -9,6 +9,15 @@
 //! answers the channels. What is delivered by storing it is cleaned in the
 //! log once published.
 //!
+//! A text over the limit (`channels.max_text_bytes`) is refused here, for
+//! every platform alike: nothing of it is stored, and a platform's chat
+//! is answered with a notice (`routing::notices::too_long`), stored in the
+//! same transaction and sent by the outbox, once per platform id (stored
+//! under a key: the same message reported twice is answered once). An
+//! edit over the limit changes nothing; its chat is answered the same way
+//! when the edited message is in the log (an edit of a message that was
+//! itself refused, or never taken in, is not answered again).
+//!
 //! Boundary: [`Channels::take_in`] and [`Channels::deliver`] hand it
 //! [`Job`]s; what an edit changes is [`rules::edit`](crate::routing::rules::edit).
 
@@ -20,6 +29,7 @@ use g2_core::validate::GroupFolder;
 
 use super::{Channel, Channels, Intake, Live, Mark, PAGE, Taken, owner};
 use crate::routing::messages::{CheckInbound, Message};
+use crate::routing::notices::{self, Refused};
 use crate::routing::rules;
 use crate::store::{self, Store};
 use crate::{Error, Result};
@@ -75,6 +85,11 @@ impl Channels {
                     list: self.list.clone(),
                     wake: self.wake.clone(),
                     redactor: self.redactor.clone(),
+                    outbox: self.outbox.clone(),
+                    limit: Limit {
+                        max_text: self.max_text,
+                        assistant: self.assistant.clone(),
+                    },
                 },
                 self.sequencer.start,
                 rx,
@@ -91,6 +106,15 @@ struct Sequence {
     list: Arc<Vec<Arc<dyn Channel>>>,
     wake: Option<mpsc::UnboundedSender<GroupFolder>>,
     redactor: g2_core::privacy::Redactor,
+    outbox: Arc<super::outbox::Outbox>,
+    limit: Limit,
+}
+
+/// The text limit and who answers a refusal.
+#[derive(Clone)]
+struct Limit {
+    max_text: usize,
+    assistant: Arc<str>,
 }
 
 /// The sequencer: takes whatever is queued (up to [`MAX_BATCH`] jobs),
@@ -106,6 +130,8 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
         list,
         wake,
         redactor,
+        outbox,
+        limit,
     } = seq;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -128,12 +154,18 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
             .map(|(items, mark, done)| (done, (items, mark)))
             .unzip();
         let (after, takes) = (published, Arc::new(takes));
-        let (batch_takes, batch_list) = (takes.clone(), list.clone());
+        let (batch_takes, batch_list, batch_limit) = (takes.clone(), list.clone(), limit.clone());
         let committed = store
             .write(move |tx| {
                 let mut answers = Vec::with_capacity(batch_takes.len());
                 for (items, mark) in batch_takes.iter() {
-                    answers.push(store_inbound(tx, &batch_list, items, mark.as_ref())?);
+                    answers.push(store_inbound(
+                        tx,
+                        &batch_list,
+                        &batch_limit,
+                        items,
+                        mark.as_ref(),
+                    )?);
                 }
                 // Ours are consecutive; what others stored before them is
                 // committed (we hold the write lock) and not yet published.
@@ -141,7 +173,7 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
                     .iter()
                     .flatten()
                     .find_map(|a| match a {
-                        Ok(Taken::Stored(m)) => Some(m.seq),
+                        Ok(Taken::Stored(m) | Taken::Refused(m)) => Some(m.seq),
                         _ => None,
                     })
                     .unwrap_or(i64::MAX);
@@ -152,7 +184,7 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
         let answers: Vec<Result<Vec<Result<Taken>>>> = match committed {
             Ok((others, answers)) => {
                 let ours = answers.iter().flatten().filter_map(|a| match a {
-                    Ok(Taken::Stored(m)) => Some(m.clone()),
+                    Ok(Taken::Stored(m) | Taken::Refused(m)) => Some(m.clone()),
                     _ => None,
                 });
                 for m in others.into_iter().chain(ours) {
@@ -166,11 +198,11 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
                 tracing::warn!(error = %e, n = takes.len(), "a batch of messages did not commit; storing them one by one");
                 let mut answers = Vec::with_capacity(takes.len());
                 for i in 0..takes.len() {
-                    let (these, list) = (takes.clone(), list.clone());
+                    let (these, list, limit) = (takes.clone(), list.clone(), limit.clone());
                     let one = store
                         .write(move |tx| {
                             let (items, mark) = &these[i];
-                            store_inbound(tx, &list, items, mark.as_ref())
+                            store_inbound(tx, &list, &limit, items, mark.as_ref())
                         })
                         .await;
                     answers.push(one);
@@ -179,13 +211,17 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
                 answers
             }
         };
-        // Published, then the router, then the channels.
+        // Published, then the router, the refusals' notices sent, then
+        // the channels.
         let mut folders: Vec<&GroupFolder> = Vec::new();
         for ((items, _), answer) in takes.iter().zip(&answers) {
             for (item, a) in items.iter().zip(answer.iter().flatten()) {
                 let wakes = matches!(a, Ok(Taken::Stored(_) | Taken::Edited));
                 if wakes && !folders.contains(&item.folder()) {
                     folders.push(item.folder());
+                }
+                if let Ok(Taken::Refused(notice)) = a {
+                    refused(&outbox, &list, item, notice, limit.max_text);
                 }
             }
         }
@@ -197,13 +233,36 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
     }
 }
 
+/// Logs a refusal (the chat and the size, never the text) and has the
+/// outbox send its notice.
+fn refused(
+    outbox: &super::outbox::Outbox,
+    list: &[Arc<dyn Channel>],
+    item: &Intake,
+    notice: &Message,
+    max_text: usize,
+) {
+    let (bytes, edit) = match item {
+        Intake::New { m, .. } => (m.text.len(), false),
+        Intake::Edit { text, .. } => (text.len(), true),
+    };
+    tracing::warn!(chat = %notice.chat_jid, bytes, limit = max_text, edit, "a text over channels.max_text_bytes was refused; its chat is told why");
+    let channel = owner(list, &notice.chat_jid);
+    if !channel.delivered_by_storing() {
+        outbox.push(channel, &notice.chat_jid);
+    }
+}
+
 /// Stores what a channel took in, in the caller's transaction, each item
 /// for its group's chat (looked up once per group), then its mark. An item
 /// for a group that is not registered is answered "not found", one that is
-/// refused with why, and the rest are stored.
+/// refused with why, and the rest are stored. A text over the limit in a
+/// chat whose messages are not delivered by storing them (a platform's) is
+/// answered with a notice, stored here ([`Taken::Refused`]).
 fn store_inbound(
     tx: &store::Db<'_>,
     list: &[Arc<dyn Channel>],
+    limit: &Limit,
     items: &[Intake],
     mark: Option<&Mark>,
 ) -> Result<Vec<Result<Taken>>> {
@@ -224,10 +283,22 @@ fn store_inbound(
             answers.push(Err(Error::NotFound(format!("group {folder:?}"))));
             continue;
         };
+        // People on a platform see only what is sent there; the HTTP
+        // channel's caller has its answer.
+        let answers_in_chat =
+            crate::jid::on_a_platform(&jid) || !owner(list, &jid).delivered_by_storing();
+        let max = limit.max_text;
         answers.push(match item {
-            Intake::New { m, .. } => match m.check() {
+            Intake::New { m, .. } => match m.check_within(max) {
                 Ok(()) => Ok(store::messages::insert_inbound(tx, &jid, channel, m)?
                     .map_or(Taken::Duplicate, Taken::Stored)),
+                Err(_) if answers_in_chat && m.text.len() > max && m.check_fields().is_ok() => {
+                    let who = m.sender_name.as_deref();
+                    let key = m.external_id.as_deref().map(|id| format!("refused:{id}"));
+                    let text = notices::too_long(who, Refused::Message, m.text.len(), max);
+                    Ok(tell(tx, &jid, &limit.assistant, &text, key.as_deref())?
+                        .map_or(Taken::Duplicate, Taken::Refused))
+                }
                 Err(e) => Err(e),
             },
             Intake::Edit {
@@ -237,12 +308,23 @@ fn store_inbound(
                 ..
             } => {
                 // What an edit may change is the router's rule.
-                let edited = rules::edit(tx, folder, &jid, external_id, text, *addressed)?;
-                Ok(if edited {
-                    Taken::Edited
+                let edited = rules::edit(tx, folder, &jid, external_id, text, *addressed, max)?;
+                if edited {
+                    Ok(Taken::Edited)
+                } else if answers_in_chat && text.len() > max {
+                    match store::messages::by_external_id(tx, &jid, external_id)? {
+                        Some(m) => {
+                            let who = m.sender_name.as_deref();
+                            let key = edit_key(external_id, text);
+                            let text = notices::too_long(who, Refused::Edit, text.len(), max);
+                            Ok(tell(tx, &jid, &limit.assistant, &text, Some(&key))?
+                                .map_or(Taken::Unchanged, Taken::Refused))
+                        }
+                        None => Ok(Taken::Unchanged),
+                    }
                 } else {
-                    Taken::Unchanged
-                })
+                    Ok(Taken::Unchanged)
+                }
             }
         });
     }
@@ -250,6 +332,32 @@ fn store_inbound(
         store::router_state::set(tx, &mark.key, &mark.value)?;
     }
     Ok(answers)
+}
+
+/// Stores a refusal's notice for the chat, as the assistant, once per
+/// `key` (what it answers: Slack reports a mention twice, a webhook is
+/// delivered again); None when it was answered before.
+fn tell(
+    tx: &store::Db<'_>,
+    jid: &str,
+    assistant: &str,
+    text: &str,
+    key: Option<&str>,
+) -> Result<Option<Message>> {
+    match key {
+        Some(key) => store::messages::insert_notice_once(tx, jid, assistant, text, key),
+        None => store::messages::insert_outbound(tx, jid, assistant, text, None, false).map(Some),
+    }
+}
+
+/// The key of an edit's refusal: the message and the edit's text (a
+/// digest: the same edit reported again is answered once, another edit
+/// of the message answered too).
+fn edit_key(external_id: &str, text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    let short: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("refused-edit:{external_id}:{short}")
 }
 
 /// Tells the router which groups have new messages (once each).

@@ -294,3 +294,144 @@ async fn a_listener_that_falls_behind_is_closed_and_resumes_from_the_store() {
     assert_eq!(resumed[0], "m0");
     assert_eq!(resumed[n], "last");
 }
+
+#[tokio::test]
+async fn a_text_over_the_limit_is_refused_whole_and_its_platform_chat_told() {
+    let (_d, store) = store_with_group("tg", Some("rec:42")).await;
+    let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
+    let ch = Channels::new(store.clone())
+        .with(rec.clone())
+        .with_text_limit(1024, "Andy");
+    let mut live = ch.subscribe();
+    let tg = GroupFolder::new("tg").unwrap();
+    let new = |id: &str, text: String| Intake::New {
+        folder: tg.clone(),
+        m: Inbound {
+            sender: "42".into(),
+            sender_name: Some("Ann".into()),
+            text,
+            external_id: Some(id.into()),
+            ..Default::default()
+        },
+    };
+    let edit = |id: &str, text: String| Intake::Edit {
+        folder: tg.clone(),
+        external_id: id.into(),
+        text,
+        addressed: false,
+    };
+    let long = format!("secret-words {}", "x".repeat(1100));
+    let taken = ch
+        .take_in(
+            vec![
+                new("1", "short".into()),
+                new("2", long.clone()),
+                new("3", "x".repeat(1024)),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(&taken[0], Ok(Taken::Stored(_))), "{taken:?}");
+    let notice = match &taken[1] {
+        Ok(Taken::Refused(n)) => n.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(&taken[2], Ok(Taken::Stored(_))), "at the limit");
+    assert_eq!(
+        notice.text,
+        crate::routing::notices::too_long(
+            Some("Ann"),
+            crate::routing::notices::Refused::Message,
+            long.len(),
+            1024
+        )
+    );
+    assert!(notice.from_bot && notice.sender == "Andy");
+    // Published in its place, between the two stored messages.
+    let order: Vec<String> = (0..3)
+        .map(|_| live.try_recv().map(|l| l.message.text.clone()))
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+    assert_eq!(order[1], notice.text, "{order:?}");
+    // An edit over the limit of a stored message: unchanged, answered; of
+    // one that was refused (not in the log): unchanged, not answered.
+    let e = ch
+        .take_in(vec![edit("1", long.clone()), edit("2", long.clone())], None)
+        .await
+        .unwrap();
+    let edit_notice = match &e[0] {
+        Ok(Taken::Refused(n)) => n.text.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        edit_notice.starts_with("An edit from Ann was not passed on"),
+        "{edit_notice}"
+    );
+    assert!(matches!(e[1], Ok(Taken::Unchanged)), "{e:?}");
+    // Reported again (Slack sends a mention twice, a webhook is redelivered):
+    // answered once.
+    let again = ch
+        .take_in(vec![new("2", long.clone()), edit("1", long.clone())], None)
+        .await
+        .unwrap();
+    assert!(matches!(again[0], Ok(Taken::Duplicate)), "{again:?}");
+    assert!(matches!(again[1], Ok(Taken::Unchanged)), "{again:?}");
+    // The outbox sends both notices; nothing of the long text is kept.
+    for _ in 0..200 {
+        if rec.0.lock().unwrap().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        rec.0.lock().unwrap().as_slice(),
+        [notice.text.as_str(), edit_notice.as_str()]
+    );
+    let all = store
+        .read(|c| store::messages::after(c, "rec:42", 0, 10))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 4, "two messages, two notices: {all:?}");
+    assert!(all.iter().all(|m| !m.text.contains("secret-words")));
+    assert_eq!(all[0].text, "short", "the edit changed nothing");
+}
+
+#[tokio::test]
+async fn over_http_a_text_over_the_limit_is_an_error_naming_it_and_nothing_is_said() {
+    let (_d, store, jid) = store_with_fam().await;
+    let ch = Channels::new(store.clone()).with_text_limit(1024, "Andy");
+    let fam = GroupFolder::new("fam").unwrap();
+    let m = |text: String| Inbound {
+        sender: "u".into(),
+        sender_name: None,
+        text,
+        ..Default::default()
+    };
+    let e = ch.receive(&fam, m("x".repeat(1025))).await.unwrap_err();
+    assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+    let e = e.to_string();
+    assert!(
+        e.contains("1025 bytes, over the limit of 1024 bytes (channels.max_text_bytes)"),
+        "{e}"
+    );
+    // The same through a batch: refused, no notice in the HTTP log.
+    let taken = ch
+        .take_in(
+            vec![Intake::New {
+                folder: fam.clone(),
+                m: m("x".repeat(1025)),
+            }],
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(&taken[0], Err(Error::Invalid(_))), "{taken:?}");
+    ch.receive(&fam, m("x".repeat(1024))).await.unwrap();
+    let all = store
+        .read(move |c| store::messages::after(c, &jid, 0, 10))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(ch.max_text(), 1024);
+}

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::groups::Group;
-use crate::routing::messages::{MAX_TEXT, Message};
+use crate::routing::messages::Message;
 use crate::store;
 
 mod batch;
@@ -142,8 +142,9 @@ pub fn inflight(conn: &Db<'_>, folder: &str) -> Result<Option<i64>> {
 /// in the group's chat `jid`): the new text replaces the stored one only
 /// while the message is pending, neither answered (the cursor) nor handed
 /// to the agent (the in-flight mark); an answered message stays as it was
-/// answered. A text that is empty or too long changes nothing. An edit
-/// that `addressed` the assistant calls it (a mention added by the edit
+/// answered. A text that is empty or longer than `max_text` bytes (the
+/// host's `channels.max_text_bytes`) changes nothing. An edit that
+/// `addressed` the assistant calls it (a mention added by the edit
 /// counts; one removed does not un-call it). Whether the text was
 /// replaced.
 pub fn edit(
@@ -153,11 +154,12 @@ pub fn edit(
     external_id: &str,
     text: &str,
     addressed: bool,
+    max_text: usize,
 ) -> Result<bool> {
     let cursor = cursor(tx, folder)?;
     let inflight = inflight(tx, folder)?.unwrap_or(0);
     Ok(!text.trim().is_empty()
-        && text.len() <= MAX_TEXT
+        && text.len() <= max_text
         && store::messages::edit_pending(
             tx,
             jid,

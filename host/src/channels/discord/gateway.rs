@@ -29,7 +29,7 @@ use g2_core::validate::GroupFolder;
 
 use super::{Discord, Jid};
 use crate::background::StopSignal;
-use crate::channels::{Channels, Intake, Mark, clean_name, clip};
+use crate::channels::{Channels, Intake, Mark, clean_name};
 use crate::routing::messages::{CheckInbound, Inbound};
 use crate::store;
 
@@ -291,8 +291,9 @@ pub(super) fn classify(
         thread: None,
         addressed,
     };
-    // A name the log refuses must not cost the message.
-    if m.check().is_err() {
+    // A name the log refuses must not cost the message (a text over the
+    // limit is the sequencer's to refuse, and to answer).
+    if m.check_fields().is_err() {
         m.sender_name = None;
     }
     Decision::Take(Intake::New { folder, m })
@@ -337,7 +338,7 @@ fn text_of(msg: &DcMessage, me: u64) -> Option<String> {
         text.push_str(&format!("\n[{kind}: {}]", a.filename));
     }
     let text = text.trim();
-    (!text.is_empty()).then(|| clip(text))
+    (!text.is_empty()).then(|| text.to_string())
 }
 
 #[cfg(test)]

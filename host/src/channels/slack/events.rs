@@ -77,8 +77,9 @@ pub fn classify(payload: &Value, me: &Identity, groups: &HashMap<String, GroupFo
             addressed,
         };
     };
-    // At most what the log takes, as the other channels do.
-    let text = crate::channels::clip(&plain(raw, me));
+    // Whole: a text over the limit is the sequencer's to refuse, and to
+    // answer.
+    let text = plain(raw, me);
     if text.trim().is_empty() {
         return Decision::Skip("a message without text");
     }
@@ -98,7 +99,7 @@ pub fn classify(payload: &Value, me: &Identity, groups: &HashMap<String, GroupFo
         thread: m["thread_ts"].as_str().map(str::to_string),
         addressed,
     };
-    if inbound.check().is_err() {
+    if inbound.check_fields().is_err() {
         return Decision::Skip("a message the log refuses");
     }
     Decision::Take(Intake::New {

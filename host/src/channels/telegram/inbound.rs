@@ -21,7 +21,7 @@ use g2_core::validate::GroupFolder;
 
 use super::{Identity, Jid, Telegram};
 use crate::background::StopSignal;
-use crate::channels::{Channels, Intake, Mark, clean_name, clip};
+use crate::channels::{Channels, Intake, Mark, clean_name};
 use crate::config::{TelegramSettings, Unregistered};
 use crate::routing::messages::{CheckInbound, Inbound};
 use crate::store;
@@ -312,8 +312,9 @@ pub(super) fn classify(
         thread: topic.map(|t| t.to_string()),
         addressed,
     };
-    // A name the log refuses must not cost the message.
-    if m.check().is_err() {
+    // A name the log refuses must not cost the message (a text over the
+    // limit is the sequencer's to refuse, and to answer).
+    if m.check_fields().is_err() {
         m.sender_name = None;
     }
     Decision::Take(Intake::New { folder, m })
@@ -350,7 +351,7 @@ fn addresses(msg: &teloxide_core::types::Message, me: &Identity) -> bool {
 /// its media followed by its caption. None for service messages.
 fn text_of(msg: &teloxide_core::types::Message) -> Option<String> {
     if let Some(t) = msg.text() {
-        return Some(clip(t));
+        return Some(t.to_string());
     }
     let media = if msg.photo().is_some() {
         "[photo]".to_string()
@@ -387,10 +388,10 @@ fn text_of(msg: &teloxide_core::types::Message) -> Option<String> {
     } else {
         return None;
     };
-    Some(clip(&match msg.caption() {
+    Some(match msg.caption() {
         Some(c) if !c.trim().is_empty() => format!("{media} {c}"),
         _ => media,
-    }))
+    })
 }
 
 #[cfg(test)]

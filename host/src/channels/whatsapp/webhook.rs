@@ -270,8 +270,9 @@ pub fn read(v: &Value, phone_number_id: &str, groups: &HashMap<String, GroupFold
                 thread: None,
                 addressed,
             };
-            // A name the log refuses must not cost the message.
-            if inbound.check().is_err() {
+            // A name the log refuses must not cost the message (a text
+            // over the limit is the sequencer's to refuse, and to answer).
+            if inbound.check_fields().is_err() {
                 inbound.sender_name = None;
             }
             out.items.push(Intake::New {

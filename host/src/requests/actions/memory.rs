@@ -237,9 +237,9 @@ impl RequestServer {
                 let mut s = format!(
                     "o{} {} (importance {}, {}, {}){}\ntitle: {}",
                     o.id,
-                    quote::escape(&o.kind.to_string()),
+                    quote::escape(&o.kind),
                     o.importance,
-                    quote::escape(&o.status.to_string()),
+                    quote::escape(&o.status),
                     day(&o.created_at),
                     if o.concerns.is_empty() {
                         String::new()

@@ -30,9 +30,11 @@ impl RequestServer {
                 return Err(Error::NotFound(format!("chat {target:?}")));
             }
         }
-        if text.trim().is_empty() || text.len() > crate::routing::messages::MAX_TEXT {
-            return Err(Error::Invalid("text: 1 character to 32 KiB".into()));
+        if text.trim().is_empty() {
+            return Err(Error::Invalid("text must not be empty".into()));
         }
+        // The limit of every channel, so nothing an agent sends is cut.
+        crate::routing::messages::check_length(text, self.links.channels.max_text())?;
         match self
             .links
             .channels
