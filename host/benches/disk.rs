@@ -266,7 +266,7 @@ fn held() {
     let look = cpu_p50(|| {
         Scan::new(devices.clone(), true, &mut free)
             .process(pid)
-            .unwrap()
+            .unwrap();
     });
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
         .unwrap()
