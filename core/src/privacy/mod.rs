@@ -7,20 +7,20 @@
 //! file in the IPC folder is the agent's to write). [`clean`] is the whole
 //! treatment; [`strip_tags`] and [`redact`] are its two halves.
 //!
-//! - **Tags** ([`tags`]): `<private>…</private>`, g2's own
+//! - **Tags** (`tags`): `<private>…</private>`, g2's own
 //!   `<g2-memory>…</g2-memory>` (so memory never feeds on itself) and
 //!   Claude Code's `<system-reminder>…</system-reminder>` are removed with
 //!   what they hold, in any case, with whitespace or attributes, nested,
 //!   and with their angle brackets JSON-escaped (`\u003c`, at any depth) or
 //!   written as HTML entities (`&lt;`). An opening tag without its closing
 //!   tag removes everything after it: when in doubt, private stays private.
-//! - **Patterns** ([`patterns`]): keys and tokens of well-known shapes and
+//! - **Patterns** (`patterns`): keys and tokens of well-known shapes and
 //!   the values of assignments to secret-sounding names (`password=`,
 //!   `export DEPLOY_TOKEN="…"`, `SECRET_KEY=`, JSON at any depth of
 //!   escaping, YAML block values) become `[redacted:<kind>]`; an
 //!   assignment keeps its name. Text that merely talks about secrets ("the
 //!   token budget", `PRIMARY_KEY`) is left alone.
-//! - **Literals** ([`literals`]): the host's own credentials
+//! - **Literals** (`literals`): the host's own credentials
 //!   ([`Redactor::with_literals`]) in every shape a paste gives them:
 //!   as they are, split by spaces or line breaks, percent-encoded, in hex,
 //!   in base64 at any alignment, or a piece of one of 16 characters or more.
@@ -58,7 +58,7 @@ impl std::fmt::Debug for Redactor {
 
 impl Redactor {
     /// Also redacts each of `literals` (kind `credential`) wherever it
-    /// appears, in any of the shapes [`literals`] lists; strings shorter
+    /// appears, in any of the shapes `literals` lists; strings shorter
     /// than 8 characters are ignored, since they would match ordinary text.
     pub fn with_literals<I, S>(literals: I) -> Self
     where

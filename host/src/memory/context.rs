@@ -296,7 +296,7 @@ fn turn_line(
     }))
 }
 
-/// [`turn_line`] once the hit's text is read (a passage's, else its
+/// `turn_line` once the hit's text is read (a passage's, else its
 /// title): `cut` shortens each message before it is quoted.
 pub fn memory_line(h: &RecallHit, text: &str, cut: impl Fn(&str) -> String) -> String {
     let day = quote::escape(h.at.get(..10).unwrap_or(&h.at));
