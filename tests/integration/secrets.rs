@@ -323,7 +323,14 @@ async fn credentials_in_any_encoding_leave_no_trace_in_the_home() {
             pct(&token)
         ))
         .await;
-    assert!(second.contains(&b64_token), "the tool printed it: {second}");
+    // The tool printed them (four lines and the assignment); the log
+    // keeps the reply without them.
+    assert!(
+        second.matches("[redacted:credential]").count() >= 4
+            && second.contains("SECRET_KEY=[redacted:assignment]")
+            && !second.contains(&b64_token),
+        "the tool printed it: {second}"
+    );
     // Remembered, and a task's prompt: both stored.
     let third = api
         .ask(&format!(
