@@ -6,10 +6,11 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
+use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Api, ApiResult, Json, Path, Query};
+use super::{Api, ApiError, ApiResult, Json, Path, Query};
 use crate::{Error, archives, search};
 
 pub(super) fn routes() -> Router<Api> {
@@ -47,11 +48,15 @@ struct SearchQuery {
 async fn search_archives(
     State(api): State<Api>,
     Query(q): Query<SearchQuery>,
-) -> ApiResult<Vec<search::Hit>> {
+) -> Result<(HeaderMap, Json<Vec<search::Hit>>), ApiError> {
     let limit = q.limit.unwrap_or(10).clamp(1, search::MAX_LIMIT);
-    Ok(Json(
-        api.store
-            .read(move |c| search::search(c, &q.q, q.group.as_deref(), limit))
-            .await?,
+    let headers = super::extract::query_headers(&q.q);
+    Ok((
+        headers,
+        Json(
+            api.store
+                .read(move |c| search::search(c, &q.q, q.group.as_deref(), limit))
+                .await?,
+        ),
     ))
 }

@@ -160,3 +160,18 @@ pub(super) async fn method_not_allowed(req: Request) -> Rejection {
 
 /// What a handler answers: JSON, or the error shape.
 pub(super) type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// The header that says how many words of a search's query were left
+/// out (`search::question::cap`); absent when all of it was read.
+pub const QUERY_IGNORED: &str = "g2-query-ignored-words";
+
+/// The headers of an answer to a search for `query`: [`QUERY_IGNORED`]
+/// when it was cut.
+pub(super) fn query_headers(query: &str) -> axum::http::HeaderMap {
+    let mut h = axum::http::HeaderMap::new();
+    let ignored = crate::search::question::cap(query).ignored;
+    if ignored > 0 {
+        h.insert(QUERY_IGNORED, ignored.into());
+    }
+    h
+}

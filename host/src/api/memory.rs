@@ -137,17 +137,21 @@ async fn memory_search(
     State(api): State<Api>,
     Path(folder): Path<GroupFolder>,
     Query(q): Query<RecallQuery>,
-) -> ApiResult<Vec<crate::memory::recall::RecallHit>> {
+) -> Result<(axum::http::HeaderMap, Json<Vec<crate::memory::recall::RecallHit>>), ApiError> {
     require_group(&api, &folder).await?;
     let filters = crate::memory::recall::Filters {
         kind: q.kind,
         since: q.since,
     };
     let limit = q.limit.unwrap_or(10);
-    Ok(Json(
-        api.store
-            .read(move |c| crate::memory::recall::recall_with(c, &folder, &q.q, limit, &filters))
-            .await?,
+    let headers = super::extract::query_headers(&q.q);
+    Ok((
+        headers,
+        Json(
+            api.store
+                .read(move |c| crate::memory::recall::recall_with(c, &folder, &q.q, limit, &filters))
+                .await?,
+        ),
     ))
 }
 

@@ -55,6 +55,9 @@ pub(super) async fn search(
     out: Output,
 ) -> Result<i32> {
     let store = ctx.store().await?;
+    if let Some(note) = search::question::cap(&query).note() {
+        eprintln!("note: {note}");
+    }
     let hits = store
         .read(move |c| search::search(c, &query, group.as_deref(), limit))
         .await?;

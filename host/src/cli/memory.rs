@@ -172,6 +172,9 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             out,
         } => {
             let question = question.join(" ");
+            if let Some(note) = crate::search::question::cap(&question).note() {
+                eprintln!("note: {note}");
+            }
             let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
             tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m)).await?;
             let groups = match group {

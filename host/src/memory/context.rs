@@ -248,7 +248,7 @@ pub fn prompt_memory(
     if hits.first().is_none_or(|h| h.score < how.gate) {
         return Ok(PromptMemory::default());
     }
-    let terms = crate::search::SnippetTerms::new(prompt);
+    let terms = crate::search::SnippetTerms::new(crate::search::question::cap(prompt).text);
     let budget = budget_chars(tokens).saturating_sub(PROMPT_HEAD.len() + 30);
     let mut body = String::new();
     let mut kept = Vec::new();

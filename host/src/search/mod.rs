@@ -213,6 +213,28 @@ mod tests {
     }
 
     #[test]
+    fn a_long_query_is_searched_for_its_first_words_only() {
+        let (_dir, store) = store_with(&[
+            ("main", "Pier", "the wombat sleeps by the pier"),
+            ("main", "Other", "nothing here"),
+        ]);
+        let tail: Vec<String> = (0..10_000).map(|i| format!("w{i}x")).collect();
+        let long = format!("wombat pier {}", tail.join(" "));
+        let read = question::cap(&long).text.to_string();
+        store
+            .read_blocking(move |c| {
+                let ids = |q: &str| -> Result<Vec<i64>> {
+                    Ok(search(c, q, None, 10)?.iter().map(|h| h.archive_id).collect())
+                };
+                let hits = ids(&long)?;
+                assert_eq!(hits.len(), 1);
+                assert_eq!(hits, ids(&read)?);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
     fn search_ranks_filters_and_limits() {
         let filler = "other things ".repeat(50);
         let (_dir, store) = store_with(&[

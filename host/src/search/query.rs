@@ -28,8 +28,10 @@ pub(super) struct Query {
     pub snippet: String,
 }
 
-/// Reads a search query; `None` when it has no word to search for.
+/// Reads a search query; `None` when it has no word to search for. Only
+/// what [`question::cap`] keeps of it is read.
 pub(super) fn read(input: &str) -> Option<Query> {
+    let input = question::cap(input).text;
     // Runs of plain words, split by prefix words.
     let mut runs: Vec<Vec<&str>> = vec![Vec::new()];
     let mut prefixes: Vec<&str> = Vec::new();

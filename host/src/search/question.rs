@@ -10,8 +10,14 @@
 //! "the") are left out of the query: they match everything and say
 //! nothing. A question made only of stop words falls back to all its
 //! words, so "who are you" still asks something.
+//!
+//! Every query path (archive search, recall, the per-prompt hook, the
+//! memory and session tools, the viewer, the CLI) reads at most the first
+//! [`MAX_QUERY_WORDS`] content words of a query ([`cap`]), so what a
+//! query costs is bounded whatever its length; the answer names what was
+//! left out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::stem::{fold_into, stem};
 
@@ -250,14 +256,92 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 /// Whether a folded word is a stop word (recall asks this of every word of
 /// its candidates: a hash lookup, not a scan of the list).
 pub fn is_stop(word: &str) -> bool {
-    static SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
+    static SET: std::sync::LazyLock<HashSet<&'static str>> =
         std::sync::LazyLock::new(|| STOP_WORDS.iter().copied().collect());
     SET.contains(word)
 }
 
-/// Reads a question; `None` when it has no word at all.
+/// The most content words (not on the stop list) a query is read for.
+pub const MAX_QUERY_WORDS: usize = 64;
+/// The most words, stop words included, a query is read for.
+pub const MAX_QUERY_ALL_WORDS: usize = 4 * MAX_QUERY_WORDS;
+/// The most bytes of a query that are read.
+pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// A query cut to what is read of it ([`cap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capped<'a> {
+    /// The query up to where reading stopped.
+    pub text: &'a str,
+    /// Words of the query left out (0 when all of it is read).
+    pub ignored: usize,
+}
+
+impl Capped<'_> {
+    /// What an answer says of a cut query ("the first 64 content words …"),
+    /// or None when nothing was left out.
+    pub fn note(&self) -> Option<String> {
+        (self.ignored > 0).then(|| {
+            format!(
+                "only the first {MAX_QUERY_WORDS} content words of the query were searched for \
+                 (at most {MAX_QUERY_ALL_WORDS} words, {MAX_QUERY_BYTES} bytes); {} words after them were ignored",
+                self.ignored
+            )
+        })
+    }
+}
+
+/// What is read of a query: up to its [`MAX_QUERY_WORDS`]th content word,
+/// within its first [`MAX_QUERY_ALL_WORDS`] words and [`MAX_QUERY_BYTES`]
+/// bytes. One pass over the text: the cost of a query that is cut is that
+/// of the part read plus a count of the rest.
+pub fn cap(query: &str) -> Capped<'_> {
+    let mut end = query.len().min(MAX_QUERY_BYTES);
+    while !query.is_char_boundary(end) {
+        end -= 1;
+    }
+    let (mut content, mut all) = (0, 0);
+    let mut cut: Option<usize> = None;
+    let mut ignored = 0;
+    let mut folded = String::new();
+    for (start, w) in word_spans(query) {
+        if cut.is_some() {
+            ignored += 1;
+            continue;
+        }
+        folded.clear();
+        fold_into(w, &mut folded);
+        let stop = is_stop(&folded);
+        if start + w.len() > end
+            || all == MAX_QUERY_ALL_WORDS
+            || (!stop && content == MAX_QUERY_WORDS)
+        {
+            cut = Some(start);
+            ignored += 1;
+            continue;
+        }
+        all += 1;
+        content += usize::from(!stop);
+    }
+    Capped {
+        text: cut.map_or(query, |c| &query[..c]),
+        ignored,
+    }
+}
+
+/// The words of a text ([`words`]' runs of letters and digits) with where
+/// each starts.
+fn word_spans(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        // `split` yields pieces of `text`: where one starts is its offset.
+        .map(move |w| (w.as_ptr() as usize - text.as_ptr() as usize, w))
+}
+
+/// Reads a question; `None` when it has no word at all. Only what [`cap`]
+/// keeps of it is read.
 pub fn read(question: &str) -> Option<Question> {
-    let all: Vec<String> = words(question).collect();
+    let all: Vec<String> = words(cap(question).text).collect();
     if all.is_empty() {
         return None;
     }
@@ -276,9 +360,10 @@ pub fn read(question: &str) -> Option<Question> {
     }
     let mut terms: Vec<String> = Vec::new();
     let mut fts: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for w in &content {
         let s = stem(w).into_owned();
-        if !terms.contains(&s) {
+        if seen.insert(s.clone()) {
             terms.push(s);
             fts.push(format!("\"{}\"", w.replace('"', "\"\"")));
         }
@@ -347,6 +432,35 @@ fn days_named(words: &[String]) -> BTreeSet<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_query_is_read_up_to_its_64th_content_word() {
+        // Short: all of it.
+        let c = cap("where is the boat moored?");
+        assert_eq!((c.text, c.ignored, c.note()), ("where is the boat moored?", 0, None));
+        // 10,000 distinct words: the first 64, the rest counted.
+        let long: Vec<String> = (0..10_000).map(|i| format!("w{i}x")).collect();
+        let long = long.join(" ");
+        let c = cap(&long);
+        assert_eq!(words(c.text).count(), MAX_QUERY_WORDS);
+        assert_eq!(c.ignored, 10_000 - MAX_QUERY_WORDS);
+        let note = c.note().unwrap();
+        assert!(note.contains("first 64 content words") && note.contains("9936 words"), "{note}");
+        assert_eq!(read(&long).unwrap().terms.len(), MAX_QUERY_WORDS);
+        assert_eq!(read(&long), read(c.text));
+        // Stop words count towards all the words read.
+        let stops = format!("{} boat", "the ".repeat(300));
+        let c = cap(&stops);
+        assert_eq!((words(c.text).count(), c.ignored), (MAX_QUERY_ALL_WORDS, 45));
+        // Bytes: a word crossing the limit is left out whole.
+        let wide = format!("{} boat", "a".repeat(MAX_QUERY_BYTES + 1));
+        let c = cap(&wide);
+        assert_eq!((c.text, c.ignored), ("", 2));
+        // Cut at a word's start, never inside a character.
+        let accents = "é ".repeat(MAX_QUERY_BYTES);
+        let c = cap(&accents);
+        assert!(c.text.len() <= MAX_QUERY_BYTES && c.ignored > 0);
+    }
 
     #[test]
     fn stop_words_are_left_out_and_any_word_may_match() {

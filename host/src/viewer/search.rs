@@ -65,6 +65,15 @@ pub(super) async fn search_page(
         );
         return page(&api, "Search", &body);
     }
+    // What is read of a long question, and said so.
+    let capped = crate::search::question::cap(&question);
+    if let Some(note) = capped.note() {
+        body.push_str(&format!(
+            "<p class=\"muted\" id=\"query-cut\">Note: {}.</p>",
+            escape(&note)
+        ));
+    }
+    let question = capped.text.to_string();
     let group = q.group.clone();
     // Every group's memory unless one is named.
     let groups: Vec<GroupFolder> = match &group {

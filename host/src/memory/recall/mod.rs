@@ -229,6 +229,9 @@ pub fn recall_weighted(
     filters: &Filters,
     w: &Weights,
 ) -> Result<Vec<RecallHit>> {
+    // What is read of the query (its words and its vector): a long one
+    // costs what its first words do.
+    let query = question::cap(query).text;
     let Some(q) = question::read(query) else {
         return Ok(Vec::new());
     };

@@ -179,15 +179,17 @@ impl RequestServer {
         filters: Filters,
     ) -> Result<String> {
         Self::own_memory(me, me.folder.as_str(), "search")?;
-        let (q, g) = (query.to_string(), me.folder.clone());
+        let capped = crate::search::question::cap(query);
+        let (q, g) = (capped.text.to_string(), me.folder.clone());
         let hits = self
             .store
             .read(move |c| recall::recall_with(c, &g, &q, limit.clamp(1, MAX_HITS), &filters))
             .await?;
+        let cut = capped.note().map(|n| format!("\n({n})")).unwrap_or_default();
         if hits.is_empty() {
             return Ok(format!(
-                "Nothing in memory answers {}.",
-                quote::cut(query, 200)
+                "Nothing in memory answers {}.{cut}",
+                quote::cut(capped.text, 200)
             ));
         }
         let mut s = format!(
@@ -208,6 +210,7 @@ impl RequestServer {
             s.push_str(&format!("\n{} {kind} {} {title}", Id::of(h), day(&h.at)));
         }
         s.push_str("\nmemory_get gives full records, memory_timeline what happened around one.");
+        s.push_str(&cut);
         Ok(s)
     }
 
@@ -344,7 +347,8 @@ impl RequestServer {
         let raw = match (id, query) {
             (Some(id), _) => id.to_string(),
             (None, Some(q)) => {
-                let (q, g) = (q.to_string(), me.folder.clone());
+                let q = crate::search::question::cap(q).text.to_string();
+                let g = me.folder.clone();
                 let hits = self
                     .store
                     .read(move |c| recall::recall(c, &g, &q, 1))
