@@ -29,6 +29,7 @@ pub mod home;
 pub mod host;
 pub mod http;
 pub mod jid;
+pub mod lanes;
 pub mod lock;
 pub mod memory;
 pub mod requests;

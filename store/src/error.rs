@@ -62,6 +62,10 @@ pub enum Error {
     /// is short of disk. The text says so in words for the group.
     #[error("{0}")]
     OverQuota(String),
+    /// A group's query lane was full (`g2_host::lanes`): nothing was run;
+    /// the same request may be sent again in a moment.
+    #[error("busy: {0}")]
+    Busy(String),
     #[error("background task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
     /// A folder could not be watched (inotify): the host's fault, not the

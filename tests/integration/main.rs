@@ -22,6 +22,7 @@ mod discord;
 mod discord_api;
 mod doctor;
 mod extraction;
+mod fairness;
 mod fixtures;
 mod gateway;
 mod graph_api;

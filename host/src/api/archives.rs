@@ -5,8 +5,8 @@
 
 use axum::Router;
 use axum::extract::State;
-use axum::routing::get;
 use axum::http::HeaderMap;
+use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -51,11 +51,22 @@ async fn search_archives(
 ) -> Result<(HeaderMap, Json<Vec<search::Hit>>), ApiError> {
     let limit = q.limit.unwrap_or(10).clamp(1, search::MAX_LIMIT);
     let headers = super::extract::query_headers(&q.q);
+    if let Some(g) = &q.group {
+        g2_core::validate::any_folder(g)?;
+    }
+    let lane = q.group.as_deref().unwrap_or(crate::lanes::ALL_GROUPS);
+    let place = crate::lanes::QUERIES
+        .enter(lane)
+        .await
+        .map_err(Error::from)?;
     Ok((
         headers,
         Json(
             api.store
-                .read(move |c| search::search(c, &q.q, q.group.as_deref(), limit))
+                .read(move |c| {
+                    let _place = place;
+                    search::search(c, &q.q, q.group.as_deref(), limit)
+                })
                 .await?,
         ),
     ))

@@ -39,12 +39,21 @@ impl IntoResponse for ApiError {
             Error::Conflict(_) | Error::StaleGeneration { .. } => {
                 (StatusCode::CONFLICT, "conflict")
             }
+            Error::Busy(_) => (StatusCode::TOO_MANY_REQUESTS, "busy"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(error = %self.0, "API request failed");
         }
-        error_response(status, kind, self.0.to_string())
+        let mut r = error_response(status, kind, self.0.to_string());
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            // A lane frees within a query's time: a second is plenty.
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        r
     }
 }
 

@@ -137,7 +137,13 @@ async fn memory_search(
     State(api): State<Api>,
     Path(folder): Path<GroupFolder>,
     Query(q): Query<RecallQuery>,
-) -> Result<(axum::http::HeaderMap, Json<Vec<crate::memory::recall::RecallHit>>), ApiError> {
+) -> Result<
+    (
+        axum::http::HeaderMap,
+        Json<Vec<crate::memory::recall::RecallHit>>,
+    ),
+    ApiError,
+> {
     require_group(&api, &folder).await?;
     let filters = crate::memory::recall::Filters {
         kind: q.kind,
@@ -145,11 +151,18 @@ async fn memory_search(
     };
     let limit = q.limit.unwrap_or(10);
     let headers = super::extract::query_headers(&q.q);
+    let place = crate::lanes::QUERIES
+        .enter(folder.as_str())
+        .await
+        .map_err(Error::from)?;
     Ok((
         headers,
         Json(
             api.store
-                .read(move |c| crate::memory::recall::recall_with(c, &folder, &q.q, limit, &filters))
+                .read(move |c| {
+                    let _place = place;
+                    crate::memory::recall::recall_with(c, &folder, &q.q, limit, &filters)
+                })
                 .await?,
         ),
     ))

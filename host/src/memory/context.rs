@@ -368,16 +368,43 @@ pub fn routes(store: Store, group: GroupFolder, settings: MemorySettings) -> Rou
     })
 }
 
+/// A hook's request, answered within the hook's own deadline
+/// (`memory.inject_wait_ms`, the time the hook waits; the host takes four
+/// fifths of it, so its answer is back before the hook gives up): in the
+/// group's query lane (`lanes`), so another group's load never queues
+/// it; past the deadline, or with the lane full, the answer is an empty
+/// block at once (the turn goes on without memory, as the hook would
+/// anyway).
 async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<ContextResponse> {
     let (group, settings) = (c.group.clone(), c.settings.clone());
-    let context = c
-        .store
-        .read(move |conn| answer(conn, &group, &req, &settings))
-        .await
-        .unwrap_or_else(|e| {
+    let deadline = std::time::Duration::from_millis(c.settings.inject_wait_ms * 4 / 5);
+    let (store, asked) = (c.store.clone(), std::time::Instant::now());
+    let work = async move {
+        let place = crate::lanes::QUERIES.enter(group.as_str()).await?;
+        store
+            .read(move |conn| {
+                // The place is the lane's until the work ends, even when
+                // the answer has gone out empty; work that starts past
+                // the deadline is not done at all.
+                let _place = place;
+                if asked.elapsed() >= deadline {
+                    return Ok(String::new());
+                }
+                answer(conn, &group, &req, &settings)
+            })
+            .await
+    };
+    let context = match tokio::time::timeout(deadline, work).await {
+        Ok(Ok(block)) => block,
+        Ok(Err(e)) => {
             tracing::warn!(group = %c.group, error = %e, "memory context failed; none injected");
             String::new()
-        });
+        }
+        Err(_) => {
+            tracing::debug!(group = %c.group, "memory context past the hook's deadline; none injected");
+            String::new()
+        }
+    };
     Json(ContextResponse { context })
 }
 

@@ -11,11 +11,14 @@
 //! runs ([`RequestServer::watch`]). Every file operation in a group's
 //! tree goes through its confined handles (`crate::home`).
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use g2_core::watch::{Wake, Watch};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use g2_core::confined::Dir;
 use g2_core::ipc;
@@ -81,7 +84,9 @@ impl RequestServer {
     /// `data/ipc/` (new group folders) and on each group's `messages/` and
     /// `tasks/`, each event draining the folder it names; a full rescan
     /// every `FULL_RESCAN` and whenever the kernel's queue overflowed.
-    /// Starts with a full drain (what an earlier host left).
+    /// Starts with a full drain (what an earlier host left). Each group is
+    /// drained by its own task ([`Lanes`]): its requests in order, groups
+    /// side by side, so one group's long request never delays another's.
     pub fn watch_all(&self) -> Result<Background> {
         let root = self.home.ipc_root();
         std::fs::create_dir_all(&root)
@@ -132,25 +137,30 @@ impl RequestServer {
             for f in list_folders(&root) {
                 watch_group(&mut watcher, &f);
             }
-            server.drain_all().await;
+            let mut lanes = Lanes::new(server.clone());
+            lanes.ring_all(&root);
             loop {
+                lanes.reap();
                 tokio::select! {
                     _ = &mut stopped => break,
                     w = wake.recv() => match w {
                         Some(Some(folder)) => {
                             watch_group(&mut watcher, &folder);
-                            server.drain(&folder).await;
+                            lanes.ring(&folder);
                         }
-                        _ => server.drain_all().await,
+                        _ => lanes.ring_all(&root),
                     },
                     _ = tokio::time::sleep(FULL_RESCAN) => {
                         for f in list_folders(&root) {
                             watch_group(&mut watcher, &f);
                         }
-                        server.drain_all().await;
+                        lanes.ring_all(&root);
                     }
                 }
             }
+            // What is being served is finished (each request's cost is
+            // bounded); what waits is served by the next host.
+            lanes.finish().await;
         }))
     }
 
@@ -224,6 +234,69 @@ impl RequestServer {
         if let Some(arrived) = &self.links.events_arrived {
             arrived(folder);
         }
+    }
+}
+
+/// One drain task per group with requests to serve: a group's requests in
+/// order, groups side by side. A wake for a group being drained asks for
+/// one more drain after it (wakes coalesce: at most one waits per group).
+struct Lanes {
+    server: RequestServer,
+    /// Groups being drained, and whether one more drain is asked.
+    again: Arc<Mutex<HashMap<GroupFolder, bool>>>,
+    tasks: JoinSet<()>,
+}
+
+impl Lanes {
+    fn new(server: RequestServer) -> Self {
+        Lanes {
+            server,
+            again: Arc::default(),
+            tasks: JoinSet::new(),
+        }
+    }
+
+    /// Drains `folder` now, or once more after the drain under way.
+    fn ring(&mut self, folder: &GroupFolder) {
+        {
+            let mut again = self.again.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(more) = again.get_mut(folder) {
+                *more = true;
+                return;
+            }
+            again.insert(folder.clone(), false);
+        }
+        let (server, again, folder) = (self.server.clone(), self.again.clone(), folder.clone());
+        self.tasks.spawn(async move {
+            loop {
+                server.drain(&folder).await;
+                let mut again = again.lock().unwrap_or_else(|e| e.into_inner());
+                match again.get_mut(&folder) {
+                    Some(more) if *more => *more = false,
+                    _ => {
+                        again.remove(&folder);
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Drains every group folder under `root`.
+    fn ring_all(&mut self, root: &Path) {
+        for folder in list_folders(root) {
+            self.ring(&folder);
+        }
+    }
+
+    /// Lets go of finished drains.
+    fn reap(&mut self) {
+        while self.tasks.try_join_next().is_some() {}
+    }
+
+    /// Waits for the drains under way.
+    async fn finish(mut self) {
+        while self.tasks.join_next().await.is_some() {}
     }
 }
 

@@ -224,7 +224,10 @@ mod tests {
         store
             .read_blocking(move |c| {
                 let ids = |q: &str| -> Result<Vec<i64>> {
-                    Ok(search(c, q, None, 10)?.iter().map(|h| h.archive_id).collect())
+                    Ok(search(c, q, None, 10)?
+                        .iter()
+                        .map(|h| h.archive_id)
+                        .collect())
                 };
                 let hits = ids(&long)?;
                 assert_eq!(hits.len(), 1);

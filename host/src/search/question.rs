@@ -437,7 +437,10 @@ mod tests {
     fn a_long_query_is_read_up_to_its_64th_content_word() {
         // Short: all of it.
         let c = cap("where is the boat moored?");
-        assert_eq!((c.text, c.ignored, c.note()), ("where is the boat moored?", 0, None));
+        assert_eq!(
+            (c.text, c.ignored, c.note()),
+            ("where is the boat moored?", 0, None)
+        );
         // 10,000 distinct words: the first 64, the rest counted.
         let long: Vec<String> = (0..10_000).map(|i| format!("w{i}x")).collect();
         let long = long.join(" ");
@@ -445,13 +448,19 @@ mod tests {
         assert_eq!(words(c.text).count(), MAX_QUERY_WORDS);
         assert_eq!(c.ignored, 10_000 - MAX_QUERY_WORDS);
         let note = c.note().unwrap();
-        assert!(note.contains("first 64 content words") && note.contains("9936 words"), "{note}");
+        assert!(
+            note.contains("first 64 content words") && note.contains("9936 words"),
+            "{note}"
+        );
         assert_eq!(read(&long).unwrap().terms.len(), MAX_QUERY_WORDS);
         assert_eq!(read(&long), read(c.text));
         // Stop words count towards all the words read.
         let stops = format!("{} boat", "the ".repeat(300));
         let c = cap(&stops);
-        assert_eq!((words(c.text).count(), c.ignored), (MAX_QUERY_ALL_WORDS, 45));
+        assert_eq!(
+            (words(c.text).count(), c.ignored),
+            (MAX_QUERY_ALL_WORDS, 45)
+        );
         // Bytes: a word crossing the limit is left out whole.
         let wide = format!("{} boat", "a".repeat(MAX_QUERY_BYTES + 1));
         let c = cap(&wide);

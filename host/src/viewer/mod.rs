@@ -168,6 +168,7 @@ fn failed(api: &Api, e: Error) -> Response {
         Error::Validation(_) | Error::Invalid(_) => {
             error_page(api, StatusCode::BAD_REQUEST, &e.to_string())
         }
+        Error::Busy(_) => error_page(api, StatusCode::TOO_MANY_REQUESTS, &e.to_string()),
         e => {
             tracing::error!(error = %e, "viewer page failed");
             error_page(

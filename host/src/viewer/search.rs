@@ -83,9 +83,15 @@ pub(super) async fn search_page(
             Err(e) => return failed(&api, e),
         },
     };
+    let lane = group.as_deref().unwrap_or(crate::lanes::ALL_GROUPS);
+    let place = match crate::lanes::QUERIES.enter(lane).await {
+        Ok(p) => p,
+        Err(e) => return failed(&api, e.into()),
+    };
     let found = api
         .store
         .read(move |c| {
+            let _place = place;
             let archives = match crate::search::search(c, &question, group.as_deref(), 10) {
                 Ok(h) => h,
                 Err(Error::Invalid(_)) => Vec::new(),

@@ -181,11 +181,18 @@ impl RequestServer {
         Self::own_memory(me, me.folder.as_str(), "search")?;
         let capped = crate::search::question::cap(query);
         let (q, g) = (capped.text.to_string(), me.folder.clone());
+        let place = crate::lanes::QUERIES.enter(g.as_str()).await?;
         let hits = self
             .store
-            .read(move |c| recall::recall_with(c, &g, &q, limit.clamp(1, MAX_HITS), &filters))
+            .read(move |c| {
+                let _place = place;
+                recall::recall_with(c, &g, &q, limit.clamp(1, MAX_HITS), &filters)
+            })
             .await?;
-        let cut = capped.note().map(|n| format!("\n({n})")).unwrap_or_default();
+        let cut = capped
+            .note()
+            .map(|n| format!("\n({n})"))
+            .unwrap_or_default();
         if hits.is_empty() {
             return Ok(format!(
                 "Nothing in memory answers {}.{cut}",

@@ -92,12 +92,19 @@ impl RequestServer {
         Self::own_sessions(me)?;
         let capped = search::question::cap(query);
         let (q, g) = (capped.text.to_string(), me.folder.clone());
+        let place = crate::lanes::QUERIES.enter(g.as_str()).await?;
         let hits = self
             .store
-            .read(move |c| search::search(c, &q, Some(&g), limit.clamp(1, 50)))
+            .read(move |c| {
+                let _place = place;
+                search::search(c, &q, Some(&g), limit.clamp(1, 50))
+            })
             .await?;
         let asked = quote::cut(capped.text, 200);
-        let cut = capped.note().map(|n| format!("\n({n})")).unwrap_or_default();
+        let cut = capped
+            .note()
+            .map(|n| format!("\n({n})"))
+            .unwrap_or_default();
         if hits.is_empty() {
             return Ok(format!("No archived conversation matches {asked}.{cut}"));
         }

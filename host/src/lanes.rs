@@ -1,0 +1,139 @@
+//! Fair sharing between groups: each group's queries (archive search,
+//! recall, the per-prompt memory block) run in the group's own lane, a
+//! bounded number at a time with a bounded queue behind them, so one
+//! group's heavy requests wait only for that group's.
+//!
+//! A lane is made on a group's first query and lives as long as the
+//! process (one per group name, a few hundred bytes). Past its queue a
+//! query is refused at once ([`Busy`]): the API answers 429, a hook an
+//! empty block, a tool an error to try again. What a query costs is
+//! bounded by `search::question::cap`; the work itself runs on the
+//! store's blocking pool, never on a runtime worker.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Queries of one group run at once.
+pub const PER_GROUP: usize = 2;
+/// Queries of one group that may wait for a place; more are refused.
+pub const QUEUE: usize = 16;
+/// Lanes kept before idle ones are let go (names are many; a lane
+/// nobody is in holds nothing).
+const KEPT: usize = 1024;
+/// The lane of a query that names no group (an archive search of every
+/// group, the viewer's search of all).
+pub const ALL_GROUPS: &str = "*";
+
+/// A lane was full: the query was not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("group {0} has {QUEUE} queries waiting already; try again in a moment")]
+pub struct Busy(pub String);
+
+/// The query lanes of this process, one per group.
+pub static QUERIES: LazyLock<Lanes> = LazyLock::new(|| Lanes::new(PER_GROUP, QUEUE));
+
+/// Lanes keyed by group name.
+pub struct Lanes {
+    limit: usize,
+    queue: usize,
+    lanes: Mutex<HashMap<String, Arc<Lane>>>,
+}
+
+struct Lane {
+    places: Arc<Semaphore>,
+    waiting: AtomicUsize,
+}
+
+/// A place in a lane, held while the query runs.
+#[derive(Debug)]
+pub struct Place {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Lanes {
+    /// `limit` queries of a group at once, `queue` more waiting.
+    pub fn new(limit: usize, queue: usize) -> Self {
+        Lanes {
+            limit: limit.max(1),
+            queue,
+            lanes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lane(&self, group: &str) -> Arc<Lane> {
+        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        if lanes.len() >= KEPT && !lanes.contains_key(group) {
+            // Names nobody queries now go (no query holds their lane).
+            lanes.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        lanes
+            .entry(group.to_string())
+            .or_insert_with(|| {
+                Arc::new(Lane {
+                    places: Arc::new(Semaphore::new(self.limit)),
+                    waiting: AtomicUsize::new(0),
+                })
+            })
+            .clone()
+    }
+
+    /// A place in `group`'s lane: at once when one is free, after the
+    /// group's earlier queries otherwise, or [`Busy`] when its queue is
+    /// full.
+    pub async fn enter(&self, group: &str) -> Result<Place, Busy> {
+        let lane = self.lane(group);
+        if let Ok(permit) = lane.places.clone().try_acquire_owned() {
+            return Ok(Place { _permit: permit });
+        }
+        if lane.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue {
+            lane.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(Busy(group.to_string()));
+        }
+        let permit = lane.places.clone().acquire_owned().await;
+        lane.waiting.fetch_sub(1, Ordering::AcqRel);
+        // The semaphore is never closed.
+        permit
+            .map(|p| Place { _permit: p })
+            .map_err(|_| Busy(group.to_string()))
+    }
+}
+
+impl From<Busy> for crate::Error {
+    fn from(b: Busy) -> Self {
+        crate::Error::Busy(b.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_full_lane_delays_only_its_own_group() {
+        let lanes = Lanes::new(2, 1);
+        let a1 = lanes.enter("a").await.unwrap();
+        let _a2 = lanes.enter("a").await.unwrap();
+        // Another group goes at once.
+        let b = tokio::time::timeout(Duration::from_millis(100), lanes.enter("b"))
+            .await
+            .expect("b never waits for a");
+        assert!(b.is_ok());
+        // A third of a's waits; a fourth is refused.
+        let lanes = Arc::new(lanes);
+        let l = lanes.clone();
+        let waiting = tokio::spawn(async move { l.enter("a").await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(lanes.enter("a").await.unwrap_err(), Busy("a".into()));
+        assert!(!waiting.is_finished());
+        drop(a1);
+        let third = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(third.is_ok());
+    }
+}
