@@ -1,9 +1,12 @@
 //! The host's wiring. [`Host::start`] builds what `g2 serve` runs, in one
 //! order: the store, the model gateway, the lock on the home (before any
 //! container is reaped or socket bound), the agents on the Docker engine,
-//! the group queue, the channels, the agents' request server, every group's
-//! gateway socket, the scheduler, redelivery, and the HTTP API;
-//! [`Host::stop`] takes it down in one order. `g2 run` and `g2 gateway`
+//! the group queue and the channels, the HTTP API (served from here on, so
+//! `/health` answers during the rest), the start-up recovery of recall's
+//! index (in the background), the cluster's leases, the agents' request
+//! server, every group's gateway socket, the scheduler, memory's jobs and
+//! redelivery; [`Host::stop`] takes it down in one order, within
+//! [`STOP_WITHIN`] when nothing is in flight. `g2 run` and `g2 gateway`
 //! build their pieces with the functions here, not copies.
 //!
 //! API boundary: the CLI (host/src/cli/) calls in and prints; nothing here
@@ -56,9 +59,11 @@ pub trait Report: Sync {
 pub struct Host {
     api: SocketAddr,
     provider: String,
-    stop_api: Arc<Notify>,
-    server: JoinHandle<()>,
+    /// The HTTP server (API and viewer).
+    server: Background,
     schedule: Background,
+    /// The start-up recovery of recall's index (`memory::recall::indexing`).
+    indexing: Background,
     /// The memory capture's recovery jobs.
     recovery: Background,
     /// The memory processor (observations and summaries).
@@ -107,11 +112,6 @@ impl Host {
         let (gateway, choice) = gateway(home, settings, &store)?;
         // Before any container is reaped or socket bound: one host per home.
         let mut lock = HostLock::acquire(home, "serve")?;
-        // Archives recorded before passages existed become recallable.
-        let split = store.write(crate::memory::recall::index_missing).await?;
-        if split > 0 {
-            tracing::info!(archives = split, "archives split into passages for recall");
-        }
         let runtime = agent_runtime(home, settings, report).await?;
         let (queue, inbox) = queue::channel();
         let tasks_changed = Arc::new(Notify::new());
@@ -202,6 +202,36 @@ impl Host {
             .await
             .map_err(|e| context(format_args!("binding {addr}"), &e))?;
         let bound = listener.local_addr().map_err(|e| message(&e))?;
+        // Served at once, before the slower start-up work below: `/health`
+        // answers while the host starts and recovers. What a request asks
+        // of the queue waits in its channel until the queue runs.
+        let server = serve_api(
+            Api {
+                home: home.clone(),
+                store: store.clone(),
+                sessions: agents.sessions().clone(),
+                assistant_name: settings.assistant_name.clone(),
+                provider: choice.kind.as_str().to_string(),
+                token: settings.api.token.clone(),
+                channels: channels.clone(),
+                queue: Some(queue.clone()),
+                container: settings.container.clone(),
+                disk: agents.disk().clone(),
+                memory: settings.memory.clone(),
+                gateway: settings.gateway.clone(),
+                port: bound.port(),
+                lease_secs: settings.cluster.lease_secs,
+                settings: Arc::new(settings.clone()),
+            },
+            // WhatsApp's webhook: what it stores waits for the router.
+            whatsapp.map(|wa| crate::channels::whatsapp::webhook::Webhook {
+                whatsapp: wa,
+                channels: channels.clone(),
+            }),
+            listener,
+            crate::http::Limits::from(&settings.api),
+        );
+        lock.set_api(&format!("http://{bound}"))?;
         // This host's groups (all of them, alone on the store): a group
         // taken from another host has what waits routed, one lost has its
         // container closed.
@@ -300,44 +330,17 @@ impl Host {
         .into_iter()
         .flatten()
         .collect();
-        let api = Api {
-            home: home.clone(),
-            store: store.clone(),
-            sessions: agents.sessions().clone(),
-            assistant_name: settings.assistant_name.clone(),
-            provider: choice.kind.as_str().to_string(),
-            token: settings.api.token.clone(),
-            channels: channels.clone(),
-            queue: Some(queue.clone()),
-            container: settings.container.clone(),
-            disk: agents.disk().clone(),
-            memory: settings.memory.clone(),
-            gateway: settings.gateway.clone(),
-            port: bound.port(),
-            lease_secs: settings.cluster.lease_secs,
-            settings: Arc::new(settings.clone()),
-        };
-        lock.set_api(&format!("http://{bound}"))?;
+        // Archives recorded before passages existed become recallable, in
+        // the background (an archive per transaction, progress in the log),
+        // once the rest has started: its writes do not slow the start.
+        let indexing = crate::memory::recall::indexing::start(store.clone());
         tracing::info!(target: LOG, addr = %bound, groups, "serving");
-        let stop_api = Arc::new(Notify::new());
-        let stopped = stop_api.clone();
-        // WhatsApp's webhook is served once the router and the queue are up.
-        let webhook = whatsapp.map(|wa| crate::channels::whatsapp::webhook::Webhook {
-            whatsapp: wa,
-            channels: channels.clone(),
-        });
-        let server = tokio::spawn(crate::http::serve(
-            listener,
-            router(api, webhook),
-            crate::http::Limits::from(&settings.api),
-            async move { stopped.notified().await },
-        ));
         Ok(Host {
             api: bound,
             provider: choice.reason,
-            stop_api,
             server,
             schedule,
+            indexing,
             recovery,
             processor,
             embedder,
@@ -370,39 +373,92 @@ impl Host {
         self.agents.sockets_served().await
     }
 
-    /// Stops the HTTP API (open streams are closed after its grace period,
-    /// `http::SHUTDOWN_GRACE`), the scheduler, the memory recovery jobs, the queue (each container
-    /// finishes its turn), the request server, and the gateway (its last
-    /// usage rows written); then the lock is released.
+    /// Stops the host within [`STOP_WITHIN`] when nothing is in flight.
+    /// The HTTP API stops accepting first (what it still answers is cut at
+    /// the deadline); the background jobs are asked to stop all at once
+    /// and a pass under way is abandoned after a second (the store is
+    /// transactional: the next start takes up what is left); the queue
+    /// lets each container finish its turn and the outbox sends the
+    /// replies left (up to 10 s; both only when something is in
+    /// flight); then the cluster is left, the request server and the
+    /// gateway stop (its last usage rows written), and the lock is released.
     pub async fn stop(self) {
-        self.stop_api.notify_one();
-        let _ = self.server.await;
+        let began = tokio::time::Instant::now();
+        let deadline = began + STOP_WITHIN;
+        let api = tokio::spawn(self.server.stop());
         tracing::info!(target: LOG, "shutting down: closing containers");
-        for listener in self.inbound {
-            listener.stop().await;
-        }
-        if let Some(f) = self.follow {
-            f.stop().await;
-        }
-        self.schedule.stop().await;
-        self.recovery.stop().await;
-        self.processor.stop().await;
-        if let Some(e) = self.embedder {
-            e.stop().await;
-        }
+        let mut jobs = self.inbound;
+        jobs.extend(self.follow);
+        jobs.extend([self.schedule, self.indexing, self.recovery, self.processor]);
+        jobs.extend(self.embedder);
+        within(
+            began + JOBS_WITHIN,
+            "the background jobs",
+            futures_util::future::join_all(jobs.into_iter().map(Background::stop)),
+        )
+        .await;
         self.queue.shutdown().await;
         // No container of this host runs: its groups go to the others now.
-        self.cluster.stop().await;
+        within(
+            after(deadline),
+            "leaving the cluster (its leases expire on their own)",
+            self.cluster.stop(),
+        )
+        .await;
         self.disk.stop();
         // The last replies go out before the host does (a platform's slow
         // answer is not waited for long: what is left goes at next start).
         if !self.channels.flush(OUTBOX_GRACE).await {
             tracing::warn!(target: LOG, "replies still being sent at shutdown; the next start finishes them");
         }
-        self.requests.stop().await;
+        within(after(deadline), "the request server", self.requests.stop()).await;
         self.worker.abort();
-        stop_gateway(self.gateway, self.agents.take_sockets().await).await;
+        let (gateway, agents) = (self.gateway, self.agents);
+        within(after(deadline), "the gateway", async move {
+            stop_gateway(gateway, agents.take_sockets().await).await;
+        })
+        .await;
+        within(after(deadline), "the API's open connections", api).await;
+        tracing::info!(target: LOG, took = ?began.elapsed(), "stopped");
     }
+}
+
+/// How long [`Host::stop`] takes at most when nothing is in flight (no
+/// container mid-turn, no reply being sent).
+pub const STOP_WITHIN: Duration = Duration::from_millis(1600);
+/// How long the background jobs have to end their pass, within
+/// [`STOP_WITHIN`].
+const JOBS_WITHIN: Duration = Duration::from_millis(1000);
+
+/// `deadline`, or a moment from now when what was in flight (turns,
+/// replies) took the stop past it.
+fn after(deadline: tokio::time::Instant) -> tokio::time::Instant {
+    deadline.max(tokio::time::Instant::now() + Duration::from_millis(50))
+}
+
+/// Waits for a step of the stop until `deadline`; past it the step is
+/// abandoned (the process exits without it) and the log says so.
+async fn within(deadline: tokio::time::Instant, what: &str, step: impl Future) {
+    if tokio::time::timeout_at(deadline, step).await.is_err() {
+        tracing::warn!(target: LOG, "stopping: {what} abandoned at the deadline");
+    }
+}
+
+/// Serves the API and the viewer (and WhatsApp's webhook) on `listener`
+/// until stopped.
+fn serve_api(
+    api: Api,
+    webhook: Option<crate::channels::whatsapp::webhook::Webhook>,
+    listener: tokio::net::TcpListener,
+    limits: crate::http::Limits,
+) -> Background {
+    let router = router(api, webhook);
+    Background::spawn(|stopped| async move {
+        crate::http::serve(listener, router, limits, async move {
+            let _ = stopped.await;
+        })
+        .await;
+    })
 }
 
 /// The API's address: `listen`, else `api.listen`; a non-loopback address
@@ -658,11 +714,9 @@ pub async fn group_sockets(
     Ok(sockets)
 }
 
-/// Stops the listeners, then waits for the last usage rows.
+/// Stops the listeners (all at once), then waits for the last usage rows.
 pub async fn stop_gateway(gateway: Gateway, listeners: Vec<Listening>) {
-    for l in listeners {
-        l.stop().await;
-    }
+    futures_util::future::join_all(listeners.into_iter().map(Listening::stop)).await;
     gateway.flush().await;
 }
 

@@ -40,16 +40,36 @@ pub fn insert_passages(
     Ok(())
 }
 
-/// An archive that has no passages yet: (id, group, created_at, body).
-pub fn archives_without_passages(conn: &Db<'_>) -> Result<Vec<(i64, String, String, String)>> {
+/// Up to `limit` archives that have no passages yet, after id `after` in
+/// id order: (id, group, created_at, body). Read in pages so that a home
+/// of many large archives is never held in memory (or in one transaction)
+/// at once.
+pub fn archives_without_passages(
+    conn: &Db<'_>,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<(i64, String, String, String)>> {
     query_all(
         conn,
         "SELECT a.id, a.group_folder, a.created_at, f.body
          FROM conversation_archives a
          CROSS JOIN archives_fts f ON f.rowid = a.id
+         WHERE a.id > ?1
+           AND NOT EXISTS (SELECT 1 FROM archive_passages p WHERE p.archive_id = a.id)
+         ORDER BY a.id
+         LIMIT ?2",
+        params![after, limit],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+}
+
+/// How many archives have no passages yet.
+pub fn count_archives_without_passages(conn: &Db<'_>) -> Result<i64> {
+    conn.query_row(
+        "SELECT count(*) FROM conversation_archives a
          WHERE NOT EXISTS (SELECT 1 FROM archive_passages p WHERE p.archive_id = a.id)",
         (),
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        |r| r.get(0),
     )
 }
 

@@ -44,6 +44,7 @@ mod secrets;
 mod sessions;
 mod slack;
 mod slack_api;
+mod startup;
 mod stream;
 mod telegram;
 mod viewer;

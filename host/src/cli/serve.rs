@@ -11,16 +11,28 @@ use crate::lock::HostLock;
 use crate::terminal::{inert, inert_name};
 
 pub(super) async fn serve(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
-    let host = Host::start(&ctx.home, &ctx.settings, listen.as_deref(), &Console).await?;
+    // Listened for before anything starts: a stop asked while the host
+    // starts ends the start where it is (the process exits; what was done
+    // is in the store or taken up by the next start).
+    let mut stop = std::pin::pin!(shutdown_signal());
+    let start = Host::start(&ctx.home, &ctx.settings, listen.as_deref(), &Console);
+    let host = tokio::select! {
+        host = start => host?,
+        () = &mut stop => {
+            tracing::info!(target: "g2", "stopped while starting");
+            return Ok(0);
+        }
+    };
     println!("provider  {}", host.provider());
     println!("api       http://{}", host.api_address());
     println!("groups    {} sockets", host.group_sockets().await);
-    shutdown_signal().await;
+    stop.await;
     host.stop().await;
     Ok(0)
 }
 
 pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
+    let stop = shutdown_signal();
     ctx.home.ensure_layout()?;
     let store = ctx.store().await?;
     let (gw, choice) = host::gateway(&ctx.home, &ctx.settings, &store)?;
@@ -47,7 +59,7 @@ pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
         "try       ANTHROPIC_BASE_URL={} ANTHROPIC_API_KEY=unused CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 claude",
         tcp.address
     );
-    shutdown_signal().await;
+    stop.await;
     sockets.push(tcp);
     host::stop_gateway(gw, sockets).await;
     if let Some(e) = embedder {
@@ -117,11 +129,27 @@ pub(super) async fn chat(
     Ok(0)
 }
 
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+/// Ctrl-C (SIGINT) or SIGTERM. The handlers are installed when this is
+/// called, not when it is first awaited: from then on a signal no longer
+/// kills the process outright.
+fn shutdown_signal() -> impl Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    async move {
+        tokio::select! {
+            () = received(term.as_mut()) => {}
+            () = received(int.as_mut()) => {}
+        }
+    }
+}
+
+/// The signal's next delivery; never, when it could not be listened for.
+async fn received(signal: Option<&mut tokio::signal::unix::Signal>) {
+    match signal {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }

@@ -249,7 +249,13 @@ pub fn start(store: Store, model: Arc<Model>) -> Background {
     Background::spawn(|mut stopped| async move {
         loop {
             let (s, m) = (store.clone(), model.clone());
-            let done = tokio::task::spawn_blocking(move || run_once(&s, &m)).await;
+            // A stop does not wait for the batch: it finishes (and stores
+            // its vectors in its own transaction) or dies with the process.
+            let done = tokio::select! {
+                biased;
+                _ = &mut stopped => break,
+                done = tokio::task::spawn_blocking(move || run_once(&s, &m)) => done,
+            };
             let wait = match done {
                 Ok(Ok(0)) => IDLE,
                 Ok(Ok(_)) => Duration::ZERO,

@@ -39,6 +39,7 @@
 //! passage index.
 
 mod candidates;
+pub mod indexing;
 mod lexical;
 mod meaning;
 
@@ -314,14 +315,30 @@ pub fn recall_weighted(
 }
 
 /// Splits every archive that has no passages yet (archives recorded before
-/// passages existed) in one transaction; returns how many were split.
+/// passages existed) in the caller's transaction; returns how many were
+/// split. `g2 serve` does this in the background instead, an archive per
+/// transaction ([`indexing`]).
 pub fn index_missing(tx: &Db<'_>) -> Result<usize> {
-    let missing = store::recall::archives_without_passages(tx)?;
+    let (mut after, mut n) = (0, 0);
+    while let Some((last, split)) = index_after(tx, after, 16)? {
+        after = last;
+        n += split;
+    }
+    Ok(n)
+}
+
+/// Splits up to `limit` archives without passages whose ids follow `after`,
+/// in id order; returns the last id split and how many were, or `None`
+/// when none is left.
+/// Pages keep the bodies read at once bounded; the id, rather than "has no
+/// passages", moves the page on, since an empty archive gives none.
+pub fn index_after(tx: &Db<'_>, after: i64, limit: i64) -> Result<Option<(i64, usize)>> {
+    let missing = store::recall::archives_without_passages(tx, after, limit)?;
     for (id, group, at, body) in &missing {
         let passages = crate::search::passages::split(body);
         store::recall::insert_passages(tx, *id, group, at, &passages)?;
     }
-    Ok(missing.len())
+    Ok(missing.last().map(|(id, ..)| (*id, missing.len())))
 }
 
 /// Rebuilds every passage from the archives' indexed text.
