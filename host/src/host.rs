@@ -316,6 +316,7 @@ impl Host {
             port: bound.port(),
             lease_secs: settings.cluster.lease_secs,
             settings: Arc::new(settings.clone()),
+            backoff: Default::default(),
         };
         lock.set_api(&format!("http://{bound}"))?;
         tracing::info!(target: LOG, addr = %bound, groups, "serving");

@@ -28,6 +28,7 @@ mod graph_api;
 mod hardening;
 mod hosts;
 mod ipc;
+mod login;
 mod loopback;
 mod meaning;
 mod memory;
