@@ -222,6 +222,7 @@ impl Host {
                 port: bound.port(),
                 lease_secs: settings.cluster.lease_secs,
                 settings: Arc::new(settings.clone()),
+                backoff: Default::default(),
             },
             // WhatsApp's webhook: what it stores waits for the router.
             whatsapp.map(|wa| crate::channels::whatsapp::webhook::Webhook {

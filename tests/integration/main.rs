@@ -29,6 +29,7 @@ mod graph_api;
 mod hardening;
 mod hosts;
 mod ipc;
+mod login;
 mod loopback;
 mod meaning;
 mod memory;

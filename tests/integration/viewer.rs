@@ -373,8 +373,11 @@ async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
     assert_eq!(r.status(), 401);
     // A wrong token is refused; the right one is asked for once.
     sign_in(&b, "tok-wrong-0123456789").await;
-    b.until("the refusal", "document.querySelector('.error') !== null")
-        .await;
+    b.until(
+        "the refusal, in words on the sign-in page",
+        "document.querySelector('form[data-login] [role=alert]').textContent.includes('not this host')",
+    )
+    .await;
     b.client.goto(&format!("{}/login", s.url)).await.unwrap();
     sign_in(&b, token).await;
     b.until("the groups page", "document.title === 'Groups · g2'")

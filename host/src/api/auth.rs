@@ -13,6 +13,9 @@
 //! **With a token** (`require_token`, on every `/api` route) a request
 //! carries it as `Authorization: Bearer`, or is the viewer's: signed in,
 //! with, for a change, the session's CSRF token. `/health` stays open.
+//! A presented token (bearer or the sign-in's) is checked by
+//! [`check_token`], within its client's back-off (`api::backoff`): a
+//! guesser is answered 429 with `Retry-After` until it may try again.
 //!
 //! **A session** is what a sign-in with the API token starts: a random id
 //! and the time it began, signed with the token (HMAC-SHA256), kept in an
@@ -32,13 +35,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::Api;
+use super::backoff::{Attempt, Client, retry_after_secs};
 use super::extract::error_response;
 use crate::Error;
 
@@ -173,17 +177,69 @@ pub(super) async fn loopback_only(State(api): State<Api>, req: Request, next: Ne
     next.run(req).await
 }
 
+/// Checks a token a client presented (as a bearer token or at sign-in)
+/// within the client's back-off (`api::backoff`): `Ok` when it is this
+/// host's, else why not.
+pub fn check_token(api: &Api, client: Client, given: &str, token: &str) -> Result<(), Refused> {
+    match api.backoff.attempt(client.0, || same_secret(given, token)) {
+        Attempt::Right => Ok(()),
+        Attempt::Wrong => {
+            tracing::warn!(client = %client.0, "refused a wrong API token");
+            Err(Refused::Wrong)
+        }
+        Attempt::Wait(wait) => Err(Refused::Wait(wait)),
+    }
+}
+
+/// A presented token refused: answered in the API's error shape, 401 for
+/// a wrong one, 429 with `Retry-After` (whole seconds) while the client
+/// must wait, whatever the token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Wrong,
+    Wait(Duration),
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Refused::Wrong => error_response(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "that is not this host's API token".into(),
+            ),
+            Refused::Wait(wait) => {
+                let secs = retry_after_secs(wait);
+                let mut r = error_response(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too_many_attempts",
+                    format!("too many wrong tokens from this address: try again in {secs} s"),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                r
+            }
+        }
+    }
+}
+
 /// With a token, an `/api` request needs it, or the viewer's session
-/// (and, for a change, its CSRF token).
+/// (and, for a change, its CSRF token). Only a presented bearer token
+/// counts towards the client's back-off: a request without one, or with
+/// the session's cookie (a signature nobody can guess), never does.
 pub(super) async fn require_token(State(api): State<Api>, req: Request, next: Next) -> Response {
     if let Some(token) = &api.token {
         let bearer = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .filter(|t| !t.is_empty());
         let ok = if let Some(given) = bearer {
-            same_secret(given, token)
+            if let Err(refused) = check_token(&api, Client::of(req.extensions()), given, token) {
+                return refused.into_response();
+            }
+            true
         } else if let Some(s) = session(req.headers(), token) {
             // The viewer's session: a request that changes something must
             // also carry the session's CSRF token, which another site's

@@ -1,6 +1,6 @@
 //! What the API takes in and how it says no: its own extractors
-//! ([`Json`], [`Query`], [`Path`]: axum's, with rejections in the API's
-//! shape), [`ApiError`] (a handler's failure, its status by whose fault
+//! ([`Json`], [`Query`], [`Path`], and [`Form`] for the viewer's sign-in
+//! and sign-out: axum's, with rejections in the API's shape), [`ApiError`] (a handler's failure, its status by whose fault
 //! it is) and [`Rejection`] (a request refused before its handler ran).
 //!
 //! Invariant: every failure the API answers is
@@ -58,7 +58,7 @@ impl IntoResponse for ApiError {
 }
 
 /// The API's error shape, `{"error":{"kind","message"}}`, with `status`.
-pub(super) fn error_response(status: StatusCode, kind: &str, message: String) -> Response {
+pub fn error_response(status: StatusCode, kind: &str, message: String) -> Response {
     (
         status,
         axum::Json(json!({ "error": { "kind": kind, "message": message } })),
@@ -153,6 +153,21 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T>
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Rejection> {
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(v)) => Ok(Path(v)),
+            Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
+        }
+    }
+}
+
+/// A form body (axum's `Form`, rejections in the API's shape): the
+/// viewer's sign-in and sign-out.
+pub struct Form<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Form<T> {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Rejection> {
+        match axum::extract::Form::<T>::from_request(req, state).await {
+            Ok(axum::extract::Form(v)) => Ok(Form(v)),
             Err(e) => Err(Rejection::of(e.status(), e.body_text(), &e)),
         }
     }

@@ -20,13 +20,15 @@
 //! `crate::memory::forget`, …), not SQL; `extract.rs` holds the
 //! extractors and the error shape; [`auth`] is who may come in (token,
 //! loopback names, the viewer's session and CSRF token), shared with the
-//! viewer. API boundary: [`Api`] (the state) and [`Api::router`], which
+//! viewer, and [`backoff`] how fast a client may guess the token (429
+//! with `Retry-After` while it must wait). API boundary: [`Api`] (the state) and [`Api::router`], which
 //! serves the API and whatever pages it is given (the viewer's, joined in
 //! `host.rs`) behind the same access rules; the API imports nothing of the
 //! viewer.
 
 mod archives;
 pub mod auth;
+pub mod backoff;
 mod cluster;
 mod extract;
 mod groups;
@@ -51,7 +53,7 @@ use crate::sessions::SessionManager;
 use crate::store::{self, Store};
 use g2_core::validate::GroupFolder;
 
-pub use extract::{ApiError, Json, Path, Query, Rejection};
+pub use extract::{ApiError, Form, Json, Path, Query, Rejection, error_response};
 use extract::{ApiResult, method_not_allowed};
 pub use groups::NewGroupBody;
 pub use memory::{ObservationsQuery, RecallQuery, RememberBody};
@@ -93,6 +95,9 @@ pub struct Api {
     /// Every setting the host started with (`GET /api/host` shows them
     /// without secrets).
     pub settings: std::sync::Arc<crate::config::Settings>,
+    /// Wrong credentials per client address (bearer tokens and the
+    /// viewer's sign-in alike).
+    pub backoff: backoff::Backoff,
 }
 
 impl Api {

@@ -326,7 +326,11 @@ impl Gateway {
 
     /// Serves `router` on `listener` until stopped, within the
     /// `gateway.*` timeouts and connection bound.
-    fn spawn_server<L: axum::serve::Listener>(&self, listener: L, router: Router) -> Background {
+    fn spawn_server<L>(&self, listener: L, router: Router) -> Background
+    where
+        L: axum::serve::Listener,
+        L::Addr: Clone + Send + Sync + 'static,
+    {
         let limits = crate::http::Limits::from(&self.inner.settings);
         Background::spawn(|stopped| {
             crate::http::serve(listener, router, limits, async {

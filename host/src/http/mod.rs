@@ -103,7 +103,8 @@ pub fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Serves `router` on `listener` until `shutdown` resolves; then stops
 /// accepting, lets open connections finish for [`SHUTDOWN_GRACE`] and
-/// closes what is left.
+/// closes what is left. Each request carries its connection's peer as
+/// axum's `ConnectInfo<L::Addr>` (the API's back-off counts by it).
 pub async fn serve<L>(
     mut listener: L,
     router: Router,
@@ -111,6 +112,7 @@ pub async fn serve<L>(
     shutdown: impl Future<Output = ()>,
 ) where
     L: Listener,
+    L::Addr: Clone + Send + Sync + 'static,
 {
     tune_allocator();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -127,10 +129,10 @@ pub async fn serve<L>(
             _ = &mut shutdown => break,
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
         };
-        let io = tokio::select! {
+        let (io, peer) = tokio::select! {
             biased;
             _ = &mut shutdown => break,
-            (io, _) = listener.accept() => io,
+            accepted = listener.accept() => accepted,
         };
         while conns.try_join_next().is_some() {}
         let watch = Arc::new(Watch::new());
@@ -138,7 +140,9 @@ pub async fn serve<L>(
             let (router, watch) = (router.clone(), watch.clone());
             hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
                 let flight = Flight::start(watch.clone());
-                let req = req.map(|body| with_deadline(body, limits.body_timeout));
+                let mut req = req.map(|body| with_deadline(body, limits.body_timeout));
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer.clone()));
                 let answer = tower_service::Service::call(&mut router.clone(), req);
                 async move {
                     let resp = answer.await?;

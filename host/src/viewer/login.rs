@@ -1,16 +1,23 @@
 //! Signing in and out (`/login`, `/logout`) and the rule that every page
 //! needs a session when `api.token` is set. The sessions, their cookie and
 //! CSRF token are the API's access module's (`api::auth`): one module
-//! decides for the API and the viewer alike.
+//! decides for the API and the viewer alike, and a sign-in's token is
+//! checked within the client's back-off as a bearer token is
+//! (`auth::check_token`).
+//!
+//! Both routes answer a success with a redirect and every refusal in the
+//! API's error shape (a bad form too): the sign-in page's script sends
+//! the form and shows the refusal's message (`assets/app.js`).
 
-use axum::extract::{Form, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::{error_page, page};
-use crate::api::{Api, auth};
+use super::page;
+use crate::api::backoff::Client;
+use crate::api::{Api, Form, auth, error_response};
 
 /// With `api.token` set, pages need a session (else the sign-in page) and
 /// carry its CSRF token.
@@ -29,9 +36,9 @@ pub(super) async fn login_page(State(api): State<Api>) -> Response {
         &api,
         "Sign in",
         "<h1>Sign in</h1><p>This host asks for its API token (<code>api.token</code>).</p>\
-<form method=\"post\" action=\"/login\" class=\"stack\">\
+<form method=\"post\" action=\"/login\" class=\"stack\" data-login>\
 <label>Token <input type=\"password\" name=\"token\" autocomplete=\"current-password\" required></label>\
-<button type=\"submit\">Sign in</button></form>",
+<button type=\"submit\">Sign in</button><p class=\"error\" role=\"alert\"></p></form>",
     )
 }
 
@@ -40,16 +47,25 @@ pub(super) struct Login {
     token: String,
 }
 
-pub(super) async fn login(State(api): State<Api>, Form(l): Form<Login>) -> Response {
+pub(super) async fn login(
+    State(api): State<Api>,
+    client: Client,
+    Form(l): Form<Login>,
+) -> Response {
     let Some(token) = &api.token else {
         return Redirect::to("/").into_response();
     };
-    if !auth::same_secret(l.token.trim(), token) {
-        return error_page(
-            &api,
-            StatusCode::UNAUTHORIZED,
-            "that is not this host's token",
+    let given = l.token.trim();
+    if given.is_empty() {
+        // Nothing presented: not a guess.
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "the form's token is empty".into(),
         );
+    }
+    if let Err(refused) = auth::check_token(&api, client, given, token) {
+        return refused.into_response();
     }
     // A new session, with a new CSRF token, at every sign-in.
     let cookie = auth::Session::begin().set_cookie(token);
@@ -77,10 +93,10 @@ pub(super) async fn logout(
     let ours =
         auth::session(&headers, token).is_some_and(|s| auth::same_secret(&l.csrf, &s.csrf(token)));
     if !ours {
-        return error_page(
-            &api,
+        return error_response(
             StatusCode::FORBIDDEN,
-            "sign out from this host's own page",
+            "forbidden",
+            "sign out from this host's own page (its session and CSRF token)".into(),
         );
     }
     let mut r = Redirect::to("/login").into_response();

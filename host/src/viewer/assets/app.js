@@ -138,6 +138,29 @@ function apiForm(form) {
   });
 }
 
+// The sign-in form (data-login) is sent by the script, so a refusal (a
+// wrong token, too many of them: the API's error shape) is shown in its
+// alert; a sign-in is followed by the groups page. Without the script the
+// browser posts the form itself.
+function loginForm(form) {
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const error = form.querySelector('[role="alert"]');
+    error.textContent = "";
+    try {
+      const r = await fetch(form.action, { method: "POST", body: new URLSearchParams(new FormData(form)) });
+      if (r.ok) {
+        window.location.assign("/");
+        return;
+      }
+      const j = await r.json().catch(() => null);
+      error.textContent = (j && j.error && j.error.message) || ("the host answered " + r.status);
+    } catch (err) {
+      error.textContent = "the host could not be reached: " + err;
+    }
+  });
+}
+
 // The memory page's live feed: what the group's memory stores, as it is
 // stored, filtered by kind.
 function memoryFeed(list) {
@@ -190,4 +213,5 @@ document.addEventListener("DOMContentLoaded", () => {
   const feed = document.getElementById("feed");
   if (feed) memoryFeed(feed);
   for (const form of document.querySelectorAll("form[data-api]")) apiForm(form);
+  for (const form of document.querySelectorAll("form[data-login]")) loginForm(form);
 });
