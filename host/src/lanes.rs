@@ -64,7 +64,10 @@ impl Lanes {
     }
 
     fn lane(&self, group: &str) -> Arc<Lane> {
-        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lanes = self
+            .lanes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if lanes.len() >= KEPT && !lanes.contains_key(group) {
             // Names nobody queries now go (no query holds their lane).
             lanes.retain(|_, l| Arc::strong_count(l) > 1);

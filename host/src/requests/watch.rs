@@ -85,7 +85,7 @@ impl RequestServer {
     /// `tasks/`, each event draining the folder it names; a full rescan
     /// every `FULL_RESCAN` and whenever the kernel's queue overflowed.
     /// Starts with a full drain (what an earlier host left). Each group is
-    /// drained by its own task ([`Lanes`]): its requests in order, groups
+    /// drained by its own task (`Lanes`): its requests in order, groups
     /// side by side, so one group's long request never delays another's.
     pub fn watch_all(&self) -> Result<Background> {
         let root = self.home.ipc_root();
@@ -259,7 +259,10 @@ impl Lanes {
     /// Drains `folder` now, or once more after the drain under way.
     fn ring(&mut self, folder: &GroupFolder) {
         {
-            let mut again = self.again.lock().unwrap_or_else(|e| e.into_inner());
+            let mut again = self
+                .again
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(more) = again.get_mut(folder) {
                 *more = true;
                 return;
@@ -270,7 +273,9 @@ impl Lanes {
         self.tasks.spawn(async move {
             loop {
                 server.drain(&folder).await;
-                let mut again = again.lock().unwrap_or_else(|e| e.into_inner());
+                let mut again = again
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 match again.get_mut(&folder) {
                     Some(more) if *more => *more = false,
                     _ => {
