@@ -104,6 +104,23 @@ impl Lanes {
     }
 }
 
+/// Runs `f` on the store's blocking pool from a place in `group`'s lane,
+/// held until `f` ends, even when its caller stopped waiting: the lane
+/// bounds the work, not the waiting.
+pub async fn read<T, F>(store: &crate::store::Store, group: &str, f: F) -> crate::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&crate::store::db::Db<'_>) -> crate::Result<T> + Send + 'static,
+{
+    let place = QUERIES.enter(group).await?;
+    store
+        .read(move |c| {
+            let _place = place;
+            f(c)
+        })
+        .await
+}
+
 impl From<Busy> for crate::Error {
     fn from(b: Busy) -> Self {
         crate::Error::Busy(b.to_string())

@@ -54,20 +54,11 @@ async fn search_archives(
     if let Some(g) = &q.group {
         g2_core::validate::any_folder(g)?;
     }
-    let lane = q.group.as_deref().unwrap_or(crate::lanes::ALL_GROUPS);
-    let place = crate::lanes::QUERIES
-        .enter(lane)
-        .await
-        .map_err(Error::from)?;
-    Ok((
-        headers,
-        Json(
-            api.store
-                .read(move |c| {
-                    let _place = place;
-                    search::search(c, &q.q, q.group.as_deref(), limit)
-                })
-                .await?,
-        ),
-    ))
+    let lane = q.group.clone();
+    let lane = lane.as_deref().unwrap_or(crate::lanes::ALL_GROUPS);
+    let hits = crate::lanes::read(&api.store, lane, move |c| {
+        search::search(c, &q.q, q.group.as_deref(), limit)
+    })
+    .await?;
+    Ok((headers, Json(hits)))
 }

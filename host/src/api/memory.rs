@@ -151,21 +151,12 @@ async fn memory_search(
     };
     let limit = q.limit.unwrap_or(10);
     let headers = super::extract::query_headers(&q.q);
-    let place = crate::lanes::QUERIES
-        .enter(folder.as_str())
-        .await
-        .map_err(Error::from)?;
-    Ok((
-        headers,
-        Json(
-            api.store
-                .read(move |c| {
-                    let _place = place;
-                    crate::memory::recall::recall_with(c, &folder, &q.q, limit, &filters)
-                })
-                .await?,
-        ),
-    ))
+    let lane = folder.to_string();
+    let hits = crate::lanes::read(&api.store, &lane, move |c| {
+        crate::memory::recall::recall_with(c, &folder, &q.q, limit, &filters)
+    })
+    .await?;
+    Ok((headers, Json(hits)))
 }
 
 /// `GET /api/groups/{folder}/memory/observations[?all=true]`.

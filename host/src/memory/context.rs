@@ -379,21 +379,14 @@ async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<
     let (group, settings) = (c.group.clone(), c.settings.clone());
     let deadline = std::time::Duration::from_millis(c.settings.inject_wait_ms * 4 / 5);
     let (store, asked) = (c.store.clone(), std::time::Instant::now());
-    let work = async move {
-        let place = crate::lanes::QUERIES.enter(group.as_str()).await?;
-        store
-            .read(move |conn| {
-                // The place is the lane's until the work ends, even when
-                // the answer has gone out empty; work that starts past
-                // the deadline is not done at all.
-                let _place = place;
-                if asked.elapsed() >= deadline {
-                    return Ok(String::new());
-                }
-                answer(conn, &group, &req, &settings)
-            })
-            .await
-    };
+    let lane = c.group.to_string();
+    let work = crate::lanes::read(&store, &lane, move |conn| {
+        // Work that would start past the deadline is not done at all.
+        if asked.elapsed() >= deadline {
+            return Ok(String::new());
+        }
+        answer(conn, &group, &req, &settings)
+    });
     let context = match tokio::time::timeout(deadline, work).await {
         Ok(Ok(block)) => block,
         Ok(Err(e)) => {

@@ -83,31 +83,25 @@ pub(super) async fn search_page(
             Err(e) => return failed(&api, e),
         },
     };
-    let lane = group.as_deref().unwrap_or(crate::lanes::ALL_GROUPS);
-    let place = match crate::lanes::QUERIES.enter(lane).await {
-        Ok(p) => p,
-        Err(e) => return failed(&api, e.into()),
-    };
-    let found = api
-        .store
-        .read(move |c| {
-            let _place = place;
-            let archives = match crate::search::search(c, &question, group.as_deref(), 10) {
-                Ok(h) => h,
-                Err(Error::Invalid(_)) => Vec::new(),
-                Err(e) => return Err(e),
-            };
-            let mut memory = Vec::new();
-            for g in &groups {
-                memory.extend(crate::memory::recall::recall(c, g, &question, 10)?);
-            }
-            memory.sort_by(|a, b| b.score.total_cmp(&a.score));
-            let mut seen = std::collections::HashSet::new();
-            memory.retain(|h| seen.insert((h.kind.clone(), h.id)));
-            memory.truncate(10);
-            Ok((archives, memory))
-        })
-        .await;
+    let lane = group.clone();
+    let lane = lane.as_deref().unwrap_or(crate::lanes::ALL_GROUPS);
+    let found = crate::lanes::read(&api.store, lane, move |c| {
+        let archives = match crate::search::search(c, &question, group.as_deref(), 10) {
+            Ok(h) => h,
+            Err(Error::Invalid(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let mut memory = Vec::new();
+        for g in &groups {
+            memory.extend(crate::memory::recall::recall(c, g, &question, 10)?);
+        }
+        memory.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let mut seen = std::collections::HashSet::new();
+        memory.retain(|h| seen.insert((h.kind.clone(), h.id)));
+        memory.truncate(10);
+        Ok((archives, memory))
+    })
+    .await;
     let (archives, memory) = match found {
         Ok(x) => x,
         Err(e) => return failed(&api, e),

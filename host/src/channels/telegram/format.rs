@@ -38,21 +38,9 @@ pub fn split(markdown: &str) -> Vec<String> {
     crate::channels::split::split(markdown, MAX_CHARS, &fits)
 }
 
-/// Escapes text for Telegram's HTML, which knows only these four named
-/// entities (`&apos;`, which `g2_core::envelope::escape` writes, it rejects).
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+// Telegram's HTML knows only the four named entities `quote::escape`
+// writes (`&apos;`, which `g2_core::envelope::escape` writes, it rejects).
+use g2_core::quote::escape;
 
 /// Links Telegram opens, and that are safe to offer.
 fn linkable(url: &str) -> bool {

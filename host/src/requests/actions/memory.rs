@@ -181,14 +181,10 @@ impl RequestServer {
         Self::own_memory(me, me.folder.as_str(), "search")?;
         let capped = crate::search::question::cap(query);
         let (q, g) = (capped.text.to_string(), me.folder.clone());
-        let place = crate::lanes::QUERIES.enter(g.as_str()).await?;
-        let hits = self
-            .store
-            .read(move |c| {
-                let _place = place;
-                recall::recall_with(c, &g, &q, limit.clamp(1, MAX_HITS), &filters)
-            })
-            .await?;
+        let hits = crate::lanes::read(&self.store, me.folder.as_str(), move |c| {
+            recall::recall_with(c, &g, &q, limit.clamp(1, MAX_HITS), &filters)
+        })
+        .await?;
         let cut = capped
             .note()
             .map(|n| format!("\n({n})"))

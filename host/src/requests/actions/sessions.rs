@@ -92,14 +92,10 @@ impl RequestServer {
         Self::own_sessions(me)?;
         let capped = search::question::cap(query);
         let (q, g) = (capped.text.to_string(), me.folder.clone());
-        let place = crate::lanes::QUERIES.enter(g.as_str()).await?;
-        let hits = self
-            .store
-            .read(move |c| {
-                let _place = place;
-                search::search(c, &q, Some(&g), limit.clamp(1, 50))
-            })
-            .await?;
+        let hits = crate::lanes::read(&self.store, me.folder.as_str(), move |c| {
+            search::search(c, &q, Some(&g), limit.clamp(1, 50))
+        })
+        .await?;
         let asked = quote::cut(capped.text, 200);
         let cut = capped
             .note()
