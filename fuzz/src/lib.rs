@@ -19,7 +19,7 @@ use g2_host::gateway::offline::{self, Block};
 use g2_host::groups::NewGroup;
 use g2_host::memory::context;
 use g2_host::memory::recall::RecallHit;
-use g2_host::routing::messages::{CheckInbound, Inbound, MAX_TEXT};
+use g2_host::messages::{CheckInbound, Inbound, MAX_TEXT};
 use serde_json::Value;
 
 /// A fuzz target: its name and its body.

@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use crate::terminal::{inert, inert_name};
 use crate::{Error, Result};
 

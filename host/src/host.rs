@@ -835,12 +835,12 @@ fn context(what: impl fmt::Display, e: &(dyn std::error::Error + 'static)) -> Er
 /// group wakes this host's queue (which acts only on its own groups), and
 /// every message is published to the live streams here.
 fn follow_others(store: &Store, queue: &QueueHandle, channels: &Channels) -> Option<Background> {
-    let (s1, s2, q1, q2, ch) = (
+    let (s1, s2, q1, q2, log) = (
         store.clone(),
         store.clone(),
         queue.clone(),
         queue.clone(),
-        channels.clone(),
+        channels.log().clone(),
     );
     crate::cluster::notify::follow(
         store,
@@ -855,8 +855,10 @@ fn follow_others(store: &Store, queue: &QueueHandle, channels: &Channels) -> Opt
                 });
             }),
             stored: Arc::new(move || {
-                let ch = ch.clone();
-                tokio::spawn(async move { ch.stored_elsewhere().await });
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let _ = log.publish().await;
+                });
             }),
             missed: Arc::new(move || {
                 let (store, queue) = (s2.clone(), q2.clone());

@@ -32,6 +32,7 @@ pub mod jid;
 pub mod lanes;
 pub mod lock;
 pub mod memory;
+pub mod messages;
 pub mod requests;
 pub mod routing;
 pub mod search;

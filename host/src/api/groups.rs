@@ -84,7 +84,7 @@ async fn group_status(State(api): State<Api>, Path(folder): Path<GroupFolder>) -
         .read(move |c| {
             Ok((
                 crate::routing::rules::cursor(c, &f)?,
-                crate::routing::rules::failing(c, &f)?,
+                crate::messages::failing(c, &f)?,
             ))
         })
         .await?;

@@ -1,7 +1,7 @@
 //! `/api/groups/{folder}/messages` and `/stream`: a group's chat. A
 //! message in is stored first (`Channels::receive`), then answered with
 //! 202; the stream is the chat's live log in `seq` order
-//! (`Channels::follow`).
+//! (`Log::follow`, the message log's).
 
 use axum::Router;
 use axum::extract::State;
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{Api, ApiError, ApiResult, Json, Path, Query, require_group};
 use crate::Error;
-use crate::routing::messages;
+use crate::messages;
 use g2_core::validate::GroupFolder;
 
 pub(super) fn routes() -> Router<Api> {
@@ -90,7 +90,7 @@ async fn post_message(
 /// Server-sent events of a chat's messages (`event: message`, `id:` its
 /// `seq`, data = the message JSON): first those after `Last-Event-ID` (a
 /// reconnecting client) or else `?after=<seq>`, then new ones as they are
-/// stored, in `seq` order, each once (see `Channels::follow`). A listener
+/// stored, in `seq` order, each once (see `Log::follow`). A listener
 /// that falls too far behind is closed; it reconnects with `Last-Event-ID`.
 async fn stream_messages(
     State(api): State<Api>,
@@ -114,7 +114,7 @@ async fn stream_messages(
         ),
         None => None,
     };
-    let live = api.channels.follow(g.jid, resume.or(q.after));
+    let live = api.channels.log().follow(g.jid, resume.or(q.after));
     let events = futures_util::StreamExt::map(live, |l| {
         Ok(Event::default()
             .event("message")

@@ -11,35 +11,24 @@
 //! - Inbound: a channel calls [`Channels::receive`] (one message) or
 //!   [`Channels::take_in`] (a platform's batch, with its own progress mark
 //!   written in the same transaction), which hand the messages to the
-//!   sequencer and answer once they are stored, published, and the router
-//!   is woken for their groups.
+//!   log's sequencer ([`crate::messages`]) and answer once they are
+//!   stored, published, and the router is woken for their groups.
 //! - Outbound: whoever stored an assistant message calls
-//!   [`Channels::deliver`]; the sequencer publishes it, and [`outbox`]
-//!   sends it through the channel that owns the chat, in order per chat,
-//!   exactly once (or, when a host died mid-request, at most once).
+//!   [`Channels::deliver`]; the log publishes it, and [`outbox`] sends it
+//!   through the channel that owns the chat, in order per chat, exactly
+//!   once (or, when a host died mid-request, at most once).
 //!
-//! The sequencer is one task. It commits the inbound messages that are
-//! queued together in one transaction (group commit) and publishes, after
-//! each commit, every message stored since the last publication, read in
-//! `seq` order from the store (so the assistant's messages, stored by
-//! others, take their place in the order too). Listeners therefore see each
-//! chat in `seq` order with no gaps; one that falls [`LISTENER_BUFFER`]
-//! messages behind is closed, and resumes with `Last-Event-ID`.
+//! The channels own the message [`Log`] and wire it:
+//! they tell its sequencer which channel carries a chat and send the
+//! notices it stores ([`messages::Hooks`], with the router's rule for
+//! edits), and where to ring the router.
 //!
-//! Invariant: storing comes before publishing or sending, and messages are
-//! published in `seq` order, so a stream reader that catches up from the
-//! store by `seq` sees everything exactly once.
-//!
-//! Files: this one holds the [`Channel`] interface, [`Channels`] and what
-//! a channel hands in ([`Intake`], [`Taken`], [`Mark`]); `sequencer.rs`
-//! the sequencer (storing, publishing, ringing, cleaning); `live.rs` live
-//! delivery ([`Live`], [`Channels::subscribe`], [`Channels::follow`]);
-//! [`outbox`] the sending.
+//! Files: this one holds the [`Channel`] interface and [`Channels`];
+//! [`outbox`] the sending; one folder per platform; [`split`] cuts a
+//! text to a platform's limit.
 
 pub mod discord;
-mod live;
 pub mod outbox;
-mod sequencer;
 pub mod slack;
 pub mod split;
 pub mod telegram;
@@ -47,26 +36,20 @@ pub mod telegram;
 pub(crate) mod tests;
 pub mod whatsapp;
 
-pub use live::Live;
-
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use g2_core::validate::GroupFolder;
 
-use crate::routing::messages::{CheckInbound, Inbound, Message};
+use crate::Result;
+use crate::messages::{self, Inbound, Intake, Log, Mark, Message, Taken};
 use crate::routing::queue::Outlet;
-use crate::store::{self, Store};
-use crate::{Error, Result};
-use sequencer::{Job, Sequencer};
+use crate::store::{self, Db, Store};
 
-/// Published messages a listener may fall behind before its stream is
-/// closed (it resumes from the store with `Last-Event-ID`).
-pub const LISTENER_BUFFER: usize = 4096;
-/// Messages read from the store at a time when a stream catches up.
+/// Undelivered messages read from the store at a time (at start).
 const PAGE: usize = 1000;
 
 /// A channel's credential (a token, an app secret): shown nowhere, not
@@ -210,75 +193,13 @@ impl Channel for HttpChannel {
     }
 }
 
-/// What a channel hands in.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Intake {
-    /// A new message for a group's chat.
-    New { folder: GroupFolder, m: Inbound },
-    /// The platform edited a message it handed in before: the new text
-    /// replaces the stored one while that is still pending (not handed to
-    /// the agent); an answered message stays as it was answered.
-    Edit {
-        folder: GroupFolder,
-        external_id: String,
-        text: String,
-        /// The edited message addresses the assistant (a mention added by
-        /// the edit counts; one removed does not un-call it).
-        addressed: bool,
-    },
-}
-
-impl Intake {
-    pub(super) fn folder(&self) -> &GroupFolder {
-        match self {
-            Intake::New { folder, .. } | Intake::Edit { folder, .. } => folder,
-        }
-    }
-}
-
-/// What became of one [`Intake`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Taken {
-    Stored(Message),
-    /// Its text is over the limit (`channels.max_text_bytes`): nothing of
-    /// it was stored, and its platform chat was answered with this notice
-    /// (`routing::notices::too_long`), sent by the outbox.
-    Refused(Message),
-    /// Its platform id was stored before (handed in twice).
-    Duplicate,
-    /// An edit that replaced a pending message's text.
-    Edited,
-    /// An edit of a message that is answered, in flight, or unknown.
-    Unchanged,
-}
-
-/// A channel's progress (a `router_state` key and value, such as the
-/// next Telegram update to fetch), written in the transaction that
-/// stores what it took in: a host killed at any point neither loses nor
-/// takes in twice.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Mark {
-    pub key: String,
-    pub value: String,
-}
-
-/// The channels of a host, the live message stream, and the router's bell.
+/// The channels of a host and the message log they hand in to.
 #[derive(Clone)]
 pub struct Channels {
     store: Store,
     list: Arc<Vec<Arc<dyn Channel>>>,
-    events: broadcast::Sender<Arc<Live>>,
-    sequencer: Arc<Sequencer>,
     outbox: Arc<outbox::Outbox>,
-    /// Folders with new inbound messages, for the router.
-    wake: Option<mpsc::UnboundedSender<GroupFolder>>,
-    /// What the log keeps of a message once it is answered or sent: no
-    /// private span, no secret (`g2_core::privacy`).
-    redactor: g2_core::privacy::Redactor,
-    /// The longest text taken in, on every channel (`channels.max_text_bytes`).
-    max_text: usize,
-    /// Who a platform's chat hears a refusal from (the assistant's name).
-    assistant: Arc<str>,
+    log: Log,
 }
 
 impl Channels {
@@ -286,6 +207,7 @@ impl Channels {
     /// [`Store::guarded`]); everything else is shared.
     pub fn with_store(&self, store: Store) -> Self {
         Self {
+            log: self.log.with_store(store.clone()),
             store,
             ..self.clone()
         }
@@ -293,22 +215,21 @@ impl Channels {
 
     /// The HTTP channel only, no router (CLI commands).
     pub fn new(store: Store) -> Self {
-        // One indexed lookup; the channels are made once, at start.
-        let start = store.read_blocking(store::messages::last_seq).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "reading the last message seq; publishing from the start");
-            0
-        });
+        let list: Arc<Vec<Arc<dyn Channel>>> = Arc::new(vec![Arc::new(HttpChannel)]);
+        let outbox = Arc::new(outbox::Outbox::new(store.clone(), Default::default()));
+        let log = Log::new(store.clone(), hooks(&list, &outbox));
         Channels {
-            outbox: Arc::new(outbox::Outbox::new(store.clone(), Default::default())),
-            redactor: Default::default(),
             store,
-            list: Arc::new(vec![Arc::new(HttpChannel)]),
-            events: broadcast::channel(LISTENER_BUFFER).0,
-            sequencer: Arc::new(Sequencer::new(start)),
-            wake: None,
-            max_text: crate::routing::messages::MAX_TEXT,
-            assistant: g2_core::wire::DEFAULT_ASSISTANT_NAME.into(),
+            list,
+            outbox,
+            log,
         }
+    }
+
+    /// The message log these channels hand in to (its live streams:
+    /// [`Log::follow`]).
+    pub fn log(&self) -> &Log {
+        &self.log
     }
 
     /// Takes in texts of at most `max_text` bytes on every channel (the
@@ -316,14 +237,13 @@ impl Channels {
     /// platform's chat told so by `assistant`. To be set before any
     /// message is taken in.
     pub fn with_text_limit(mut self, max_text: usize, assistant: &str) -> Self {
-        self.max_text = max_text;
-        self.assistant = assistant.into();
+        self.log = self.log.with_text_limit(max_text, assistant);
         self
     }
 
     /// The longest text taken in, in bytes (`channels.max_text_bytes`).
     pub fn max_text(&self) -> usize {
-        self.max_text
+        self.log.max_text()
     }
 
     /// Adds a channel; channels added later are asked first.
@@ -331,6 +251,7 @@ impl Channels {
         let mut list: Vec<_> = self.list.iter().cloned().collect();
         list.insert(0, channel);
         self.list = Arc::new(list);
+        self.log = self.log.with_hooks(hooks(&self.list, &self.outbox));
         self
     }
 
@@ -338,18 +259,21 @@ impl Channels {
     /// plus the host's credentials); to be set before any message is sent.
     pub fn with_redactor(mut self, redactor: g2_core::privacy::Redactor) -> Self {
         self.outbox = Arc::new(outbox::Outbox::new(self.store.clone(), redactor.clone()));
-        self.redactor = redactor;
+        self.log = self
+            .log
+            .with_redactor(redactor)
+            .with_hooks(hooks(&self.list, &self.outbox));
         self
     }
 
     /// What the log keeps of messages is cleaned with.
     pub fn redactor(&self) -> &g2_core::privacy::Redactor {
-        &self.redactor
+        self.log.redactor()
     }
 
     /// Where inbound messages ring (the router).
     pub fn with_router(mut self, wake: mpsc::UnboundedSender<GroupFolder>) -> Self {
-        self.wake = Some(wake);
+        self.log = self.log.with_router(wake);
         self
     }
 
@@ -367,70 +291,27 @@ impl Channels {
     }
 
     /// Takes in a message for a group's chat: stored, published, routed
-    /// (the router is rung once per group and batch).
+    /// ([`Log::receive`]).
     pub async fn receive(&self, folder: &GroupFolder, m: Inbound) -> Result<Message> {
-        // The group is looked up in the batch's transaction (no read of
-        // its own per message). The caller hears why a message is refused
-        // (an HTTP client gets a 400 naming the limit).
-        if let Err(e) = m.check_within(self.max_text) {
-            if m.text.len() > self.max_text {
-                tracing::info!(group = %folder, bytes = m.text.len(), limit = self.max_text, "a message over channels.max_text_bytes was refused");
-            }
-            return Err(e);
-        }
-        let taken = self
-            .take_in(
-                vec![Intake::New {
-                    folder: folder.clone(),
-                    m,
-                }],
-                None,
-            )
-            .await?;
-        match taken.into_iter().next() {
-            Some(Ok(Taken::Stored(m))) => Ok(m),
-            // Checked above; the sequencer holds the same limit.
-            Some(Ok(Taken::Refused(_))) => Err(Error::Invalid(format!(
-                "text: over the limit of {} bytes (channels.max_text_bytes)",
-                self.max_text
-            ))),
-            Some(Ok(_)) => Err(Error::Conflict("this message was stored before".into())),
-            Some(Err(e)) => Err(e),
-            None => Err(stopped()),
-        }
+        self.log.receive(folder, m).await
     }
 
-    /// Takes in what a channel received, in order, and writes its `mark`
-    /// in the same transaction; answers for each item. An item that cannot
-    /// be stored (a group removed meanwhile, a message refused) is answered
-    /// with its error and the others are stored; the mark is written all
-    /// the same. An error means nothing was stored and the mark did not
-    /// move (the store failed).
+    /// Takes in what a channel received, in order, with its `mark` in the
+    /// same transaction ([`Log::take_in`]).
     pub async fn take_in(
         &self,
         items: Vec<Intake>,
         mark: Option<Mark>,
     ) -> Result<Vec<Result<Taken>>> {
-        let (done, taken) = oneshot::channel();
-        self.jobs()
-            .send(Job::Take { items, mark, done })
-            .await
-            .map_err(|_| stopped())?;
-        taken.await.map_err(|_| stopped())?
-    }
-
-    /// Publishes what another host stored (in `seq` order, through the
-    /// sequencer): every host's live streams show every message.
-    pub async fn stored_elsewhere(&self) {
-        let _ = self.jobs().send(Job::Stored).await;
+        self.log.take_in(items, mark).await
     }
 
     /// Publishes an assistant message that was just stored (in `seq`
-    /// order, through the sequencer) and hands it to its chat's channel
-    /// through the outbox, which sends in the background: a slow network
-    /// never holds up the caller (the queue serves every group).
+    /// order, through the log's sequencer) and hands it to its chat's
+    /// channel through the outbox, which sends in the background: a slow
+    /// network never holds up the caller (the queue serves every group).
     pub async fn deliver(&self, m: Message) {
-        if self.jobs().send(Job::Stored).await.is_err() {
+        if self.log.publish().await.is_err() {
             tracing::error!("the message sequencer stopped; a message was not published");
         }
         let channel = self.channel_for(&m.chat_jid);
@@ -438,7 +319,7 @@ impl Channels {
             // Sent by the outbox, which cleans it once sent.
             self.outbox.push(channel, &m.chat_jid);
         } else if self.stored_is_delivered(&m.chat_jid) {
-            let _ = self.jobs().send(Job::Clean(m)).await;
+            self.log.clean_delivered(m).await;
         }
     }
 
@@ -463,25 +344,15 @@ impl Channels {
     }
 
     /// Stores an assistant message for a chat (outside any cursor: a
-    /// `send_message` or a task's result) and delivers it.
+    /// `send_message` or a task's result; [`messages::say`]) and delivers
+    /// it.
     pub async fn say(&self, chat_jid: &str, sender: &str, text: &str) -> Result<Option<Message>> {
-        let text = crate::routing::rules::strip_internal(text);
-        if text.is_empty() {
-            return Ok(None);
+        let delivered = self.stored_is_delivered(chat_jid);
+        let m = messages::say(&self.store, chat_jid, sender, text, delivered).await?;
+        if let Some(m) = &m {
+            self.deliver(m.clone()).await;
         }
-        let (jid, sender, delivered) = (
-            chat_jid.to_string(),
-            sender.to_string(),
-            self.stored_is_delivered(chat_jid),
-        );
-        let m = self
-            .store
-            .write(move |tx| {
-                store::messages::insert_outbound(tx, &jid, &sender, &text, None, delivered)
-            })
-            .await?;
-        self.deliver(m.clone()).await;
-        Ok(Some(m))
+        Ok(m)
     }
 
     /// Sends what other channels have not confirmed yet (at start), in
@@ -505,11 +376,7 @@ impl Channels {
             n += pending.len();
             for m in pending {
                 if self.stored_is_delivered(&m.chat_jid) {
-                    let id = m.id.clone();
-                    let kept = self.redactor.cleaned(&m.text);
-                    self.store
-                        .write(move |tx| store::messages::mark_delivered(tx, &id, kept.as_deref()))
-                        .await?;
+                    messages::mark_delivered(&self.store, &m, self.redactor()).await?;
                 } else if !chats.contains(&m.chat_jid) {
                     chats.push(m.chat_jid);
                 }
@@ -527,19 +394,51 @@ impl Channels {
     }
 }
 
+/// What the log's sequencer asks of the channels: which one carries a
+/// chat, and sending the refusals it stores; the router's rule for what
+/// an edit may change.
+struct Carriers {
+    list: Arc<Vec<Arc<dyn Channel>>>,
+    outbox: Arc<outbox::Outbox>,
+}
+
+fn hooks(
+    list: &Arc<Vec<Arc<dyn Channel>>>,
+    outbox: &Arc<outbox::Outbox>,
+) -> Arc<dyn messages::Hooks> {
+    Arc::new(Carriers {
+        list: list.clone(),
+        outbox: outbox.clone(),
+    })
+}
+
+impl messages::Hooks for Carriers {
+    fn channel(&self, chat_jid: &str) -> &'static str {
+        owner(&self.list, chat_jid).name()
+    }
+
+    fn answers_in_chat(&self, chat_jid: &str) -> bool {
+        crate::jid::on_a_platform(chat_jid) || !owner(&self.list, chat_jid).delivered_by_storing()
+    }
+
+    fn refused(&self, notice: &Message) {
+        let channel = owner(&self.list, &notice.chat_jid);
+        if !channel.delivered_by_storing() {
+            self.outbox.push(channel, &notice.chat_jid);
+        }
+    }
+
+    fn settled(&self, tx: &Db<'_>, folder: &str) -> Result<i64> {
+        crate::routing::rules::settled(tx, folder)
+    }
+}
+
 /// The channel that carries a chat: the first that owns it.
 fn owner(list: &[Arc<dyn Channel>], chat_jid: &str) -> Arc<dyn Channel> {
     list.iter()
         .find(|c| c.owns(chat_jid))
         .cloned()
         .unwrap_or_else(|| Arc::new(HttpChannel))
-}
-
-fn stopped() -> Error {
-    Error::io(
-        "storing a message",
-        std::io::Error::other("the message sequencer stopped"),
-    )
 }
 
 /// The queue's way to the chats: what it stored is published and sent

@@ -42,7 +42,7 @@ use g2_core::validate::GroupFolder;
 
 use super::{Channel, SendError};
 use crate::Result;
-use crate::routing::messages::Message;
+use crate::messages::{self, Message};
 use crate::store::deliveries::{self, State};
 use crate::store::{self, Store};
 
@@ -226,13 +226,7 @@ async fn send_message(
             break;
         }
     }
-    let id = m.id.clone();
-    let kept = redactor.cleaned(&m.text);
-    let cleaned = kept.is_some();
-    store
-        .write(move |tx| store::messages::mark_delivered(tx, &id, kept.as_deref()))
-        .await?;
-    if cleaned {
+    if messages::mark_delivered(store, m, redactor).await? {
         store.truncate_wal();
     }
     Ok(())
@@ -283,7 +277,7 @@ async fn send_part(
                 store
                     .write(move |tx| {
                         if let Some(g) = store::groups::by_jid(tx, &jid)? {
-                            crate::routing::rules::mark_failing(tx, &g.folder, &why)?;
+                            messages::mark_failing(tx, &g.folder, &why)?;
                         }
                         Ok(())
                     })
@@ -431,7 +425,7 @@ mod tests {
         assert!(outbox.flush(Duration::from_secs(10)).await);
         assert!(ch.sent.lock().unwrap().is_empty(), "the rest is not sent");
         let failing = store
-            .read(|c| crate::routing::rules::failing(c, "fam"))
+            .read(|c| messages::failing(c, "fam"))
             .await
             .unwrap()
             .unwrap();

@@ -1,8 +1,10 @@
 //! The channels' unit tests: plugging in a channel, a platform's batch
-//! and its edits, publication order, and a listener that falls behind.
+//! and its edits (the router's rule wired into the log), a text over the
+//! limit on a platform and over HTTP. The log's own (publication order, a
+//! listener that falls behind) are in host/src/messages/tests.rs.
 
 use super::*;
-use crate::groups;
+use crate::{Error, groups};
 use std::sync::Mutex;
 
 /// A channel that records what it was asked to send.
@@ -34,7 +36,7 @@ async fn a_new_channel_plugs_in_without_the_router() {
     let ch = Channels::new(store.clone())
         .with(rec.clone())
         .with_router(tx);
-    let mut live = ch.subscribe();
+    let mut live = ch.log().subscribe();
     let m = ch
         .receive(
             &GroupFolder::new("tg").unwrap(),
@@ -199,102 +201,6 @@ async fn a_platform_batch_commits_with_its_mark_once_and_edits_only_what_is_pend
     assert_eq!(addressed, [true, false], "the edit called the assistant");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_posts_and_replies_are_published_in_seq_order() {
-    use futures_util::StreamExt;
-    let (_d, store, jid) = store_with_fam().await;
-    let ch = Channels::new(store.clone());
-    let mut live = ch.subscribe();
-    let follow = ch.follow(jid.clone(), None);
-    let mut tasks = Vec::new();
-    for p in 0..8 {
-        let ch = ch.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..100 {
-                ch.receive(
-                    &GroupFolder::new("fam").unwrap(),
-                    Inbound {
-                        sender: format!("u{p}"),
-                        sender_name: None,
-                        text: format!("{i}"),
-                        ..Default::default()
-                    },
-                )
-                .await
-                .unwrap();
-            }
-        }));
-    }
-    let (ch2, j2) = (ch.clone(), jid.clone());
-    tasks.push(tokio::spawn(async move {
-        for i in 0..50 {
-            ch2.say(&j2, "Andy", &format!("reply {i}")).await.unwrap();
-        }
-    }));
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let mut seqs = Vec::new();
-    while seqs.len() < 850 {
-        seqs.push(live.recv().await.unwrap().message.seq);
-    }
-    assert!(
-        seqs.windows(2).all(|w| w[0] < w[1]),
-        "published out of order"
-    );
-    let followed: Vec<i64> = follow.take(850).map(|l| l.message.seq).collect().await;
-    assert_eq!(followed, seqs);
-    let stored = store
-        .read(move |c| store::messages::after(c, &jid, 0, 1000))
-        .await
-        .unwrap();
-    assert_eq!(stored.iter().map(|m| m.seq).collect::<Vec<_>>(), seqs);
-    // An unknown group is refused; nothing is stored for it.
-    let none = ch
-        .receive(
-            &GroupFolder::new("nobody").unwrap(),
-            Inbound {
-                sender: "u".into(),
-                sender_name: None,
-                text: "x".into(),
-                ..Default::default()
-            },
-        )
-        .await;
-    assert!(matches!(none, Err(Error::NotFound(_))), "{none:?}");
-    assert_eq!(
-        store.read(store::messages::last_seq).await.unwrap(),
-        *seqs.last().unwrap()
-    );
-}
-
-#[tokio::test]
-async fn a_listener_that_falls_behind_is_closed_and_resumes_from_the_store() {
-    use futures_util::StreamExt;
-    let (_d, store, jid) = store_with_fam().await;
-    let ch = Channels::new(store.clone());
-    let mut slow = std::pin::pin!(ch.follow(jid.clone(), None));
-    let n = LISTENER_BUFFER + 10;
-    for i in 0..n {
-        ch.say(&jid, "Andy", &format!("m{i}")).await.unwrap();
-    }
-    // Let the sequencer publish everything (the last `say` is stored).
-    let mut probe = ch.subscribe();
-    ch.say(&jid, "Andy", "last").await.unwrap();
-    while probe.recv().await.unwrap().message.text != "last" {}
-    // Nothing skipped silently: the stream ends instead.
-    assert!(slow.next().await.is_none());
-    let resumed: Vec<String> = ch
-        .follow(jid.clone(), Some(0))
-        .take(n + 1)
-        .map(|l| l.message.text.clone())
-        .collect()
-        .await;
-    assert_eq!(resumed.len(), n + 1);
-    assert_eq!(resumed[0], "m0");
-    assert_eq!(resumed[n], "last");
-}
-
 #[tokio::test]
 async fn a_text_over_the_limit_is_refused_whole_and_its_platform_chat_told() {
     let (_d, store) = store_with_group("tg", Some("rec:42")).await;
@@ -302,7 +208,7 @@ async fn a_text_over_the_limit_is_refused_whole_and_its_platform_chat_told() {
     let ch = Channels::new(store.clone())
         .with(rec.clone())
         .with_text_limit(1024, "Andy");
-    let mut live = ch.subscribe();
+    let mut live = ch.log().subscribe();
     let tg = GroupFolder::new("tg").unwrap();
     let new = |id: &str, text: String| Intake::New {
         folder: tg.clone(),
@@ -340,12 +246,7 @@ async fn a_text_over_the_limit_is_refused_whole_and_its_platform_chat_told() {
     assert!(matches!(&taken[2], Ok(Taken::Stored(_))), "at the limit");
     assert_eq!(
         notice.text,
-        crate::routing::notices::too_long(
-            Some("Ann"),
-            crate::routing::notices::Refused::Message,
-            long.len(),
-            1024
-        )
+        messages::too_long(Some("Ann"), messages::Refused::Message, long.len(), 1024)
     );
     assert!(notice.from_bot && notice.sender == "Andy");
     // Published in its place, between the two stored messages.

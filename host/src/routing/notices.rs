@@ -1,13 +1,12 @@
 //! What a group is told when its messages go unanswered: the notice to the
 //! senders (who, why, whether to send again) and what giving up records
 //! with it (the cursor past the messages, the group's failing mark), and
-//! the reasons the queue words such a failure with; and the notice to a
-//! platform's chat that a message over the text limit was not passed on
-//! ([`too_long`], stored by the channels' sequencer).
+//! the reasons the queue words such a failure with. (What a chat is told
+//! about a text over the limit is the log's: `messages::too_long`.)
 //!
 //! Boundary: the queue decides *when* to give up ([`GiveUp`] says how the
 //! turn ended); this module decides what is said and stores it, through
-//! [`rules`](super::rules) and [`messages`](super::messages), in one
+//! [`rules`](super::rules) and the log ([`crate::messages`]), in one
 //! transaction. Delivering the stored notice is the caller's.
 
 use crate::store::db::Db;
@@ -15,7 +14,7 @@ use crate::store::db::Db;
 use crate::Result;
 use crate::agent::RunReport;
 use crate::groups::Group;
-use crate::routing::messages::Message;
+use crate::messages::{self, Message};
 use crate::routing::rules as router;
 use crate::store;
 
@@ -93,71 +92,15 @@ pub fn give_up(
     let cursor = router::cursor(tx, &group.folder)?;
     let senders = store::messages::inbound_senders(tx, &group.jid, cursor, upto)?;
     let text = text(&senders, why, how);
-    let m = store::messages::insert_outbound(tx, &group.jid, sender, &text, None, delivered)?;
+    let m = messages::store_outbound(tx, &group.jid, sender, &text, None, delivered)?;
     let cleaned = router::pass(tx, group, upto, redactor)?;
-    router::mark_failing(tx, &group.folder, why)?;
+    messages::mark_failing(tx, &group.folder, why)?;
     Ok((m, cleaned))
-}
-
-/// What a refused text was: a new message, or an edit of one in the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    Message,
-    Edit,
-}
-
-/// The notice that a text of `bytes` was refused, the limit being
-/// `limit` bytes: who sent it (their display name, when known), the two
-/// sizes (in KiB when the limit is a whole number of them, the text's
-/// rounded up so it never reads as fitting), and what to do instead.
-pub fn too_long(who: Option<&str>, what: Refused, bytes: usize, limit: usize) -> String {
-    const KIB: usize = 1024;
-    let (size, max) = if limit.is_multiple_of(KIB) {
-        (
-            format!("{} KiB", bytes.div_ceil(KIB)),
-            format!("{} KiB", limit / KIB),
-        )
-    } else {
-        (format!("{bytes} bytes"), format!("{limit} bytes"))
-    };
-    let from = who.map(|w| format!(" from {w}")).unwrap_or_default();
-    match what {
-        Refused::Message => format!(
-            "A message{from} was not passed on: it is {size} and g2 takes messages up to {max}. \
-             Please send it shorter or as a file."
-        ),
-        Refused::Edit => format!(
-            "An edit{from} was not passed on: it is {size} and g2 takes messages up to {max}, \
-             so the message stays as it was first sent."
-        ),
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_text_over_the_limit_is_answered_with_both_sizes() {
-        assert_eq!(
-            too_long(Some("Ann"), Refused::Message, 40 * 1024, 32 * 1024),
-            "A message from Ann was not passed on: it is 40 KiB and g2 takes messages up to 32 KiB. \
-             Please send it shorter or as a file."
-        );
-        // One byte over reads as over, not as the limit.
-        let t = too_long(None, Refused::Message, 1025, 1024);
-        assert!(
-            t.starts_with(
-                "A message was not passed on: it is 2 KiB and g2 takes messages up to 1 KiB."
-            ),
-            "{t}"
-        );
-        let t = too_long(Some("Bo"), Refused::Edit, 1600, 1500);
-        assert!(
-            t.starts_with("An edit from Bo was not passed on: it is 1600 bytes and g2 takes messages up to 1500 bytes, so the message stays as it was"),
-            "{t}"
-        );
-    }
 
     #[test]
     fn notices_name_each_sender_once_and_cut_the_reason() {

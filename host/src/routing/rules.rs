@@ -12,8 +12,9 @@
 //! - a reply that was stored has moved the cursor: it is never produced or
 //!   sent a second time.
 //!
-//! An edit a platform reports changes a message only while it is pending
-//! ([`edit`]): what the agent had, or answered, stays as it was.
+//! An edit a platform reports changes a message only while it is pending,
+//! after [`settled`] (the log makes the edit: `messages::edit`): what the
+//! agent had, or answered, stays as it was.
 //!
 //! Trigger rules: the main group and groups that do not
 //! require a trigger are woken by every message; others only by a message
@@ -29,13 +30,15 @@
 //! fit before the message that calls the agent is passed over, and the
 //! prompt says so ([`Passed`]). The batching is `batch.rs`; the tests,
 //! property tests against the real store included, are `tests.rs`.
+//!
+//! Boundary: every write to the message log goes through
+//! [`crate::messages`], in the transaction of the rule that makes it.
 
 use crate::store::db::Db;
-use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::groups::Group;
-use crate::routing::messages::Message;
+use crate::messages::{self, Message};
 use crate::store;
 
 mod batch;
@@ -46,10 +49,6 @@ pub use batch::{
 
 fn cursor_key(folder: &str) -> String {
     format!("cursor:{folder}")
-}
-
-fn failing_key(folder: &str) -> String {
-    format!("failing:{folder}")
 }
 
 /// The `seq` of the last answered message of the group's chat.
@@ -70,13 +69,7 @@ pub fn pass(
     redactor: &g2_core::privacy::Redactor,
 ) -> Result<bool> {
     let after = cursor(tx, &group.folder)?;
-    let mut cleaned = false;
-    for (seq, text) in store::messages::inbound_texts(tx, &group.jid, after, upto)? {
-        if let Some(clean) = redactor.cleaned(&text) {
-            store::messages::replace_text(tx, seq, &clean)?;
-            cleaned = true;
-        }
-    }
+    let cleaned = messages::clean(tx, &group.jid, after, upto, redactor)?;
     advance(tx, &group.folder, upto)?;
     Ok(cleaned)
 }
@@ -121,7 +114,7 @@ pub fn hand_over(
     passed: Option<&Passed>,
 ) -> Result<()> {
     if let Some(p) = passed {
-        store::messages::mark_passed_over(tx, jid, p.after, p.before)?;
+        messages::mark_passed_over(tx, jid, p.after, p.before)?;
     }
     mark_inflight(tx, folder, upto)
 }
@@ -138,36 +131,11 @@ pub fn inflight(conn: &Db<'_>, folder: &str) -> Result<Option<i64>> {
     Ok(v.and_then(|v| v.parse().ok()))
 }
 
-/// An edit of a message a platform handed in before (by its platform id,
-/// in the group's chat `jid`): the new text replaces the stored one only
-/// while the message is pending, neither answered (the cursor) nor handed
-/// to the agent (the in-flight mark); an answered message stays as it was
-/// answered. A text that is empty or longer than `max_text` bytes (the
-/// host's `channels.max_text_bytes`) changes nothing. An edit that
-/// `addressed` the assistant calls it (a mention added by the edit
-/// counts; one removed does not un-call it). Whether the text was
-/// replaced.
-pub fn edit(
-    tx: &Db<'_>,
-    folder: &str,
-    jid: &str,
-    external_id: &str,
-    text: &str,
-    addressed: bool,
-    max_text: usize,
-) -> Result<bool> {
-    let cursor = cursor(tx, folder)?;
-    let inflight = inflight(tx, folder)?.unwrap_or(0);
-    Ok(!text.trim().is_empty()
-        && text.len() <= max_text
-        && store::messages::edit_pending(
-            tx,
-            jid,
-            external_id,
-            text,
-            addressed,
-            cursor.max(inflight),
-        )?)
+/// The newest `seq` of the group's chat that is no longer pending:
+/// answered (the cursor) or handed to the agent (the in-flight mark). An
+/// edit changes only a message after it.
+pub fn settled(conn: &Db<'_>, folder: &str) -> Result<i64> {
+    Ok(cursor(conn, folder)?.max(inflight(conn, folder)?.unwrap_or(0)))
 }
 
 /// What the agent is told before a prompt that an earlier attempt began
@@ -181,29 +149,14 @@ pub fn interrupted_note(why: &str) -> String {
     )
 }
 
-/// The agent's text without its `<internal>…</internal>` notes (an
-/// unclosed one runs to the end), trimmed.
-pub fn strip_internal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("<internal>") {
-        out.push_str(&rest[..start]);
-        rest = match rest[start..].find("</internal>") {
-            Some(end) => &rest[start + end + "</internal>".len()..],
-            None => "",
-        };
-    }
-    out.push_str(rest);
-    out.trim().to_string()
-}
-
 /// Stores the agent's reply to the messages up to `upto` and moves the
 /// cursor, in one transaction. The reply answers the message that woke
 /// the agent ([`triggering`]; the newest when every message wakes it).
 /// Nothing is stored when the reply is empty once internal notes are
-/// removed (the cursor still moves: the messages were handled). The
-/// messages it answers are cleaned ([`pass`]); the reply is cleaned in the
-/// log once delivered (`channels`).
+/// removed (`messages::strip_internal`; the cursor still moves: the
+/// messages were handled). The messages it answers are cleaned ([`pass`]);
+/// the reply is cleaned in the log once delivered (`channels`). The
+/// group's failing mark goes.
 pub fn deliver_reply(
     tx: &Db<'_>,
     group: &Group,
@@ -213,7 +166,7 @@ pub fn deliver_reply(
     delivered: bool,
     redactor: &g2_core::privacy::Redactor,
 ) -> Result<Reply> {
-    let text = strip_internal(text);
+    let text = messages::strip_internal(text);
     let stored = if text.is_empty() {
         None
     } else {
@@ -224,12 +177,12 @@ pub fn deliver_reply(
         let reply_to = triggering(group, &answered)
             .or(answered.last())
             .map(|m| m.seq);
-        Some(store::messages::insert_outbound(
+        Some(messages::store_outbound(
             tx, &group.jid, sender, &text, reply_to, delivered,
         )?)
     };
     let cleaned = pass(tx, group, upto, redactor)?;
-    clear_failing(tx, &group.folder)?;
+    messages::clear_failing(tx, &group.folder)?;
     Ok(Reply {
         message: stored,
         cleaned,
@@ -244,32 +197,6 @@ pub struct Reply {
     /// An answered message was cleaned of private spans or secrets (the
     /// store's WAL should be truncated).
     pub cleaned: bool,
-}
-
-/// Why a group's last messages could not be answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Failing {
-    pub since: String,
-    pub error: String,
-}
-
-pub fn mark_failing(tx: &Db<'_>, folder: &str, error: &str) -> Result<()> {
-    let v = serde_json::to_string(&Failing {
-        since: crate::now_rfc3339(),
-        error: error.chars().take(2000).collect(),
-    })
-    .unwrap_or_default();
-    store::router_state::set(tx, &failing_key(folder), &v)?;
-    Ok(())
-}
-
-pub fn clear_failing(tx: &Db<'_>, folder: &str) -> Result<()> {
-    store::router_state::delete(tx, &failing_key(folder))
-}
-
-pub fn failing(conn: &Db<'_>, folder: &str) -> Result<Option<Failing>> {
-    let v = store::router_state::get(conn, &failing_key(folder))?;
-    Ok(v.and_then(|v| serde_json::from_str(&v).ok()))
 }
 
 #[cfg(test)]

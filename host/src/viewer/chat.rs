@@ -21,7 +21,7 @@ pub(super) async fn chat_page(
     };
     let folder = group.folder.clone();
     let jid = group.jid.clone();
-    let messages = match crate::routing::messages::latest(&api.store, &jid, CHAT_HISTORY).await {
+    let messages = match crate::messages::latest(&api.store, &jid, CHAT_HISTORY).await {
         Ok(m) => m,
         Err(e) => return failed(&api, e),
     };
@@ -54,7 +54,7 @@ pub(super) async fn chat_page(
 /// One chat message as a list item (the script builds the same shape).
 /// Context the routing rules passed over is marked as never shown to the
 /// agent (docs/channels.md, "Backlogs").
-fn message_item(m: &crate::routing::messages::Message) -> String {
+fn message_item(m: &crate::messages::Message) -> String {
     let who = m.sender_name.as_deref().unwrap_or(&m.sender);
     format!(
         "<li class=\"message{bot}{passed}\" data-seq=\"{seq}\"><span class=\"who\">{who}</span> {t}{note}\
@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn passed_over_context_is_marked_as_not_shown() {
-        let mut m = crate::routing::messages::Message {
+        let mut m = crate::messages::Message {
             seq: 7,
             id: "x".into(),
             chat_jid: "local:fam".into(),

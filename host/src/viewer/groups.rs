@@ -15,8 +15,8 @@ use crate::store;
 struct GroupLine {
     group: crate::groups::Group,
     session: Option<String>,
-    last: Option<crate::routing::messages::Message>,
-    failing: Option<crate::routing::rules::Failing>,
+    last: Option<crate::messages::Message>,
+    failing: Option<crate::messages::Failing>,
     tokens_today: u64,
     /// The host holding the group's live lease.
     host: Option<String>,
@@ -34,7 +34,7 @@ pub(super) async fn groups_page(State(api): State<Api>) -> Response {
                 out.push(GroupLine {
                     session: store::sessions::pointer(c, &f)?.session_id,
                     last: store::messages::latest(c, &group.jid, 1)?.pop(),
-                    failing: crate::routing::rules::failing(c, f.as_str())?,
+                    failing: crate::messages::failing(c, f.as_str())?,
                     tokens_today: store::usage::tokens_on(c, f.as_str(), &today, None)?,
                     host: store::leases::get(c, f.as_str())?
                         .filter(|l| l.expires_ms > now)

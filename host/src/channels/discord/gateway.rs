@@ -29,8 +29,8 @@ use g2_core::validate::GroupFolder;
 
 use super::{Discord, Jid};
 use crate::background::StopSignal;
-use crate::channels::{Channels, Intake, Mark, clean_name};
-use crate::routing::messages::{CheckInbound, Inbound};
+use crate::channels::{Channels, clean_name};
+use crate::messages::{CheckInbound, Inbound, Intake, Mark};
 use crate::store;
 
 /// The `router_state` key of the session to resume.

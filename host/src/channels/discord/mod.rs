@@ -35,7 +35,7 @@ use super::{Channel, Channels, Secret, SendError};
 use crate::Result;
 use crate::background::Background;
 use crate::config::DiscordSettings;
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use crate::store::Store;
 
 pub use crate::gateway::credentials::DISCORD_TOKEN as TOKEN_VARIABLE;

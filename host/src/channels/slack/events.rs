@@ -14,8 +14,7 @@ use serde_json::Value;
 use g2_core::validate::GroupFolder;
 
 use super::{Identity, Jid};
-use crate::channels::Intake;
-use crate::routing::messages::{CheckInbound, Inbound};
+use crate::messages::{CheckInbound, Inbound, Intake};
 
 /// What an event means.
 #[derive(Debug, PartialEq)]

@@ -38,7 +38,7 @@ use serde_json::json;
 use super::{Channel, Channels, SendError};
 use crate::background::Background;
 use crate::config::SlackSettings;
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 

@@ -21,9 +21,9 @@ use g2_core::validate::GroupFolder;
 
 use super::{Identity, Jid, Telegram};
 use crate::background::StopSignal;
-use crate::channels::{Channels, Intake, Mark, clean_name};
+use crate::channels::{Channels, clean_name};
 use crate::config::{TelegramSettings, Unregistered};
-use crate::routing::messages::{CheckInbound, Inbound};
+use crate::messages::{CheckInbound, Inbound, Intake, Mark};
 use crate::store;
 
 /// The `router_state` key of the next update to fetch.

@@ -42,7 +42,7 @@ use teloxide_core::{ApiError, Bot, RequestError};
 use super::{Channel, Channels, SendError};
 use crate::background::Background;
 use crate::config::TelegramSettings;
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 

@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 pub use super::Secret;
 use super::{Channel, SendError};
 use crate::config::WhatsAppSettings;
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 

@@ -28,8 +28,8 @@ use sha2::Sha256;
 use g2_core::validate::GroupFolder;
 
 use super::{Jid, PREFIX, WhatsApp, code};
-use crate::channels::{Channels, Intake};
-use crate::routing::messages::{CheckInbound, Inbound};
+use crate::channels::Channels;
+use crate::messages::{CheckInbound, Inbound, Intake};
 use crate::store;
 
 /// Where Meta is told to call (the callback URL's path).
@@ -166,7 +166,7 @@ async fn take(w: &Webhook, v: &Value) -> crate::Result<()> {
                     && let Some(g) = store::groups::by_jid(tx, jid)?
                 {
                     let why = format!("whatsapp: {}", detail.as_deref().unwrap_or("failed"));
-                    crate::routing::rules::mark_failing(tx, &g.folder, &why)?;
+                    crate::messages::mark_failing(tx, &g.folder, &why)?;
                 }
                 Ok(found)
             })

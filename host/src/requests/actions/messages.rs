@@ -34,7 +34,7 @@ impl RequestServer {
             return Err(Error::Invalid("text must not be empty".into()));
         }
         // The limit of every channel, so nothing an agent sends is cut.
-        crate::routing::messages::check_length(text, self.links.channels.max_text())?;
+        crate::messages::check_length(text, self.links.channels.max_text())?;
         match self
             .links
             .channels

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use super::{Cmd, Kind, Queue, Run, router};
 use crate::Result;
 use crate::agent::{RunReport, Turn};
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use crate::routing::notices::{self, GiveUp};
 use crate::store;
 use crate::tasks::{self, Task};

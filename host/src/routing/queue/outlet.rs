@@ -10,7 +10,7 @@
 use futures_util::future::BoxFuture;
 
 use crate::Result;
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use g2_core::validate::GroupFolder;
 
 /// Where the queue's messages and state changes go.

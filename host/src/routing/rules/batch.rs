@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use crate::Result;
 use crate::groups::Group;
-use crate::routing::messages::Message;
+use crate::messages::Message;
 use crate::store;
 use crate::store::db::Db;
 use g2_core::envelope;
@@ -25,7 +25,7 @@ pub struct Budget {
 impl Budget {
     /// The budget of every routed prompt, a follow-up's too
     /// (docs/channels.md, "Backlogs"). A message's text is at most
-    /// [`MAX_TEXT`](crate::routing::messages::MAX_TEXT), so one always fits.
+    /// [`MAX_TEXT`](crate::messages::MAX_TEXT), so one always fits.
     pub const PROMPT: Budget = Budget {
         messages: 100,
         text_bytes: 64 * 1024,

@@ -1,47 +1,11 @@
-//! The message log: every message in and out of a group's chat, stored
-//! before anything else happens to it, in arrival order (`seq`). The
-//! router's per-group cursor is a `seq` in this log.
-//!
-//! Invariants: a message is stored exactly once (`id` is unique; inbound
-//! ids are generated here); `seq` only grows; text is stored as received
-//! (escaping happens when a prompt is built, and [`crate::terminal`]
-//! neutralizes it when it is printed); sender names hold no control
-//! characters.
+//! What the log takes in: the checks an [`Inbound`] passes before it is
+//! stored, the text limit (`channels.max_text_bytes`) and what a chat is
+//! told when a text is over it ([`too_long`]), and an HTTP client's
+//! `Idempotency-Key`.
 
-use crate::store::{self, Store};
 use crate::{Error, Result};
 
-pub use crate::store::messages::{Inbound, Message};
-
-/// Up to `limit` messages of a chat after `seq` `after`, oldest first.
-pub async fn after(
-    store: &Store,
-    chat_jid: &str,
-    after: i64,
-    limit: usize,
-) -> Result<Vec<Message>> {
-    let jid = chat_jid.to_string();
-    store
-        .read(move |c| store::messages::after(c, &jid, after, limit))
-        .await
-}
-
-/// A chat's `limit` latest messages, oldest first.
-pub async fn latest(store: &Store, chat_jid: &str, limit: usize) -> Result<Vec<Message>> {
-    let jid = chat_jid.to_string();
-    store
-        .read(move |c| store::messages::latest(c, &jid, limit))
-        .await
-}
-
-/// The message of a chat that an HTTP client stored under an
-/// `Idempotency-Key` (see [`idempotency_key`]).
-pub async fn by_key(store: &Store, chat_jid: &str, key: &str) -> Result<Option<Message>> {
-    let (jid, key) = (chat_jid.to_string(), key.to_string());
-    store
-        .read(move |c| store::messages::by_external_id(c, &jid, &key))
-        .await
-}
+use super::Inbound;
 
 /// An `Idempotency-Key` header's value as the message's platform id in
 /// its chat (`http:` and the key): 1-200 visible ASCII characters.
@@ -56,8 +20,9 @@ pub fn idempotency_key(raw: &[u8]) -> Result<String> {
 }
 
 /// The longest message text accepted unless the host is told otherwise:
-/// the default of `channels.max_text_bytes`, which the channels carry
-/// (`Channels::max_text`) and every check of a message's text takes.
+/// the default of `channels.max_text_bytes`, which the log carries
+/// ([`Log::max_text`](super::Log::max_text)) and every check of a
+/// message's text takes.
 pub const MAX_TEXT: usize = crate::config::ChannelSettings::MAX_TEXT_BYTES;
 /// Longest sender id or name.
 const MAX_SENDER: usize = 200;
@@ -117,6 +82,40 @@ impl CheckInbound for Inbound {
     }
 }
 
+/// What a refused text was: a new message, or an edit of one in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Message,
+    Edit,
+}
+
+/// The notice that a text of `bytes` was refused, the limit being
+/// `limit` bytes: who sent it (their display name, when known), the two
+/// sizes (in KiB when the limit is a whole number of them, the text's
+/// rounded up so it never reads as fitting), and what to do instead.
+pub fn too_long(who: Option<&str>, what: Refused, bytes: usize, limit: usize) -> String {
+    const KIB: usize = 1024;
+    let (size, max) = if limit.is_multiple_of(KIB) {
+        (
+            format!("{} KiB", bytes.div_ceil(KIB)),
+            format!("{} KiB", limit / KIB),
+        )
+    } else {
+        (format!("{bytes} bytes"), format!("{limit} bytes"))
+    };
+    let from = who.map(|w| format!(" from {w}")).unwrap_or_default();
+    match what {
+        Refused::Message => format!(
+            "A message{from} was not passed on: it is {size} and g2 takes messages up to {max}. \
+             Please send it shorter or as a file."
+        ),
+        Refused::Edit => format!(
+            "An edit{from} was not passed on: it is {size} and g2 takes messages up to {max}, \
+             so the message stays as it was first sent."
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +151,27 @@ mod tests {
         let mut nameless = from("hi");
         nameless.sender = " ".into();
         assert!(nameless.check_fields().is_err());
+    }
+
+    #[test]
+    fn a_text_over_the_limit_is_answered_with_both_sizes() {
+        assert_eq!(
+            too_long(Some("Ann"), Refused::Message, 40 * 1024, 32 * 1024),
+            "A message from Ann was not passed on: it is 40 KiB and g2 takes messages up to 32 KiB. \
+             Please send it shorter or as a file."
+        );
+        // One byte over reads as over, not as the limit.
+        let t = too_long(None, Refused::Message, 1025, 1024);
+        assert!(
+            t.starts_with(
+                "A message was not passed on: it is 2 KiB and g2 takes messages up to 1 KiB."
+            ),
+            "{t}"
+        );
+        let t = too_long(Some("Bo"), Refused::Edit, 1600, 1500);
+        assert!(
+            t.starts_with("An edit from Bo was not passed on: it is 1600 bytes and g2 takes messages up to 1500 bytes, so the message stays as it was"),
+            "{t}"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The sequencer: one task that stores what the channels take in and
-//! publishes every stored message in `seq` order.
+//! publishes every stored message in `seq` order to the live streams.
 //!
 //! It commits the inbound messages that are queued together in one
 //! transaction (group commit), each for its group's chat, with the
@@ -11,15 +11,17 @@
 //!
 //! A text over the limit (`channels.max_text_bytes`) is refused here, for
 //! every platform alike: nothing of it is stored, and a platform's chat
-//! is answered with a notice (`routing::notices::too_long`), stored in the
-//! same transaction and sent by the outbox, once per platform id (stored
-//! under a key: the same message reported twice is answered once). An
+//! is answered with a notice ([`too_long`](super::too_long)), stored in the
+//! same transaction (`intake.rs`) and handed to [`Hooks::refused`] to
+//! send, once per platform id (stored under a key: the same message
+//! reported twice is answered once). An
 //! edit over the limit changes nothing; its chat is answered the same way
 //! when the edited message is in the log (an edit of a message that was
 //! itself refused, or never taken in, is not answered again).
 //!
-//! Boundary: [`Channels::take_in`] and [`Channels::deliver`] hand it
-//! [`Job`]s; what an edit changes is [`rules::edit`](crate::routing::rules::edit).
+//! Boundary: [`Log::take_in`], [`Log::publish`] and
+//! [`Log::clean_delivered`] hand it [`Job`]s; storing what a channel hands
+//! in is `intake.rs`; what the layers above must say or do, [`Hooks`].
 
 use std::sync::{Arc, OnceLock};
 
@@ -27,12 +29,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use g2_core::validate::GroupFolder;
 
-use super::{Channel, Channels, Intake, Live, Mark, PAGE, Taken, owner};
-use crate::routing::messages::{CheckInbound, Message};
-use crate::routing::notices::{self, Refused};
-use crate::routing::rules;
+use super::intake::{Limit, store_inbound};
+use super::{Hooks, Intake, Live, Log, Mark, Message, PAGE, Taken};
+use crate::Result;
 use crate::store::{self, Store};
-use crate::{Error, Result};
 
 /// Most inbound messages committed in one transaction.
 const MAX_BATCH: usize = 1024;
@@ -56,15 +56,15 @@ pub(super) enum Job {
 
 /// The sequencer's queue, started on first use (inside the runtime).
 pub(super) struct Sequencer {
-    /// The highest `seq` when the channels were made: nothing at or below
-    /// it is published.
+    /// The highest `seq` when the log was made: nothing at or below it is
+    /// published.
     start: i64,
     jobs: OnceLock<mpsc::Sender<Job>>,
 }
 
 impl Sequencer {
     /// Publishes nothing at or below `start` (the highest `seq` when the
-    /// channels were made).
+    /// log was made).
     pub(super) fn new(start: i64) -> Self {
         Sequencer {
             start,
@@ -73,7 +73,7 @@ impl Sequencer {
     }
 }
 
-impl Channels {
+impl Log {
     /// The sequencer's queue; the sequencer starts on first use.
     pub(super) fn jobs(&self) -> &mpsc::Sender<Job> {
         self.sequencer.jobs.get_or_init(|| {
@@ -82,10 +82,9 @@ impl Channels {
                 Sequence {
                     store: self.store.clone(),
                     events: self.events.clone(),
-                    list: self.list.clone(),
+                    hooks: self.hooks.clone(),
                     wake: self.wake.clone(),
                     redactor: self.redactor.clone(),
-                    outbox: self.outbox.clone(),
                     limit: Limit {
                         max_text: self.max_text,
                         assistant: self.assistant.clone(),
@@ -103,18 +102,10 @@ impl Channels {
 struct Sequence {
     store: Store,
     events: broadcast::Sender<Arc<Live>>,
-    list: Arc<Vec<Arc<dyn Channel>>>,
+    hooks: Arc<dyn Hooks>,
     wake: Option<mpsc::UnboundedSender<GroupFolder>>,
     redactor: g2_core::privacy::Redactor,
-    outbox: Arc<super::outbox::Outbox>,
     limit: Limit,
-}
-
-/// The text limit and who answers a refusal.
-#[derive(Clone)]
-struct Limit {
-    max_text: usize,
-    assistant: Arc<str>,
 }
 
 /// The sequencer: takes whatever is queued (up to [`MAX_BATCH`] jobs),
@@ -122,15 +113,14 @@ struct Limit {
 /// `published`, in `seq` order, rings the router once per group, and
 /// answers the channels; then cleans in the log what was delivered by
 /// storing it ([`Job::Clean`]).
-/// Ends when every [`Channels`] is gone.
+/// Ends when every [`Log`] is gone.
 async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Job>) {
     let Sequence {
         store,
         events,
-        list,
+        hooks,
         wake,
         redactor,
-        outbox,
         limit,
     } = seq;
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -154,14 +144,14 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
             .map(|(items, mark, done)| (done, (items, mark)))
             .unzip();
         let (after, takes) = (published, Arc::new(takes));
-        let (batch_takes, batch_list, batch_limit) = (takes.clone(), list.clone(), limit.clone());
+        let (batch_takes, batch_hooks, batch_limit) = (takes.clone(), hooks.clone(), limit.clone());
         let committed = store
             .write(move |tx| {
                 let mut answers = Vec::with_capacity(batch_takes.len());
                 for (items, mark) in batch_takes.iter() {
                     answers.push(store_inbound(
                         tx,
-                        &batch_list,
+                        batch_hooks.as_ref(),
                         &batch_limit,
                         items,
                         mark.as_ref(),
@@ -198,11 +188,11 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
                 tracing::warn!(error = %e, n = takes.len(), "a batch of messages did not commit; storing them one by one");
                 let mut answers = Vec::with_capacity(takes.len());
                 for i in 0..takes.len() {
-                    let (these, list, limit) = (takes.clone(), list.clone(), limit.clone());
+                    let (these, hooks, limit) = (takes.clone(), hooks.clone(), limit.clone());
                     let one = store
                         .write(move |tx| {
                             let (items, mark) = &these[i];
-                            store_inbound(tx, &list, &limit, items, mark.as_ref())
+                            store_inbound(tx, hooks.as_ref(), &limit, items, mark.as_ref())
                         })
                         .await;
                     answers.push(one);
@@ -221,7 +211,7 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
                     folders.push(item.folder());
                 }
                 if let Ok(Taken::Refused(notice)) = a {
-                    refused(&outbox, &list, item, notice, limit.max_text);
+                    refused(hooks.as_ref(), item, notice, limit.max_text);
                 }
             }
         }
@@ -233,131 +223,15 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
     }
 }
 
-/// Logs a refusal (the chat and the size, never the text) and has the
-/// outbox send its notice.
-fn refused(
-    outbox: &super::outbox::Outbox,
-    list: &[Arc<dyn Channel>],
-    item: &Intake,
-    notice: &Message,
-    max_text: usize,
-) {
+/// Logs a refusal (the chat and the size, never the text) and has its
+/// notice sent.
+fn refused(hooks: &dyn Hooks, item: &Intake, notice: &Message, max_text: usize) {
     let (bytes, edit) = match item {
         Intake::New { m, .. } => (m.text.len(), false),
         Intake::Edit { text, .. } => (text.len(), true),
     };
     tracing::warn!(chat = %notice.chat_jid, bytes, limit = max_text, edit, "a text over channels.max_text_bytes was refused; its chat is told why");
-    let channel = owner(list, &notice.chat_jid);
-    if !channel.delivered_by_storing() {
-        outbox.push(channel, &notice.chat_jid);
-    }
-}
-
-/// Stores what a channel took in, in the caller's transaction, each item
-/// for its group's chat (looked up once per group), then its mark. An item
-/// for a group that is not registered is answered "not found", one that is
-/// refused with why, and the rest are stored. A text over the limit in a
-/// chat whose messages are not delivered by storing them (a platform's) is
-/// answered with a notice, stored here ([`Taken::Refused`]).
-fn store_inbound(
-    tx: &store::Db<'_>,
-    list: &[Arc<dyn Channel>],
-    limit: &Limit,
-    items: &[Intake],
-    mark: Option<&Mark>,
-) -> Result<Vec<Result<Taken>>> {
-    let mut chats: Vec<(&GroupFolder, Option<(String, &'static str)>)> = Vec::new();
-    let mut answers = Vec::with_capacity(items.len());
-    for item in items {
-        let folder = item.folder();
-        let chat = match chats.iter().find(|(f, _)| *f == folder) {
-            Some((_, c)) => c.clone(),
-            None => {
-                let c = store::groups::get(tx, folder)?
-                    .map(|g| (g.jid.clone(), owner(list, &g.jid).name()));
-                chats.push((folder, c.clone()));
-                c
-            }
-        };
-        let Some((jid, channel)) = chat else {
-            answers.push(Err(Error::NotFound(format!("group {folder:?}"))));
-            continue;
-        };
-        // People on a platform see only what is sent there; the HTTP
-        // channel's caller has its answer.
-        let answers_in_chat =
-            crate::jid::on_a_platform(&jid) || !owner(list, &jid).delivered_by_storing();
-        let max = limit.max_text;
-        answers.push(match item {
-            Intake::New { m, .. } => match m.check_within(max) {
-                Ok(()) => Ok(store::messages::insert_inbound(tx, &jid, channel, m)?
-                    .map_or(Taken::Duplicate, Taken::Stored)),
-                Err(_) if answers_in_chat && m.text.len() > max && m.check_fields().is_ok() => {
-                    let who = m.sender_name.as_deref();
-                    let key = m.external_id.as_deref().map(|id| format!("refused:{id}"));
-                    let text = notices::too_long(who, Refused::Message, m.text.len(), max);
-                    Ok(tell(tx, &jid, &limit.assistant, &text, key.as_deref())?
-                        .map_or(Taken::Duplicate, Taken::Refused))
-                }
-                Err(e) => Err(e),
-            },
-            Intake::Edit {
-                external_id,
-                text,
-                addressed,
-                ..
-            } => {
-                // What an edit may change is the router's rule.
-                let edited = rules::edit(tx, folder, &jid, external_id, text, *addressed, max)?;
-                if edited {
-                    Ok(Taken::Edited)
-                } else if answers_in_chat && text.len() > max {
-                    match store::messages::by_external_id(tx, &jid, external_id)? {
-                        Some(m) => {
-                            let who = m.sender_name.as_deref();
-                            let key = edit_key(external_id, text);
-                            let text = notices::too_long(who, Refused::Edit, text.len(), max);
-                            Ok(tell(tx, &jid, &limit.assistant, &text, Some(&key))?
-                                .map_or(Taken::Unchanged, Taken::Refused))
-                        }
-                        None => Ok(Taken::Unchanged),
-                    }
-                } else {
-                    Ok(Taken::Unchanged)
-                }
-            }
-        });
-    }
-    if let Some(mark) = mark {
-        store::router_state::set(tx, &mark.key, &mark.value)?;
-    }
-    Ok(answers)
-}
-
-/// Stores a refusal's notice for the chat, as the assistant, once per
-/// `key` (what it answers: Slack reports a mention twice, a webhook is
-/// delivered again); None when it was answered before.
-fn tell(
-    tx: &store::Db<'_>,
-    jid: &str,
-    assistant: &str,
-    text: &str,
-    key: Option<&str>,
-) -> Result<Option<Message>> {
-    match key {
-        Some(key) => store::messages::insert_notice_once(tx, jid, assistant, text, key),
-        None => store::messages::insert_outbound(tx, jid, assistant, text, None, false).map(Some),
-    }
-}
-
-/// The key of an edit's refusal: the message and the edit's text (a
-/// digest: the same edit reported again is answered once, another edit
-/// of the message answered too).
-fn edit_key(external_id: &str, text: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(text.as_bytes());
-    let short: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("refused-edit:{external_id}:{short}")
+    hooks.refused(notice);
 }
 
 /// Tells the router which groups have new messages (once each).

@@ -1,6 +1,6 @@
 //! Live delivery: every published message goes to the listeners once, as
 //! a [`Live`] (its JSON serialized once for all of them), in `seq` order.
-//! [`Channels::follow`] gives one listener a chat's messages: those after
+//! [`Log::follow`] gives one listener a chat's messages: those after
 //! its `Last-Event-ID` from the store, then live ones, with no gap and no
 //! repeat.
 //!
@@ -12,9 +12,12 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::{Channels, PAGE};
-use crate::routing::messages::Message;
+use super::{Log, Message, PAGE};
 use crate::store;
+
+/// Published messages a listener may fall behind before its stream is
+/// closed (it resumes from the store with `Last-Event-ID`).
+pub const LISTENER_BUFFER: usize = 4096;
 
 /// A published message with its JSON, serialized once for every listener.
 #[derive(Debug)]
@@ -30,16 +33,16 @@ impl Live {
     }
 }
 
-impl Channels {
+impl Log {
     /// Live messages of every chat, in `seq` order; a receiver more than
-    /// [`LISTENER_BUFFER`](super::LISTENER_BUFFER) behind gets `Lagged`.
+    /// [`LISTENER_BUFFER`] behind gets `Lagged`.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Live>> {
         self.events.subscribe()
     }
 
     /// A chat's messages for one listener: those after `after` from the
     /// store (none without it), then live ones, each once and in `seq`
-    /// order. Ends when the listener falls [`LISTENER_BUFFER`](super::LISTENER_BUFFER) behind.
+    /// order. Ends when the listener falls [`LISTENER_BUFFER`] behind.
     pub fn follow(
         &self,
         chat_jid: String,
