@@ -4,9 +4,13 @@
 //! memory capture
 //! (`memory::ingest`, one transaction each, a replayed file recognised by
 //! name); a file that cannot be read or taken in is moved to `errors/`.
+//! Under `g2 serve` they are also taken in as they arrive ([`intake`]).
 //!
 //! Boundary: reads the group's `events/` beneath its confined handle; writes
 //! only through the store.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use g2_core::ipc;
 use g2_core::wire::AgentEvent;
@@ -16,6 +20,42 @@ use crate::archives::{ArchiveRecord, Prepared};
 use crate::store;
 use crate::{Error, Result};
 use g2_core::validate::GroupFolder;
+
+/// What to call when a group's agent wrote events: `g2 serve`'s request
+/// watcher rings it as files arrive, so what the hooks capture is taken in
+/// as it comes, not when the (warm) container exits. Each ring takes the
+/// group's events in the background ([`Agents::take_events`]); one intake
+/// per group at a time, and a ring during one asks for one more pass (a
+/// burst of files is then listed once, not per file).
+pub fn intake(agents: Arc<Agents>) -> Arc<dyn Fn(&GroupFolder) + Send + Sync> {
+    // Per group taking in: whether a ring came during the pass.
+    let taking: Arc<Mutex<HashMap<GroupFolder, bool>>> = Arc::default();
+    Arc::new(move |f: &GroupFolder| {
+        {
+            let mut t = taking.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(again) = t.get_mut(f) {
+                *again = true;
+                return;
+            }
+            t.insert(f.clone(), false);
+        }
+        let (agents, taking, f) = (agents.clone(), taking.clone(), f.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = agents.take_events(&f).await {
+                    tracing::warn!(group = %f, error = %e, "taking in agent events");
+                }
+                let mut t = taking.lock().unwrap_or_else(PoisonError::into_inner);
+                if t.get(&f) == Some(&true) {
+                    t.insert(f.clone(), false);
+                } else {
+                    t.remove(&f);
+                    break;
+                }
+            }
+        });
+    })
+}
 
 impl Agents {
     /// Takes the agent's IPC events: indexes archive notices, takes

@@ -6,7 +6,7 @@
 //! The public API is here: [`Agents`] ([`Agents::run`], [`Agents::run_prompt`],
 //! [`Agents::ensure_socket`], [`Agents::clear_inputs`], [`Agents::take_events`]),
 //! [`RunReport`], [`RunOptions`], [`Turn`], and the free functions
-//! [`send_follow_up`], [`close`] and [`take_frames`]. The steps live in
+//! [`send_follow_up`], [`close`], [`take_frames`] and [`intake`]. The steps live in
 //! `prepare` (folders, hooks, snapshots), `run` (one attempt's loop and
 //! crash reasons), `frames` (the output protocol), `mailbox` (`input/`) and
 //! `events` (`events/`).
@@ -27,6 +27,7 @@ mod mailbox;
 mod prepare;
 mod run;
 
+pub use events::intake;
 pub use frames::take_frames;
 pub use mailbox::{close, send_follow_up};
 pub use prepare::{HOOK_EVENTS, hook_settings};
@@ -178,6 +179,17 @@ impl Agents {
             .await
     }
 
+    /// Has every registered group's files counted once, in the background,
+    /// for its status and its next start. (What an earlier host left in a
+    /// group, claimed events and unsettled archives, is taken up by whoever
+    /// takes the group's lease next: [`Agents::adopt`], by the queue.)
+    pub async fn count_all(&self) -> Result<()> {
+        for g in groups::list(&self.store).await? {
+            self.disk.want(&g.folder);
+        }
+        Ok(())
+    }
+
     /// Takes up what an earlier holder of the group left (this host
     /// before a restart, or a host that died or lost it): events it was
     /// taking in are taken in again, and archives it was writing are
@@ -280,7 +292,9 @@ impl Agents {
     /// up between turns for follow-ups in `input/` until `_close` (see
     /// [`close`]); a one-shot run closes after its first turn. `group` is
     /// the row the caller read (the queue, once per batch): the run does
-    /// not read it again.
+    /// not read it again. Only the capture switch is read where events are
+    /// taken in ([`Agents::take_events`]), so capture turned off while the
+    /// agent runs stops what it captures next.
     pub async fn run(
         &self,
         group: &groups::Group,

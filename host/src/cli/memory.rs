@@ -5,7 +5,8 @@ use clap::Subcommand;
 use g2_core::validate::MemoryFolder;
 
 use super::{Ctx, Output, require_group};
-use crate::store::{self, Store};
+use crate::memory::shown;
+use crate::store::Store;
 use crate::terminal::{inert, inert_name};
 
 #[derive(Subcommand)]
@@ -89,8 +90,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
     match cmd {
         MemoryCmd::Sessions { folder, out } => {
             let group = require_group(&store, &folder).await?;
-            let f = group.folder.clone();
-            let list = store.read(move |c| store::memory::sessions(c, &f)).await?;
+            let list = shown::sessions(&store, &group.folder).await?;
             out.print(&list, |list| {
                 if list.is_empty() {
                     println!("nothing captured yet");
@@ -110,16 +110,11 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             })?;
         }
         MemoryCmd::Show { session_id, out } => {
-            let id = session_id.clone();
-            let timeline = store
-                .read(move |c| {
-                    let Some(group) = store::memory::session_group(c, &id)? else {
-                        return Ok(None);
-                    };
-                    store::memory::timeline(c, &group, &id)
-                })
-                .await?
-                .ok_or_else(|| anyhow!("no captured session {session_id:?}"))?;
+            let timeline = match shown::session_group(&store, &session_id).await? {
+                Some(group) => shown::timeline(&store, &group, &session_id).await?,
+                None => None,
+            }
+            .ok_or_else(|| anyhow!("no captured session {session_id:?}"))?;
             out.print(&timeline, |t| {
                 println!(
                     "session {} of {} ({}, {} prompts, {} tool calls)",
@@ -179,29 +174,13 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m)).await?;
             let groups = match group {
                 Some(g) => vec![require_group(&store, &g).await?.folder],
-                None => store
-                    .read(store::groups::list)
+                None => crate::groups::list(&store)
                     .await?
                     .into_iter()
                     .map(|g| g.folder)
                     .collect(),
             };
-            let hits = store
-                .read(move |c| {
-                    let mut all = Vec::new();
-                    for g in &groups {
-                        all.extend(crate::memory::recall::recall(c, g, &question, limit)?);
-                    }
-                    // Final scores are on one scale (memory::recall), so
-                    // separate recalls merge; `global`'s memory comes with
-                    // every group's.
-                    all.sort_by(|a, b| b.score.total_cmp(&a.score));
-                    let mut seen = std::collections::HashSet::new();
-                    all.retain(|h| seen.insert((h.kind.clone(), h.id)));
-                    all.truncate(limit);
-                    Ok(all)
-                })
-                .await?;
+            let hits = shown::recall_groups(&store, groups, &question, limit).await?;
             out.print(&hits, |hits| {
                 if hits.is_empty() {
                     println!("nothing recalled");
@@ -225,10 +204,8 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             })?;
         }
         MemoryCmd::Observations { folder, all, out } => {
-            let f = memory_owner(&store, &folder).await?;
-            let list = store
-                .read(move |c| store::observations::list(c, &f, all))
-                .await?;
+            let owner = memory_owner(&store, &folder).await?;
+            let list = shown::observations(&store, &owner, all).await?;
             out.print(&list, |list| {
                 if list.is_empty() {
                     println!("no observations yet");
@@ -258,16 +235,11 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             println!("remembered as observation {id}");
         }
         MemoryCmd::Summary { session_id, out } => {
-            let id = session_id.clone();
-            let summary = store
-                .read(move |c| {
-                    let Some(group) = store::memory::session_group(c, &id)? else {
-                        return Ok(None);
-                    };
-                    store::observations::summary(c, &group, &id)
-                })
-                .await?
-                .ok_or_else(|| anyhow!("no summary of session {session_id:?} (yet)"))?;
+            let summary = match shown::session_group(&store, &session_id).await? {
+                Some(group) => shown::summary(&store, &group, &session_id).await?,
+                None => None,
+            }
+            .ok_or_else(|| anyhow!("no summary of session {session_id:?} (yet)"))?;
             out.print(&summary, |s| {
                 println!("{}", inert_name(&s.title));
                 for (k, v) in [
@@ -285,12 +257,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             })?;
         }
         MemoryCmd::Reindex => {
-            let n = store
-                .write(|tx| {
-                    store::observations::rebuild_indexes(tx)?;
-                    crate::memory::recall::reindex(tx)
-                })
-                .await?;
+            let n = crate::memory::recall::rebuild(&store).await?;
             println!("reindexed: {n} archives split into passages");
             reembed(ctx, &store).await?;
         }
@@ -304,11 +271,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                     crate::memory::forget::forget_session(&store, &session).await?
                 }
                 super::live::Route::Host(api) => {
-                    let s = session.clone();
-                    match store
-                        .read(move |c| store::memory::session_group(c, &s))
-                        .await?
-                    {
+                    match shown::session_group(&store, &session).await? {
                         Some(group) => {
                             let id = super::live::segment(&session);
                             api.call::<serde_json::Value>(
@@ -349,7 +312,7 @@ async fn reembed(ctx: &Ctx, store: &Store) -> Result<()> {
                 return Ok(());
             }
         };
-    let total = store.write(store::embeddings::reset).await?;
+    let total = crate::memory::embed::requeue_all(store).await?;
     let bar = indicatif::ProgressBar::new(u64::try_from(total).unwrap_or(0));
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -359,22 +322,7 @@ async fn reembed(ctx: &Ctx, store: &Store) -> Result<()> {
     );
     let s = store.clone();
     let done = tokio::task::spawn_blocking(move || -> crate::Result<u64> {
-        let mut n = 0;
-        loop {
-            let k = crate::memory::embed::run_once(&s, &model)?;
-            if k == 0 {
-                if s.read_blocking(|c| store::embeddings::counts(c, &model.name))?
-                    .1
-                    == 0
-                {
-                    break;
-                }
-                // A running host's jobs hold the rest: wait for them.
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            n += k as u64;
-            bar.set_position(n);
-        }
+        let n = crate::memory::embed::embed_queued(&s, &model, |n| bar.set_position(n))?;
         bar.finish();
         Ok(n)
     })

@@ -38,12 +38,8 @@ pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     let (gw, choice) = host::gateway(&ctx.home, &ctx.settings, &store)?;
     // Per-prompt recall by meaning, as under `g2 serve`: the model, and the
     // jobs that embed what the groups' memory holds.
-    let embedder = {
-        let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
-        tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m))
-            .await?
-            .map(|model| crate::memory::embed::start(store.clone(), model))
-    };
+    let embedder =
+        crate::memory::embed::serve(ctx.home.root(), &ctx.settings.memory, &store).await?;
     let addr = listen.unwrap_or_else(|| ctx.settings.gateway.listen.clone());
     let tcp = gw.listen_tcp(&addr).await?;
     println!("provider  {}", choice.reason);

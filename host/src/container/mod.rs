@@ -26,8 +26,6 @@ use crate::Result;
 pub use crate::config::{ContainerSettings, GroupContainerConfig};
 use futures_util::future::BoxFuture;
 
-pub use mounts::Mount;
-
 pub const LABEL_GROUP: &str = "g2.group";
 pub const LABEL_RUN: &str = "g2.run";
 /// Which home (host instance) a container belongs to.
@@ -35,6 +33,45 @@ pub const LABEL_HOME: &str = "g2.home";
 /// Which host of the home started it (`cluster.host_id`): hosts sharing a
 /// home (docs/cluster.md) reap only their own.
 pub const LABEL_HOST: &str = "g2.host";
+
+/// Names that are never mounted, wherever they appear in a path: neither
+/// as an extra mount (`mounts.rs`) nor in main's view of the home
+/// (`project.rs`).
+pub const ALWAYS_BLOCKED: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".gpg",
+    ".aws",
+    ".azure",
+    ".gcloud",
+    ".kube",
+    ".docker",
+    ".env",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    "credentials",
+    "id_rsa",
+    "id_ed25519",
+    "id_ecdsa",
+    "private_key",
+    ".secret",
+];
+
+/// One mount of a container's [`Spec`] (the table is `mounts.rs`'s; main's
+/// view of the home, `project.rs`'s).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum Mount {
+    Bind {
+        host: std::path::PathBuf,
+        container: String,
+        read_only: bool,
+    },
+    Tmpfs {
+        container: String,
+        options: String,
+    },
+}
 
 /// Resource limits of one container.
 #[derive(Debug, Clone, PartialEq)]

@@ -20,49 +20,14 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::groups::Group;
 use crate::home::Home;
 use crate::{Error, Result};
 use g2_core::wire::{CLAUDE_DIR, EXTRA_DIR, GLOBAL_DIR, GROUP_DIR, IPC_DIR};
 
-use super::{ContainerSettings, GroupContainerConfig};
-
-/// Names that are never mounted, wherever they appear in a path.
-pub const ALWAYS_BLOCKED: &[&str] = &[
-    ".ssh",
-    ".gnupg",
-    ".gpg",
-    ".aws",
-    ".azure",
-    ".gcloud",
-    ".kube",
-    ".docker",
-    ".env",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    "credentials",
-    "id_rsa",
-    "id_ed25519",
-    "id_ecdsa",
-    "private_key",
-    ".secret",
-];
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Mount {
-    Bind {
-        host: PathBuf,
-        container: String,
-        read_only: bool,
-    },
-    Tmpfs {
-        container: String,
-        options: String,
-    },
-}
+use super::{ALWAYS_BLOCKED, ContainerSettings, GroupContainerConfig, Mount};
 
 /// An extra mount a group asks for in its `container_config`.
 pub use crate::config::ExtraMount;

@@ -23,7 +23,7 @@
 
 use std::path::Path;
 
-use super::mounts::{ALWAYS_BLOCKED, Mount};
+use super::{ALWAYS_BLOCKED, Mount};
 use crate::home::Home;
 use g2_core::wire::PROJECT_DIR;
 

@@ -127,6 +127,19 @@ pub fn init(root: &Path, settings: &MemorySettings) -> Option<Arc<Model>> {
     model
 }
 
+/// [`init`] off the async runtime (loading reads the weights), then the
+/// jobs ([`start`]) when a model loaded: recall by meaning for a process
+/// that serves groups (`g2 serve`, `g2 gateway`).
+pub async fn serve(
+    root: &Path,
+    settings: &MemorySettings,
+    store: &Store,
+) -> crate::Result<Option<Background>> {
+    let (root, m) = (root.to_path_buf(), settings.clone());
+    let model = tokio::task::spawn_blocking(move || init(&root, &m)).await?;
+    Ok(model.map(|model| start(store.clone(), model)))
+}
+
 /// Installs `model` for this process (`None`: recall is lexical).
 pub fn install(model: Option<Arc<Model>>) {
     if let Ok(mut m) = MODEL.write() {
@@ -180,6 +193,36 @@ pub fn clean(text: &str) -> String {
         .map(|l| crate::search::passages::speaker(l).map_or(l, |(_, text)| text))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Forgets every vector and queues every row for a new one (`g2 memory
+/// reindex`); returns how many rows wait.
+pub async fn requeue_all(store: &Store) -> crate::Result<i64> {
+    store.write(store::embeddings::reset).await
+}
+
+/// Embeds what is queued until no job waits, telling `progress` how many
+/// this call has embedded after each batch; blocking. A running host's
+/// jobs may take some of them (each is embedded once either way): then it
+/// waits for them.
+pub fn embed_queued(store: &Store, model: &Model, progress: impl Fn(u64)) -> crate::Result<u64> {
+    let mut n = 0;
+    loop {
+        let k = run_once(store, model)?;
+        if k == 0 {
+            if store
+                .read_blocking(|c| store::embeddings::counts(c, &model.name))?
+                .1
+                == 0
+            {
+                return Ok(n);
+            }
+            // A running host's jobs hold the rest: wait for them.
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        n += k as u64;
+        progress(n);
+    }
 }
 
 /// The host's error for the model's (the store's error type, below the

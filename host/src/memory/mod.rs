@@ -3,7 +3,8 @@
 //! kept consistent whatever happened to the agent or the host.
 //!
 //! The API boundary: [`recovery`] (the jobs that bring interrupted capture
-//! to a consistent state, and retention). The rows and their statements are
+//! to a consistent state, and retention); [`jobs`] starts the background
+//! jobs of `g2 serve` together. The rows and their statements are
 //! in `store::memory`; what reaches them was stripped of private spans and
 //! redacted first (`g2_core::privacy`).
 
@@ -12,6 +13,7 @@ pub mod embed;
 pub mod extract;
 pub mod forget;
 pub mod ingest;
+pub mod jobs;
 pub mod process;
 pub mod recall;
 pub mod recovery;

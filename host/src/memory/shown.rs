@@ -64,6 +64,29 @@ pub async fn summary(
         .await
 }
 
+/// The group whose captured session `session_id` is (a person names the
+/// session alone); `None` when no group's is.
+pub async fn session_group(store: &Store, session_id: &str) -> Result<Option<GroupFolder>> {
+    let s = session_id.to_string();
+    store
+        .read(move |c| store::memory::session_group(c, &s))
+        .await
+}
+
+/// What recall finds for `question` in `groups`' memories, merged
+/// ([`recall_groups`](super::recall::recall_groups)): a person's search.
+pub async fn recall_groups(
+    store: &Store,
+    groups: Vec<GroupFolder>,
+    question: &str,
+    limit: usize,
+) -> Result<Vec<super::recall::RecallHit>> {
+    let q = question.to_string();
+    store
+        .read(move |c| super::recall::recall_groups(c, &groups, &q, limit))
+        .await
+}
+
 /// The owner's observations, active ones only unless `all`.
 pub async fn observations(
     store: &Store,

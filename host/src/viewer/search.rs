@@ -91,14 +91,7 @@ pub(super) async fn search_page(
             Err(Error::Invalid(_)) => Vec::new(),
             Err(e) => return Err(e),
         };
-        let mut memory = Vec::new();
-        for g in &groups {
-            memory.extend(crate::memory::recall::recall(c, g, &question, 10)?);
-        }
-        memory.sort_by(|a, b| b.score.total_cmp(&a.score));
-        let mut seen = std::collections::HashSet::new();
-        memory.retain(|h| seen.insert((h.kind.clone(), h.id)));
-        memory.truncate(10);
+        let memory = crate::memory::recall::recall_groups(c, &groups, &question, 10)?;
         Ok((archives, memory))
     })
     .await;

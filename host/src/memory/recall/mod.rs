@@ -221,6 +221,27 @@ pub fn recall_with(
     recall_weighted(conn, group, query, limit, filters, &Weights::SHIPPED)
 }
 
+/// [`recall`] over several groups' memories at once (a person's search of
+/// every group): final scores are on one scale, so the recalls merge by
+/// score; `global`'s memory, which comes with every group's, counts once;
+/// the best `limit`.
+pub fn recall_groups(
+    conn: &Db<'_>,
+    groups: &[GroupFolder],
+    query: &str,
+    limit: usize,
+) -> Result<Vec<RecallHit>> {
+    let mut all = Vec::new();
+    for g in groups {
+        all.extend(recall(conn, g, query, limit)?);
+    }
+    all.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|h| seen.insert((h.kind.clone(), h.id)));
+    all.truncate(limit);
+    Ok(all)
+}
+
 /// [`recall_with`] with other weights (the recall bench's comparisons).
 pub fn recall_weighted(
     conn: &Db<'_>,
@@ -345,6 +366,18 @@ pub fn index_after(tx: &Db<'_>, after: i64, limit: i64) -> Result<Option<(i64, u
 pub fn reindex(tx: &Db<'_>) -> Result<usize> {
     store::recall::clear_passages(tx)?;
     index_missing(tx)
+}
+
+/// `g2 memory reindex`: the observations' and summaries' full-text indexes
+/// rebuilt from their rows and every passage split again ([`reindex`]), in
+/// one transaction; returns how many archives were split.
+pub async fn rebuild(store: &store::Store) -> Result<usize> {
+    store
+        .write(|tx| {
+            store::observations::rebuild_indexes(tx)?;
+            reindex(tx)
+        })
+        .await
 }
 
 #[cfg(test)]

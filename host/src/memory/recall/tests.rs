@@ -249,3 +249,64 @@ fn global_memory_and_the_live_conversation_are_recalled_too() {
     assert!(theirs.0.is_empty(), "{theirs:#?}");
     assert_eq!(theirs.1.len(), 1, "{theirs:#?}");
 }
+
+#[test]
+fn a_search_of_several_groups_merges_by_score_and_counts_global_once() {
+    use crate::memory::extract::{Kind, ObservationDraft};
+    let (_d, store) = store_with(&[
+        (
+            "main",
+            "2026-05-01T10:00:00.000Z",
+            &md(&[("the boat is moored at pier 7", "noted")]),
+        ),
+        (
+            "fam",
+            "2026-05-02T10:00:00.000Z",
+            &md(&[("the boat needs new oars", "ok"), ("the weather", "fine")]),
+        ),
+    ]);
+    store
+        .write_blocking(|tx| {
+            let draft = ObservationDraft {
+                kind: Kind::Fact,
+                title: "the boat key hangs by the door".into(),
+                narrative: String::new(),
+                facts: vec![],
+                files: vec![],
+                importance: 5,
+                concerns: vec![],
+            };
+            let at = "2026-05-01T10:00:01.000Z";
+            store::observations::insert(
+                tx,
+                &MemoryFolder::global(),
+                &draft,
+                Default::default(),
+                at,
+                |_| false,
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    let groups = vec![
+        GroupFolder::new("main").unwrap(),
+        GroupFolder::new("fam").unwrap(),
+    ];
+    let (all, top) = store
+        .read_blocking(move |c| {
+            Ok((
+                recall_groups(c, &groups, "the boat", 10)?,
+                recall_groups(c, &groups, "the boat", 2)?,
+            ))
+        })
+        .unwrap();
+    // Each group's recall holds global's memory: the merge keeps it once.
+    let global: Vec<_> = all.iter().filter(|h| h.group == "global").collect();
+    assert_eq!(global.len(), 1, "{all:#?}");
+    for g in ["main", "fam"] {
+        assert!(all.iter().any(|h| h.group == g), "{g}: {all:#?}");
+    }
+    assert!(all.windows(2).all(|w| w[0].score >= w[1].score), "{all:#?}");
+    // The limit keeps the best of the merged list, not of one group's.
+    assert_eq!(top, all[..2].to_vec(), "{all:#?}");
+}

@@ -1,0 +1,167 @@
+//! `session_summaries` (with `summaries_fts`): what a session did, one
+//! summary per session, a newer one replacing it.
+
+use g2_core::validate::{GroupFolder, MemoryFolder};
+use serde::{Deserialize, Serialize};
+
+use super::memory_folder_at;
+use crate::db::{Db, Optional, Row};
+use crate::params;
+use crate::{Result, query_all};
+
+/// What a session did, for the archive, history and later sessions (stored
+/// by [`insert_summary`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SummaryDraft {
+    /// What was asked.
+    pub request: String,
+    /// What was looked into.
+    pub investigated: String,
+    /// What was learned.
+    pub learned: String,
+    /// What was done.
+    pub completed: String,
+    /// What is left to do.
+    pub next_steps: String,
+    /// A short title (at most 80 characters) for a session cleared without
+    /// a name.
+    pub title: String,
+}
+
+/// A session's summary as read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SummaryRow {
+    pub id: i64,
+    pub group: MemoryFolder,
+    /// Claude Code's session id.
+    pub session_id: String,
+    pub title: String,
+    pub request: String,
+    pub investigated: String,
+    pub learned: String,
+    pub completed: String,
+    pub next_steps: String,
+    pub created_at: String,
+}
+
+const SUMMARY_COLUMNS: &str = "m.id, m.group_folder, s.content_session_id, m.title, m.request,
+    m.investigated, m.learned, m.completed, m.next_steps, m.created_at";
+
+fn summary_from_row(r: &Row<'_>) -> Result<SummaryRow> {
+    Ok(SummaryRow {
+        id: r.get(0)?,
+        group: memory_folder_at(r, 1)?,
+        session_id: r.get(2)?,
+        title: r.get(3)?,
+        request: r.get(4)?,
+        investigated: r.get(5)?,
+        learned: r.get(6)?,
+        completed: r.get(7)?,
+        next_steps: r.get(8)?,
+        created_at: r.get(9)?,
+    })
+}
+
+/// Records a session's summary (a newer one replaces it: the session
+/// compacted again or completed) and fills the session's title when it has
+/// none.
+pub fn insert_summary(
+    tx: &Db<'_>,
+    group: &GroupFolder,
+    session: i64,
+    s: &SummaryDraft,
+    at: &str,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO session_summaries (session_id, group_folder, title, request, investigated,
+           learned, completed, next_steps, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (session_id) DO UPDATE SET title = excluded.title,
+           request = excluded.request, investigated = excluded.investigated,
+           learned = excluded.learned, completed = excluded.completed,
+           next_steps = excluded.next_steps, created_at = excluded.created_at",
+        params![
+            session,
+            group.as_str(),
+            s.title,
+            s.request,
+            s.investigated,
+            s.learned,
+            s.completed,
+            s.next_steps,
+            at
+        ],
+    )?;
+    tx.execute(
+        "UPDATE memory_sessions SET title = ?2 WHERE id = ?1 AND title IS NULL AND ?2 <> ''",
+        params![session, s.title],
+    )?;
+    Ok(())
+}
+
+/// One summary by id, with its group.
+pub fn summary_by_id(conn: &Db<'_>, id: i64) -> Result<Option<SummaryRow>> {
+    conn.query_row(
+        &format!(
+            "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+                 CROSS JOIN memory_sessions s ON s.id = m.session_id WHERE m.id = ?1"
+        ),
+        [id],
+        summary_from_row,
+    )
+    .optional()
+}
+
+/// The summary of a group's session (by Claude Code's session id).
+pub fn summary(conn: &Db<'_>, group: &GroupFolder, session_id: &str) -> Result<Option<SummaryRow>> {
+    conn.query_row(
+        &format!(
+            "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+                 CROSS JOIN memory_sessions s ON s.id = m.session_id
+                 WHERE m.group_folder = ?1 AND s.content_session_id = ?2"
+        ),
+        params![group.as_str(), session_id],
+        summary_from_row,
+    )
+    .optional()
+}
+
+/// A group's latest summaries, newest first.
+pub fn latest_summaries(conn: &Db<'_>, group: &GroupFolder, n: i64) -> Result<Vec<SummaryRow>> {
+    query_all(
+        conn,
+        &format!(
+            "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+             CROSS JOIN memory_sessions s ON s.id = m.session_id
+             WHERE m.group_folder = ?1 ORDER BY m.created_at DESC, m.id DESC LIMIT ?2"
+        ),
+        params![group.as_str(), n],
+        summary_from_row,
+    )
+}
+
+/// Summaries of the group matching the FTS5 query `fts`, best first, with
+/// bm25() made "higher is better".
+pub fn matching_summaries(
+    conn: &Db<'_>,
+    groups: [&str; 2],
+    fts: &str,
+    limit: i64,
+) -> Result<Vec<(SummaryRow, f64)>> {
+    query_all(
+        conn,
+        &format!(
+            "SELECT {SUMMARY_COLUMNS}, x.score
+             FROM (SELECT summaries_fts.rowid AS id, bm25(summaries_fts, 2.0, 1.0) AS score
+                   FROM summaries_fts
+                   CROSS JOIN session_summaries g ON g.id = summaries_fts.rowid
+                   WHERE summaries_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
+                   ORDER BY score LIMIT ?3) AS x
+             CROSS JOIN session_summaries m ON m.id = x.id
+             CROSS JOIN memory_sessions s ON s.id = m.session_id
+             ORDER BY x.score"
+        ),
+        params![fts, groups[0], limit, groups[1]],
+        |r| Ok((summary_from_row(r)?, -r.get::<f64>(10)?)),
+    )
+}
