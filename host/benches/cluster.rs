@@ -19,9 +19,10 @@
 
 mod common;
 
+use common::g2_ok as g2;
+
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{Samples, Serve, fmt_dur};
@@ -59,18 +60,6 @@ fn home(n: usize, prefix: &str) -> tempfile::TempDir {
         );
     }
     home
-}
-
-fn g2(home: &Path, args: &[&str]) {
-    let ok = common::command(common::g2_binary())
-        .arg("--home")
-        .arg(home)
-        .args(args)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "g2 {args:?} failed");
 }
 
 /// Host `id` of `home`, with its own runtime folder.

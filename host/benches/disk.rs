@@ -24,10 +24,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Samples, Serve, command, env_or, fmt_dur, g2_binary, init_home};
+use common::{Samples, Serve, env_or, fmt_dur, init_home};
 use g2_core::confined::{Dir, Tally, Walk};
 use g2_host::container::disk::thread_cpu;
 
@@ -115,17 +114,7 @@ fn process_cpu(pid: u32) -> Duration {
 fn making_files(files: usize) {
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
-    let g2 = |args: &[&str]| {
-        let ok = command(g2_binary())
-            .arg("--home")
-            .arg(home.path())
-            .args(args)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "g2 {args:?} failed");
-    };
+    let g2 = |args: &[&str]| common::g2_ok(home.path(), args);
     eprintln!("building the agent image (if needed)…");
     g2(&["image", "build"]);
     g2(&[

@@ -91,16 +91,35 @@ impl Lanes {
         if let Ok(permit) = lane.places.clone().try_acquire_owned() {
             return Ok(Place { _permit: permit });
         }
-        if lane.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue {
-            lane.waiting.fetch_sub(1, Ordering::AcqRel);
+        // Counted until the wait ends, also when the caller stops waiting
+        // (a hook past its deadline drops this future): a place in the
+        // queue is never kept by someone who left it.
+        let (_waiting, ahead) = Waiting::join(&lane.waiting);
+        if ahead >= self.queue {
             return Err(Busy(group.to_string()));
         }
         let permit = lane.places.clone().acquire_owned().await;
-        lane.waiting.fetch_sub(1, Ordering::AcqRel);
         // The semaphore is never closed.
         permit
             .map(|p| Place { _permit: p })
             .map_err(|_| Busy(group.to_string()))
+    }
+}
+
+/// One caller in a lane's queue, for as long as this lives.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    /// Joins the queue; also returns how many were in it before.
+    fn join(count: &'a AtomicUsize) -> (Self, usize) {
+        let ahead = count.fetch_add(1, Ordering::AcqRel);
+        (Waiting(count), ahead)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -155,5 +174,35 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(third.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_caller_that_stops_waiting_leaves_the_queue() {
+        let lanes = Lanes::new(1, 2);
+        let held = lanes.enter("a").await.unwrap();
+        // Ten callers give up waiting (a hook past its deadline).
+        for _ in 0..10 {
+            let gave_up = tokio::time::timeout(Duration::from_millis(5), lanes.enter("a")).await;
+            assert!(gave_up.is_err(), "the lane's one place is held");
+        }
+        // The queue is empty again: two more may wait, the third is refused.
+        let lanes = Arc::new(lanes);
+        let w: Vec<_> = (0..2)
+            .map(|_| {
+                let l = lanes.clone();
+                // Each lets go of its place at once, for the next.
+                tokio::spawn(async move { l.enter("a").await.map(drop) })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(lanes.enter("a").await.unwrap_err(), Busy("a".into()));
+        drop(held);
+        for w in w {
+            let entered = tokio::time::timeout(Duration::from_secs(5), w)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(entered.is_ok());
+        }
     }
 }

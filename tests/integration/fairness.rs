@@ -341,13 +341,14 @@ async fn one_groups_flood_leaves_another_groups_hooks_and_requests_on_time() {
     assert!(p99 < Duration::from_secs(1), "p99 {p99:?}");
     assert!(blocks >= 25, "{blocks} of 100 hooks had the block");
     // Alpha's own requests were all answered too: served, or refused at
-    // once while its lane was full.
+    // once while its lane was full. They wait behind alpha's flood, which
+    // a debug build on a busy machine serves slowly: the bound is wide.
     for i in 0..8 {
         let r = answer(
             &home
                 .path()
                 .join(format!("data/ipc/alpha/responses/flood-{i}.json")),
-            60,
+            300,
         )
         .await;
         assert!(r.ok || r.text.starts_with("busy: group alpha"), "{r:?}");

@@ -145,6 +145,19 @@ impl Drop for Serve {
     }
 }
 
+/// Runs `g2 --home HOME ARGS…` and fails the bench if it fails.
+pub fn g2_ok(home: &Path, args: &[&str]) {
+    let ok = command(g2_binary())
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "g2 {args:?} failed");
+}
+
 /// `g2 --home HOME init`; with `G2_BENCH_STORE=postgres` the home's store
 /// is a fresh database in a throwaway PostgreSQL cluster (its `g2.toml`
 /// says so before `init`).

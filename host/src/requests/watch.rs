@@ -197,38 +197,64 @@ impl RequestServer {
             },
         };
         // Beneath directory handles: a link planted in place of a folder or
-        // a request is refused (and recorded), never followed.
-        let Ok(tree) = self.home.ipc_tree(folder) else {
+        // a request is refused (and recorded), never followed. The file
+        // work (listing, claiming, reading up to 1 MiB and parsing it,
+        // answering) runs on the blocking pool, never on the runtime's
+        // workers.
+        let (home, f) = (self.home.clone(), folder.clone());
+        let Some(Ok(tree)) = off(move || home.ipc_tree(&f)).await else {
             return;
         };
+        let tree = Arc::new(tree);
         for sub in [ipc::MESSAGES_DIR, ipc::TASKS_DIR] {
-            let Ok(dir) = self.home.ensure_sub(folder, &tree, sub) else {
+            let (home, f, t) = (self.home.clone(), folder.clone(), tree.clone());
+            let listed = off(move || {
+                let dir = home.ensure_sub(&f, &t, sub).ok()?;
+                let pending = dir.pending();
+                Some((Arc::new(dir), pending))
+            });
+            let Some(Some((dir, pending))) = listed.await else {
                 continue;
             };
-            for name in dir.pending() {
+            for name in pending {
                 let claimed = format!(".claimed-{name}");
-                if dir.rename_to(&name, &dir, &claimed).is_err() {
-                    continue; // someone else took it
-                }
-                let outcome = match read_request(&self.home, folder, &dir, &claimed, sub) {
-                    Ok((req, named)) => {
-                        let response = server.handle(folder, req, named.as_deref()).await;
-                        respond(&self.home, folder, &tree, &response).map_err(|e| e.to_string())
-                    }
+                let (home, f, d, n, c) = (
+                    self.home.clone(),
+                    folder.clone(),
+                    dir.clone(),
+                    name.clone(),
+                    claimed.clone(),
+                );
+                let read = off(move || {
+                    // Someone else took it when the rename fails.
+                    d.rename_to(&n, &d, &c).ok()?;
+                    Some(read_request(&home, &f, &d, &c, sub))
+                });
+                let Some(Some(read)) = read.await else {
+                    continue;
+                };
+                let answered = match read {
+                    Ok((req, named)) => Ok(server.handle(folder, req, named.as_deref()).await),
                     Err(why) => {
                         self.log(folder, None, "unreadable", "failed", &why).await;
                         Err(why)
                     }
                 };
-                match outcome {
-                    Ok(()) => {
-                        let _ = dir.remove(&claimed);
+                let (home, f, t, d) =
+                    (self.home.clone(), folder.clone(), tree.clone(), dir.clone());
+                off(move || {
+                    let outcome = answered.and_then(|r| respond(&home, &f, &t, &r).map_err(|e| e.to_string()));
+                    match outcome {
+                        Ok(()) => {
+                            let _ = d.remove(&claimed);
+                        }
+                        Err(why) => {
+                            tracing::warn!(group = %f, file = %name, reason = %why, "agent request kept in errors/");
+                            keep_failed(&home, &f, &t, &d, &claimed, &name, &why);
+                        }
                     }
-                    Err(why) => {
-                        tracing::warn!(group = %folder, file = %name, reason = %why, "agent request kept in errors/");
-                        keep_failed(&self.home, folder, &tree, &dir, &claimed, &name, &why);
-                    }
-                }
+                })
+                .await;
             }
         }
         if let Some(arrived) = &self.links.events_arrived {
@@ -303,6 +329,11 @@ impl Lanes {
     async fn finish(mut self) {
         while self.tasks.join_next().await.is_some() {}
     }
+}
+
+/// Runs file work on the blocking pool; `None` if it panicked.
+async fn off<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
 }
 
 /// Largest request file read.

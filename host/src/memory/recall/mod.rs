@@ -257,11 +257,17 @@ pub fn recall_weighted(
     let Some(q) = question::read(query) else {
         return Ok(Vec::new());
     };
-    // The question's vector is made on another thread while the words find
-    // their candidates here (docs/recall.md: it takes longer than they do).
+    // The question's vector is made on the model's shared pool (rayon's,
+    // one thread a core: bounded, and where its products run anyway) while
+    // the words find their candidates here (docs/recall.md: it takes
+    // longer than they do). Never called from inside that pool.
     let vector = crate::memory::embed::model().is_some().then(|| {
         let text = query.to_string();
-        std::thread::spawn(move || crate::memory::embed::query(&text))
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        rayon::spawn(move || {
+            let _ = tx.send(crate::memory::embed::query(&text));
+        });
+        rx
     });
     let limit = limit.clamp(1, MAX_LIMIT);
     let want = CANDIDATES.max(limit * 10) as i64;
@@ -285,7 +291,7 @@ pub fn recall_weighted(
         all.extend(summaries(conn, groups, &q, want)?);
     }
     // Meaning: the question's vector against the group's.
-    let dense = match vector.and_then(|v| v.join().ok().flatten()) {
+    let dense = match vector.and_then(|v| v.recv().ok().flatten()) {
         Some((model, qv)) => Some(meaning(conn, groups, &model.name, &qv, filters, &mut all)?),
         None => None,
     };
