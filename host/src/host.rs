@@ -528,12 +528,12 @@ fn telegram(
     settings: &Settings,
     store: &Store,
 ) -> Result<Option<Arc<crate::channels::telegram::Telegram>>> {
-    use crate::channels::telegram::{self, Telegram, Token};
+    use crate::channels::telegram::{self, Telegram};
     let tg = &settings.channels.telegram;
     if !tg.enabled {
         return Ok(None);
     }
-    let token = Token::find(home.root()).ok_or_else(|| {
+    let token = telegram::token(home.root()).ok_or_else(|| {
         Error::Startup(format!(
             "channels.telegram is enabled but {} is not set (in the environment or {})",
             telegram::TOKEN_VARIABLE,

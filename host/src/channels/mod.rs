@@ -38,7 +38,9 @@
 
 pub mod discord;
 mod live;
+pub mod markdown;
 pub mod outbox;
+pub mod rest;
 mod sequencer;
 pub mod slack;
 pub mod split;
