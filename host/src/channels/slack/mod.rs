@@ -38,11 +38,17 @@ use serde_json::json;
 use super::{Channel, Channels, SendError};
 use crate::background::Background;
 use crate::config::SlackSettings;
+use crate::gateway::credentials::SecretVariable;
 use crate::routing::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 
-pub use crate::gateway::credentials::{SLACK_APP_TOKEN as APP_TOKEN, SLACK_BOT_TOKEN as BOT_TOKEN};
+/// Slack's bot token (`xoxb-`: the Web API).
+pub const BOT_TOKEN: &str = "SLACK_BOT_TOKEN";
+/// Slack's app-level token (`xapp-`: opens Socket Mode connections).
+pub const APP_TOKEN: &str = "SLACK_APP_TOKEN";
+inventory::submit! { SecretVariable(BOT_TOKEN) }
+inventory::submit! { SecretVariable(APP_TOKEN) }
 pub use crate::jid::{SLACK_PREFIX as PREFIX, SlackJid as Jid};
 use web::{Failure, TOKEN_ERRORS};
 pub use web::{Identity, REQUEST_TIMEOUT, WebApi};

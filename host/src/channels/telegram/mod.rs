@@ -41,12 +41,14 @@ use teloxide_core::{ApiError, Bot, RequestError};
 use super::{Channel, Channels, Secret, SendError};
 use crate::background::Background;
 use crate::config::TelegramSettings;
+use crate::gateway::credentials::SecretVariable;
 use crate::routing::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 
 /// Where the bot token is read from (the environment, then `{home}/.env`).
-pub use crate::gateway::credentials::TELEGRAM_TOKEN as TOKEN_VARIABLE;
+pub const TOKEN_VARIABLE: &str = "TELEGRAM_BOT_TOKEN";
+inventory::submit! { SecretVariable(TOKEN_VARIABLE) }
 pub use crate::jid::{TELEGRAM_PREFIX as PREFIX, TelegramJid as Jid};
 /// The channel's name, stored with its chats.
 const NAME: &str = "telegram";

@@ -38,14 +38,20 @@ use serde_json::{Value, json};
 pub use super::Secret;
 use super::{Channel, SendError, rest};
 use crate::config::WhatsAppSettings;
+use crate::gateway::credentials::SecretVariable;
 use crate::routing::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 
-pub use crate::gateway::credentials::{
-    WHATSAPP_ACCESS_TOKEN as ACCESS_TOKEN, WHATSAPP_APP_SECRET as APP_SECRET,
-    WHATSAPP_VERIFY_TOKEN as VERIFY_TOKEN,
-};
+/// The Cloud API's access token (sends).
+pub const ACCESS_TOKEN: &str = "WHATSAPP_ACCESS_TOKEN";
+/// The Meta app's secret (signs the webhook's POSTs).
+pub const APP_SECRET: &str = "WHATSAPP_APP_SECRET";
+/// What Meta's webhook verification must carry.
+pub const VERIFY_TOKEN: &str = "WHATSAPP_VERIFY_TOKEN";
+inventory::submit! { SecretVariable(ACCESS_TOKEN) }
+inventory::submit! { SecretVariable(APP_SECRET) }
+inventory::submit! { SecretVariable(VERIFY_TOKEN) }
 pub use crate::jid::{WHATSAPP_PREFIX as PREFIX, WhatsAppJid as Jid};
 /// The channel's name, stored with its chats.
 const NAME: &str = "whatsapp";
