@@ -38,18 +38,31 @@ pub enum Quote {
     Tags(&'static str, &'static str),
 }
 
-/// What a platform's formatting says differently.
+/// What a platform's formatting says differently; the defaults are the
+/// plain-text apps' (WhatsApp's and Slack's marks).
 pub trait Marks {
     /// The text as the platform shows it literally.
     fn escape<'a>(&self, text: &'a str) -> Cow<'a, str>;
-    /// The marks before and after a styled span.
-    fn style(&self, style: Style) -> (&'static str, &'static str);
+    /// The marks before and after a styled span; by default the marks
+    /// the plain-text apps share (`*bold*`, `_italic_`, `~struck~`,
+    /// `` `code` ``, headings in bold).
+    fn style(&self, style: Style) -> (&'static str, &'static str) {
+        match style {
+            Style::Heading | Style::Strong => ("*", "*"),
+            Style::Emphasis => ("_", "_"),
+            Style::Strikethrough => ("~", "~"),
+            Style::Code => ("`", "`"),
+        }
+    }
     /// An unordered list item's marker.
-    fn bullet(&self) -> &'static str;
+    fn bullet(&self) -> &'static str {
+        "• "
+    }
     /// One level of list indentation.
     fn indent(&self) -> &'static str {
         "  "
     }
+    /// How a block quote is shown.
     fn quote(&self) -> Quote {
         Quote::Prefix("> ")
     }

@@ -90,6 +90,44 @@ impl Answer {
     }
 }
 
+/// An error answer in words, for the platforms whose errors carry a code
+/// and a message (WhatsApp, Discord): never with the token (cut from the
+/// answer before it is read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: Option<i64>,
+    /// At most 300 characters of the platform's message.
+    pub message: String,
+    /// The wait the platform asked for (a rate limit's).
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    /// The answer's status with the `code` and `message` of `error`, the
+    /// object where the platform puts them; no wait.
+    pub fn read(status: u16, error: &Value) -> ApiError {
+        ApiError {
+            status,
+            code: error["code"].as_i64(),
+            message: error["message"].as_str().map_or_else(
+                || "no error message".to_string(),
+                |m| m.chars().take(300).collect(),
+            ),
+            retry_after: None,
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            Some(c) => write!(f, "HTTP {} (code {c}): {}", self.status, self.message),
+            None => write!(f, "HTTP {}: {}", self.status, self.message),
+        }
+    }
+}
+
 /// An HTTP client for one platform's API: its timeout, its scheme in the
 /// `Authorization` header (`Bearer`, Discord's `Bot`).
 pub struct Client {

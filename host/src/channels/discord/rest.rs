@@ -10,7 +10,6 @@
 //! headers (`X-RateLimit-Remaining`, `X-RateLimit-Reset-After`), and no
 //! retry of a 401 or 403 (too many earn the address a ban).
 
-use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -32,44 +31,19 @@ mod code {
     pub const MISSING_PERMISSIONS: i64 = 50_013;
 }
 
-/// A REST error answer, in words, never with the token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    pub status: u16,
-    pub code: Option<i64>,
-    pub message: String,
-    /// A 429's wait.
-    pub retry_after: Option<Duration>,
-}
+pub use crate::channels::rest::ApiError;
 
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.code {
-            Some(c) => write!(f, "HTTP {} (code {c}): {}", self.status, self.message),
-            None => write!(f, "HTTP {}: {}", self.status, self.message),
-        }
-    }
-}
-
-impl ApiError {
-    /// Discord's reading of an error answer (`{code, message,
-    /// retry_after}`): a 429's wait is the longer of its body's
-    /// `retry_after` and its `Retry-After` header.
-    fn from_answer(a: rest::Answer) -> ApiError {
-        let v = &a.json;
-        let retry_body = v["retry_after"]
-            .as_f64()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
-        ApiError {
-            status: a.status,
-            code: v["code"].as_i64(),
-            message: v["message"].as_str().map_or_else(
-                || "no error message".to_string(),
-                |m| m.chars().take(300).collect(),
-            ),
-            retry_after: retry_body.max(a.seconds("retry-after")),
-        }
+/// Discord's reading of an error answer (`{code, message, retry_after}`):
+/// a 429's wait is the longer of its body's `retry_after` and its
+/// `Retry-After` header.
+fn api_error(a: rest::Answer) -> ApiError {
+    let retry_body = a.json["retry_after"]
+        .as_f64()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64);
+    ApiError {
+        retry_after: retry_body.max(a.seconds("retry-after")),
+        ..ApiError::read(a.status, &a.json)
     }
 }
 
@@ -175,7 +149,7 @@ impl Rest {
             .http
             .send(req, &self.token)
             .await
-            .map_err(|f| f.map_api(ApiError::from_answer))?;
+            .map_err(|f| f.map_api(api_error))?;
         let spent = match answer.seconds("x-ratelimit-remaining") {
             Some(left) if left.is_zero() => answer.seconds("x-ratelimit-reset-after"),
             _ => None,

@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use crate::channels::markdown::{self, Marks, Style};
+use crate::channels::markdown::{self, Marks};
 use crate::channels::split;
 
 /// The most characters one part has, formatted or as written: under
@@ -48,19 +48,6 @@ struct Mrkdwn;
 impl Marks for Mrkdwn {
     fn escape<'a>(&self, text: &'a str) -> Cow<'a, str> {
         Cow::Owned(escape(text))
-    }
-
-    fn style(&self, style: Style) -> (&'static str, &'static str) {
-        match style {
-            Style::Heading | Style::Strong => ("*", "*"),
-            Style::Emphasis => ("_", "_"),
-            Style::Strikethrough => ("~", "~"),
-            Style::Code => ("`", "`"),
-        }
-    }
-
-    fn bullet(&self) -> &'static str {
-        "• "
     }
 
     fn indent(&self) -> &'static str {

@@ -74,10 +74,6 @@ impl Marks for Html {
         }
     }
 
-    fn bullet(&self) -> &'static str {
-        "• "
-    }
-
     fn quote(&self) -> Quote {
         Quote::Tags("<blockquote>", "</blockquote>")
     }

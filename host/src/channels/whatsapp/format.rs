@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use crate::channels::markdown::{self, Marks, Style};
+use crate::channels::markdown::{self, Marks};
 use crate::channels::split;
 
 /// The most characters the Cloud API takes in one text message.
@@ -38,15 +38,6 @@ impl Marks for WhatsApp {
     /// WhatsApp has no escape character: text is shown as written.
     fn escape<'a>(&self, text: &'a str) -> Cow<'a, str> {
         Cow::Borrowed(text)
-    }
-
-    fn style(&self, style: Style) -> (&'static str, &'static str) {
-        match style {
-            Style::Heading | Style::Strong => ("*", "*"),
-            Style::Emphasis => ("_", "_"),
-            Style::Strikethrough => ("~", "~"),
-            Style::Code => ("`", "`"),
-        }
     }
 
     fn bullet(&self) -> &'static str {

@@ -27,7 +27,6 @@
 pub mod format;
 pub mod webhook;
 
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,38 +102,7 @@ pub struct Identity {
     pub verified_name: String,
 }
 
-/// A Graph API error answer, in words, never with the token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    pub status: u16,
-    pub code: Option<i64>,
-    pub message: String,
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.code {
-            Some(c) => write!(f, "HTTP {} (code {c}): {}", self.status, self.message),
-            None => write!(f, "HTTP {}: {}", self.status, self.message),
-        }
-    }
-}
-
-impl ApiError {
-    /// The Graph API's reading of an error answer (`{"error": {code,
-    /// message}}`), its message cut to 300 characters.
-    fn from_answer(a: rest::Answer) -> ApiError {
-        let e = &a.json["error"];
-        ApiError {
-            status: a.status,
-            code: e["code"].as_i64(),
-            message: e["message"].as_str().map_or_else(
-                || "no error message".to_string(),
-                |m| m.chars().take(300).collect(),
-            ),
-        }
-    }
-}
+pub use super::rest::ApiError;
 
 /// Why a request failed.
 type Failure = rest::Failure<ApiError>;
@@ -194,7 +162,7 @@ impl Graph {
             .http
             .send(req, &self.token)
             .await
-            .map_err(|f| f.map_api(ApiError::from_answer))?;
+            .map_err(|f| f.map_api(|a| ApiError::read(a.status, &a.json["error"])))?;
         if answer.json.is_null() {
             return Err(Failure::Unanswered(
                 "the Graph API answered with something that is not its JSON".into(),
@@ -394,6 +362,7 @@ mod tests {
             status,
             code,
             message: "m".into(),
+            retry_after: None,
         })
     }
 
