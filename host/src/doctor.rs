@@ -208,12 +208,12 @@ async fn check_image(settings: &Settings) -> Result<String, Problem> {
 /// comes (never its value).
 /// The Telegram channel: off, or its token checked with `getMe`.
 async fn check_telegram(home: &Home, settings: &Settings) -> Result<String, Problem> {
-    use crate::channels::telegram::{self, Token};
+    use crate::channels::telegram;
     let tg = &settings.channels.telegram;
     if !tg.enabled {
         return Ok("not enabled ([channels.telegram] enabled = false)".into());
     }
-    let token = Token::find(home.root()).ok_or_else(|| {
+    let token = telegram::token(home.root()).ok_or_else(|| {
         Problem(format!(
             "enabled, but {} is not set (in the environment or {{home}}/.env)",
             telegram::TOKEN_VARIABLE

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::bot_api::{BOT_ID, BotApi};
+use crate::channel_support::{kill, register, serve_env, wait_in_flight};
 use crate::discord_api::DiscordApi;
 use crate::graph_api::{self, GraphApi};
 use crate::slack_api::SlackApi;
@@ -50,22 +51,17 @@ const TG_CHAT: i64 = -100_400;
 
 impl Platform {
     fn register(&self, home: &TestHome) {
-        match self {
-            Platform::Http => {
+        let jid = match self {
+            Platform::Http => None,
+            Platform::Telegram(_) => Some(format!("tg:{TG_CHAT}")),
+            Platform::WhatsApp(_) => Some(format!("wa:g:{WA_GROUP}")),
+            Platform::Discord(_) => Some(format!("dc:{DC_CHANNEL}")),
+            Platform::Slack(_) => Some(format!("sl:{}:{SL_CHANNEL}", crate::slack_api::TEAM)),
+        };
+        match jid {
+            Some(jid) => register(home, "one", &jid, "One"),
+            None => {
                 home.ok(&["groups", "add", "one", "--name", "One"]);
-            }
-            Platform::Telegram(_) => {
-                crate::telegram::register(home, "one", &format!("tg:{TG_CHAT}"), "One");
-            }
-            Platform::WhatsApp(_) => {
-                crate::telegram::register(home, "one", &format!("wa:g:{WA_GROUP}"), "One");
-            }
-            Platform::Discord(_) => {
-                crate::telegram::register(home, "one", &format!("dc:{DC_CHANNEL}"), "One");
-            }
-            Platform::Slack(_) => {
-                let jid = format!("sl:{}:{SL_CHANNEL}", crate::slack_api::TEAM);
-                crate::telegram::register(home, "one", &jid, "One");
             }
         }
         // Another group on the HTTP channel, for ownership.
@@ -80,23 +76,11 @@ impl Platform {
     fn serve_with(&self, home: &TestHome, more: &[(&'static str, &str)]) -> Serve {
         match self {
             Platform::Http => serve(home, more),
-            Platform::Telegram(api) => crate::telegram::serve_with(home, api, more),
-            Platform::WhatsApp(api) => crate::whatsapp::serve_with(home, api, more),
-            Platform::Discord(api) => {
-                let env = crate::discord::env(api);
-                let mut all: Vec<(&str, &str)> =
-                    env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                all.extend_from_slice(more);
-                serve(home, &all)
-            }
+            Platform::Telegram(api) => serve_env(home, &crate::telegram::env(api), more),
+            Platform::WhatsApp(api) => serve_env(home, &crate::whatsapp::env(api), more),
+            Platform::Discord(api) => serve_env(home, &crate::discord::env(api), more),
             // Events wait in the local Slack until the socket opens.
-            Platform::Slack(api) => {
-                let env = crate::slack::env(api);
-                let mut all: Vec<(&str, &str)> =
-                    env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                all.extend_from_slice(more);
-                serve(home, &all)
-            }
+            Platform::Slack(api) => serve_env(home, &crate::slack::env(api), more),
         }
     }
 
@@ -281,26 +265,9 @@ async fn suite(p: Platform) {
 
     // Exactly once across a restart: killed mid-turn.
     p.say(&s, "ann", "g2:bash sleep 5; echo slow-answer").await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while home
-        .store()
-        .read(|c| {
-            c.query_row(
-                "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:one'",
-                (),
-                |r| r.get::<i64>(0),
-            )
-        })
-        .await
-        .unwrap()
-        == 0
-    {
-        assert!(Instant::now() < deadline, "the turn never started");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_in_flight(&home, "one", 60).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    kill(&mut s);
     let s = p.serve(&home);
     p.wait_for(&s, "slow-answer", 180).await;
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -6,8 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
+use crate::channel_support::{
+    doctor_check, failing_reason, kill, paragraphs, serve_env, serve_refused, stored,
+};
 use crate::discord_api::{DiscordApi, Failure, TOKEN};
 use crate::support::*;
 
@@ -29,42 +30,34 @@ pub fn env(api: &DiscordApi) -> Vec<(&'static str, String)> {
 
 /// `g2 serve` with the channel on, once its gateway is connected.
 pub async fn serve_with(home: &TestHome, api: &DiscordApi) -> Serve {
-    let env = env(api);
-    let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let s = serve(home, &all);
+    let s = serve_env(home, &env(api), &[]);
     api.wait_connected(60).await;
     s
 }
 
 fn register(home: &TestHome) {
-    home.ok(&[
-        "groups",
-        "add",
-        "club",
-        "--jid",
-        &format!("dc:{CHANNEL}"),
-        "--name",
-        "Club",
-    ]);
+    crate::channel_support::register(home, "club", &format!("dc:{CHANNEL}"), "Club");
 }
 
-async fn stored(base: &str, folder: &str) -> Vec<Value> {
-    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
-        .await
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mentions_are_answered_once_and_strangers_get_nothing() {
+/// The local Discord, a home with the channel registered, and `g2 serve`
+/// connected to it; None when the agent image is missing (a skip, or a
+/// failure under CI).
+async fn started() -> Option<(DiscordApi, TestHome, Serve)> {
     if !image_ready() {
-        return;
+        return None;
     }
     let api = DiscordApi::start().await;
     let home = TestHome::new();
     register(&home);
     let s = serve_with(&home, &api).await;
+    Some((api, home, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mentions_are_answered_once_and_strangers_get_nothing() {
+    let Some((api, home, s)) = started().await else {
+        return;
+    };
 
     // Context first: stored, not answered.
     api.say(CHANNEL, BOB, "bob", "we need milk", false);
@@ -104,13 +97,9 @@ async fn mentions_are_answered_once_and_strangers_get_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_gateway_resumes_without_losing_or_repeating_a_message() {
-    if !image_ready() {
+    let Some((api, _home, s)) = started().await else {
         return;
-    }
-    let api = DiscordApi::start().await;
-    let home = TestHome::new();
-    register(&home);
-    let s = serve_with(&home, &api).await;
+    };
     api.say(CHANNEL, ANN, "ann", "first-question", true);
     api.wait_sent(CHANNEL, 1, 120).await;
 
@@ -151,20 +140,12 @@ async fn a_dropped_gateway_resumes_without_losing_or_repeating_a_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_replies_a_429_and_a_lost_channel() {
-    if !image_ready() {
+    let Some((api, _home, s)) = started().await else {
         return;
-    }
-    let api = DiscordApi::start().await;
-    let home = TestHome::new();
-    register(&home);
-    let s = serve_with(&home, &api).await;
+    };
 
     // Over 4,000 characters in paragraphs: three messages, in order.
-    let fill = |w: &str| {
-        format!(
-            "g2:bash for i in $(seq 1 20); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
-        )
-    };
+    let fill = |w: &str| paragraphs(w, 20);
     api.fail_next_send(Failure::RateLimited(2.0));
     let asked_at = Instant::now();
     // The mention on a line of its own: each command starts a line.
@@ -203,16 +184,8 @@ async fn long_replies_a_429_and_a_lost_channel() {
     // The bot loses the channel: the group is marked failing.
     api.fail_next_send(Failure::MissingAccess);
     api.say(CHANNEL, ANN, "ann", "still there?", true);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
-        if let Some(e) = st["failing"]["error"].as_str() {
-            assert!(e.contains("50001"), "{e}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "club never marked failing: {st}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let e = failing_reason(&s.url, "club", 120).await;
+    assert!(e.contains("50001"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -228,17 +201,7 @@ async fn doctor_checks_the_token_and_the_message_content_intent() {
             ("G2_CHANNELS__DISCORD__API_URL", url.as_str()),
             ("DISCORD_BOT_TOKEN", TOKEN),
         ];
-        let check = |home: &TestHome, env: &[(&str, &str)]| {
-            let out = home.g2_with(&["doctor", "--json"], env);
-            let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
-            checks
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == "discord")
-                .cloned()
-                .unwrap()
-        };
+        let check = |home: &TestHome, env: &[(&str, &str)]| doctor_check(home, env, "discord");
         let good = check(&home, &env);
         let mut wrong = env;
         wrong[2] = ("DISCORD_BOT_TOKEN", "wrong-discord-token-value");
@@ -281,31 +244,15 @@ async fn doctor_checks_the_token_and_the_message_content_intent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_to_start_the_channel_without_its_token() {
     let api = DiscordApi::start().await;
-    let home = TestHome::new();
-    let env: Vec<(&'static str, String)> = env(&api)
-        .into_iter()
-        .filter(|(k, _)| *k != "DISCORD_BOT_TOKEN")
-        .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        home.g2_with(&["serve", "--listen", "127.0.0.1:0"], &all)
-    })
-    .await
-    .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_refused(env(&api), "DISCORD_BOT_TOKEN").await;
     assert!(err.contains("DISCORD_BOT_TOKEN"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_killed_between_receiving_and_replying_resumes_and_answers_once() {
-    if !image_ready() {
+    let Some((api, home, mut s)) = started().await else {
         return;
-    }
-    let api = DiscordApi::start().await;
-    let home = TestHome::new();
-    register(&home);
-    let mut s = serve_with(&home, &api).await;
+    };
     api.say(
         CHANNEL,
         ANN,
@@ -320,8 +267,7 @@ async fn a_host_killed_between_receiving_and_replying_resumes_and_answers_once()
         assert!(Instant::now() < deadline, "never stored");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    kill(&mut s);
     assert!(api.sent_to(CHANNEL).is_empty());
     api.say(CHANNEL, BOB, "bob", "while-it-was-down", true);
     let s = serve_with(&home, &api).await;

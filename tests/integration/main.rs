@@ -13,6 +13,7 @@ mod agents;
 mod api;
 mod bot_api;
 mod browser;
+mod channel_support;
 mod channels;
 mod cli;
 mod cluster;

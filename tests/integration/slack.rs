@@ -9,8 +9,10 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
+use crate::channel_support::{
+    count, doctor_check, failing_reason, paragraphs, serve_env, serve_refused, stored,
+    wait_in_flight,
+};
 use crate::slack_api::{APP_TOKEN, BOT_TOKEN, BOT_USER, Failure, SlackApi, TEAM};
 use crate::support::*;
 
@@ -27,10 +29,7 @@ pub fn env(api: &SlackApi) -> Vec<(&'static str, String)> {
 /// `g2 serve` with the channel, once its socket is open.
 pub async fn serve_with(home: &TestHome, api: &SlackApi, more: &[(&'static str, &str)]) -> Serve {
     let connections = api.opens().1;
-    let env = env(api);
-    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    all.extend_from_slice(more);
-    let s = serve(home, &all);
+    let s = serve_env(home, &env(api), more);
     api.wait_connected(connections + 1, 60).await;
     s
 }
@@ -39,16 +38,7 @@ const CLUB: &str = "C0CLUB";
 const STRANGER: &str = "C0STRANGER";
 
 fn register(home: &TestHome, folder: &str, channel: &str) {
-    crate::telegram::register(home, folder, &format!("sl:{TEAM}:{channel}"), folder);
-}
-
-/// Messages stored for a group (people's and the assistant's).
-async fn stored(base: &str, folder: &str) -> Vec<Value> {
-    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
-        .await
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    crate::channel_support::register(home, folder, &format!("sl:{TEAM}:{channel}"), folder);
 }
 
 /// How long each envelope took to be acknowledged; panics on one that
@@ -75,15 +65,25 @@ async fn wait_acked(api: &SlackApi, secs: u64) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mentions_are_answered_once_in_their_channel_and_strangers_get_nothing() {
+/// The local Slack, a home with `club` registered, and `g2 serve` with its
+/// socket open; None when the agent image is missing (a skip, or a
+/// failure under CI).
+async fn started() -> Option<(SlackApi, TestHome, Serve)> {
     if !image_ready() {
-        return;
+        return None;
     }
     let api = SlackApi::start().await;
     let home = TestHome::new();
     register(&home, "club", CLUB);
     let s = serve_with(&home, &api, &[]).await;
+    Some((api, home, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mentions_are_answered_once_in_their_channel_and_strangers_get_nothing() {
+    let Some((api, home, s)) = started().await else {
+        return;
+    };
 
     // Context, then a mention (sent as `message` and `app_mention`).
     api.say(
@@ -119,17 +119,11 @@ async fn mentions_are_answered_once_in_their_channel_and_strangers_get_nothing()
     wait_acked(&api, 10).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(api.sent_to(STRANGER).is_empty());
-    let strangers = home
-        .store()
-        .read(|c| {
-            c.query_row(
-                "SELECT COUNT(*) FROM messages WHERE chat_jid LIKE '%C0STRANGER'",
-                (),
-                |r| r.get::<i64>(0),
-            )
-        })
-        .await
-        .unwrap();
+    let strangers = count(
+        &home,
+        "SELECT COUNT(*) FROM messages WHERE chat_jid LIKE '%C0STRANGER'",
+    )
+    .await;
     assert_eq!(strangers, 0);
 
     // Each message stored once though Slack sent the mentions twice.
@@ -147,33 +141,13 @@ async fn mentions_are_answered_once_in_their_channel_and_strangers_get_nothing()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envelopes_are_acknowledged_at_once_and_reconnects_lose_and_repeat_nothing() {
-    if !image_ready() {
+    let Some((api, home, s)) = started().await else {
         return;
-    }
-    let api = SlackApi::start().await;
-    let home = TestHome::new();
-    register(&home, "club", CLUB);
-    let s = serve_with(&home, &api, &[]).await;
+    };
 
     // A turn that takes a while; messages keep coming meanwhile.
     api.mention(CLUB, "U0ANN", "g2:bash sleep 8; echo slow-answer");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while home
-        .store()
-        .read(|c| {
-            c.query_row(
-                "SELECT COUNT(*) FROM router_state WHERE key = 'inflight:club'",
-                (),
-                |r| r.get::<i64>(0),
-            )
-        })
-        .await
-        .unwrap()
-        == 0
-    {
-        assert!(Instant::now() < deadline, "the turn never started");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_in_flight(&home, "club", 60).await;
     api.say(CLUB, "U0BOB", "context while it works", None);
     api.mention(CLUB, "U0BOB", "second-question");
     wait_acked(&api, 5).await;
@@ -233,20 +207,12 @@ async fn envelopes_are_acknowledged_at_once_and_reconnects_lose_and_repeat_nothi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_replies_rate_limits_and_a_removed_bot() {
-    if !image_ready() {
+    let Some((api, _home, s)) = started().await else {
         return;
-    }
-    let api = SlackApi::start().await;
-    let home = TestHome::new();
-    register(&home, "club", CLUB);
-    let s = serve_with(&home, &api, &[]).await;
+    };
 
     // Three results of ~1,900 characters, in paragraphs: over 5,000.
-    let fill = |w: &str| {
-        format!(
-            "g2:bash for i in $(seq 1 26); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
-        )
-    };
+    let fill = |w: &str| paragraphs(w, 26);
     api.fail_next_send(Failure::RateLimited(3));
     let asked_at = Instant::now();
     api.mention(
@@ -280,16 +246,8 @@ async fn long_replies_rate_limits_and_a_removed_bot() {
     // The bot removed from the channel: the group is marked failing.
     api.fail_next_send(Failure::NotInChannel);
     api.mention(CLUB, "U0CY", "still there?");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
-        if let Some(e) = st["failing"]["error"].as_str() {
-            assert!(e.contains("not_in_channel"), "{e}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "club never marked failing: {st}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let e = failing_reason(&s.url, "club", 120).await;
+    assert!(e.contains("not_in_channel"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -304,17 +262,7 @@ async fn doctor_checks_both_tokens_with_slack() {
             ("SLACK_BOT_TOKEN", BOT_TOKEN),
             ("SLACK_APP_TOKEN", APP_TOKEN),
         ];
-        let check = |home: &TestHome, env: &[(&str, &str)]| {
-            let out = home.g2_with(&["doctor", "--json"], env);
-            let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
-            checks
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == "slack")
-                .cloned()
-                .unwrap()
-        };
+        let check = |home: &TestHome, env: &[(&str, &str)]| doctor_check(home, env, "slack");
         let mut bad_bot = env;
         bad_bot[2] = ("SLACK_BOT_TOKEN", "xoxb-wrong-wrong-wrong");
         let mut bad_app = env;
@@ -357,19 +305,7 @@ async fn doctor_checks_both_tokens_with_slack() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_to_start_the_channel_without_both_tokens() {
     let api = SlackApi::start().await;
-    let home = TestHome::new();
-    let env: Vec<(&'static str, String)> = env(&api)
-        .into_iter()
-        .filter(|(k, _)| *k != "SLACK_APP_TOKEN")
-        .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        home.g2_with(&["serve", "--listen", "127.0.0.1:0"], &all)
-    })
-    .await
-    .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_refused(env(&api), "SLACK_APP_TOKEN").await;
     assert!(
         err.contains("SLACK_APP_TOKEN") && !err.contains(BOT_TOKEN),
         "{err}"

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::bot_api::{BOT_ID, BotApi, Failure, TOKEN};
+pub use crate::channel_support::register;
+use crate::channel_support::{doctor_check, kill, paragraphs, serve_env, stored};
 use crate::support::*;
 
 /// `g2 serve`'s environment for the channel at `api`.
@@ -22,24 +24,7 @@ pub fn env(api: &BotApi) -> Vec<(&'static str, String)> {
 }
 
 pub fn serve_with(home: &TestHome, api: &BotApi, more: &[(&'static str, &str)]) -> Serve {
-    let env = env(api);
-    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    all.extend_from_slice(more);
-    serve(home, &all)
-}
-
-/// `g2 groups add` for a Telegram chat.
-pub fn register(home: &TestHome, folder: &str, jid: &str, name: &str) {
-    home.ok(&["groups", "add", folder, "--jid", jid, "--name", name]);
-}
-
-/// Messages stored for a chat (people's and the assistant's).
-async fn stored(base: &str, folder: &str) -> Vec<serde_json::Value> {
-    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
-        .await
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    serve_env(home, &env(api), more)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,17 +158,7 @@ async fn doctor_checks_the_token_with_get_me() {
             ("G2_CHANNELS__TELEGRAM__API_URL", url.as_str()),
             ("TELEGRAM_BOT_TOKEN", TOKEN),
         ];
-        let check = |home: &TestHome, env: &[(&str, &str)]| {
-            let out = home.g2_with(&["doctor", "--json"], env);
-            let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            checks
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == "telegram")
-                .cloned()
-                .unwrap()
-        };
+        let check = |home: &TestHome, env: &[(&str, &str)]| doctor_check(home, env, "telegram");
         let good = check(&home, &env);
         let mut wrong = env;
         wrong[2] = (
@@ -228,11 +203,7 @@ async fn long_replies_rejected_formatting_rate_limits_and_a_removed_bot() {
     );
 
     // Three results of ~1,900 characters, in paragraphs: over 5,000.
-    let fill = |w: &str| {
-        format!(
-            "g2:bash for i in $(seq 1 26); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
-        )
-    };
+    let fill = |w: &str| paragraphs(w, 26);
     api.fail_next_send(Failure::TooMany(1));
     let asked_at = Instant::now();
     api.message(
@@ -278,16 +249,8 @@ async fn long_replies_rejected_formatting_rate_limits_and_a_removed_bot() {
     // The bot removed from a chat: 403, and the group is marked failing.
     api.kick(-100300);
     api.message(-100300, 7, "Cy", "@g2bot still there?", json!({}));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
-        if let Some(e) = st["failing"]["error"].as_str() {
-            assert!(e.contains("kicked"), "{e}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "club never marked failing: {st}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let e = crate::channel_support::failing_reason(&s.url, "club", 120).await;
+    assert!(e.contains("kicked"), "{e}");
     // An unregistered chat that calls the bot is told once how to register.
     api.message(-100777, 8, "Dee", "@g2bot hi", json!({}));
     api.message(-100777, 8, "Dee", "@g2bot hello?", json!({}));
@@ -311,8 +274,7 @@ async fn a_host_killed_after_sending_does_not_send_again() {
     api.message(4243, 4243, "Ann", "first question", json!({}));
     api.wait_sent(4243, 1, 120).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    kill(&mut s);
 
     let s = serve_with(&home, &api, &[]);
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -368,8 +330,7 @@ async fn a_host_killed_after_fetching_answers_each_update_once() {
         assert!(Instant::now() < deadline, "never fetched");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    kill(&mut s);
     assert!(api.sent_to(4244).is_empty());
 
     let s = serve_with(&home, &api, &[]);

@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::channel_support::{
+    count, doctor_check, failing_reason, kill, paragraphs, register, serve_env, serve_refused,
+    stored,
+};
 use crate::graph_api::{
     self, ACCESS_TOKEN, APP_SECRET, Failure, GraphApi, NUMBER, PHONE_NUMBER_ID, VERIFY_TOKEN,
     deliver, deliver_signed, notification, text, wamid,
@@ -35,10 +39,7 @@ pub fn env(api: &GraphApi) -> Vec<(&'static str, String)> {
 }
 
 pub fn serve_with(home: &TestHome, api: &GraphApi, more: &[(&'static str, &str)]) -> Serve {
-    let env = env(api);
-    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    all.extend_from_slice(more);
-    serve(home, &all)
+    serve_env(home, &env(api), more)
 }
 
 const ANN: &str = "16315551181";
@@ -51,48 +52,33 @@ fn one(from: &str, name: &str, body: &str, group: Option<&str>) -> (String, Valu
     (id, n)
 }
 
-/// Messages stored for a group (people's and the assistant's).
-async fn stored(base: &str, folder: &str) -> Vec<Value> {
-    get_json(&format!("{base}/api/groups/{folder}/messages?limit=500"))
-        .await
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+/// Registers Ann's chat and, with `club`, the group.
+fn register_chats(home: &TestHome, club: bool) {
+    register(home, "ann", &format!("wa:{ANN}"), "Ann");
+    if club {
+        register(home, "club", &format!("wa:g:{GROUP}"), "Club");
+    }
 }
 
-async fn rows(home: &TestHome, sql: &'static str) -> i64 {
-    home.store()
-        .read(move |c| c.query_row(sql, (), |r| r.get::<i64>(0)))
-        .await
-        .unwrap()
+/// The local Graph API, a home with Ann's chat and the club registered,
+/// and `g2 serve`; None when the agent image is missing (a skip, or a
+/// failure under CI).
+async fn started() -> Option<(GraphApi, TestHome, Serve)> {
+    if !image_ready() {
+        return None;
+    }
+    let api = GraphApi::start().await;
+    let home = TestHome::new();
+    register_chats(&home, true);
+    let s = serve_with(&home, &api, &[]);
+    Some((api, home, s))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chats_and_mentions_are_answered_once_and_strangers_get_nothing() {
-    if !image_ready() {
+    let Some((api, home, s)) = started().await else {
         return;
-    }
-    let api = GraphApi::start().await;
-    let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "ann",
-        "--jid",
-        &format!("wa:{ANN}"),
-        "--name",
-        "Ann",
-    ]);
-    home.ok(&[
-        "groups",
-        "add",
-        "club",
-        "--jid",
-        &format!("wa:g:{GROUP}"),
-        "--name",
-        "Club",
-    ]);
-    let s = serve_with(&home, &api, &[]);
+    };
 
     // One person: every message addresses the assistant; no quote.
     deliver(&s.url, &one(ANN, "Ann", "hello from ann", None).1).await;
@@ -143,7 +129,7 @@ async fn chats_and_mentions_are_answered_once_and_strangers_get_nothing() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(api.sent_to("19995550000").is_empty() && api.sent_to("Gstranger").is_empty());
     assert_eq!(
-        rows(
+        count(
             &home,
             "SELECT COUNT(*) FROM messages WHERE chat_jid IN ('wa:19995550000', 'wa:g:Gstranger')"
         )
@@ -160,15 +146,7 @@ async fn the_webhook_checks_signatures_verification_and_duplicates() {
     let api = GraphApi::start().await;
     let home = TestHome::new();
     // A group whose messages are stored but, with no mention, not answered.
-    home.ok(&[
-        "groups",
-        "add",
-        "club",
-        "--jid",
-        &format!("wa:g:{GROUP}"),
-        "--name",
-        "Club",
-    ]);
+    register(&home, "club", &format!("wa:g:{GROUP}"), "Club");
     let s = serve_with(&home, &api, &[]);
     let (_, n) = one("16315550002", "Bob", "first", Some(GROUP));
     assert_eq!(deliver_signed(&s.url, &n, None).await, 401, "unsigned");
@@ -232,37 +210,12 @@ async fn the_webhook_checks_signatures_verification_and_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_replies_throttling_statuses_and_a_removed_number() {
-    if !image_ready() {
+    let Some((api, home, s)) = started().await else {
         return;
-    }
-    let api = GraphApi::start().await;
-    let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "ann",
-        "--jid",
-        &format!("wa:{ANN}"),
-        "--name",
-        "Ann",
-    ]);
-    home.ok(&[
-        "groups",
-        "add",
-        "club",
-        "--jid",
-        &format!("wa:g:{GROUP}"),
-        "--name",
-        "Club",
-    ]);
-    let s = serve_with(&home, &api, &[]);
+    };
 
     // Three results of ~1,900 characters, in paragraphs: over 5,000.
-    let fill = |w: &str| {
-        format!(
-            "g2:bash for i in $(seq 1 26); do printf '{w} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
-        )
-    };
+    let fill = |w: &str| paragraphs(w, 26);
     api.fail_next_send(Failure::Throttled);
     let asked_at = Instant::now();
     let body = [fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n");
@@ -329,16 +282,8 @@ async fn long_replies_throttling_statuses_and_a_removed_number() {
         .1,
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let st = get_json(&format!("{}/api/groups/club/status", s.url)).await;
-        if let Some(e) = st["failing"]["error"].as_str() {
-            assert!(e.contains("131041"), "{e}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "club never marked failing: {st}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let e = failing_reason(&s.url, "club", 120).await;
+    assert!(e.contains("131041"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,17 +300,7 @@ async fn doctor_checks_the_credentials_with_the_graph_api() {
             ("WHATSAPP_APP_SECRET", APP_SECRET),
             ("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN),
         ];
-        let check = |home: &TestHome, env: &[(&str, &str)]| {
-            let out = home.g2_with(&["doctor", "--json"], env);
-            let checks: Value = serde_json::from_slice(&out.stdout).unwrap();
-            checks
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == "whatsapp")
-                .cloned()
-                .unwrap()
-        };
+        let check = |home: &TestHome, env: &[(&str, &str)]| doctor_check(home, env, "whatsapp");
         let good = check(&home, &env);
         let mut wrong = env;
         wrong[3] = ("WHATSAPP_ACCESS_TOKEN", "EAAwrong-token-wrong-token");
@@ -402,19 +337,7 @@ async fn doctor_checks_the_credentials_with_the_graph_api() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_to_start_the_channel_without_its_secrets() {
     let api = GraphApi::start().await;
-    let home = TestHome::new();
-    let env: Vec<(&'static str, String)> = env(&api)
-        .into_iter()
-        .filter(|(k, _)| *k != "WHATSAPP_VERIFY_TOKEN")
-        .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        let all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        home.g2_with(&["serve", "--listen", "127.0.0.1:0"], &all)
-    })
-    .await
-    .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_refused(env(&api), "WHATSAPP_VERIFY_TOKEN").await;
     assert!(
         err.contains("WHATSAPP_VERIFY_TOKEN") && !err.contains(APP_SECRET),
         "{err}"
@@ -428,15 +351,7 @@ async fn a_host_killed_between_receiving_and_replying_answers_once() {
     }
     let api = GraphApi::start().await;
     let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "ann",
-        "--jid",
-        &format!("wa:{ANN}"),
-        "--name",
-        "Ann",
-    ]);
+    register_chats(&home, false);
     let mut s = serve_with(&home, &api, &[]);
     // Stored before the 200; the host dies while the agent works.
     deliver(
@@ -445,8 +360,7 @@ async fn a_host_killed_between_receiving_and_replying_answers_once() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    kill(&mut s);
     assert!(api.sent_to(ANN).is_empty());
     let s = serve_with(&home, &api, &[]);
     let sent = api.wait_sent(ANN, 1, 180).await;
@@ -461,8 +375,7 @@ async fn a_host_killed_between_receiving_and_replying_answers_once() {
     api.wait_sent(ANN, 2, 120).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut s = s;
-    s.child.kill().unwrap();
-    s.child.wait().unwrap();
+    kill(&mut s);
     let s = serve_with(&home, &api, &[]);
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(api.sent_to(ANN).len(), 2, "not sent again");

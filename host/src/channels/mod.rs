@@ -28,7 +28,9 @@
 //! text to a platform's limit.
 
 pub mod discord;
+pub mod markdown;
 pub mod outbox;
+pub mod rest;
 pub mod slack;
 pub mod split;
 pub mod telegram;

@@ -14,6 +14,9 @@
 //! - `g2.toml`, and the settings file in use when it is in the home (its
 //!   top-level folder, when it is deeper);
 //! - `.env` and every `.env*`;
+//! - names that hold a credential's variable (`telegram_bot_token.txt`,
+//!   `ANTHROPIC_API_KEY`), from the one registry of them
+//!   (`gateway::credentials::secret_variables`);
 //! - names the mount allowlist always blocks ([`ALWAYS_BLOCKED`]:
 //!   `.ssh`, `.aws`, `credentials`, …);
 //! - links, sockets and other non-files, and names that are not UTF-8.
@@ -36,6 +39,9 @@ pub fn hidden(name: &str, home: &Home) -> bool {
     name == "data"
         || name == crate::config::CONFIG_FILE
         || lower.starts_with(".env")
+        || crate::gateway::credentials::secret_variables()
+            .iter()
+            .any(|v| lower.contains(&v.to_ascii_lowercase()))
         || home.settings_file_top().is_some_and(|top| top == name)
         || ALWAYS_BLOCKED
             .iter()
@@ -125,6 +131,9 @@ mod tests {
             ".env.production",
             ".netrc",
             "id_rsa",
+            "telegram_bot_token.txt",
+            "ANTHROPIC_API_KEY",
+            "slack_app_token",
         ] {
             assert!(hidden(n, &home), "{n}");
         }

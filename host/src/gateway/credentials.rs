@@ -3,8 +3,18 @@
 //! added to upstream requests, never printed; and what every credential g2
 //! knows needs from the rest of the host — redacted from what is stored
 //! ([`redactor`]), kept in files only their owner can read ([`exposed`]).
-//! None of them enters a container
-//! (`container::project`).
+//! None of them enters a container (`container::project`).
+//!
+//! **Who defines a credential's variable: its owner.** The gateway names
+//! its model keys here; each channel names its own tokens in its module
+//! and registers them with [`inventory::submit!`] as a [`SecretVariable`].
+//! [`secret_variables`] collects every registration, wherever it is, so the
+//! redactor, `exposed`, `g2 doctor` and the container's tests read one
+//! list, and a new channel adds its tokens where it reads them. A
+//! registration rather than a list here, because the channels sit above
+//! the gateway (layer 7 over 2, ARCHITECTURE.md): a list here would have
+//! to import them, and one assembled in `host.rs` would miss `g2 archive`
+//! and `g2 memory`, which build a redactor without a host.
 
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
@@ -16,38 +26,34 @@ use g2_core::privacy::Redactor;
 use crate::config::Settings;
 use crate::home::Home;
 
-/// Where the Telegram bot token is read from. The channels' token names
-/// are defined here, below the channels, so that this list can name them.
-pub const TELEGRAM_TOKEN: &str = "TELEGRAM_BOT_TOKEN";
-/// WhatsApp's Cloud API access token (sends).
-pub const WHATSAPP_ACCESS_TOKEN: &str = "WHATSAPP_ACCESS_TOKEN";
-/// The Discord bot's token (the gateway and the REST API).
-pub const DISCORD_TOKEN: &str = "DISCORD_BOT_TOKEN";
-/// The Meta app's secret (signs the webhook's POSTs).
-pub const WHATSAPP_APP_SECRET: &str = "WHATSAPP_APP_SECRET";
-/// What Meta's webhook verification must carry.
-pub const WHATSAPP_VERIFY_TOKEN: &str = "WHATSAPP_VERIFY_TOKEN";
-/// Slack's bot token (`xoxb-`: the Web API).
-pub const SLACK_BOT_TOKEN: &str = "SLACK_BOT_TOKEN";
-/// Slack's app-level token (`xapp-`: opens Socket Mode connections).
-pub const SLACK_APP_TOKEN: &str = "SLACK_APP_TOKEN";
+/// The model key (`x-api-key`).
+pub const API_KEY: &str = "ANTHROPIC_API_KEY";
+/// The model key sent as `Authorization: Bearer`.
+pub const AUTH_TOKEN: &str = "ANTHROPIC_AUTH_TOKEN";
 
-/// Every variable g2 reads a secret from (the environment or `{home}/.env`):
-/// the model credential and the channels' tokens. A new channel adds its own.
-pub const SECRET_VARIABLES: &[&str] = &[
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    TELEGRAM_TOKEN,
-    WHATSAPP_ACCESS_TOKEN,
-    WHATSAPP_APP_SECRET,
-    WHATSAPP_VERIFY_TOKEN,
-    DISCORD_TOKEN,
-    SLACK_BOT_TOKEN,
-    SLACK_APP_TOKEN,
-];
+/// A variable g2 reads a secret from (the environment or `{home}/.env`),
+/// registered by the module that reads it:
+/// `inventory::submit! { SecretVariable(NAME) }`.
+#[derive(Debug)]
+pub struct SecretVariable(pub &'static str);
 
-/// Every credential g2 holds: the API token and the values of
-/// [`SECRET_VARIABLES`] that are set.
+inventory::collect!(SecretVariable);
+inventory::submit! { SecretVariable(API_KEY) }
+inventory::submit! { SecretVariable(AUTH_TOKEN) }
+
+/// Every registered secret variable, sorted, each once.
+pub fn secret_variables() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = inventory::iter::<SecretVariable>
+        .into_iter()
+        .map(|v| v.0)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// Every credential g2 holds: the API token and the values of the
+/// [`secret_variables`] that are set.
 pub fn all(home: &Path, settings: &Settings) -> Vec<String> {
     settings
         .api
@@ -55,8 +61,8 @@ pub fn all(home: &Path, settings: &Settings) -> Vec<String> {
         .clone()
         .into_iter()
         .chain(
-            SECRET_VARIABLES
-                .iter()
+            secret_variables()
+                .into_iter()
                 .filter_map(|name| secret(home, name).map(|(v, _)| v)),
         )
         .collect()
@@ -82,13 +88,26 @@ pub fn exposed(home: &Home, settings: &Settings) -> Vec<String> {
             .is_some_and(|t| !t.is_empty() && text.contains(t))
     };
     if let Some(mode) = world_readable(&file)
-        && std::fs::read_to_string(&file).is_ok_and(|t| holds_token(&t))
+        && let Ok(text) = std::fs::read_to_string(&file)
     {
-        out.push(format!(
-            "{} holds api.token and every user can read it (mode {mode:o}): chmod 600 {}",
-            file.display(),
-            file.display()
-        ));
+        // A token pasted into the file (a comment, a wrong key) too; a
+        // value too short to be a token would match by chance.
+        let pasted = secret_variables().into_iter().filter(|name| {
+            secret(home.root(), name).is_some_and(|(v, _)| v.len() >= 8 && text.contains(&v))
+        });
+        let held: Vec<&str> = holds_token(&text)
+            .then_some("api.token")
+            .into_iter()
+            .chain(pasted)
+            .collect();
+        if !held.is_empty() {
+            out.push(format!(
+                "{} holds {} and every user can read it (mode {mode:o}): chmod 600 {}",
+                file.display(),
+                held.join(", "),
+                file.display()
+            ));
+        }
     }
     // The store's password belongs in PGPASSWORD, never in g2.toml.
     if let Some(pw) = crate::store::Backend::password(&settings.store.url)
@@ -170,25 +189,22 @@ impl Credential {
     /// Looks in the environment, then in `{home}/.env`; `ANTHROPIC_API_KEY`
     /// before `ANTHROPIC_AUTH_TOKEN`. Empty values count as unset.
     pub fn find(home: &Path) -> Option<Credential> {
-        [
-            ("ANTHROPIC_API_KEY", Kind::ApiKey),
-            ("ANTHROPIC_AUTH_TOKEN", Kind::AuthToken),
-        ]
-        .into_iter()
-        .find_map(|(name, kind)| {
-            secret(home, name).map(|(value, source)| Credential {
-                kind,
-                value,
-                source,
+        [(API_KEY, Kind::ApiKey), (AUTH_TOKEN, Kind::AuthToken)]
+            .into_iter()
+            .find_map(|(name, kind)| {
+                secret(home, name).map(|(value, source)| Credential {
+                    kind,
+                    value,
+                    source,
+                })
             })
-        })
     }
 
     /// The variable it came from.
     pub fn variable(&self) -> &'static str {
         match self.kind {
-            Kind::ApiKey => "ANTHROPIC_API_KEY",
-            Kind::AuthToken => "ANTHROPIC_AUTH_TOKEN",
+            Kind::ApiKey => API_KEY,
+            Kind::AuthToken => AUTH_TOKEN,
         }
     }
 
@@ -258,6 +274,58 @@ mod tests {
         std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o640)).unwrap();
         std::fs::write(d.path().join(".env"), "# nothing yet\n").unwrap();
         assert!(exposed(&home, &settings).is_empty());
+    }
+
+    #[test]
+    fn each_owner_registers_its_variables() {
+        // The gateway's own, and the channels' (registered in their
+        // modules, named here as strings: the gateway imports no channel).
+        let names = secret_variables();
+        assert_eq!(
+            names,
+            [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "DISCORD_BOT_TOKEN",
+                "SLACK_APP_TOKEN",
+                "SLACK_BOT_TOKEN",
+                "TELEGRAM_BOT_TOKEN",
+                "WHATSAPP_ACCESS_TOKEN",
+                "WHATSAPP_APP_SECRET",
+                "WHATSAPP_VERIFY_TOKEN",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_readable_settings_file_holding_a_channels_token_is_exposed() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::new(d.path()).unwrap();
+        std::fs::write(
+            d.path().join(".env"),
+            "DISCORD_BOT_TOKEN=odd-discord-credential-0077\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            d.path().join(".env"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let toml = d.path().join("g2.toml");
+        std::fs::write(&toml, "# token: odd-discord-credential-0077\n").unwrap();
+        std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let settings = Settings::load(d.path(), None).unwrap();
+        let found = exposed(&home, &settings);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("holds DISCORD_BOT_TOKEN"), "{found:?}");
+        assert!(!found[0].contains("odd-discord"), "never the value");
+        // The redactor knows the channel's token too.
+        let r = redactor(d.path(), &settings);
+        assert_eq!(
+            r.redact("pasted odd-discord-credential-0077 here"),
+            "pasted [redacted:credential] here"
+        );
     }
 
     #[test]

@@ -193,12 +193,12 @@ fn discord(home: &Home, settings: &Settings, store: &Store) -> Result<Option<Arc
 /// The Telegram channel, when `[channels.telegram]` is enabled: its
 /// token must be set.
 fn telegram(home: &Home, settings: &Settings, store: &Store) -> Result<Option<Arc<Telegram>>> {
-    use crate::channels::telegram::{self, Token};
+    use crate::channels::telegram;
     let tg = &settings.channels.telegram;
     if !tg.enabled {
         return Ok(None);
     }
-    let token = Token::find(home.root()).ok_or_else(|| {
+    let token = telegram::token(home.root()).ok_or_else(|| {
         Error::Startup(format!(
             "channels.telegram is enabled but {} is not set (in the environment or {})",
             telegram::TOKEN_VARIABLE,

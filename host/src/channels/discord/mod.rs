@@ -35,10 +35,13 @@ use super::{Channel, Channels, Secret, SendError};
 use crate::Result;
 use crate::background::Background;
 use crate::config::DiscordSettings;
+use crate::gateway::credentials::SecretVariable;
 use crate::messages::Message;
 use crate::store::Store;
 
-pub use crate::gateway::credentials::DISCORD_TOKEN as TOKEN_VARIABLE;
+/// Where the bot token is read from (the environment, then `{home}/.env`).
+pub const TOKEN_VARIABLE: &str = "DISCORD_BOT_TOKEN";
+inventory::submit! { SecretVariable(TOKEN_VARIABLE) }
 pub use crate::jid::{DISCORD_PREFIX as PREFIX, DiscordJid as Jid};
 pub use rest::Rest;
 /// The channel's name, stored with its chats.

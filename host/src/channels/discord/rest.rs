@@ -10,13 +10,12 @@
 //! headers (`X-RateLimit-Remaining`, `X-RateLimit-Reset-After`), and no
 //! retry of a 401 or 403 (too many earn the address a ban).
 
-use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::Secret;
-use crate::channels::SendError;
+use crate::channels::{SendError, rest};
 use crate::config::DiscordSettings;
 use crate::{Error, Result};
 
@@ -32,43 +31,24 @@ mod code {
     pub const MISSING_PERMISSIONS: i64 = 50_013;
 }
 
-/// A REST error answer, in words, never with the token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    pub status: u16,
-    pub code: Option<i64>,
-    pub message: String,
-    /// A 429's wait.
-    pub retry_after: Option<Duration>,
-}
+pub use crate::channels::rest::ApiError;
 
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.code {
-            Some(c) => write!(f, "HTTP {} (code {c}): {}", self.status, self.message),
-            None => write!(f, "HTTP {}: {}", self.status, self.message),
-        }
+/// Discord's reading of an error answer (`{code, message, retry_after}`):
+/// a 429's wait is the longer of its body's `retry_after` and its
+/// `Retry-After` header.
+fn api_error(a: rest::Answer) -> ApiError {
+    let retry_body = a.json["retry_after"]
+        .as_f64()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64);
+    ApiError {
+        retry_after: retry_body.max(a.seconds("retry-after")),
+        ..ApiError::read(a.status, &a.json)
     }
 }
 
 /// Why a request failed.
-#[derive(Debug)]
-pub enum Failure {
-    Api(ApiError),
-    /// The request never left (no connection).
-    NotSent(String),
-    /// It may have arrived; its answer did not.
-    Unanswered(String),
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Api(e) => e.fmt(f),
-            Failure::NotSent(e) | Failure::Unanswered(e) => f.write_str(e),
-        }
-    }
-}
+pub type Failure = rest::Failure<ApiError>;
 
 /// A message Discord took.
 #[derive(Debug)]
@@ -87,7 +67,7 @@ pub struct Me {
 
 /// A REST client for the settings' API, with the bot token.
 pub struct Rest {
-    http: reqwest::Client,
+    http: rest::Client,
     api_url: String,
     token: Secret,
 }
@@ -95,18 +75,13 @@ pub struct Rest {
 impl Rest {
     pub fn new(settings: &DiscordSettings, token: Secret) -> Result<Rest> {
         check(settings)?;
-        // reqwest is built without a bundled crypto provider: ring's, once
-        // per process (as the gateway's client).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .user_agent(concat!(
-                "DiscordBot (https://example.invalid/g2, ",
-                env!("CARGO_PKG_VERSION"),
-                ")"
-            ))
-            .build()
-            .map_err(|e| Error::Config(format!("the Discord client: {e}")))?;
+        let agent = concat!(
+            "DiscordBot (https://example.invalid/g2, ",
+            env!("CARGO_PKG_VERSION"),
+            ")"
+        );
+        // Discord's scheme for a bot's token is `Bot`, not `Bearer`.
+        let http = rest::Client::new("Discord", REQUEST_TIMEOUT, "Bot", Some(agent))?;
         Ok(Rest {
             http,
             api_url: settings.api_url.trim_end_matches('/').to_string(),
@@ -117,7 +92,7 @@ impl Rest {
     /// Who the bot is (checks the token).
     pub async fn me(&self) -> std::result::Result<Me, Failure> {
         let (v, _) = self
-            .request(self.http.get(format!("{}/users/@me", self.api_url)))
+            .request(self.http.get(&format!("{}/users/@me", self.api_url)))
             .await?;
         Ok(Me {
             id: v["id"].as_str().unwrap_or_default().into(),
@@ -128,7 +103,7 @@ impl Rest {
     /// The application's flags (whether the Message Content intent is on).
     pub async fn application_flags(&self) -> std::result::Result<u64, Failure> {
         let (v, _) = self
-            .request(self.http.get(format!("{}/applications/@me", self.api_url)))
+            .request(self.http.get(&format!("{}/applications/@me", self.api_url)))
             .await?;
         Ok(v["flags"].as_u64().unwrap_or(0))
     }
@@ -147,7 +122,7 @@ impl Rest {
                 json!({ "message_id": id.to_string(), "fail_if_not_exists": false });
         }
         let url = format!("{}/channels/{channel}/messages", self.api_url);
-        let (v, spent) = self.request(self.http.post(url).json(&body)).await?;
+        let (v, spent) = self.request(self.http.post(&url).json(&body)).await?;
         let id = v["id"]
             .as_str()
             .map(str::to_string)
@@ -161,7 +136,7 @@ impl Rest {
     /// Shows "g2 is typing…" in the channel (for 10 s).
     pub async fn typing(&self, channel: u64) -> std::result::Result<(), Failure> {
         let url = format!("{}/channels/{channel}/typing", self.api_url);
-        self.request(self.http.post(url)).await.map(|_| ())
+        self.request(self.http.post(&url)).await.map(|_| ())
     }
 
     /// One request with the token: the answer's JSON (Null for 204) and
@@ -170,52 +145,16 @@ impl Rest {
         &self,
         req: reqwest::RequestBuilder,
     ) -> std::result::Result<(Value, Option<Duration>), Failure> {
-        let token = &self.token;
-        let clean = |e: reqwest::Error| token.redact(&e.without_url().to_string());
-        let resp = req
-            .header("authorization", format!("Bot {}", token.expose()))
-            .send()
+        let answer = self
+            .http
+            .send(req, &self.token)
             .await
-            .map_err(|e| {
-                if e.is_connect() || e.is_builder() {
-                    Failure::NotSent(clean(e))
-                } else {
-                    Failure::Unanswered(clean(e))
-                }
-            })?;
-        let status = resp.status().as_u16();
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|v| v.is_finite() && *v >= 0.0)
+            .map_err(|f| f.map_api(api_error))?;
+        let spent = match answer.seconds("x-ratelimit-remaining") {
+            Some(left) if left.is_zero() => answer.seconds("x-ratelimit-reset-after"),
+            _ => None,
         };
-        let spent = (header("x-ratelimit-remaining") == Some(0.0))
-            .then(|| header("x-ratelimit-reset-after").map(Duration::from_secs_f64))
-            .flatten();
-        let retry_header = header("retry-after").map(Duration::from_secs_f64);
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| Failure::Unanswered(clean(e)))?;
-        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        if (200..300).contains(&status) {
-            return Ok((v, spent));
-        }
-        let retry_body = v["retry_after"]
-            .as_f64()
-            .filter(|s| s.is_finite() && *s >= 0.0)
-            .map(Duration::from_secs_f64);
-        Err(Failure::Api(ApiError {
-            status,
-            code: v["code"].as_i64(),
-            message: v["message"].as_str().map_or_else(
-                || "no error message".to_string(),
-                |m| token.redact(&m.chars().take(300).collect::<String>()),
-            ),
-            retry_after: retry_body.max(retry_header),
-        }))
+        Ok((answer.json, spent))
     }
 }
 
@@ -239,26 +178,22 @@ pub fn check(settings: &DiscordSettings) -> Result<()> {
 
 /// What a REST failure means for the part being sent.
 pub fn send_error(f: Failure) -> SendError {
-    match f {
-        Failure::NotSent(e) => SendError::Transient(e),
-        Failure::Unanswered(e) => SendError::Uncertain(e),
-        Failure::Api(e) => {
-            let why = e.to_string();
-            match (e.status, e.code) {
-                // Not processed: sent again after the wait Discord names.
-                (429, _) => SendError::RetryAfter(e.retry_after.unwrap_or(DEFAULT_RETRY)),
-                (
-                    403 | 404,
-                    Some(code::UNKNOWN_CHANNEL | code::MISSING_ACCESS | code::MISSING_PERMISSIONS),
-                ) => SendError::Gone(why),
-                // The token: no chat is to blame; sent again once a host
-                // with a good token runs.
-                (401, _) => SendError::Transient(why),
-                (s, _) if s >= 500 => SendError::Transient(why),
-                _ => SendError::Rejected(why),
-            }
+    f.send_error(|e| {
+        let why = e.to_string();
+        match (e.status, e.code) {
+            // Not processed: sent again after the wait Discord names.
+            (429, _) => SendError::RetryAfter(e.retry_after.unwrap_or(DEFAULT_RETRY)),
+            (
+                403 | 404,
+                Some(code::UNKNOWN_CHANNEL | code::MISSING_ACCESS | code::MISSING_PERMISSIONS),
+            ) => SendError::Gone(why),
+            // The token: no chat is to blame; sent again once a host
+            // with a good token runs.
+            (401, _) => SendError::Transient(why),
+            (s, _) if s >= 500 => SendError::Transient(why),
+            _ => SendError::Rejected(why),
         }
-    }
+    })
 }
 
 #[cfg(test)]

@@ -10,9 +10,10 @@
 //! link. Headings are bold lines, lists `•`/`1.` lines, tables rows of
 //! cells, raw HTML is shown as text.
 
-use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+use std::borrow::Cow;
 
-use crate::channels::split::{self, options};
+use crate::channels::markdown::{self, Marks};
+use crate::channels::split;
 
 /// The most characters one part has, formatted or as written: under
 /// Slack's 4,000, for the entities escaping adds.
@@ -38,97 +39,25 @@ pub fn escape(s: &str) -> String {
 
 /// A piece of markdown in Slack's mrkdwn.
 pub fn text(markdown: &str) -> String {
-    let mut out = String::new();
-    // Ordered lists' next numbers (None: a bullet list), innermost last.
-    let mut lists: Vec<Option<u64>> = Vec::new();
-    // Each open link: its address and where its text starts in `out`.
-    let mut links: Vec<(String, usize)> = Vec::new();
-    let mut quote = 0usize;
-    for event in Parser::new_ext(markdown, options()) {
-        match event {
-            Event::Start(tag) => match tag {
-                Tag::Heading { .. } | Tag::Strong => out.push('*'),
-                Tag::BlockQuote(_) => quote += 1,
-                Tag::CodeBlock(_) => out.push_str("```\n"),
-                Tag::List(first) => {
-                    if !out.is_empty() && !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    lists.push(first);
-                }
-                Tag::Item => {
-                    out.push_str(&"    ".repeat(lists.len().saturating_sub(1)));
-                    match lists.last_mut() {
-                        Some(Some(n)) => {
-                            out.push_str(&format!("{n}. "));
-                            *n += 1;
-                        }
-                        _ => out.push_str("• "),
-                    }
-                }
-                Tag::Emphasis => out.push('_'),
-                Tag::Strikethrough => out.push('~'),
-                Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
-                    links.push((dest_url.to_string(), out.len()));
-                }
-                Tag::Paragraph if quote > 0 => out.push_str(&"> ".repeat(quote)),
-                Tag::TableCell
-                    if !out.ends_with('\n') && !out.is_empty() && !out.ends_with("| ") =>
-                {
-                    out.push_str(" | ");
-                }
-                _ => {}
-            },
-            Event::End(tag) => match tag {
-                TagEnd::Paragraph => out.push_str("\n\n"),
-                TagEnd::Heading(_) => out.push_str("*\n\n"),
-                TagEnd::BlockQuote(_) => quote = quote.saturating_sub(1),
-                TagEnd::CodeBlock => {
-                    if !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    out.push_str("```\n\n");
-                }
-                TagEnd::List(_) => {
-                    lists.pop();
-                    if lists.is_empty() {
-                        trim_end(&mut out);
-                        out.push_str("\n\n");
-                    }
-                }
-                TagEnd::Item => {
-                    trim_end(&mut out);
-                    out.push('\n');
-                }
-                TagEnd::Emphasis => out.push('_'),
-                TagEnd::Strong => out.push('*'),
-                TagEnd::Strikethrough => out.push('~'),
-                TagEnd::Link | TagEnd::Image => {
-                    if let Some((url, start)) = links.pop() {
-                        link(&mut out, &url, start);
-                    }
-                }
-                TagEnd::TableHead | TagEnd::TableRow | TagEnd::Table => out.push('\n'),
-                _ => {}
-            },
-            // An image's alt text comes as text.
-            Event::Text(t) => out.push_str(&escape(&t)),
-            Event::Code(t) => out.push_str(&format!("`{}`", escape(&t))),
-            Event::Html(t) | Event::InlineHtml(t) => out.push_str(&escape(&t)),
-            Event::SoftBreak | Event::HardBreak => {
-                out.push('\n');
-                if quote > 0 {
-                    out.push_str(&"> ".repeat(quote));
-                }
-            }
-            Event::Rule => out.push_str("——————\n\n"),
-            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
-            Event::FootnoteReference(t) => out.push_str(&format!("[{}]", escape(&t))),
-            Event::InlineMath(t) | Event::DisplayMath(t) => out.push_str(&escape(&t)),
-        }
+    markdown::render(markdown, &Mrkdwn)
+}
+
+/// Slack's marks.
+struct Mrkdwn;
+
+impl Marks for Mrkdwn {
+    fn escape<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        Cow::Owned(escape(text))
     }
-    trim_end(&mut out);
-    out
+
+    fn indent(&self) -> &'static str {
+        "    "
+    }
+
+    /// Images are links too.
+    fn link(&self, out: &mut String, start: usize, url: &str, _image: bool) {
+        link(out, url, start);
+    }
 }
 
 /// Turns the link text written since `start` into `<url|text>` (`<url>`
@@ -154,11 +83,6 @@ fn link(out: &mut String, url: &str, start: usize) {
     } else {
         out.push_str(&format!("<{url}|{label}>"));
     }
-}
-
-fn trim_end(s: &mut String) {
-    let n = s.trim_end().len();
-    s.truncate(n);
 }
 
 #[cfg(test)]

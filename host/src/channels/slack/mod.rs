@@ -38,11 +38,17 @@ use serde_json::json;
 use super::{Channel, Channels, SendError};
 use crate::background::Background;
 use crate::config::SlackSettings;
+use crate::gateway::credentials::SecretVariable;
 use crate::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 
-pub use crate::gateway::credentials::{SLACK_APP_TOKEN as APP_TOKEN, SLACK_BOT_TOKEN as BOT_TOKEN};
+/// Slack's bot token (`xoxb-`: the Web API).
+pub const BOT_TOKEN: &str = "SLACK_BOT_TOKEN";
+/// Slack's app-level token (`xapp-`: opens Socket Mode connections).
+pub const APP_TOKEN: &str = "SLACK_APP_TOKEN";
+inventory::submit! { SecretVariable(BOT_TOKEN) }
+inventory::submit! { SecretVariable(APP_TOKEN) }
 pub use crate::jid::{SLACK_PREFIX as PREFIX, SlackJid as Jid};
 use web::{Failure, TOKEN_ERRORS};
 pub use web::{Identity, REQUEST_TIMEOUT, WebApi};
@@ -192,17 +198,11 @@ impl Channel for Slack {
 
 /// What a Web API failure means for the part being sent.
 fn send_error(f: Failure) -> SendError {
-    let why = f.to_string();
-    match f {
-        Failure::NotSent(e) => SendError::Transient(e),
-        Failure::Unanswered(e) => SendError::Uncertain(e),
-        Failure::Api {
-            status,
-            error,
-            retry_after,
-        } => match error.as_str() {
-            _ if status == 429 || error == "ratelimited" || error == "rate_limited" => {
-                SendError::RetryAfter(retry_after.unwrap_or(RATE_LIMITED_WAIT))
+    f.send_error(|e| {
+        let why = e.to_string();
+        match e.error.as_str() {
+            _ if e.status == 429 || e.error == "ratelimited" || e.error == "rate_limited" => {
+                SendError::RetryAfter(e.retry_after.unwrap_or(RATE_LIMITED_WAIT))
             }
             // The bot was removed from the channel, or it is gone.
             "channel_not_found"
@@ -212,19 +212,19 @@ fn send_error(f: Failure) -> SendError {
             | "restricted_action_read_only_channel"
             | "restricted_action_thread_only_channel"
             | "restricted_action_non_threadable_channel" => {
-                SendError::Gone(format!("slack: {error}"))
+                SendError::Gone(format!("slack: {}", e.error))
             }
             // No chat is to blame; sent again once a host with a good
             // token runs.
-            e if TOKEN_ERRORS.contains(&e) => SendError::Transient(why),
+            name if TOKEN_ERRORS.contains(&name) => SendError::Transient(why),
             // Slack's own trouble, after which "some aspect of the
             // operation may have succeeded".
             "fatal_error" | "internal_error" => SendError::Uncertain(why),
             "service_unavailable" | "request_timeout" => SendError::Transient(why),
-            _ if status >= 500 => SendError::Transient(why),
+            _ if e.status >= 500 => SendError::Transient(why),
             _ => SendError::Rejected(why),
-        },
-    }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -232,11 +232,11 @@ mod tests {
     use super::*;
 
     fn api(status: u16, error: &str, retry_after: Option<u64>) -> Failure {
-        Failure::Api {
+        Failure::Api(web::ApiError {
             status,
             error: error.into(),
             retry_after: retry_after.map(Duration::from_secs),
-        }
+        })
     }
 
     #[test]

@@ -9,8 +9,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{APP_TOKEN, BOT_TOKEN, Secret};
+use crate::Result;
+use crate::channels::rest;
 use crate::config::SlackSettings;
-use crate::{Error, Result};
 
 /// How long one Web API request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(17);
@@ -39,46 +40,55 @@ pub struct Identity {
     pub bot_id: String,
 }
 
-/// Why a request failed.
+/// A Web API error: Slack answered `ok: false` (most errors come with
+/// HTTP 200) or an error status; the error's name, never with the token.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Failure {
-    /// Slack answered with `ok: false` (or an HTTP error).
-    Api {
-        status: u16,
-        error: String,
-        retry_after: Option<Duration>,
-    },
-    /// The request never left (no connection).
-    NotSent(String),
-    /// It may have arrived; its answer did not.
-    Unanswered(String),
+pub(super) struct ApiError {
+    pub status: u16,
+    pub error: String,
+    /// A rate limit's `Retry-After`.
+    pub retry_after: Option<Duration>,
 }
 
-impl fmt::Display for Failure {
+impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Api { status, error, .. } => write!(f, "HTTP {status}: {error}"),
-            Failure::NotSent(e) | Failure::Unanswered(e) => f.write_str(e),
-        }
+        write!(f, "HTTP {}: {}", self.status, self.error)
     }
+}
+
+/// Why a request failed.
+pub(super) type Failure = rest::Failure<ApiError>;
+
+/// Slack's reading of an answer that is not `ok`.
+fn refusal(a: rest::Answer) -> Failure {
+    let error = match a.json["error"].as_str() {
+        Some(e) => e.chars().take(100).collect(),
+        None if a.status == 429 => "ratelimited".into(),
+        None if a.success() => {
+            return Failure::Unanswered(
+                "the Web API answered with something that is not its JSON".into(),
+            );
+        }
+        None => "no error named".into(),
+    };
+    Failure::Api(ApiError {
+        status: a.status,
+        error,
+        retry_after: a.seconds("retry-after"),
+    })
 }
 
 /// A Web API client for the settings' server.
 pub struct WebApi {
-    http: reqwest::Client,
+    http: rest::Client,
     url: String,
 }
 
 impl WebApi {
     pub fn new(settings: &SlackSettings) -> Result<WebApi> {
         super::check(settings)?;
-        // reqwest and the WebSocket's TLS are built without a bundled
-        // crypto provider: ring's, once per process.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|e| Error::Config(format!("the Slack client: {e}")))?;
+        // Installs ring's crypto provider, which the WebSocket's TLS uses too.
+        let http = rest::Client::new("Slack", REQUEST_TIMEOUT, "Bearer", None)?;
         Ok(WebApi {
             http,
             url: settings.api_url.trim_end_matches('/').to_string(),
@@ -92,56 +102,17 @@ impl WebApi {
         token: &Secret,
         body: &Value,
     ) -> std::result::Result<Value, Failure> {
-        let token = token.expose();
-        let clean = |e: reqwest::Error| e.without_url().to_string().replace(token, "[redacted]");
-        let resp = self
+        let req = self
             .http
-            .post(format!("{}/{method}", self.url))
-            .bearer_auth(token)
+            .post(&format!("{}/{method}", self.url))
             .header("content-type", "application/json; charset=utf-8")
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_connect() || e.is_builder() {
-                    Failure::NotSent(clean(e))
-                } else {
-                    Failure::Unanswered(clean(e))
-                }
-            })?;
-        let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| Failure::Unanswered(clean(e)))?;
-        let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        if v["ok"] == true && (200..300).contains(&status) {
-            return Ok(v);
+            .body(body.to_string());
+        match self.http.send(req, token).await {
+            Ok(a) if a.json["ok"] == true => Ok(a.json),
+            Ok(a) | Err(rest::Failure::Api(a)) => Err(refusal(a)),
+            Err(rest::Failure::NotSent(e)) => Err(Failure::NotSent(e)),
+            Err(rest::Failure::Unanswered(e)) => Err(Failure::Unanswered(e)),
         }
-        let error = match v["error"].as_str() {
-            Some(e) => e
-                .chars()
-                .take(100)
-                .collect::<String>()
-                .replace(token, "[redacted]"),
-            None if status == 429 => "ratelimited".into(),
-            None if (200..300).contains(&status) => {
-                return Err(Failure::Unanswered(
-                    "the Web API answered with something that is not its JSON".into(),
-                ));
-            }
-            None => "no error named".into(),
-        };
-        Err(Failure::Api {
-            status,
-            error,
-            retry_after,
-        })
     }
 
     /// `auth.test` with the bot token: who the bot is.
@@ -175,8 +146,8 @@ impl WebApi {
 /// A failure of a call made with the token from `variable`, in words.
 pub(super) fn refused(f: Failure, variable: &str) -> String {
     match f {
-        Failure::Api { error, .. } if TOKEN_ERRORS.contains(&error.as_str()) => {
-            format!("Slack refused the token ({error}); check {variable}")
+        Failure::Api(e) if TOKEN_ERRORS.contains(&e.error.as_str()) => {
+            format!("Slack refused the token ({}); check {variable}", e.error)
         }
         f => f.to_string(),
     }

@@ -14,13 +14,15 @@
 //! stays within [`MAX_CHARS`] both as HTML and as the plain source (the
 //! fallback when Telegram rejects the formatting).
 
-use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
+use std::borrow::Cow;
+
+use pulldown_cmark::CodeBlockKind;
+
+use crate::channels::markdown::{self, Marks, Quote, Style};
 
 /// The most characters Telegram takes in one message (it counts UTF-16
 /// code units).
 pub const MAX_CHARS: usize = 4096;
-
-use crate::channels::split::options;
 
 /// Length as Telegram counts it.
 fn units(s: &str) -> usize {
@@ -52,111 +54,64 @@ fn linkable(url: &str) -> bool {
 
 /// A piece of markdown as Telegram HTML.
 pub fn html(markdown: &str) -> String {
-    let mut out = String::new();
-    // Per open list: the next number (None: bullets).
-    let mut lists: Vec<Option<u64>> = Vec::new();
-    let mut links: Vec<bool> = Vec::new();
-    for event in Parser::new_ext(markdown, options()) {
-        match event {
-            Event::Start(tag) => match tag {
-                Tag::Paragraph => {}
-                Tag::Heading { .. } => out.push_str("<b>"),
-                Tag::BlockQuote(_) => out.push_str("<blockquote>"),
-                Tag::CodeBlock(CodeBlockKind::Fenced(lang)) if !lang.trim().is_empty() => {
-                    let lang: String = lang
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .chars()
-                        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+'))
-                        .collect();
-                    out.push_str(&format!("<pre><code class=\"language-{lang}\">"));
-                }
-                Tag::CodeBlock(_) => out.push_str("<pre><code>"),
-                Tag::List(first) => {
-                    if !out.is_empty() && !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    lists.push(first);
-                }
-                Tag::Item => {
-                    let depth = lists.len().saturating_sub(1);
-                    out.push_str(&"  ".repeat(depth));
-                    match lists.last_mut() {
-                        Some(Some(n)) => {
-                            out.push_str(&format!("{n}. "));
-                            *n += 1;
-                        }
-                        _ => out.push_str("• "),
-                    }
-                }
-                Tag::Emphasis => out.push_str("<i>"),
-                Tag::Strong => out.push_str("<b>"),
-                Tag::Strikethrough => out.push_str("<s>"),
-                Tag::Link { dest_url, .. } => {
-                    let ok = linkable(&dest_url);
-                    if ok {
-                        out.push_str(&format!("<a href=\"{}\">", escape(&dest_url)));
-                    }
-                    links.push(ok);
-                }
-                Tag::TableCell
-                    if !out.ends_with('\n') && !out.is_empty() && !out.ends_with("| ") =>
-                {
-                    out.push_str(" | ");
-                }
-                _ => {}
-            },
-            Event::End(tag) => match tag {
-                TagEnd::Paragraph => out.push_str("\n\n"),
-                TagEnd::Heading(_) => out.push_str("</b>\n\n"),
-                TagEnd::BlockQuote(_) => {
-                    trim_end(&mut out);
-                    out.push_str("</blockquote>\n\n");
-                }
-                TagEnd::CodeBlock => {
-                    if out.ends_with('\n') {
-                        out.pop();
-                    }
-                    out.push_str("</code></pre>\n\n");
-                }
-                TagEnd::List(_) => {
-                    lists.pop();
-                    if lists.is_empty() {
-                        trim_end(&mut out);
-                        out.push_str("\n\n");
-                    }
-                }
-                TagEnd::Item => {
-                    trim_end(&mut out);
-                    out.push('\n');
-                }
-                TagEnd::Emphasis => out.push_str("</i>"),
-                TagEnd::Strong => out.push_str("</b>"),
-                TagEnd::Strikethrough => out.push_str("</s>"),
-                TagEnd::Link if links.pop() == Some(true) => out.push_str("</a>"),
-                TagEnd::TableHead | TagEnd::TableRow => out.push('\n'),
-                TagEnd::Table => out.push('\n'),
-                _ => {}
-            },
-            // An image's alt text comes as text.
-            Event::Text(t) => out.push_str(&escape(&t)),
-            Event::Code(t) => out.push_str(&format!("<code>{}</code>", escape(&t))),
-            Event::Html(t) | Event::InlineHtml(t) => out.push_str(&escape(&t)),
-            Event::SoftBreak | Event::HardBreak => out.push('\n'),
-            Event::Rule => out.push_str("——————\n\n"),
-            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
-            Event::FootnoteReference(t) => out.push_str(&format!("[{}]", escape(&t))),
-            Event::InlineMath(t) | Event::DisplayMath(t) => out.push_str(&escape(&t)),
-        }
-    }
-    trim_end(&mut out);
-    out
+    markdown::render(markdown, &Html)
 }
 
-fn trim_end(s: &mut String) {
-    let n = s.trim_end().len();
-    s.truncate(n);
+/// Telegram's HTML subset.
+struct Html;
+
+impl Marks for Html {
+    fn escape<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        Cow::Owned(escape(text))
+    }
+
+    fn style(&self, style: Style) -> (&'static str, &'static str) {
+        match style {
+            Style::Heading | Style::Strong => ("<b>", "</b>"),
+            Style::Emphasis => ("<i>", "</i>"),
+            Style::Strikethrough => ("<s>", "</s>"),
+            Style::Code => ("<code>", "</code>"),
+        }
+    }
+
+    fn quote(&self) -> Quote {
+        Quote::Tags("<blockquote>", "</blockquote>")
+    }
+
+    /// `pre` with the language as the class Telegram reads, kept to the
+    /// characters a language name has.
+    fn code_block(&self, kind: &CodeBlockKind) -> String {
+        match kind {
+            CodeBlockKind::Fenced(lang) if !lang.trim().is_empty() => {
+                let lang: String = lang
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '+'))
+                    .collect();
+                format!("<pre><code class=\"language-{lang}\">")
+            }
+            _ => "<pre><code>".into(),
+        }
+    }
+
+    fn end_code_block(&self, out: &mut String) {
+        if out.ends_with('\n') {
+            out.pop();
+        }
+        out.push_str("</code></pre>\n\n");
+    }
+
+    /// A link Telegram opens becomes `<a>`; another stays its text, and
+    /// an image its alt text.
+    fn link(&self, out: &mut String, start: usize, url: &str, image: bool) {
+        if image || !linkable(url) {
+            return;
+        }
+        let label = out.split_off(start);
+        out.push_str(&format!("<a href=\"{}\">{label}</a>", escape(url)));
+    }
 }
 
 #[cfg(test)]

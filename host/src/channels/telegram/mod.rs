@@ -28,7 +28,6 @@
 pub mod format;
 mod inbound;
 
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,34 +38,24 @@ use teloxide_core::requests::{Request, Requester};
 use teloxide_core::types::{ChatAction, ChatId, MessageId, ParseMode, ReplyParameters, ThreadId};
 use teloxide_core::{ApiError, Bot, RequestError};
 
-use super::{Channel, Channels, SendError};
+use super::{Channel, Channels, Secret, SendError};
 use crate::background::Background;
 use crate::config::TelegramSettings;
+use crate::gateway::credentials::SecretVariable;
 use crate::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 
 /// Where the bot token is read from (the environment, then `{home}/.env`).
-pub use crate::gateway::credentials::TELEGRAM_TOKEN as TOKEN_VARIABLE;
+pub const TOKEN_VARIABLE: &str = "TELEGRAM_BOT_TOKEN";
+inventory::submit! { SecretVariable(TOKEN_VARIABLE) }
 pub use crate::jid::{TELEGRAM_PREFIX as PREFIX, TelegramJid as Jid};
 /// The channel's name, stored with its chats.
 const NAME: &str = "telegram";
 
-/// The bot token: shown nowhere.
-#[derive(Clone)]
-pub struct Token(String);
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(redacted)")
-    }
-}
-
-impl Token {
-    /// The token from the environment or `{home}/.env`.
-    pub fn find(home: &Path) -> Option<Token> {
-        crate::gateway::credentials::secret(home, TOKEN_VARIABLE).map(|(v, _)| Token(v))
-    }
+/// The bot token from the environment or `{home}/.env`.
+pub fn token(home: &Path) -> Option<Secret> {
+    Secret::find(home, TOKEN_VARIABLE)
 }
 
 /// The bot as `getMe` describes it.
@@ -82,14 +71,14 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(17);
 
 /// A Bot API client for the settings' server whose requests give up after
 /// `timeout` (a long poll's client needs more than its poll).
-pub fn client(settings: &TelegramSettings, token: &Token, timeout: Duration) -> Result<Bot> {
+pub fn client(settings: &TelegramSettings, token: &Secret, timeout: Duration) -> Result<Bot> {
     let url = url::Url::parse(&settings.api_url)
         .map_err(|e| Error::Config(format!("channels.telegram.api_url: {e}")))?;
     let http = teloxide_core::net::default_reqwest_settings()
         .timeout(timeout)
         .build()
         .map_err(|e| Error::Config(format!("the Telegram client: {e}")))?;
-    Ok(Bot::with_client(token.0.clone(), http).set_api_url(url))
+    Ok(Bot::with_client(token.expose(), http).set_api_url(url))
 }
 
 /// A Bot API error in words, without anything the server echoed back
@@ -133,7 +122,7 @@ pub struct Telegram {
 }
 
 impl Telegram {
-    pub fn new(settings: &TelegramSettings, token: &Token, store: Store) -> Result<Arc<Telegram>> {
+    pub fn new(settings: &TelegramSettings, token: &Secret, store: Store) -> Result<Arc<Telegram>> {
         let poll = Duration::from_secs(settings.poll_timeout_secs) + REQUEST_TIMEOUT;
         Ok(Arc::new(Telegram {
             bot: client(settings, token, REQUEST_TIMEOUT)?,
@@ -329,6 +318,6 @@ mod tests {
             send_error(RequestError::MigrateToChatId(ChatId(-1005))),
             SendError::Gone(w) if w.contains("tg:-1005")
         ));
-        assert!(format!("{:?}", Token("123:secret".into())).contains("redacted"));
+        assert!(format!("{:?}", Secret("123:secret".into())).contains("redacted"));
     }
 }

@@ -7,9 +7,10 @@
 //! its text followed by the address, headings are bold lines, tables rows
 //! of cells, images their alt text. Raw HTML is shown as text.
 
-use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+use std::borrow::Cow;
 
-use crate::channels::split::{self, options};
+use crate::channels::markdown::{self, Marks};
+use crate::channels::split;
 
 /// The most characters the Cloud API takes in one text message.
 pub const MAX_CHARS: usize = 4096;
@@ -27,103 +28,29 @@ pub fn split(markdown: &str) -> Vec<String> {
 
 /// A piece of markdown in WhatsApp's formatting.
 pub fn text(markdown: &str) -> String {
-    let mut out = String::new();
-    // Ordered lists' next numbers (None: a bullet list), innermost last.
-    let mut lists: Vec<Option<u64>> = Vec::new();
-    // Each open link's address, shown after its text.
-    let mut links: Vec<String> = Vec::new();
-    let mut quote = 0usize;
-    for event in Parser::new_ext(markdown, options()) {
-        match event {
-            Event::Start(tag) => match tag {
-                Tag::Heading { .. } => out.push('*'),
-                Tag::BlockQuote(_) => quote += 1,
-                Tag::CodeBlock(_) => out.push_str("```\n"),
-                Tag::List(first) => {
-                    if !out.is_empty() && !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    lists.push(first);
-                }
-                Tag::Item => {
-                    out.push_str(&"  ".repeat(lists.len().saturating_sub(1)));
-                    match lists.last_mut() {
-                        Some(Some(n)) => {
-                            out.push_str(&format!("{n}. "));
-                            *n += 1;
-                        }
-                        _ => out.push_str("- "),
-                    }
-                }
-                Tag::Emphasis => out.push('_'),
-                Tag::Strong => out.push('*'),
-                Tag::Strikethrough => out.push('~'),
-                Tag::Link { dest_url, .. } => links.push(dest_url.to_string()),
-                Tag::Paragraph if quote > 0 => out.push_str(&"> ".repeat(quote)),
-                Tag::TableCell
-                    if !out.ends_with('\n') && !out.is_empty() && !out.ends_with("| ") =>
-                {
-                    out.push_str(" | ");
-                }
-                _ => {}
-            },
-            Event::End(tag) => match tag {
-                TagEnd::Paragraph => out.push_str("\n\n"),
-                TagEnd::Heading(_) => out.push_str("*\n\n"),
-                TagEnd::BlockQuote(_) => quote = quote.saturating_sub(1),
-                TagEnd::CodeBlock => {
-                    if !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                    out.push_str("```\n\n");
-                }
-                TagEnd::List(_) => {
-                    lists.pop();
-                    if lists.is_empty() {
-                        trim_end(&mut out);
-                        out.push_str("\n\n");
-                    }
-                }
-                TagEnd::Item => {
-                    trim_end(&mut out);
-                    out.push('\n');
-                }
-                TagEnd::Emphasis => out.push('_'),
-                TagEnd::Strong => out.push('*'),
-                TagEnd::Strikethrough => out.push('~'),
-                TagEnd::Link => {
-                    if let Some(url) = links.pop()
-                        && !out.ends_with(url.as_str())
-                    {
-                        out.push_str(&format!(" ({url})"));
-                    }
-                }
-                TagEnd::TableHead | TagEnd::TableRow | TagEnd::Table => out.push('\n'),
-                _ => {}
-            },
-            // An image's alt text comes as text.
-            Event::Text(t) => out.push_str(&t),
-            Event::Code(t) => out.push_str(&format!("`{t}`")),
-            Event::Html(t) | Event::InlineHtml(t) => out.push_str(&t),
-            Event::SoftBreak | Event::HardBreak => {
-                out.push('\n');
-                if quote > 0 {
-                    out.push_str(&"> ".repeat(quote));
-                }
-            }
-            Event::Rule => out.push_str("——————\n\n"),
-            Event::TaskListMarker(done) => out.push_str(if done { "☑ " } else { "☐ " }),
-            Event::FootnoteReference(t) => out.push_str(&format!("[{t}]")),
-            Event::InlineMath(t) | Event::DisplayMath(t) => out.push_str(&t),
-        }
-    }
-    trim_end(&mut out);
-    out
+    markdown::render(markdown, &WhatsApp)
 }
 
-fn trim_end(s: &mut String) {
-    let n = s.trim_end().len();
-    s.truncate(n);
+/// WhatsApp's marks.
+struct WhatsApp;
+
+impl Marks for WhatsApp {
+    /// WhatsApp has no escape character: text is shown as written.
+    fn escape<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        Cow::Borrowed(text)
+    }
+
+    fn bullet(&self) -> &'static str {
+        "- "
+    }
+
+    /// A link is its text followed by the address (unless the text is
+    /// the address); an image is its alt text.
+    fn link(&self, out: &mut String, _start: usize, url: &str, image: bool) {
+        if !image && !out.ends_with(url) {
+            out.push_str(&format!(" ({url})"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,6 @@
 pub mod format;
 pub mod webhook;
 
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,16 +35,22 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 pub use super::Secret;
-use super::{Channel, SendError};
+use super::{Channel, SendError, rest};
 use crate::config::WhatsAppSettings;
+use crate::gateway::credentials::SecretVariable;
 use crate::messages::Message;
 use crate::store::Store;
 use crate::{Error, Result};
 
-pub use crate::gateway::credentials::{
-    WHATSAPP_ACCESS_TOKEN as ACCESS_TOKEN, WHATSAPP_APP_SECRET as APP_SECRET,
-    WHATSAPP_VERIFY_TOKEN as VERIFY_TOKEN,
-};
+/// The Cloud API's access token (sends).
+pub const ACCESS_TOKEN: &str = "WHATSAPP_ACCESS_TOKEN";
+/// The Meta app's secret (signs the webhook's POSTs).
+pub const APP_SECRET: &str = "WHATSAPP_APP_SECRET";
+/// What Meta's webhook verification must carry.
+pub const VERIFY_TOKEN: &str = "WHATSAPP_VERIFY_TOKEN";
+inventory::submit! { SecretVariable(ACCESS_TOKEN) }
+inventory::submit! { SecretVariable(APP_SECRET) }
+inventory::submit! { SecretVariable(VERIFY_TOKEN) }
 pub use crate::jid::{WHATSAPP_PREFIX as PREFIX, WhatsAppJid as Jid};
 /// The channel's name, stored with its chats.
 const NAME: &str = "whatsapp";
@@ -97,36 +102,14 @@ pub struct Identity {
     pub verified_name: String,
 }
 
-/// A Graph API error answer, in words, never with the token.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApiError {
-    pub status: u16,
-    pub code: Option<i64>,
-    pub message: String,
-}
-
-impl fmt::Display for ApiError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.code {
-            Some(c) => write!(f, "HTTP {} (code {c}): {}", self.status, self.message),
-            None => write!(f, "HTTP {}: {}", self.status, self.message),
-        }
-    }
-}
+pub use super::rest::ApiError;
 
 /// Why a request failed.
-#[derive(Debug)]
-enum Failure {
-    Api(ApiError),
-    /// The request never left (no connection).
-    NotSent(String),
-    /// It may have arrived; its answer did not.
-    Unanswered(String),
-}
+type Failure = rest::Failure<ApiError>;
 
 /// A Graph API client for the settings' number, with the access token.
 pub struct Graph {
-    http: reqwest::Client,
+    http: rest::Client,
     settings: WhatsAppSettings,
     token: Secret,
 }
@@ -134,13 +117,7 @@ pub struct Graph {
 impl Graph {
     pub fn new(settings: &WhatsAppSettings, token: Secret) -> Result<Graph> {
         check(settings)?;
-        // reqwest is built without a bundled crypto provider (as the
-        // gateway's client): ring's, once per process.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|e| Error::Config(format!("the WhatsApp client: {e}")))?;
+        let http = rest::Client::new("WhatsApp", REQUEST_TIMEOUT, "Bearer", None)?;
         Ok(Graph {
             http,
             settings: settings.clone(),
@@ -162,14 +139,13 @@ impl Graph {
     pub async fn identify(&self) -> std::result::Result<Identity, String> {
         let url = self.url("?fields=display_phone_number,verified_name");
         let v = self
-            .request(self.http.get(url))
+            .request(self.http.get(&url))
             .await
             .map_err(|f| match f {
                 Failure::Api(e) if e.status == 401 || e.code == Some(code::TOKEN) => {
                     format!("the Graph API refused the access token ({e}); check {ACCESS_TOKEN}")
                 }
-                Failure::Api(e) => e.to_string(),
-                Failure::NotSent(e) | Failure::Unanswered(e) => e,
+                f => f.to_string(),
             })?;
         Ok(Identity {
             display_phone_number: v["display_phone_number"]
@@ -182,43 +158,17 @@ impl Graph {
 
     /// One request with the access token; the answer's JSON, or why not.
     async fn request(&self, req: reqwest::RequestBuilder) -> std::result::Result<Value, Failure> {
-        let token = self.token.expose();
-        let clean = |e: reqwest::Error| e.without_url().to_string().replace(token, "[redacted]");
-        let resp = req.bearer_auth(token).send().await.map_err(|e| {
-            if e.is_connect() || e.is_builder() {
-                Failure::NotSent(clean(e))
-            } else {
-                Failure::Unanswered(clean(e))
-            }
-        })?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .bytes()
+        let answer = self
+            .http
+            .send(req, &self.token)
             .await
-            .map_err(|e| Failure::Unanswered(clean(e)))?;
-        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        if (200..300).contains(&status) {
-            if v.is_null() {
-                return Err(Failure::Unanswered(
-                    "the Graph API answered with something that is not its JSON".into(),
-                ));
-            }
-            return Ok(v);
+            .map_err(|f| f.map_api(|a| ApiError::read(a.status, &a.json["error"])))?;
+        if answer.json.is_null() {
+            return Err(Failure::Unanswered(
+                "the Graph API answered with something that is not its JSON".into(),
+            ));
         }
-        let e = &v["error"];
-        Err(Failure::Api(ApiError {
-            status,
-            code: e["code"].as_i64(),
-            message: e["message"].as_str().map_or_else(
-                || "no error message".to_string(),
-                |m| {
-                    m.chars()
-                        .take(300)
-                        .collect::<String>()
-                        .replace(token, "[redacted]")
-                },
-            ),
-        }))
+        Ok(answer.json)
     }
 
     /// Sends one text; answers the message's `wamid`.
@@ -240,7 +190,7 @@ impl Graph {
             body["context"] = json!({ "message_id": q });
         }
         let v = self
-            .request(self.http.post(self.url("/messages")).json(&body))
+            .request(self.http.post(&self.url("/messages")).json(&body))
             .await?;
         v["messages"][0]["id"]
             .as_str()
@@ -374,37 +324,33 @@ mod code {
 
 /// What a Graph API failure means for the part being sent.
 fn send_error(f: Failure) -> SendError {
-    match f {
-        Failure::NotSent(e) => SendError::Transient(e),
-        Failure::Unanswered(e) => SendError::Uncertain(e),
-        Failure::Api(e) => {
-            let why = e.to_string();
-            match e.code {
-                Some(
-                    code::APP_RATE
-                    | code::ACCOUNT_RATE
-                    | code::THROUGHPUT
-                    | code::PAIR_RATE
-                    | code::SPAM_RATE
-                    | code::GROUP_RATE,
-                ) => SendError::RetryAfter(THROTTLED_WAIT),
-                _ if e.status == 429 => SendError::RetryAfter(THROTTLED_WAIT),
-                // No chat is to blame; sent again once a host with a good
-                // token runs.
-                Some(code::TOKEN) => SendError::Transient(why),
-                _ if e.status == 401 => SendError::Transient(why),
-                Some(code::GROUP_UNKNOWN | code::GROUP_SUSPENDED | code::UNDELIVERABLE) => {
-                    SendError::Gone(why)
-                }
-                Some(code::WINDOW_CLOSED) => SendError::Rejected(format!(
-                    "{why} (WhatsApp takes free text only within 24 hours of the person's last message)"
-                )),
-                // Meta's own trouble: the message was not taken.
-                _ if e.status >= 500 => SendError::Transient(why),
-                _ => SendError::Rejected(why),
+    f.send_error(|e| {
+        let why = e.to_string();
+        match e.code {
+            Some(
+                code::APP_RATE
+                | code::ACCOUNT_RATE
+                | code::THROUGHPUT
+                | code::PAIR_RATE
+                | code::SPAM_RATE
+                | code::GROUP_RATE,
+            ) => SendError::RetryAfter(THROTTLED_WAIT),
+            _ if e.status == 429 => SendError::RetryAfter(THROTTLED_WAIT),
+            // No chat is to blame; sent again once a host with a good
+            // token runs.
+            Some(code::TOKEN) => SendError::Transient(why),
+            _ if e.status == 401 => SendError::Transient(why),
+            Some(code::GROUP_UNKNOWN | code::GROUP_SUSPENDED | code::UNDELIVERABLE) => {
+                SendError::Gone(why)
             }
+            Some(code::WINDOW_CLOSED) => SendError::Rejected(format!(
+                "{why} (WhatsApp takes free text only within 24 hours of the person's last message)"
+            )),
+            // Meta's own trouble: the message was not taken.
+            _ if e.status >= 500 => SendError::Transient(why),
+            _ => SendError::Rejected(why),
         }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -416,6 +362,7 @@ mod tests {
             status,
             code,
             message: "m".into(),
+            retry_after: None,
         })
     }
 
