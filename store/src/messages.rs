@@ -35,7 +35,7 @@ pub struct Message {
 
 /// An inbound message as a channel hands it over. Only `sender`,
 /// `sender_name` and `text` come from the HTTP API; the rest is what a
-/// platform's channel knows. The host's `routing::messages` checks one
+/// platform's channel knows. The host's `messages` module checks one
 /// before it is stored.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,7 +58,7 @@ pub struct Inbound {
 /// Stores an inbound message for a chat (creating the chat row on first
 /// use); returns it with its `seq`, or `None` when a message with the same
 /// platform id (`external_id`) is already stored in the chat. The caller
-/// has checked it (the host's `routing::messages::CheckInbound`).
+/// has checked it (the host's `messages::CheckInbound`).
 pub fn insert_inbound(
     tx: &Db<'_>,
     chat_jid: &str,

@@ -23,7 +23,7 @@
 //! viewer, and [`backoff`] how fast a client may guess the token (429
 //! with `Retry-After` while it must wait). API boundary: [`Api`] (the state) and [`Api::router`], which
 //! serves the API and whatever pages it is given (the viewer's, joined in
-//! `host.rs`) behind the same access rules; the API imports nothing of the
+//! `host/server.rs`) behind the same access rules; the API imports nothing of the
 //! viewer.
 
 mod archives;
@@ -103,7 +103,7 @@ pub struct Api {
 impl Api {
     /// The HTTP server's router: `/health`, the API under `/api` (each
     /// route behind `auth::require_token`), and `pages` beside them (the
-    /// viewer's, joined in `host.rs`); then, for all of them and unknown
+    /// viewer's, joined in `host/server.rs`); then, for all of them and unknown
     /// routes alike, the body limit and `auth::loopback_only` (outermost).
     pub fn router(self, pages: Router<Api>) -> Router {
         let api = Router::new()

@@ -20,7 +20,7 @@
 //! `memory`, `search`, `tasks`, `usage`, `login`); this module holds the
 //! routes, the page frame (`page`, `error_page`, `failed`, `time`),
 //! the security headers and the embedded assets. API boundary: [`routes`],
-//! which `host.rs` hands to `Api::router` to be served beside the API.
+//! which `host/server.rs` hands to `Api::router` to be served beside the API.
 //! The viewer depends on the API (its state, [`Api`], and its access
 //! module, `api::auth`); the API knows nothing of the viewer.
 //!
