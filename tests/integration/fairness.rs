@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use g2_core::wire::{Action, TaskRequest, TaskResponse};
+use g2_core::wire::{Action, TaskResponse};
 use serde_json::json;
 
 use crate::support::*;
@@ -40,23 +40,6 @@ fn word(mut i: u32) -> String {
 
 /// Words left out of [`long_query`]: all but its first 64.
 const IGNORED: usize = 10_000 - 64;
-
-/// Writes an agent request into `folder`'s IPC folder, as its MCP tool
-/// does; returns where its answer will be.
-fn put(home: &Path, folder: &str, id: &str, action: Action) -> PathBuf {
-    let dir = home.join(format!("data/ipc/{folder}/tasks"));
-    let req = TaskRequest {
-        request_id: id.to_string(),
-        action,
-    };
-    g2_core::ipc::write_atomic(
-        &dir,
-        &format!("{id}.json"),
-        &serde_json::to_vec(&req).unwrap(),
-    )
-    .unwrap();
-    home.join(format!("data/ipc/{folder}/responses/{id}.json"))
-}
 
 /// The answer at `path`, polled for at most `secs`.
 async fn answer(path: &Path, secs: u64) -> TaskResponse {
@@ -192,7 +175,7 @@ async fn a_ten_thousand_word_search_is_answered_within_two_seconds_naming_what_w
         ),
     ] {
         let t = Instant::now();
-        let at = put(home.path(), "main", id, action);
+        let at = put_request(home.path(), "main", id, action);
         let r = answer(&at, 30).await;
         let took = t.elapsed();
         assert!(r.ok, "{r:?}");
@@ -283,7 +266,7 @@ async fn one_groups_flood_leaves_another_groups_hooks_and_requests_on_time() {
         }));
     }
     for i in 0..8 {
-        put(
+        put_request(
             home.path(),
             "alpha",
             &format!("flood-{i}"),
@@ -313,7 +296,7 @@ async fn one_groups_flood_leaves_another_groups_hooks_and_requests_on_time() {
     }
     // Beta's agent's request meanwhile.
     let t = Instant::now();
-    let at = put(home.path(), "beta", "beta-tasks", Action::ListTasks {});
+    let at = put_request(home.path(), "beta", "beta-tasks", Action::ListTasks {});
     let r = answer(&at, 30).await;
     let list_tasks = t.elapsed();
     stop.store(true, Ordering::Relaxed);

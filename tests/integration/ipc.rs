@@ -3,7 +3,7 @@
 //! Requests are files in a group's IPC folder, served by the host's real
 //! `RequestServer` against a real database; the source group is the folder.
 
-use g2_core::wire::{Action, TaskRequest, TaskResponse};
+use g2_core::wire::{Action, TaskResponse};
 use g2_host::requests::RequestServer;
 
 use crate::support::*;
@@ -45,22 +45,7 @@ impl Fixture {
     fn put(&self, folder: &str, action: Action) -> String {
         self.n.set(self.n.get() + 1);
         let id = format!("req-{}", self.n.get());
-        let sub = if matches!(action, Action::SendMessage { .. }) {
-            "messages"
-        } else {
-            "tasks"
-        };
-        let dir = self.home.path().join(format!("data/ipc/{folder}/{sub}"));
-        let req = TaskRequest {
-            request_id: id.clone(),
-            action,
-        };
-        g2_core::ipc::write_atomic(
-            &dir,
-            &format!("{id}.json"),
-            &serde_json::to_vec(&req).unwrap(),
-        )
-        .unwrap();
+        put_request(self.home.path(), folder, &id, action);
         id
     }
 

@@ -259,7 +259,7 @@ async fn invalid_names_never_touch_the_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_requests_act_on_their_own_group_only() {
-    use g2_core::wire::{Action, TaskRequest, TaskResponse};
+    use g2_core::wire::{Action, TaskResponse};
     let home = TestHome::new();
     home.ok(&["groups", "add", "family", "--name", "Family"]);
     home.ok(&["groups", "add", "work", "--name", "Work"]);
@@ -279,17 +279,7 @@ async fn agent_requests_act_on_their_own_group_only() {
 
     // A family request naming a work session id still acts on family.
     let ask = |folder: &str, id: &str, action: Action| {
-        let dir = home.path().join(format!("data/ipc/{folder}/tasks"));
-        let req = TaskRequest {
-            request_id: id.into(),
-            action,
-        };
-        g2_core::ipc::write_atomic(
-            &dir,
-            &format!("{id}.json"),
-            &serde_json::to_vec(&req).unwrap(),
-        )
-        .unwrap();
+        put_request(home.path(), folder, id, action);
     };
     ask("family", "r1", Action::ClearSession { name: "x".into() });
     ask("family", "r2", Action::ListSessions {});
