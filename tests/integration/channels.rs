@@ -265,7 +265,7 @@ async fn suite(p: Platform) {
 
     // Exactly once across a restart: killed mid-turn.
     p.say(&s, "ann", "g2:bash sleep 5; echo slow-answer").await;
-    wait_in_flight(&home, "one", 60).await;
+    wait_in_flight(&home, "one", 120).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     kill(&mut s);
     let s = p.serve(&home);
