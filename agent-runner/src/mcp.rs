@@ -319,15 +319,6 @@ impl G2Tools {
     }
 }
 
-/// The IPC folder a request goes to: `messages/` for `send_message`,
-/// `tasks/` for everything else.
-fn request_dir(action: &Action) -> &'static str {
-    match action {
-        Action::SendMessage { .. } => ipc::MESSAGES_DIR,
-        _ => ipc::TASKS_DIR,
-    }
-}
-
 /// Writes a request and waits for its response file.
 fn exchange(
     paths: &Paths,
@@ -343,9 +334,7 @@ fn exchange(
         let _ = tx.send(());
     })
     .map_err(std::io::Error::other)?;
-    let body = serde_json::to_vec(request).map_err(std::io::Error::other)?;
-    let dir = paths.ipc().join(request_dir(&request.action));
-    ipc::write_atomic(&dir, &format!("{}.json", request.request_id), &body)?;
+    ipc::write_request(&paths.ipc(), request)?;
     let deadline = std::time::Instant::now() + timeout;
     loop {
         if let Some(r) = take(&answer) {

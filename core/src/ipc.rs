@@ -38,6 +38,20 @@ pub const SESSION_HISTORY: &str = "session_history.json";
 pub const CURRENT_TASKS: &str = "current_tasks.json";
 pub const AVAILABLE_GROUPS: &str = "available_groups.json";
 
+/// Writes an agent's request into the IPC folder `ipc` as the `g2` MCP
+/// tools do: `messages/` for `send_message`, `tasks/` for everything else.
+/// Returns where the host will put its answer.
+pub fn write_request(ipc: &Path, request: &crate::wire::TaskRequest) -> std::io::Result<PathBuf> {
+    let dir = match request.action {
+        crate::wire::Action::SendMessage { .. } => MESSAGES_DIR,
+        _ => TASKS_DIR,
+    };
+    let name = format!("{}.json", request.request_id);
+    let body = serde_json::to_vec(request).map_err(std::io::Error::other)?;
+    write_atomic(&ipc.join(dir), &name, &body)?;
+    Ok(ipc.join(RESPONSES_DIR).join(name))
+}
+
 /// Writes `bytes` to `dir/name` through a fresh dot-named temp file and a
 /// rename. The folders are writable by the agent too, so nothing here
 /// follows a link it may have planted: the temp file has a random name and

@@ -96,13 +96,7 @@ fn put(home: &Path, folder: &str, id: &str, action: Action) -> PathBuf {
         request_id: id.to_string(),
         action,
     };
-    g2_core::ipc::write_atomic(
-        &home.join(format!("data/ipc/{folder}/tasks")),
-        &format!("{id}.json"),
-        &serde_json::to_vec(&req).unwrap(),
-    )
-    .unwrap();
-    home.join(format!("data/ipc/{folder}/responses/{id}.json"))
+    g2_core::ipc::write_request(&home.join(format!("data/ipc/{folder}")), &req).unwrap()
 }
 
 /// The answer at `path`, polled every millisecond until `until`.

@@ -683,23 +683,11 @@ pub fn signal(pid: u32, sig: &str) {
 }
 
 /// Writes an agent request into `folder`'s IPC folder as its MCP tool
-/// does (`messages/` for `send_message`, `tasks/` for the rest); returns
-/// where its answer will be.
+/// does; returns where its answer will be.
 pub fn put_request(home: &Path, folder: &str, id: &str, action: g2_core::wire::Action) -> PathBuf {
-    let sub = if matches!(action, g2_core::wire::Action::SendMessage { .. }) {
-        "messages"
-    } else {
-        "tasks"
-    };
     let req = g2_core::wire::TaskRequest {
         request_id: id.to_string(),
         action,
     };
-    g2_core::ipc::write_atomic(
-        &home.join(format!("data/ipc/{folder}/{sub}")),
-        &format!("{id}.json"),
-        &serde_json::to_vec(&req).unwrap(),
-    )
-    .unwrap();
-    home.join(format!("data/ipc/{folder}/responses/{id}.json"))
+    g2_core::ipc::write_request(&home.join(format!("data/ipc/{folder}")), &req).unwrap()
 }
