@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use g2_host::store::{self, memory};
 
+use crate::steps::say;
 use crate::support::*;
 
 /// A Messages API server answering g2's extraction requests: while
@@ -228,14 +229,14 @@ async fn a_tiny_memory_budget_stops_extraction_and_the_agent_keeps_answering() {
         ],
     );
     let mut main = Sse::open(&s.url, "main", None).await;
-    post(
+    let first = say(
         &s.url,
+        &mut main,
         "main",
         "Ann",
         "remember that the boat is moored at pier 7",
     )
     .await;
-    let first = main.reply(120).await;
     assert!(first.contains("pier 7"), "{first}");
     let reason = until("the job paused with its reason", 90, || {
         batch_jobs(&home)
@@ -250,8 +251,14 @@ async fn a_tiny_memory_budget_stops_extraction_and_the_agent_keeps_answering() {
         "{log}"
     );
     // The agent still answers; nothing was extracted or spent on memory.
-    post(&s.url, "main", "Bob", "what is the capital of France?").await;
-    let second = main.reply(120).await;
+    let second = say(
+        &s.url,
+        &mut main,
+        "main",
+        "Bob",
+        "what is the capital of France?",
+    )
+    .await;
     assert!(second.contains("capital of France"), "{second}");
     let list = home.json(&["memory", "observations", "main"]);
     assert_eq!(list, Value::Array(vec![]), "{list}");

@@ -22,14 +22,14 @@ async fn json_until(url: &str, done: impl Fn(&Value) -> bool) -> Value {
 async fn ann_asks_to_remember_the_boat(home: &TestHome) -> (Serve, Sse) {
     let s = serve(home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
     let mut main = Sse::open(&s.url, "main", None).await;
-    post(
+    say(
         &s.url,
+        &mut main,
         "main",
         "Ann",
         "remember that the boat is moored at pier 7",
     )
     .await;
-    main.reply(120).await;
     (s, main)
 }
 
@@ -112,16 +112,15 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
     // question about it brings the archived conversation (which forgetting
     // an observation leaves, as it leaves the session's summary), not the
     // observation.
-    post(&s.url, "main", "Bob", "g2:clear Boat").await;
-    main.reply(120).await;
-    post(
+    say(&s.url, &mut main, "main", "Bob", "g2:clear Boat").await;
+    let shown = say(
         &s.url,
+        &mut main,
         "main",
         "Bob",
         "where is the boat moored?\ng2:context",
     )
     .await;
-    let shown = main.reply(120).await;
     let at_start = shown.split(PROMPT_BLOCK).next().unwrap_or_default();
     assert!(at_start.contains("bread on Fridays"), "{shown}");
     assert!(
@@ -172,31 +171,29 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
     })
     .await;
     // Bob clears the session: a new one starts with the group's memory.
-    post(&s.url, "main", "Bob", "g2:clear Boat").await;
-    let cleared = main.reply(120).await;
+    let cleared = say(&s.url, &mut main, "main", "Bob", "g2:clear Boat").await;
     assert!(cleared.contains("bookmarked"), "{cleared}");
-    post(&s.url, "main", "Bob", "g2:context").await;
-    let shown = main.reply(120).await;
+    let shown = say(&s.url, &mut main, "main", "Bob", "g2:context").await;
     assert!(shown.contains("<g2-memory>"), "{shown}");
     assert!(shown.contains("the boat is moored at pier 7"), "{shown}");
     // A related question brings its memory with it; an unrelated one none.
-    post(
+    let related = say(
         &s.url,
+        &mut main,
         "main",
         "Bob",
         "where is the boat moored?\ng2:context",
     )
     .await;
-    let related = main.reply(120).await;
     assert!(related.contains(PROMPT_BLOCK), "{related}");
-    post(
+    let unrelated = say(
         &s.url,
+        &mut main,
         "main",
         "Bob",
         "what is the capital of France?\ng2:context",
     )
     .await;
-    let unrelated = main.reply(120).await;
     assert_eq!(
         unrelated.matches(PROMPT_BLOCK).count(),
         related.matches(PROMPT_BLOCK).count(),
@@ -204,10 +201,8 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
     );
     // Turned off for the group: a new session starts without memory.
     home.ok(&["groups", "inject", "main", "off"]);
-    post(&s.url, "main", "Bob", "g2:clear Quiet").await;
-    main.reply(120).await;
-    post(&s.url, "main", "Bob", "g2:context").await;
-    let off = main.reply(120).await;
+    say(&s.url, &mut main, "main", "Bob", "g2:clear Quiet").await;
+    let off = say(&s.url, &mut main, "main", "Bob", "g2:context").await;
     assert!(off.contains("no memory was injected"), "{off}");
 }
 
