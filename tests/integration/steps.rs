@@ -31,6 +31,16 @@ pub fn strs<'a>(items: &'a Value, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The item of a JSON array whose `key` is `value`; panics showing them all.
+pub fn item<'a>(items: &'a Value, key: &str, value: &str) -> &'a Value {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i[key] == value)
+        .unwrap_or_else(|| panic!("no {key} {value:?} in {items}"))
+}
+
 /// A JSON object's keys, sorted.
 pub fn sorted_keys(object: &Value) -> Vec<&str> {
     let mut keys: Vec<&str> = object
@@ -43,11 +53,34 @@ pub fn sorted_keys(object: &Value) -> Vec<&str> {
     keys
 }
 
-/// Posts `text` as `sender` to `folder`'s chat and returns the assistant's
-/// next reply on `chat`, that chat's open stream (within 120 s).
-pub async fn say(base: &str, chat: &mut Sse, folder: &str, sender: &str, text: &str) -> String {
-    post(base, folder, sender, text).await;
-    chat.reply(120).await
+/// A group's chat as a member sees it: its live stream, opened before
+/// anything is said, so no reply can be missed.
+pub struct Chat {
+    base: String,
+    folder: String,
+    stream: Sse,
+}
+
+impl Chat {
+    /// Opens `folder`'s live stream on the host at `base`.
+    pub async fn open(base: &str, folder: &str) -> Chat {
+        Chat {
+            base: base.to_string(),
+            folder: folder.to_string(),
+            stream: Sse::open(base, folder, None).await,
+        }
+    }
+
+    /// Posts `text` as `sender`: the assistant's next reply (within 120 s).
+    pub async fn say(&mut self, sender: &str, text: &str) -> String {
+        post(&self.base, &self.folder, sender, text).await;
+        self.stream.reply(120).await
+    }
+
+    /// The assistant's next reply, within `secs`.
+    pub async fn reply(&mut self, secs: u64) -> String {
+        self.stream.reply(secs).await
+    }
 }
 
 /// Points `folder` at the session `id`, from the pointer's generation now.

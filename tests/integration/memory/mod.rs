@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use g2_host::store::memory::{self, NewActivity};
 
-use crate::steps::say;
+use crate::steps::{Chat, item};
 use crate::support::*;
 
 mod capture;
