@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::steps::quiet_family;
 use crate::support::*;
 
 async fn call(c: &reqwest::Client, method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
@@ -15,6 +16,29 @@ async fn call(c: &reqwest::Client, method: &str, url: &str, body: Option<Value>)
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
+/// One host's API, called with JSON.
+struct Api {
+    c: reqwest::Client,
+    base: String,
+}
+
+impl Api {
+    fn of(s: &Serve) -> Api {
+        Api {
+            c: http_client(),
+            base: s.url.clone(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        call(&self.c, "GET", &format!("{}{path}", self.base), None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        call(&self.c, "POST", &format!("{}{path}", self.base), Some(body)).await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_http_api() {
     if !image_ready() {
@@ -25,10 +49,9 @@ async fn the_http_api() {
     home.place_transcript("main", sid, &fixture("spotter-short.jsonl"));
     home.ok(&["sessions", "set", "main", sid]);
     let s = serve(&home, &[]);
-    let c = http_client();
-    let u = |p: &str| format!("{}{p}", s.url);
+    let api = Api::of(&s);
 
-    let (st, health) = call(&c, "GET", &u("/health"), None).await;
+    let (st, health) = api.get("/health").await;
     assert_eq!(
         (st, health["status"].as_str()),
         (200, Some("ok")),
@@ -37,90 +60,72 @@ async fn the_http_api() {
     assert_eq!(health["provider"], "offline");
 
     // Groups.
-    let (st, g) = call(
-        &c,
-        "POST",
-        &u("/api/groups"),
-        Some(json!({ "folder": "family", "name": "Family" })),
-    )
-    .await;
+    let (st, g) = api
+        .post(
+            "/api/groups",
+            json!({ "folder": "family", "name": "Family" }),
+        )
+        .await;
     assert_eq!(st, 201, "{g}");
     assert_eq!(g["requires_trigger"], true);
     assert!(home.path().join("groups/family/CLAUDE.md").is_file());
-    let (st, e) = call(
-        &c,
-        "POST",
-        &u("/api/groups"),
-        Some(json!({ "folder": "family", "name": "Again" })),
-    )
-    .await;
-    assert_eq!(
-        (st, e["error"]["kind"].as_str()),
-        (409, Some("conflict")),
-        "{e}"
-    );
-    let (st, e) = call(
-        &c,
-        "POST",
-        &u("/api/groups"),
-        Some(json!({ "folder": "../etc", "name": "X" })),
-    )
-    .await;
-    assert_eq!(
-        (st, e["error"]["kind"].as_str()),
-        (400, Some("invalid")),
-        "{e}"
-    );
-    let (st, _) = call(
-        &c,
-        "POST",
-        &u("/api/groups"),
-        Some(json!({ "folder": "x", "name": "X", "evil": 1 })),
-    )
-    .await;
+    // Refused: a folder taken, one that is no name.
+    for (body, refusal) in [
+        (
+            json!({ "folder": "family", "name": "Again" }),
+            (409, Some("conflict")),
+        ),
+        (
+            json!({ "folder": "../etc", "name": "X" }),
+            (400, Some("invalid")),
+        ),
+    ] {
+        let (st, e) = api.post("/api/groups", body).await;
+        assert_eq!((st, e["error"]["kind"].as_str()), refusal, "{e}");
+    }
+    let (st, _) = api
+        .post(
+            "/api/groups",
+            json!({ "folder": "x", "name": "X", "evil": 1 }),
+        )
+        .await;
     assert!(st == 400 || st == 422, "unknown fields are refused: {st}");
-    let (_, list) = call(&c, "GET", &u("/api/groups"), None).await;
+    let (_, list) = api.get("/api/groups").await;
     assert_eq!(list.as_array().unwrap().len(), 2);
 
     // Sessions: show, clear, history, resume.
-    let (_, p) = call(&c, "GET", &u("/api/groups/main/session"), None).await;
+    let (_, p) = api.get("/api/groups/main/session").await;
     assert_eq!(p["session_id"], sid);
-    let (st, cleared) = call(
-        &c,
-        "POST",
-        &u("/api/groups/main/session/clear"),
-        Some(json!({ "name": "Spotter work" })),
-    )
-    .await;
+    let (st, cleared) = api
+        .post(
+            "/api/groups/main/session/clear",
+            json!({ "name": "Spotter work" }),
+        )
+        .await;
     assert_eq!(st, 200, "{cleared}");
     assert_eq!(cleared["pointer"]["session_id"], Value::Null);
     let archive_id = cleared["archive"]["id"].as_i64().unwrap();
-    let (_, hist) = call(&c, "GET", &u("/api/groups/main/sessions"), None).await;
+    let (_, hist) = api.get("/api/groups/main/sessions").await;
     assert_eq!(hist[0]["name"], "Spotter work");
-    let (st, e) = call(
-        &c,
-        "POST",
-        &u("/api/groups/main/session/clear"),
-        Some(json!({ "name": "again" })),
-    )
-    .await;
+    let (st, e) = api
+        .post("/api/groups/main/session/clear", json!({ "name": "again" }))
+        .await;
     assert_eq!(st, 404, "nothing to clear: {e}");
-    let (st, r) = call(
-        &c,
-        "POST",
-        &u("/api/groups/main/session/resume"),
-        Some(json!({ "history_id": hist[0]["id"] })),
-    )
-    .await;
+    let (st, r) = api
+        .post(
+            "/api/groups/main/session/resume",
+            json!({ "history_id": hist[0]["id"] }),
+        )
+        .await;
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["pointer"]["session_id"], sid);
-    let (st, _) = call(&c, "GET", &u("/api/groups/nobody/session"), None).await;
+    let (st, _) = api.get("/api/groups/nobody/session").await;
     assert_eq!(st, 404);
 
     // Archives and search.
-    let (_, arcs) = call(&c, "GET", &u("/api/groups/main/archives"), None).await;
+    let (_, arcs) = api.get("/api/groups/main/archives").await;
     assert_eq!(arcs[0]["id"], archive_id);
-    let (st, a) = call(&c, "GET", &u(&format!("/api/archives/{archive_id}")), None).await;
+    let (st, a) = api.get(&format!("/api/archives/{archive_id}")).await;
     assert_eq!(st, 200);
     assert!(
         a["markdown"]
@@ -129,18 +134,18 @@ async fn the_http_api() {
             .starts_with("# Spotter work"),
         "{a}"
     );
-    let (_, hits) = call(&c, "GET", &u("/api/search?q=spotter&group=main"), None).await;
+    let (_, hits) = api.get("/api/search?q=spotter&group=main").await;
     assert_eq!(hits[0]["archive_id"], archive_id, "{hits}");
-    let (st, _) = call(&c, "GET", &u("/api/search?q=x&group=../up"), None).await;
+    let (st, _) = api.get("/api/search?q=x&group=../up").await;
     assert_eq!(st, 400);
-    let (st, usage) = call(&c, "GET", &u("/api/usage?days=7"), None).await;
+    let (st, usage) = api.get("/api/usage?days=7").await;
     assert_eq!((st, usage), (200, json!([])));
 
     // Bodies are limited; unknown routes are clear errors.
     let big = json!({ "name": "x".repeat(100_000) });
-    let (st, _) = call(&c, "POST", &u("/api/groups/main/session/clear"), Some(big)).await;
+    let (st, _) = api.post("/api/groups/main/session/clear", big).await;
     assert_eq!(st, 413);
-    let (st, e) = call(&c, "GET", &u("/api/nothing"), None).await;
+    let (st, e) = api.get("/api/nothing").await;
     assert_eq!((st, e["error"]["kind"].as_str()), (404, Some("not_found")));
 }
 
@@ -179,12 +184,9 @@ async fn tokens_guard_the_api_and_other_binds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_are_stored_first_in_order_and_none_lost() {
-    if !image_ready() {
+    let Some((_home, s)) = quiet_family(&[]) else {
         return;
-    }
-    let home = TestHome::new();
-    home.ok(&["groups", "add", "family", "--name", "Family"]);
-    let s = serve(&home, &[]);
+    };
     let c = http_client();
     let url = format!("{}/api/groups/family/messages", s.url);
 
@@ -252,13 +254,9 @@ async fn messages_are_stored_first_in_order_and_none_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_replays_then_follows_without_gaps_or_repeats() {
-    if !image_ready() {
+    let Some((_home, s)) = quiet_family(&[]) else {
         return;
-    }
-    let home = TestHome::new();
-    // A group that needs a trigger: nothing here wakes its agent.
-    home.ok(&["groups", "add", "family", "--name", "Family"]);
-    let s = serve(&home, &[]);
+    };
     let c = http_client();
     let url = format!("{}/api/groups/family/messages", s.url);
     for i in 0..3 {
@@ -317,72 +315,48 @@ async fn every_refusal_has_the_error_shape() {
             .header("content-type", "application/json")
             .body(body.to_string())
     };
-    let cases = [
-        ("malformed JSON", json("{not json"), 400, "invalid"),
-        (
-            "wrong JSON type",
-            json(r#"{"folder": 5, "name": "x"}"#),
-            400,
-            "invalid",
-        ),
-        ("missing field", json(r#"{"folder": "x"}"#), 400, "invalid"),
+    let get = |p: &str| c.get(u(p));
+    // The refusals, by status and error kind.
+    let invalid = [
+        ("malformed JSON", json("{not json")),
+        ("wrong JSON type", json(r#"{"folder": 5, "name": "x"}"#)),
+        ("missing field", json(r#"{"folder": "x"}"#)),
+        ("bad query string", get("/api/search?q=x&limit=many")),
+        ("missing query parameter", get("/api/search")),
+        ("bad path parameter", get("/api/archives/seven")),
+    ];
+    let groups = c.post(u("/api/groups"));
+    let media_type = [
         (
             "no content type",
-            c.post(u("/api/groups"))
+            groups
+                .try_clone()
+                .unwrap()
                 .body(r#"{"folder":"x","name":"X"}"#),
-            415,
-            "unsupported_media_type",
         ),
         (
             "wrong content type",
-            c.post(u("/api/groups"))
-                .header("content-type", "text/plain")
-                .body("{}"),
-            415,
-            "unsupported_media_type",
+            groups.header("content-type", "text/plain").body("{}"),
         ),
-        (
-            "oversized body",
-            json(&format!(
-                r#"{{"folder":"x","name":"{}"}}"#,
-                "x".repeat(100_000)
-            )),
-            413,
-            "too_large",
-        ),
-        (
-            "bad query string",
-            c.get(u("/api/search?q=x&limit=many")),
-            400,
-            "invalid",
-        ),
-        (
-            "missing query parameter",
-            c.get(u("/api/search")),
-            400,
-            "invalid",
-        ),
-        (
-            "bad path parameter",
-            c.get(u("/api/archives/seven")),
-            400,
-            "invalid",
-        ),
-        (
-            "wrong method",
-            c.delete(u("/api/search?q=x")),
-            405,
-            "method_not_allowed",
-        ),
-        (
-            "wrong method outside /api",
-            c.post(u("/health")),
-            405,
-            "method_not_allowed",
-        ),
-        ("unknown route", c.get(u("/api/nothing")), 404, "not_found"),
     ];
-    for (what, req, status, kind) in cases {
+    let method = [
+        ("wrong method", c.delete(u("/api/search?q=x"))),
+        ("wrong method outside /api", c.post(u("/health"))),
+    ];
+    let big = format!(r#"{{"folder":"x","name":"{}"}}"#, "x".repeat(100_000));
+    let others = [
+        ("oversized body", json(&big), (413, "too_large")),
+        ("unknown route", get("/api/nothing"), (404, "not_found")),
+    ];
+    let refused = |reqs: Vec<(&'static str, reqwest::RequestBuilder)>,
+                   kind: (u16, &'static str)| {
+        reqs.into_iter().map(move |(what, req)| (what, req, kind))
+    };
+    let cases = refused(invalid.into(), (400, "invalid"))
+        .chain(refused(media_type.into(), (415, "unsupported_media_type")))
+        .chain(refused(method.into(), (405, "method_not_allowed")))
+        .chain(others);
+    for (what, req, (status, kind)) in cases {
         let resp = req.send().await.unwrap();
         assert_eq!(resp.status().as_u16(), status, "{what}");
         let ct = resp
@@ -407,22 +381,16 @@ async fn every_refusal_has_the_error_shape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_connections_are_closed_and_never_starve_a_real_request() {
-    if !image_ready() {
-        return;
-    }
+    // Raised before the host starts: it inherits the limit.
     raise_fd_limit();
-    let home = TestHome::new();
-    // A group that needs a trigger: nothing here wakes its agent.
-    home.ok(&["groups", "add", "family", "--name", "Family"]);
-    let s = serve(
-        &home,
-        &[
-            ("G2_API__HEADER_TIMEOUT_MS", "1000"),
-            ("G2_API__BODY_TIMEOUT_MS", "1000"),
-            ("G2_API__IDLE_TIMEOUT_SECS", "1"),
-            ("G2_API__MAX_CONNECTIONS", "1000"),
-        ],
-    );
+    let Some((_home, s)) = quiet_family(&[
+        ("G2_API__HEADER_TIMEOUT_MS", "1000"),
+        ("G2_API__BODY_TIMEOUT_MS", "1000"),
+        ("G2_API__IDLE_TIMEOUT_SECS", "1"),
+        ("G2_API__MAX_CONNECTIONS", "1000"),
+    ]) else {
+        return;
+    };
     // An event stream outlives every timeout: answers are never timed.
     let mut stream = Sse::open(&s.url, "family", None).await;
     let addr = s.url.strip_prefix("http://").unwrap().to_string();
@@ -446,14 +414,7 @@ async fn stalled_connections_are_closed_and_never_starve_a_real_request() {
         .collect();
     for c in closing {
         let (kind, got) = c.await.unwrap();
-        match kind {
-            Stall::Head => assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got}"),
-            Stall::Body => {
-                assert!(got.starts_with("HTTP/1.1 408"), "{got}");
-                assert!(got.contains(r#""kind":"timeout""#), "{got}");
-            }
-            Stall::Idle => assert!(got.starts_with("HTTP/1.1 200"), "{got}"),
-        }
+        kind.check_closed(&got, r#""kind":"timeout""#, "HTTP/1.1 200");
     }
     // Still serving, and the stream opened before the stalls is still open.
     let resp = http_client()
@@ -468,12 +429,9 @@ async fn stalled_connections_are_closed_and_never_starve_a_real_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_message_with_its_idempotency_key_is_stored_once() {
-    if !image_ready() {
+    let Some((_home, s)) = quiet_family(&[]) else {
         return;
-    }
-    let home = TestHome::new();
-    home.ok(&["groups", "add", "family", "--name", "Family"]);
-    let s = serve(&home, &[]);
+    };
     let c = http_client();
     let url = format!("{}/api/groups/family/messages", s.url);
     let send = |key: &'static str, text: &'static str| {

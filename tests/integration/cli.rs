@@ -1,6 +1,7 @@
 //! The `g2` command line: init, groups, sessions, archive; bad input gets a
 //! clear error and changes nothing.
 
+use crate::steps::sorted_keys;
 use crate::support::*;
 
 const A: &str = "aaaaaaaa-0000-4000-8000-000000000001";
@@ -59,13 +60,7 @@ fn groups_add_list_remove() {
     assert_eq!(by("open")["requires_trigger"], false);
     // The JSON shape is stable: exactly these keys.
     let open = by("open");
-    let mut keys: Vec<&str> = open
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort();
+    let keys = sorted_keys(&open);
     assert_eq!(
         keys,
         [
@@ -174,13 +169,7 @@ fn sessions_through_the_cli() {
     let history = home.json(&["sessions", "history", "dev"]);
     assert_eq!(history.as_array().unwrap().len(), 1);
     let id = history[0]["id"].as_i64().unwrap();
-    let mut keys: Vec<&str> = history[0]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort();
+    let keys = sorted_keys(&history[0]);
     assert_eq!(
         keys,
         [
@@ -216,31 +205,19 @@ fn sessions_through_the_cli() {
 fn archive_never_overwrites() {
     let home = TestHome::new();
     let f = fixture("spotter-short.jsonl");
-    let first = home.ok(&[
+    // The same conversation archived again and again under one title.
+    let same = [
         "archive",
         f.to_str().unwrap(),
         "--group",
         "main",
         "--name",
         "Same name",
-    ]);
+    ];
+    let first = home.ok(&same);
     let original = std::fs::read_to_string(first.trim()).unwrap();
-    let second = home.ok(&[
-        "archive",
-        f.to_str().unwrap(),
-        "--group",
-        "main",
-        "--name",
-        "Same name",
-    ]);
-    let third = home.json(&[
-        "archive",
-        f.to_str().unwrap(),
-        "--group",
-        "main",
-        "--name",
-        "Same name",
-    ]);
+    let second = home.ok(&same);
+    let third = home.json(&same);
     assert!(first.trim().ends_with("-same-name.md"));
     assert!(second.trim().ends_with("-same-name-2.md"));
     assert!(third["path"].as_str().unwrap().ends_with("-same-name-3.md"));
@@ -257,14 +234,7 @@ fn archive_never_overwrites() {
     // A file deleted by hand keeps its row (and its search entry); the name
     // is not reused, the next archive of that title still lands.
     std::fs::remove_file(first.trim()).unwrap();
-    let fourth = home.json(&[
-        "archive",
-        f.to_str().unwrap(),
-        "--group",
-        "main",
-        "--name",
-        "Same name",
-    ]);
+    let fourth = home.json(&same);
     assert!(
         fourth["path"]
             .as_str()
@@ -272,14 +242,7 @@ fn archive_never_overwrites() {
             .ends_with("-same-name-4.md"),
         "{fourth}"
     );
-    let rows: i64 = home
-        .store()
-        .read_blocking(|c| {
-            c.query_row("SELECT count(*) FROM conversation_archives", (), |r| {
-                r.get(0)
-            })
-        })
-        .unwrap();
+    let rows = crate::meaning::count(&home.store(), "SELECT count(*) FROM conversation_archives");
     assert_eq!(rows, 4);
 }
 
@@ -346,14 +309,7 @@ fn concurrent_archives_of_one_name_all_land() {
     paths.sort();
     paths.dedup();
     assert_eq!(paths.len(), 8, "two archives got one file");
-    let rows: i64 = home
-        .store()
-        .read_blocking(|c| {
-            c.query_row("SELECT count(*) FROM conversation_archives", (), |r| {
-                r.get(0)
-            })
-        })
-        .unwrap();
+    let rows = crate::meaning::count(&home.store(), "SELECT count(*) FROM conversation_archives");
     assert_eq!(rows, 8);
 }
 

@@ -71,14 +71,7 @@ fn doctor_reports_every_part() {
     let held = g2_host::container::disk::Sight::of_self().describe();
     assert!(disk.contains(&format!("; {held}")), "{disk}");
     std::fs::write(home.path().join("groups/main/big.bin"), vec![1u8; 3 << 20]).unwrap();
-    let big = home.g2_with(&["doctor", "--json"], &[("G2_CONTAINER__DISK_MB", "2")]);
-    let big: serde_json::Value = serde_json::from_slice(&big.stdout).unwrap();
-    let disk = big
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "disk")
-        .unwrap();
+    let (_, disk) = doctor_check(&home, &[("G2_CONTAINER__DISK_MB", "2")], "disk");
     assert_eq!(disk["ok"], false, "{disk}");
     let many = home.g2_with(
         &["doctor", "--json"],
@@ -127,14 +120,24 @@ fn doctor_check(
 ) -> (std::process::Output, serde_json::Value) {
     let out = home.g2_with(&["doctor", "--json"], env);
     let checks: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let check = checks
+    let check = named(&checks, name).clone();
+    (out, check)
+}
+
+/// `check` failed, its detail saying `says`.
+fn fails_saying(check: &serde_json::Value, says: &str) {
+    assert_eq!(check["ok"], false, "{check}");
+    assert!(check["detail"].as_str().unwrap().contains(says), "{check}");
+}
+
+/// The check `name` among doctor's `--json` checks.
+fn named<'a>(checks: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    checks
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == name)
         .unwrap()
-        .clone();
-    (out, check)
 }
 
 #[test]
@@ -175,12 +178,7 @@ fn doctor_names_the_provider_and_the_key_source_never_the_key() {
     assert!(m["detail"].as_str().unwrap().starts_with("offline"), "{m}");
 
     std::fs::remove_file(home.path().join(".env")).unwrap();
-    let m = run(&[("G2_PROVIDER", "anthropic")]);
-    assert_eq!(m["ok"], false);
-    assert!(
-        m["detail"].as_str().unwrap().contains("ANTHROPIC_API_KEY"),
-        "{m}"
-    );
+    fails_saying(&run(&[("G2_PROVIDER", "anthropic")]), "ANTHROPIC_API_KEY");
 }
 
 #[test]
@@ -207,20 +205,9 @@ fn doctor_names_a_claude_path_that_does_not_run() {
         format!("[claude_code]\npath = {:?}\n", missing.to_str().unwrap()),
     )
     .unwrap();
-    let out = home.g2(&["doctor", "--json"]);
+    let (out, c) = doctor_check(&home, &[], "claude-code");
     assert!(!out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let c = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "claude-code")
-        .unwrap();
-    assert_eq!(c["ok"], false);
-    assert!(
-        c["detail"].as_str().unwrap().contains("does not run"),
-        "{c}"
-    );
+    fails_saying(&c, "does not run");
 }
 
 #[test]
@@ -238,17 +225,15 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
         let (out, c) = doctor_check(&home, &[], "secrets");
         (out.status.success(), c)
     };
+    // Passed, its detail starting with how many credentials are held.
+    let passes_holding = |held: &str| {
+        let (_, c) = secrets();
+        assert_eq!(c["ok"], true, "{c}");
+        assert!(c["detail"].as_str().unwrap().starts_with(held), "{c}");
+    };
     let token = "tok-doctor-0123456789";
     std::fs::write(&toml, format!("[api]\ntoken = \"{token}\"\n")).unwrap();
-    let (_, c) = secrets();
-    assert_eq!(c["ok"], true, "{c}");
-    assert!(
-        c["detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("1 credential held"),
-        "{c}"
-    );
+    passes_holding("1 credential held");
     // Readable by everyone: the doctor fails, saying what to do, never the token.
     std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o644)).unwrap();
     let env = home.path().join(".env");
@@ -295,15 +280,7 @@ fn init_writes_private_settings_and_doctor_fails_on_readable_secrets() {
     assert_eq!(mode(&toml), 0o644);
     std::fs::set_permissions(&toml, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let (_, c) = secrets();
-    assert_eq!(c["ok"], true, "{c}");
-    assert!(
-        c["detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("2 credentials held"),
-        "{c}"
-    );
+    passes_holding("2 credentials held");
 }
 
 /// Beside a running `g2 serve`, doctor reports with the host's settings,
@@ -316,16 +293,7 @@ async fn doctor_reports_the_running_hosts_settings() {
     let home = TestHome::new();
     let own: serde_json::Value =
         serde_json::from_slice(&home.g2(&["doctor", "--json"]).stdout).unwrap();
-    let disk = |v: &serde_json::Value| {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "disk")
-            .unwrap()["detail"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let disk = |v: &serde_json::Value| named(v, "disk")["detail"].as_str().unwrap().to_string();
     assert!(!disk(&own).contains("/7 MB"), "{own}");
     let s = serve(&home, &[("G2_CONTAINER__DISK_MB", "7")]);
     let out = home.g2(&["doctor", "--json"]);

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use g2_host::store::{self, memory};
 
+use crate::steps::{Chat, item};
 use crate::support::*;
 
 /// A Messages API server answering g2's extraction requests: while
@@ -196,12 +197,7 @@ async fn a_host_killed_during_extraction_resumes_the_job_and_stores_it_once() {
     assert_eq!(upstream.seen.lock().unwrap().len(), 6);
     // Accounted to the group, as memory.
     let usage = home.json(&["usage", "--group", "main"]);
-    let memory = usage
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["purpose"] == "memory")
-        .unwrap_or_else(|| panic!("{usage}"));
+    let memory = item(&usage, "purpose", "memory");
     assert_eq!(memory["provider"], "anthropic", "{usage}");
     assert!(memory["requests"].as_u64() >= Some(5), "{usage}");
     assert!(memory["input_tokens"].as_u64() >= Some(5 * 700), "{usage}");
@@ -227,15 +223,10 @@ async fn a_tiny_memory_budget_stops_extraction_and_the_agent_keeps_answering() {
             ("G2_MEMORY__DAILY_TOKENS", "100"),
         ],
     );
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(
-        &s.url,
-        "main",
-        "Ann",
-        "remember that the boat is moored at pier 7",
-    )
-    .await;
-    let first = main.reply(120).await;
+    let mut main = Chat::open(&s.url, "main").await;
+    let first = main
+        .say("Ann", "remember that the boat is moored at pier 7")
+        .await;
     assert!(first.contains("pier 7"), "{first}");
     let reason = until("the job paused with its reason", 90, || {
         batch_jobs(&home)
@@ -250,8 +241,7 @@ async fn a_tiny_memory_budget_stops_extraction_and_the_agent_keeps_answering() {
         "{log}"
     );
     // The agent still answers; nothing was extracted or spent on memory.
-    post(&s.url, "main", "Bob", "what is the capital of France?").await;
-    let second = main.reply(120).await;
+    let second = main.say("Bob", "what is the capital of France?").await;
     assert!(second.contains("capital of France"), "{second}");
     let list = home.json(&["memory", "observations", "main"]);
     assert_eq!(list, Value::Array(vec![]), "{list}");

@@ -6,6 +6,7 @@
 use g2_core::wire::{Action, TaskResponse};
 use g2_host::requests::RequestServer;
 
+use crate::steps::{session_of, set_session};
 use crate::support::*;
 
 struct Fixture {
@@ -296,11 +297,7 @@ async fn session_tools_act_on_the_source_group_only() {
     let f = Fixture::new();
     let sessions = f.home.sessions();
     let work_id = "11111111-2222-4333-8444-555555555555";
-    let p = sessions.get(&gf("work")).await.unwrap();
-    sessions
-        .set(&gf("work"), work_id, p.generation)
-        .await
-        .unwrap();
+    set_session(&sessions, "work", work_id).await;
     // Main has no more say over another group's sessions than anyone.
     for folder in ["main", "family"] {
         let r = f
@@ -345,12 +342,7 @@ async fn session_tools_act_on_the_source_group_only() {
     }
     assert_eq!(f.refusals("family"), before + 9);
     assert_eq!(
-        sessions
-            .get(&gf("work"))
-            .await
-            .unwrap()
-            .session_id
-            .as_deref(),
+        session_of(&sessions, "work").await.as_deref(),
         Some(work_id)
     );
     // Naming its own group is harmless.

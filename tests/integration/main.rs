@@ -47,6 +47,7 @@ mod sessions;
 mod slack;
 mod slack_api;
 mod startup;
+mod steps;
 mod stream;
 mod telegram;
 mod viewer;

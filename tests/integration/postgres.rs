@@ -24,32 +24,34 @@ pub(crate) fn postgres_home() -> Option<TestHome> {
     Some(home)
 }
 
+/// `dev` added, and three conversations archived, each with its (user,
+/// assistant) words: `Trip` in `main`, `Deploy` in `dev`, `Garden` in `main`.
+fn three_archives(home: &TestHome, said: [(&str, &str); 3]) {
+    home.ok(&["groups", "add", "dev", "--name", "Dev"]);
+    let names = [("main", "Trip"), ("dev", "Deploy"), ("main", "Garden")];
+    for ((group, name), (user, assistant)) in names.into_iter().zip(said) {
+        archive_text(home, group, name, user, assistant);
+    }
+}
+
 #[test]
 fn a_home_on_postgres_keeps_and_finds_everything_there() {
     let Some(home) = postgres_home() else {
         return;
     };
-    home.ok(&["groups", "add", "dev", "--name", "Dev"]);
-    archive_text(
+    three_archives(
         &home,
-        "main",
-        "Trip",
-        "Shall we take the night train to Vienna?",
-        "Yes, the sleeper leaves at 19:40.",
-    );
-    archive_text(
-        &home,
-        "dev",
-        "Deploy",
-        "Did the deploy of db-1 go through?",
-        "It did; the trains of thought are another matter.",
-    );
-    archive_text(
-        &home,
-        "main",
-        "Garden",
-        "The tomatoes need water.",
-        "I watered them.",
+        [
+            (
+                "Shall we take the night train to Vienna?",
+                "Yes, the sleeper leaves at 19:40.",
+            ),
+            (
+                "Did the deploy of db-1 go through?",
+                "It did; the trains of thought are another matter.",
+            ),
+            ("The tomatoes need water.", "I watered them."),
+        ],
     );
 
     let names = |args: &[&str]| -> Vec<String> {
@@ -117,27 +119,22 @@ fn a_sqlite_home_migrated_to_postgres_finds_and_recalls_the_same() {
     }
     let Some(cluster) = cluster else { return };
     let home = TestHome::new();
-    home.ok(&["groups", "add", "dev", "--name", "Dev"]);
-    archive_text(
+    three_archives(
         &home,
-        "main",
-        "Trip",
-        "Shall we take the night train to Vienna?",
-        "Yes, the sleeper leaves at 19:40 from platform 7.",
-    );
-    archive_text(
-        &home,
-        "dev",
-        "Deploy",
-        "Did the deploy of the billing service go through?",
-        "It did; the migration took four minutes.",
-    );
-    archive_text(
-        &home,
-        "main",
-        "Garden",
-        "The tomatoes need water every evening.",
-        "I watered them and added compost.",
+        [
+            (
+                "Shall we take the night train to Vienna?",
+                "Yes, the sleeper leaves at 19:40 from platform 7.",
+            ),
+            (
+                "Did the deploy of the billing service go through?",
+                "It did; the migration took four minutes.",
+            ),
+            (
+                "The tomatoes need water every evening.",
+                "I watered them and added compost.",
+            ),
+        ],
     );
     let questions = [
         "when does the sleeper train leave",

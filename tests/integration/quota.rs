@@ -13,17 +13,9 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_over_its_disk_quota_is_stopped_and_told() {
-    if !image_ready() {
+    let Some((home, s)) = quota_host(&[("G2_CONTAINER__DISK_MB", "40")]) else {
         return;
-    }
-    let home = home_with_family();
-    let s = serve(
-        &home,
-        &[
-            ("G2_CONTAINER__DISK_MB", "40"),
-            ("G2_CONTAINER__DISK_CHECK_MS", "300"),
-        ],
-    );
+    };
     // 5 MB every half second, far past 40 MB unless stopped.
     post(&s.url, "family", "ann", "g2:bash for i in $(seq 1 40); do head -c 5000000 /dev/zero > f$i.bin; sleep 0.5; done; echo wrote-all").await;
     let t = wait_bot(&s.url, "family", 1, 180).await;
@@ -80,17 +72,9 @@ async fn a_group_over_its_disk_quota_is_stopped_and_told() {
 /// group answers again at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_into_a_file_deleted_while_open_is_stopped_and_told() {
-    if !image_ready() {
+    let Some((home, s)) = quota_host(&[("G2_CONTAINER__DISK_MB", "20")]) else {
         return;
-    }
-    let home = home_with_family();
-    let s = serve(
-        &home,
-        &[
-            ("G2_CONTAINER__DISK_MB", "20"),
-            ("G2_CONTAINER__DISK_CHECK_MS", "300"),
-        ],
-    );
+    };
     // 5 MB every half second into a file that has no name any more, 400 MB
     // unless stopped; each round is written down beside it.
     post(
@@ -173,18 +157,12 @@ async fn stopped_refused_and_back(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_odd_named_and_many_file_writers_are_counted_like_the_plain_one() {
-    if !image_ready() {
+    let Some((home, s)) = quota_host(&[
+        ("G2_CONTAINER__DISK_MB", "40"),
+        ("G2_CONTAINER__MAX_GROUP_FILES", "5000"),
+    ]) else {
         return;
-    }
-    let home = home_with_family();
-    let s = serve(
-        &home,
-        &[
-            ("G2_CONTAINER__DISK_MB", "40"),
-            ("G2_CONTAINER__MAX_GROUP_FILES", "5000"),
-            ("G2_CONTAINER__DISK_CHECK_MS", "300"),
-        ],
-    );
+    };
     // 5 MB every half second, 70 folders down.
     let deep = "d=/workspace/group/deep; for i in $(seq 1 70); do d=$d/n; done; mkdir -p $d; \
                 for i in $(seq 1 40); do head -c 5000000 /dev/zero > $d/f$i.bin; sleep 0.5; done; echo wrote-all";
@@ -200,4 +178,17 @@ async fn deep_odd_named_and_many_file_writers_are_counted_like_the_plain_one() {
                 for i in $(seq 1 40); do mkdir b$i && (cd b$i && seq 1 1000 | xargs touch); sleep 0.5; done; echo wrote-all";
     let told = "over its limit of 5000";
     stopped_refused_and_back(&s, &home, many, told, ("many", b"."), 6).await;
+}
+
+/// `g2 serve` on a home with a `family` group whose disk is checked every
+/// 300 ms under `quota` (more settings); `None` without the agent image.
+fn quota_host(quota: &[(&str, &str)]) -> Option<(TestHome, Serve)> {
+    if !image_ready() {
+        return None;
+    }
+    let home = home_with_family();
+    let mut env = vec![("G2_CONTAINER__DISK_CHECK_MS", "300")];
+    env.extend_from_slice(quota);
+    let s = serve(&home, &env);
+    Some((home, s))
 }

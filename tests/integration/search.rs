@@ -1,6 +1,7 @@
 //! `g2 search`: any word finds, every word and phrases rank first, BM25,
 //! group filter, snippets, stable JSON.
 
+use crate::steps::{sorted_keys, strs};
 use crate::support::*;
 
 #[test]
@@ -32,12 +33,7 @@ fn ranking_group_filter_and_json_shape() {
     archive_text(&home, "main", "Unrelated", "nothing to see here", "indeed");
 
     let hits = home.json(&["search", "wombat"]);
-    let names: Vec<&str> = hits
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["name"].as_str().unwrap())
-        .collect();
+    let names = strs(&hits, "name");
     assert_eq!(names.len(), 3, "{names:?}");
     // Dense body matches beat a single mention in a long text.
     let pos = |n: &str| names.iter().position(|x| *x == n).unwrap();
@@ -51,13 +47,7 @@ fn ranking_group_filter_and_json_shape() {
         .collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
 
-    let mut keys: Vec<&str> = hits[0]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    keys.sort();
+    let keys = sorted_keys(&hits[0]);
     assert_eq!(
         keys,
         [
@@ -174,12 +164,7 @@ fn a_question_finds_the_archive_that_answers_it() {
     );
     // Stop words ("what", "did", "I", "for") find nothing; "uname" does.
     let hits = home.json(&["search", "what did I run uname for"]);
-    let names: Vec<&str> = hits
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["name"].as_str().unwrap())
-        .collect();
+    let names = strs(&hits, "name");
     assert_eq!(names.len(), 2, "{hits}");
     assert!(names.contains(&"Kernel"), "{hits}");
     assert!(

@@ -1,5 +1,6 @@
 //! Session pointers, the generation guard, clear and resume.
 
+use crate::steps::{session_of, set_session};
 use crate::support::*;
 use g2_core::validate::GroupFolder;
 use g2_host::Error;
@@ -265,11 +266,7 @@ async fn agent_requests_act_on_their_own_group_only() {
     home.ok(&["groups", "add", "work", "--name", "Work"]);
     let sessions = home.sessions();
     let work_id = "11111111-2222-4333-8444-555555555555";
-    let p = sessions.get(&gf("work")).await.unwrap();
-    sessions
-        .set(&gf("work"), work_id, p.generation)
-        .await
-        .unwrap();
+    set_session(&sessions, "work", work_id).await;
     let tasks = g2_host::requests::RequestServer::new(
         home.home(),
         home.store(),
@@ -318,12 +315,7 @@ async fn agent_requests_act_on_their_own_group_only() {
     assert!(!answer("r3").ok);
     // Work's pointer is untouched; the unknown action is kept with a reason.
     assert_eq!(
-        sessions
-            .get(&gf("work"))
-            .await
-            .unwrap()
-            .session_id
-            .as_deref(),
+        session_of(&sessions, "work").await.as_deref(),
         Some(work_id)
     );
     let errors = home.path().join("data/ipc/family/errors");

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use crate::steps::quiet_family;
 use crate::support::*;
 
 const POSTERS: usize = 8;
@@ -66,12 +67,9 @@ async fn stored_seqs(base: &str, folder: &str) -> Vec<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_listener_gets_every_message_once_in_seq_order() {
-    if !image_ready() {
+    let Some((_home, s)) = quiet_family(&[]) else {
         return;
-    }
-    let home = TestHome::new();
-    home.ok(&["groups", "add", "family", "--name", "Family"]);
-    let s = serve(&home, &[]);
+    };
     let total = POSTERS * PER_POSTER;
 
     // The response headers come once the server has subscribed.
@@ -161,12 +159,9 @@ fn raw_controls(out: &str) -> Vec<char> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_names_are_refused_and_stored_text_prints_inert_in_g2_chat() {
-    if !image_ready() {
+    let Some((home, s)) = quiet_family(&[]) else {
         return;
-    }
-    let home = TestHome::new();
-    home.ok(&["groups", "add", "family", "--name", "Family"]);
-    let s = serve(&home, &[]);
+    };
     let c = http_client();
     let messages = format!("{}/api/groups/family/messages", s.url);
 

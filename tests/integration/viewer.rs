@@ -27,42 +27,57 @@ pub fn browser_present() -> bool {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_message_sent_from_the_chat_page_is_answered_without_a_reload() {
+/// `g2 serve` with `env` on a fresh home, where each (sender, text) of
+/// `asked` was asked in `main` and answered; `None` without the agent
+/// image or the browser (in CI that fails).
+async fn served(env: &[(&str, &str)], asked: &[(&str, &str)]) -> Option<(TestHome, Serve)> {
     if !image_ready() || !browser_present() {
-        return;
+        return None;
     }
     let home = TestHome::new();
-    let s = serve(&home, &[]);
+    let s = serve(&home, env);
+    for (sender, text) in asked {
+        ask(&s.url, "main", sender, text).await;
+    }
+    Some((home, s))
+}
+
+/// Opens the page at `path` of the host at `base`.
+async fn open(b: &Browser, base: &str, path: &str) {
+    b.client.goto(&format!("{base}{path}")).await.unwrap();
+}
+
+/// Clicks the element `css` selects.
+async fn click(b: &Browser, css: &str) {
+    let e = b.client.find(Locator::Css(css)).await.unwrap();
+    e.click().await.unwrap();
+}
+
+/// Types `text` into the field `css` selects.
+async fn type_into(b: &Browser, css: &str, text: &str) {
+    let e = b.client.find(Locator::Css(css)).await.unwrap();
+    e.send_keys(text).await.unwrap();
+}
+
+/// The chat page has its stream open.
+const LIVE: &str = "document.getElementById('live').textContent === 'live'";
+/// An archive is shown.
+const ARCHIVE: &str = "document.querySelector('article.archive') !== null";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_from_the_chat_page_is_answered_without_a_reload() {
+    let Some((_home, s)) = served(&[], &[]).await else {
+        return;
+    };
     let b = Browser::start().await;
-    b.client.goto(&format!("{}/", s.url)).await.unwrap();
+    open(&b, &s.url, "/").await;
     assert_eq!(b.client.title().await.unwrap(), "Groups · g2");
-    let link = b
-        .client
-        .find(Locator::Css("a[href='/groups/main']"))
-        .await
-        .unwrap();
-    link.click().await.unwrap();
-    b.until(
-        "the chat page is live",
-        "document.getElementById('live').textContent === 'live'",
-    )
-    .await;
+    click(&b, "a[href='/groups/main']").await;
+    b.until("the chat page is live", LIVE).await;
     // Marks this page load: a reload would lose it.
     b.eval("window.g2Marker = 42").await;
-    let text = b
-        .client
-        .find(Locator::Css("#send textarea[name=text]"))
-        .await
-        .unwrap();
-    text.send_keys("hello").await.unwrap();
-    b.client
-        .find(Locator::Css("#send button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(&b, "#send textarea[name=text]", "hello").await;
+    click(&b, "#send button[type=submit]").await;
     b.until(
         "the quoted reply",
         "Array.from(document.querySelectorAll('.message.bot .text')).some(e => e.textContent.includes('hello'))",
@@ -99,12 +114,9 @@ async fn no_harm(b: &Browser, page: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_markup_in_chat_and_archives_is_shown_as_text() {
-    if !image_ready() || !browser_present() {
+    let Some((_home, s)) = served(&[], &[("Mallory", HOSTILE)]).await else {
         return;
-    }
-    let home = TestHome::new();
-    let s = serve(&home, &[]);
-    ask(&s.url, "main", "Mallory", HOSTILE).await;
+    };
     // The conversation is archived with the markup in it.
     let r = http_client()
         .post(format!("{}/api/groups/main/session/clear", s.url))
@@ -115,15 +127,8 @@ async fn hostile_markup_in_chat_and_archives_is_shown_as_text() {
     assert!(r.status().is_success(), "{}", r.text().await.unwrap());
 
     let b = Browser::start().await;
-    b.client
-        .goto(&format!("{}/groups/main", s.url))
-        .await
-        .unwrap();
-    b.until(
-        "the chat page is live",
-        "document.getElementById('live').textContent === 'live'",
-    )
-    .await;
+    open(&b, &s.url, "/groups/main").await;
+    b.until("the chat page is live", LIVE).await;
     b.until(
         "the markup shown as text",
         "Array.from(document.querySelectorAll('.message .text')).some(e => e.textContent.includes('<script>document.title'))",
@@ -131,17 +136,10 @@ async fn hostile_markup_in_chat_and_archives_is_shown_as_text() {
     .await;
     no_harm(&b, "chat").await;
 
-    b.client
-        .goto(&format!("{}/groups/main/archives", s.url))
-        .await
-        .unwrap();
+    open(&b, &s.url, "/groups/main/archives").await;
     let link = b.client.find(Locator::LinkText("Hostile")).await.unwrap();
     link.click().await.unwrap();
-    b.until(
-        "the archive page",
-        "document.querySelector('article.archive') !== null",
-    )
-    .await;
+    b.until("the archive page", ARCHIVE).await;
     let heading = b
         .eval("document.querySelector('article h1').textContent")
         .await;
@@ -170,30 +168,18 @@ async fn hostile_markup_in_chat_and_archives_is_shown_as_text() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
-    if !image_ready() || !browser_present() {
-        return;
-    }
-    let home = TestHome::new();
-    let s = serve(&home, &[]);
-    ask(
-        &s.url,
-        "main",
-        "Ann",
-        "the lighthouse keeper feeds the gulls at dawn",
+    let Some((_home, s)) = served(
+        &[],
+        &[("Ann", "the lighthouse keeper feeds the gulls at dawn")],
     )
-    .await;
+    .await
+    else {
+        return;
+    };
 
     let b = Browser::start().await;
-    b.client
-        .goto(&format!("{}/groups/main/sessions", s.url))
-        .await
-        .unwrap();
-    let name = b
-        .client
-        .find(Locator::Css("#clear input[name=name]"))
-        .await
-        .unwrap();
-    name.send_keys("Lighthouse").await.unwrap();
+    open(&b, &s.url, "/groups/main/sessions").await;
+    type_into(&b, "#clear input[name=name]", "Lighthouse").await;
     // The page asks before it clears.
     b.confirm_click(
         "#clear button[type=submit]",
@@ -201,18 +187,8 @@ async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
         "Array.from(document.querySelectorAll('.list li')).some(li => li.textContent.includes('Lighthouse') && li.querySelector('a[href^=\"/archives/\"]'))",
     )
     .await;
-    b.client
-        .find(Locator::Css(".list li a[href^='/archives/']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    b.until(
-        "the archive page",
-        "document.querySelector('article.archive') !== null",
-    )
-    .await;
+    click(&b, ".list li a[href^='/archives/']").await;
+    b.until("the archive page", ARCHIVE).await;
     // Rendered as a document: a heading and paragraphs, the names in bold.
     assert_eq!(
         b.eval("document.querySelector('article h1').textContent")
@@ -229,16 +205,9 @@ async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
         json!(true)
     );
     // Found from the search page, in people's words.
-    b.client.goto(&format!("{}/search", s.url)).await.unwrap();
-    let q = b.client.find(Locator::Css("input[name=q]")).await.unwrap();
-    q.send_keys("who feeds the gulls?").await.unwrap();
-    b.client
-        .find(Locator::Css("form[role=search] button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    open(&b, &s.url, "/search").await;
+    type_into(&b, "input[name=q]", "who feeds the gulls?").await;
+    click(&b, "form[role=search] button").await;
     b.until(
         "the archive among the hits",
         "document.getElementById('archive-hits') !== null",
@@ -259,19 +228,15 @@ async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
 
 /// Types `token` into the sign-in page's form and sends it.
 async fn sign_in(b: &Browser, token: &str) {
-    let field = b
-        .client
-        .find(Locator::Css("input[name=token]"))
-        .await
-        .unwrap();
-    field.send_keys(token).await.unwrap();
-    b.client
-        .find(Locator::Css("form button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(b, "input[name=token]", token).await;
+    click(b, "form button[type=submit]").await;
+}
+
+/// Signs in with `token` and waits for the groups page.
+async fn signed_in(b: &Browser, token: &str) {
+    sign_in(b, token).await;
+    b.until("the groups page", "document.title === 'Groups · g2'")
+        .await;
 }
 
 /// The page's CSRF token, as its script reads it.
@@ -285,22 +250,30 @@ async fn page_csrf(b: &Browser) -> String {
 
 /// A message posted from the page with `csrf` in its header: the status.
 async fn post_from_page(b: &Browser, csrf: &str) -> Value {
+    page_post(b, &csrf_headers(&format!("'{csrf}'")), "session check").await
+}
+
+/// A message `text` posted from the page's script with `headers` (a JS
+/// object): the status, or the error.
+async fn page_post(b: &Browser, headers: &str, text: &str) -> Value {
     let script = format!(
-        "const done = arguments[0]; fetch('/api/groups/main/messages', {{method: 'POST', \
-         headers: {{'content-type': 'application/json', 'x-g2-csrf': '{csrf}'}}, \
-         body: JSON.stringify({{sender: 'Web', text: 'session check'}})}}).then(r => done(r.status), e => done(String(e)));"
+        "const done = arguments[0]; fetch('/api/groups/main/messages', {{method: 'POST', headers: {headers}, \
+         body: JSON.stringify({{sender: 'Web', text: '{text}'}})}}).then(r => done(r.status), e => done(String(e)));"
     );
     b.client.execute_async(&script, vec![]).await.unwrap()
 }
 
+/// JSON headers with the CSRF token `csrf` (a JS expression).
+fn csrf_headers(csrf: &str) -> String {
+    format!("{{'content-type': 'application/json', 'x-g2-csrf': {csrf}}}")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_sign_in_is_a_session_with_its_own_csrf_token() {
-    if !image_ready() || !browser_present() {
-        return;
-    }
-    let home = TestHome::new();
     let token = "tok-session-0123456789";
-    let s = serve(&home, &[("G2_API__TOKEN", token)]);
+    let Some((_home, s)) = served(&[("G2_API__TOKEN", token)], &[]).await else {
+        return;
+    };
     // Before sign-in no page shows a CSRF token.
     let login = get_text(&format!("{}/login", s.url)).await;
     assert!(
@@ -308,11 +281,9 @@ async fn each_sign_in_is_a_session_with_its_own_csrf_token() {
         "{login}"
     );
     let b = Browser::start().await;
-    b.client.goto(&format!("{}/login", s.url)).await.unwrap();
+    open(&b, &s.url, "/login").await;
     assert_eq!(page_csrf(&b).await, "");
-    sign_in(&b, token).await;
-    b.until("the groups page", "document.title === 'Groups · g2'")
-        .await;
+    signed_in(&b, token).await;
     let first = page_csrf(&b).await;
     assert_eq!(first.len(), 64, "{first}");
     assert!(!first.contains(token));
@@ -323,47 +294,31 @@ async fn each_sign_in_is_a_session_with_its_own_csrf_token() {
     assert_eq!(session.http_only(), Some(true));
     assert_eq!(post_from_page(&b, &first).await, json!(202));
     // Signing out ends the session: its token opens nothing any more.
-    b.client
-        .find(Locator::Css("form[action='/logout'] button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&b, "form[action='/logout'] button").await;
     b.until("the sign-in page", "document.title === 'Sign in · g2'")
         .await;
     assert_eq!(post_from_page(&b, &first).await, json!(401));
     // A new sign-in is a new session with a new token; the old one is
     // refused with the new cookie.
-    sign_in(&b, token).await;
-    b.until("the groups page", "document.title === 'Groups · g2'")
-        .await;
+    signed_in(&b, token).await;
     let second = page_csrf(&b).await;
     assert_ne!(second, first, "rotated at sign-in");
     assert_eq!(post_from_page(&b, &first).await, json!(401));
     assert_eq!(post_from_page(&b, &second).await, json!(202));
     // Every page of the session carries the same one.
-    b.client
-        .goto(&format!("{}/groups/main/sessions", s.url))
-        .await
-        .unwrap();
+    open(&b, &s.url, "/groups/main/sessions").await;
     assert_eq!(page_csrf(&b).await, second);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
-    if !image_ready() || !browser_present() {
-        return;
-    }
-    let home = TestHome::new();
     let token = "tok-viewer-0123456789";
-    let s = serve(&home, &[("G2_API__TOKEN", token)]);
+    let Some((home, s)) = served(&[("G2_API__TOKEN", token)], &[]).await else {
+        return;
+    };
     let b = Browser::start().await;
     // Refused without it: the pages send to the sign-in, the API says no.
-    b.client
-        .goto(&format!("{}/groups/main", s.url))
-        .await
-        .unwrap();
+    open(&b, &s.url, "/groups/main").await;
     assert_eq!(b.client.title().await.unwrap(), "Sign in · g2");
     let r = http_client()
         .get(format!("{}/api/groups", s.url))
@@ -378,35 +333,17 @@ async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
         "document.querySelector('form[data-login] [role=alert]').textContent.includes('not this host')",
     )
     .await;
-    b.client.goto(&format!("{}/login", s.url)).await.unwrap();
-    sign_in(&b, token).await;
-    b.until("the groups page", "document.title === 'Groups · g2'")
-        .await;
-    b.client
-        .goto(&format!("{}/groups/main", s.url))
-        .await
-        .unwrap();
+    open(&b, &s.url, "/login").await;
+    signed_in(&b, token).await;
+    open(&b, &s.url, "/groups/main").await;
     assert_eq!(b.client.title().await.unwrap(), "Main · g2");
     // The cookie is out of the page's reach.
     assert_eq!(b.eval("document.cookie").await, json!(""));
     // From the page: a post without the CSRF token is refused, with it taken.
-    let status = |with_csrf: bool| {
-        let b = &b;
-        async move {
-            let headers = if with_csrf {
-                "{'content-type': 'application/json', 'x-g2-csrf': document.querySelector('meta[name=g2-csrf]').content}"
-            } else {
-                "{'content-type': 'application/json'}"
-            };
-            let script = format!(
-                "const done = arguments[0]; fetch('/api/groups/main/messages', {{method: 'POST', headers: {headers}, \
-                 body: JSON.stringify({{sender: 'Web', text: 'csrf check'}})}}).then(r => done(r.status), e => done(String(e)));"
-            );
-            b.client.execute_async(&script, vec![]).await.unwrap()
-        }
-    };
-    assert_eq!(status(false).await, json!(401));
-    assert_eq!(status(true).await, json!(202));
+    let bare = "{'content-type': 'application/json'}";
+    assert_eq!(page_post(&b, bare, "csrf check").await, json!(401));
+    let csrf = csrf_headers("document.querySelector('meta[name=g2-csrf]').content");
+    assert_eq!(page_post(&b, &csrf, "csrf check").await, json!(202));
     // A cross-site form post carries no cookie (SameSite=Strict) and no
     // CSRF token: refused.
     let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -449,16 +386,11 @@ async fn with_a_token_the_viewer_asks_once_and_refuses_cross_site_posts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
-    if !image_ready() || !browser_present() {
+    let Some((_home, s)) = served(&[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")], &[]).await else {
         return;
-    }
-    let home = TestHome::new();
-    let s = serve(&home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
+    };
     let b = Browser::start().await;
-    b.client
-        .goto(&format!("{}/groups/main/memory", s.url))
-        .await
-        .unwrap();
+    open(&b, &s.url, "/groups/main/memory").await;
     b.until(
         "the feed is live",
         "document.getElementById('feed-live').textContent === 'live'",
@@ -523,40 +455,21 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_tasks_and_usage_pages_show_and_act() {
-    if !image_ready() || !browser_present() {
-        return;
-    }
-    let home = TestHome::new();
-    let s = serve(&home, &[]);
-    ask(
-        &s.url,
-        "main",
-        "Ann",
-        "g2:schedule interval 3600000 water the plants",
+    let Some((_home, s)) = served(
+        &[],
+        &[("Ann", "g2:schedule interval 3600000 water the plants")],
     )
-    .await;
+    .await
+    else {
+        return;
+    };
 
     let b = Browser::start().await;
     // Register a group from the page.
-    b.client.goto(&format!("{}/", s.url)).await.unwrap();
-    let field = |name: &'static str| {
-        let b = &b;
-        async move {
-            b.client
-                .find(Locator::Css(&format!("#register input[name={name}]")))
-                .await
-                .unwrap()
-        }
-    };
-    field("folder").await.send_keys("family").await.unwrap();
-    field("name").await.send_keys("Family").await.unwrap();
-    b.client
-        .find(Locator::Css("#register button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    open(&b, &s.url, "/").await;
+    type_into(&b, "#register input[name=folder]", "family").await;
+    type_into(&b, "#register input[name=name]", "Family").await;
+    click(&b, "#register button").await;
     b.until(
         "the new group",
         "document.querySelector(\"a[href='/groups/family']\") !== null",
@@ -574,7 +487,7 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
     assert!(!card.contains(" 0 tokens today"), "{card}");
 
     // The task, paused from its page.
-    b.client.goto(&format!("{}/tasks", s.url)).await.unwrap();
+    open(&b, &s.url, "/tasks").await;
     let listed = b.eval("document.getElementById('tasks').textContent").await;
     assert!(
         listed
@@ -593,7 +506,7 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
     assert_eq!(tasks[0]["status"], "paused", "{tasks}");
 
     // Usage: a chart drawn by the server, and the table.
-    b.client.goto(&format!("{}/usage", s.url)).await.unwrap();
+    open(&b, &s.url, "/usage").await;
     assert_eq!(
         b.eval("document.querySelectorAll('svg.chart rect').length > 0")
             .await,
@@ -610,14 +523,12 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_and_the_memory_page_find_by_meaning() {
     let model = project_root().join(g2_host::memory::embed::DEFAULT_MODEL);
-    if !require("the embedding model (tools/models)", model.is_dir())
-        || !image_ready()
-        || !browser_present()
-    {
+    if !require("the embedding model (tools/models)", model.is_dir()) {
         return;
     }
-    let home = TestHome::new();
-    let s = serve(&home, &[]);
+    let Some((home, s)) = served(&[], &[]).await else {
+        return;
+    };
     let store = home.store();
     crate::meaning::archive(
         &store,
@@ -637,10 +548,7 @@ async fn search_and_the_memory_page_find_by_meaning() {
     }
     let b = Browser::start().await;
     let q = "where%20is%20the%20yacht%20kept%3F";
-    b.client
-        .goto(&format!("{}/search?q={q}", s.url))
-        .await
-        .unwrap();
+    open(&b, &s.url, &format!("/search?q={q}")).await;
     b.until(
         "the memory hits",
         "document.getElementById('memory-hits') !== null",
@@ -656,10 +564,7 @@ async fn search_and_the_memory_page_find_by_meaning() {
         "{first}"
     );
     b.screenshot("search_by_meaning").await;
-    b.client
-        .goto(&format!("{}/groups/main/memory?q={q}", s.url))
-        .await
-        .unwrap();
+    open(&b, &s.url, &format!("/groups/main/memory?q={q}")).await;
     b.until(
         "the memory page's answer",
         "document.getElementById('prompt-context') !== null",

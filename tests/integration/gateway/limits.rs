@@ -24,13 +24,7 @@ async fn each_socket_is_its_groups_identity() {
         );
     }
     for _ in 0..3 {
-        let (status, _, body) = post_json(
-            &socket_client(a),
-            "http://g2/v1/messages",
-            request("m-alpha", false),
-        )
-        .await;
-        assert_eq!(status, 200, "{body}");
+        let body = alpha_ok(a, "/v1/messages").await;
         assert!(body.contains("received: \\\"Hello\\\""), "{body}");
     }
     // Nothing in a request can claim another group.
@@ -51,13 +45,7 @@ async fn each_socket_is_its_groups_identity() {
     )
     .await;
     assert_eq!(status, 200);
-    let (status, _, body) = post_json(
-        &socket_client(a),
-        "http://g2/v1/messages/count_tokens",
-        request("m-alpha", false),
-    )
-    .await;
-    assert_eq!(status, 200);
+    let body = alpha_ok(a, "/v1/messages/count_tokens").await;
     assert!(
         serde_json::from_str::<Value>(&body).unwrap()["input_tokens"]
             .as_u64()
@@ -83,13 +71,7 @@ async fn each_socket_is_its_groups_identity() {
     drop(gw);
     assert!(a.exists());
     let gw = GatewayProcess::start(&home, &[("G2_PROVIDER", "offline")]);
-    let (status, _, _) = post_json(
-        &socket_client(a),
-        "http://g2/v1/messages",
-        request("m-alpha", false),
-    )
-    .await;
-    assert_eq!(status, 200);
+    alpha_ok(a, "/v1/messages").await;
     gw.stop();
 
     let rows = usage(&home);
@@ -109,6 +91,29 @@ async fn each_socket_is_its_groups_identity() {
             .unwrap()
             .iter()
             .all(|r| r["group"] == "alpha")
+    );
+}
+
+/// `alpha`'s plain request on its socket `a` at `path`, answered with a
+/// 200: the body.
+async fn alpha_ok(a: &Path, path: &str) -> String {
+    let (status, _, body) = post_json(
+        &socket_client(a),
+        &format!("http://g2{path}"),
+        request("m-alpha", false),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// `body` is Anthropic's rate limit error, its message saying `says`.
+fn rate_limited(body: &str, says: &str) {
+    let err: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(err["error"]["type"], "rate_limit_error");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains(says),
+        "{body}"
     );
 }
 
@@ -143,15 +148,7 @@ async fn limits_refuse_with_anthropic_errors() {
     let (status, headers, body) = post_json(&client, &url, request("replay-stream", true)).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(headers.get("retry-after").map(String::as_str), Some("1"));
-    let err: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(err["error"]["type"], "rate_limit_error");
-    assert!(
-        err["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("max_concurrent"),
-        "{body}"
-    );
+    rate_limited(&body, "max_concurrent");
 
     // The held answer completes: 472 + 2048 + 15 tokens, over the budget.
     upstream.release.notify_one();
@@ -164,15 +161,7 @@ async fn limits_refuse_with_anthropic_errors() {
         headers.get("x-should-retry").map(String::as_str),
         Some("false")
     );
-    let err: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(err["error"]["type"], "rate_limit_error");
-    assert!(
-        err["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("2535 of its 1000 tokens"),
-        "{body}"
-    );
+    rate_limited(&body, "2535 of its 1000 tokens");
     gw.stop();
 
     let rows = usage(&home);

@@ -202,9 +202,8 @@ async fn routed_messages_in_a_warm_container_are_prompts_of_one_session() {
     let home = TestHome::new();
     let s = serve(&home, &[]);
     let c = http_client();
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(&s.url, "main", "ann", "g2:bash echo one").await;
-    main.reply(120).await;
+    let mut main = Chat::open(&s.url, "main").await;
+    main.say("ann", "g2:bash echo one").await;
     // Taken in while the container is still up (it stays warm).
     let list = captured_until(&c, &s.url, |l| l[0]["tool_calls"].as_i64() >= Some(1)).await;
     let sid = list[0]["session_id"].as_str().unwrap().to_string();

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use g2_host::store::memory::{self, NewActivity};
 
+use crate::steps::{Chat, item};
 use crate::support::*;
 
 mod capture;

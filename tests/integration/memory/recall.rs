@@ -17,29 +17,26 @@ async fn json_until(url: &str, done: impl Fn(&Value) -> bool) -> Value {
     }
 }
 
-/// `g2 serve` with a quick memory processor, where Ann asked the agent of
-/// `main` to remember where the boat is, and it answered.
-async fn ann_asks_to_remember_the_boat(home: &TestHome) -> (Serve, Sse) {
-    let s = serve(home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
-    let mut main = Sse::open(&s.url, "main", None).await;
-    post(
-        &s.url,
-        "main",
-        "Ann",
-        "remember that the boat is moored at pier 7",
-    )
-    .await;
-    main.reply(120).await;
-    (s, main)
+/// `g2 serve` with a quick memory processor on a fresh home, where Ann
+/// asked the agent of `main` to remember where the boat is, and it
+/// answered; `None` without the agent image.
+async fn ann_asks_to_remember_the_boat() -> Option<(TestHome, Serve, Chat)> {
+    if !image_ready() {
+        return None;
+    }
+    let home = TestHome::new();
+    let s = serve(&home, &[("G2_MEMORY__PROCESS_INTERVAL_SECS", "1")]);
+    let mut main = Chat::open(&s.url, "main").await;
+    main.say("Ann", "remember that the boat is moored at pier 7")
+        .await;
+    Some((home, s, main))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
-    if !image_ready() {
+    let Some((home, s, mut main)) = ann_asks_to_remember_the_boat().await else {
         return;
-    }
-    let home = TestHome::new();
-    let (s, mut main) = ann_asks_to_remember_the_boat(&home).await;
+    };
     post(&s.url, "main", "Bob", "we always buy bread on Fridays").await;
     main.reply(60).await;
     // The processor extracts each completed prompt in the background.
@@ -48,12 +45,7 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
         v.as_array().is_some_and(|a| a.len() >= 2)
     })
     .await;
-    let boat = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["title"] == "the boat is moored at pier 7")
-        .unwrap_or_else(|| panic!("{list}"));
+    let boat = item(&list, "title", "the boat is moored at pier 7");
     assert_eq!(boat["kind"], "fact", "{boat}");
     assert_eq!(boat["concerns"][0], "Ann", "{boat}");
     let id = boat["id"].as_i64().unwrap();
@@ -112,16 +104,10 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
     // question about it brings the archived conversation (which forgetting
     // an observation leaves, as it leaves the session's summary), not the
     // observation.
-    post(&s.url, "main", "Bob", "g2:clear Boat").await;
-    main.reply(120).await;
-    post(
-        &s.url,
-        "main",
-        "Bob",
-        "where is the boat moored?\ng2:context",
-    )
-    .await;
-    let shown = main.reply(120).await;
+    main.say("Bob", "g2:clear Boat").await;
+    let shown = main
+        .say("Bob", "where is the boat moored?\ng2:context")
+        .await;
     let at_start = shown.split(PROMPT_BLOCK).next().unwrap_or_default();
     assert!(at_start.contains("bread on Fridays"), "{shown}");
     assert!(
@@ -161,42 +147,28 @@ fn injected_ids(shown: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
-    if !image_ready() {
+    let Some((home, s, mut main)) = ann_asks_to_remember_the_boat().await else {
         return;
-    }
-    let home = TestHome::new();
-    let (s, mut main) = ann_asks_to_remember_the_boat(&home).await;
+    };
     let base = format!("{}/api/groups/main/memory", s.url);
     json_until(&format!("{base}/observations"), |v| {
         v.as_array().is_some_and(|a| !a.is_empty())
     })
     .await;
     // Bob clears the session: a new one starts with the group's memory.
-    post(&s.url, "main", "Bob", "g2:clear Boat").await;
-    let cleared = main.reply(120).await;
+    let cleared = main.say("Bob", "g2:clear Boat").await;
     assert!(cleared.contains("bookmarked"), "{cleared}");
-    post(&s.url, "main", "Bob", "g2:context").await;
-    let shown = main.reply(120).await;
+    let shown = main.say("Bob", "g2:context").await;
     assert!(shown.contains("<g2-memory>"), "{shown}");
     assert!(shown.contains("the boat is moored at pier 7"), "{shown}");
     // A related question brings its memory with it; an unrelated one none.
-    post(
-        &s.url,
-        "main",
-        "Bob",
-        "where is the boat moored?\ng2:context",
-    )
-    .await;
-    let related = main.reply(120).await;
+    let related = main
+        .say("Bob", "where is the boat moored?\ng2:context")
+        .await;
     assert!(related.contains(PROMPT_BLOCK), "{related}");
-    post(
-        &s.url,
-        "main",
-        "Bob",
-        "what is the capital of France?\ng2:context",
-    )
-    .await;
-    let unrelated = main.reply(120).await;
+    let unrelated = main
+        .say("Bob", "what is the capital of France?\ng2:context")
+        .await;
     assert_eq!(
         unrelated.matches(PROMPT_BLOCK).count(),
         related.matches(PROMPT_BLOCK).count(),
@@ -204,10 +176,8 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
     );
     // Turned off for the group: a new session starts without memory.
     home.ok(&["groups", "inject", "main", "off"]);
-    post(&s.url, "main", "Bob", "g2:clear Quiet").await;
-    main.reply(120).await;
-    post(&s.url, "main", "Bob", "g2:context").await;
-    let off = main.reply(120).await;
+    main.say("Bob", "g2:clear Quiet").await;
+    let off = main.say("Bob", "g2:context").await;
     assert!(off.contains("no memory was injected"), "{off}");
 }
 

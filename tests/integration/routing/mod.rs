@@ -363,6 +363,19 @@ async fn scheduled_tasks_fire_and_report_to_the_chat() {
     assert_eq!(detail["task"]["status"], "cancelled");
 }
 
+/// Kills the host `s` hard (SIGKILL) while `main`'s turn runs (nothing
+/// answered yet) and starts a new one on `home`. `s` is kept: what the
+/// killed host left is for the new one to find.
+async fn killed_mid_turn(home: &TestHome, s: &mut Serve) -> Serve {
+    assert!(
+        bot_messages(&s.url, "main").await.is_empty(),
+        "still in the turn"
+    );
+    s.child.kill().unwrap(); // SIGKILL
+    s.child.wait().unwrap();
+    serve(home, &[])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_killed_mid_turn_answers_exactly_once() {
     if !image_ready() {
@@ -380,14 +393,7 @@ async fn a_host_killed_mid_turn_answers_exactly_once() {
     // Mid-turn: the container is up and the model has asked for the tool.
     wait_for_container(&home);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(
-        bot_messages(&s.url, "main").await.is_empty(),
-        "still in the turn"
-    );
-    s.child.kill().unwrap(); // SIGKILL
-    s.child.wait().unwrap();
-
-    let s = serve(&home, &[]);
+    let s = killed_mid_turn(&home, &mut s).await;
     let mut main = Sse::open(&s.url, "main", Some(0)).await;
     let r = main.reply(180).await;
     assert!(r.contains("slow-done"), "{r}");
