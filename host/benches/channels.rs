@@ -35,7 +35,7 @@ use common::bot_api::{BotApi, TOKEN};
 use common::discord_api::{self, DiscordApi};
 use common::graph_api::{self, GraphApi};
 use common::slack_api::{self, SlackApi};
-use common::{Samples, Serve, command, fmt_dur, g2_binary, init_home};
+use common::{Samples, Serve, command, g2_binary, init_home};
 
 /// A private chat with the bot: every message is for it.
 const CHAT: i64 = 4242;
@@ -106,15 +106,7 @@ fn main() {
     );
     let base = serve.url.clone();
     let (tg, wa, dc, sl, http) = rt.block_on(async move {
-        let client = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .build()
-            .unwrap();
-        let resp = client
-            .get(format!("{base}/api/groups/main/stream"))
-            .send()
-            .await
-            .unwrap();
+        let (client, resp) = common::main_stream(&base).await;
         let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(Instant, String)>();
         tokio::spawn(async move {
             let mut messages = std::pin::pin!(g2_host::chat::message_stream(resp));
@@ -300,13 +292,10 @@ fn main() {
         }
         let (t, m, x) = (Samples::of(total), Samples::of(model), Samples::of(net));
         println!(
-            "  {name}  total p50 {} p99 {}  model p50 {} p99 {}  minus model p50 {} p99 {}",
-            fmt_dur(t.at(0.5)),
-            fmt_dur(t.at(0.99)),
-            fmt_dur(m.at(0.5)),
-            fmt_dur(m.at(0.99)),
-            fmt_dur(x.at(0.5)),
-            fmt_dur(x.at(0.99)),
+            "  {name}  total {}  model {}  minus model {}",
+            t.p50_p99(),
+            m.p50_p99(),
+            x.p50_p99(),
         );
     }
 }

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::shared::owners;
 use common::{Samples, Serve, fmt_dur};
 
 const GROUPS: usize = 15;
@@ -73,30 +74,6 @@ fn host(home: &Path, id: &str, lease_secs: &str) -> Serve {
             ("G2_CLUSTER__RUNTIME_DIR", &runtime),
         ],
     )
-}
-
-/// Each group's owner (channels left out).
-async fn owners(client: &reqwest::Client, base: &str) -> HashMap<String, Option<String>> {
-    let status: serde_json::Value = client
-        .get(format!("{base}/api/cluster"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    status["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|g| !g["name"].as_str().unwrap().starts_with("channel:"))
-        .map(|g| {
-            (
-                g["name"].as_str().unwrap().to_string(),
-                g["host_id"].as_str().map(str::to_string),
-            )
-        })
-        .collect()
 }
 
 /// Waits until every group has an owner and the hosts hold within one of

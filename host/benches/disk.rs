@@ -117,14 +117,7 @@ fn making_files(files: usize) {
     let g2 = |args: &[&str]| common::g2_ok(home.path(), args);
     eprintln!("building the agent image (if needed)…");
     g2(&["image", "build"]);
-    g2(&[
-        "groups",
-        "add",
-        "family",
-        "--name",
-        "Family",
-        "--no-trigger",
-    ]);
+    g2(&common::shared::ADD_FAMILY);
     let serve = Serve::start(
         home.path(),
         &[
@@ -180,14 +173,8 @@ fn making_files(files: usize) {
     let caught_up = Instant::now();
     let end: serde_json::Value = rt.block_on(async {
         loop {
-            let st: serde_json::Value = http
-                .get(format!("{}/api/groups/family/status", serve.url))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let url = format!("{}/api/groups/family/status", serve.url);
+            let st = common::shared::json_of(http.get(url)).await;
             if st["disk"]["entries"].as_u64().unwrap_or(0) >= files as u64 {
                 return st;
             }
@@ -235,17 +222,7 @@ fn held() {
         &std::fs::metadata(d.path()).unwrap(),
     )]);
     let count = |p: String| std::fs::read_dir(p).unwrap().count();
-    let processes = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .parse::<u32>()
-                .is_ok()
-        })
-        .count();
+    let processes = common::shared::count_entries("/proc", |n| n.parse::<u32>().is_ok());
     let mut free = || Ok(());
     let sweep = cpu_p50(|| {
         Scan::new(devices.clone(), true, &mut free)

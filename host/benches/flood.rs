@@ -19,27 +19,24 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "../../tests/integration/flood_load.rs"]
+mod flood_load;
 
 use common::g2_ok as g2;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
 use serde_json::json;
 
 use common::{Samples, Serve, env_or, fmt_dur, g2_binary, runtime};
+use flood_load::{Flood, flood, hook, long_query};
 
 /// The hook's deadline: `memory.inject_wait_ms`'s default.
 const DEADLINE: Duration = Duration::from_millis(50);
-
-/// `wombat pier` and 9,998 other distinct words no archive holds.
-fn long_query() -> String {
-    let tail: Vec<String> = (0..9_998u32).map(|i| format!("x{i:x}")).collect();
-    format!("wombat pier {}", tail.join(" "))
-}
 
 fn archive(home: &Path, group: &str, name: &str, user: &str) {
     let dir = tempfile::tempdir().unwrap();
@@ -53,17 +50,7 @@ fn archive(home: &Path, group: &str, name: &str, user: &str) {
     ];
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&t, text).unwrap();
-    g2(
-        home,
-        &[
-            "archive",
-            t.to_str().unwrap(),
-            "--group",
-            group,
-            "--name",
-            name,
-        ],
-    );
+    g2(home, &common::shared::archive_args(&t, group, name));
 }
 
 fn socket_client(path: &Path) -> reqwest::Client {
@@ -72,21 +59,6 @@ fn socket_client(path: &Path) -> reqwest::Client {
         .timeout(Duration::from_secs(600))
         .build()
         .unwrap()
-}
-
-/// A per-prompt memory request: its round trip and the block.
-async fn hook(client: &reqwest::Client, prompt: &str) -> (Duration, String) {
-    let t = Instant::now();
-    let r = client
-        .post("http://g2/g2/memory/context")
-        .json(&json!({ "event": "UserPromptSubmit", "prompt": prompt }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value = r.json().await.unwrap();
-    let block = v["context"].as_str().unwrap_or_default().to_string();
-    (t.elapsed(), block)
 }
 
 /// Writes an agent request into the group's IPC folder, as its MCP tool
@@ -249,43 +221,11 @@ fn main() {
         measure(home, &serve.url, &beta, budget, "quiet").await;
 
         let long = Arc::new(long_query());
-        let stop = Arc::new(AtomicBool::new(false));
-        let rounds = Arc::new(AtomicUsize::new(0));
-        let mut flood = Vec::new();
-        for _ in 0..8 {
-            let (stop, rounds, long, alpha, url) = (
-                stop.clone(),
-                rounds.clone(),
-                long.clone(),
-                alpha.clone(),
-                serve.url.clone(),
-            );
-            flood.push(tokio::spawn(async move {
-                let socket = socket_client(&alpha);
-                let http = reqwest::Client::new();
-                let search = reqwest::Url::parse_with_params(
-                    &format!("{url}/api/groups/alpha/memory/search"),
-                    &[("q", long.as_str())],
-                )
-                .unwrap();
-                while !stop.load(Ordering::Relaxed) {
-                    hook(&socket, &long).await;
-                    let _ = http.get(search.clone()).send().await;
-                    rounds.fetch_add(1, Ordering::Relaxed);
-                }
-            }));
-        }
-        for i in 0..8 {
-            put(
-                home,
-                "alpha",
-                &format!("flood-{i}"),
-                Action::SearchSessions {
-                    query: long.to_string(),
-                    limit: Some(50),
-                },
-            );
-        }
+        let Flood {
+            stop,
+            rounds,
+            loops,
+        } = flood(home, &serve.url, &long, || socket_client(&alpha));
         // The flood under way: its requests reached the host.
         tokio::time::sleep(Duration::from_secs(1)).await;
         println!("  while alpha floods");
@@ -295,7 +235,7 @@ fn main() {
             "  (alpha's flood loops completed {} rounds meanwhile)",
             rounds.load(Ordering::Relaxed)
         );
-        for f in flood {
+        for f in loops {
             f.abort();
         }
     });

@@ -311,27 +311,7 @@ fn latency(all_exchanges: &[(String, String)]) {
     // the cost of comparing them).
     let dims = g2_host::memory::embed::model().map_or(384, |m| m.embedder.dims());
     let name = g2_host::memory::embed::model().map_or_else(String::new, |m| m.name.clone());
-    loop {
-        let n = store
-            .write_blocking(|tx| {
-                let jobs = g2_host::store::embeddings::pending(tx, 5_000)?;
-                for j in &jobs {
-                    let mut v: Vec<f32> = (0..dims)
-                        .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
-                        .collect();
-                    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-                    for x in &mut v {
-                        *x /= norm;
-                    }
-                    g2_host::store::embeddings::put(tx, j, &name, &g2_embed::to_bytes(&v))?;
-                }
-                Ok(jobs.len())
-            })
-            .unwrap();
-        if n == 0 {
-            break;
-        }
-    }
+    common::unit_vectors(&store, dims, &name, &mut next);
     let questions: Vec<String> = data::all(&project_root())
         .into_iter()
         .next()

@@ -14,7 +14,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Samples, Serve, fmt_dur, init_home};
+use common::{Samples, Serve, init_home};
 use futures_util::StreamExt;
 
 fn main() {
@@ -26,15 +26,7 @@ fn main() {
     let rt = common::runtime();
     let input_dir = home.path().join("data/ipc/main/input");
     let (total, windows, host_in, host_out) = rt.block_on(async move {
-        let client = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .build()
-            .unwrap();
-        let resp = client
-            .get(format!("{base}/api/groups/main/stream"))
-            .send()
-            .await
-            .unwrap();
+        let (client, resp) = common::main_stream(&base).await;
         let (tx, mut replies) = tokio::sync::mpsc::unbounded_channel::<(
             Instant,
             String,
@@ -165,43 +157,24 @@ fn main() {
     println!(
         "routing: {n} messages to a warm container ({backend}), HTTP accepted -> reply on the SSE stream"
     );
+    println!("  total         {}", t.p50_p99());
     println!(
-        "  total         p50 {} p99 {}",
-        fmt_dur(t.at(0.5)),
-        fmt_dur(t.at(0.99))
+        "  model's time  {} ({requests} model requests)",
+        m.p50_p99()
     );
-    println!(
-        "  model's time  p50 {} p99 {} ({requests} model requests)",
-        fmt_dur(m.at(0.5)),
-        fmt_dur(m.at(0.99))
-    );
-    println!(
-        "  minus model   p50 {} p99 {}",
-        fmt_dur(x.at(0.5)),
-        fmt_dur(x.at(0.99))
-    );
+    println!("  minus model   {}", x.p50_p99());
     let (b, a) = (Samples::of(before), Samples::of(after));
-    println!(
-        "    accepted -> model request   p50 {} p99 {}",
-        fmt_dur(b.at(0.5)),
-        fmt_dur(b.at(0.99))
-    );
+    println!("    accepted -> model request   {}", b.p50_p99());
     let h = Samples::of(host_in);
     println!(
-        "      of which the host: accepted -> follow-up in input/  p50 {} p99 {} ({} seen)",
-        fmt_dur(h.at(0.5)),
-        fmt_dur(h.at(0.99)),
+        "      of which the host: accepted -> follow-up in input/  {} ({} seen)",
+        h.p50_p99(),
         h.n()
     );
-    println!(
-        "    model answer -> on stream   p50 {} p99 {}",
-        fmt_dur(a.at(0.5)),
-        fmt_dur(a.at(0.99))
-    );
+    println!("    model answer -> on stream   {}", a.p50_p99());
     let o = Samples::of(host_out);
     println!(
-        "      of which the host: reply stored -> on stream  p50 {} p99 {} (ms clock)",
-        fmt_dur(o.at(0.5)),
-        fmt_dur(o.at(0.99))
+        "      of which the host: reply stored -> on stream  {} (ms clock)",
+        o.p50_p99()
     );
 }

@@ -56,16 +56,46 @@ use g2_host::home::Home;
 use g2_host::search;
 use g2_host::store::Store;
 
-const DOCS: usize = 10_000;
-const DOC_BYTES: usize = 20_000;
-const VOCAB: usize = 5_000;
-const BATCH: usize = 2_500;
-const SEED: u64 = 0x6732_5f62_656e_6368;
+/// The generated corpus.
+struct Corpus {
+    /// Archives.
+    docs: usize,
+    /// Bytes of each archive, about.
+    doc_bytes: usize,
+    /// Distinct words drawn from.
+    vocab: usize,
+    /// Archives written per transaction.
+    batch: usize,
+    /// The PRNG's seed: the same text every run.
+    seed: u64,
+}
 
-const QUERIES: usize = 1_000;
-const QUERY_TIME_CAP: Duration = Duration::from_secs(20);
-const CLI_RUNS: usize = 100;
-const GREP_RUNS: usize = 10;
+const CORPUS: Corpus = Corpus {
+    docs: 10_000,
+    doc_bytes: 20_000,
+    vocab: 5_000,
+    batch: 2_500,
+    seed: 0x6732_5f62_656e_6368,
+};
+
+/// How many times each side is timed.
+struct Runs {
+    /// In-process queries per term, at most.
+    queries: usize,
+    /// Time spent on a term's in-process queries, at most.
+    query_time_cap: Duration,
+    /// `g2 search` processes per term.
+    cli: usize,
+    /// `grep -ril` runs per term.
+    grep: usize,
+}
+
+const RUNS: Runs = Runs {
+    queries: 1_000,
+    query_time_cap: Duration::from_secs(20),
+    cli: 100,
+    grep: 10,
+};
 
 /// Planted marker terms: (term, in how many documents, how it is chosen).
 const RARE: &str = "quorzal";
@@ -139,8 +169,8 @@ fn main() {
             })
         })
         .unwrap();
-    if existing == DOCS as i64 {
-        println!("  corpus   {DOCS} archives already there, reused");
+    if existing == CORPUS.docs as i64 {
+        println!("  corpus   {} archives already there, reused", CORPUS.docs);
     } else {
         assert_eq!(
             existing,
@@ -151,9 +181,9 @@ fn main() {
         let gen_stats = generate(&home, &store);
         println!(
             "  corpus   {} archives, {:.1} MB of markdown (mean {} bytes), written in {:.1} s, indexed in {:.1} s",
-            DOCS,
+            CORPUS.docs,
             gen_stats.bytes as f64 / 1e6,
-            gen_stats.bytes / DOCS as u64,
+            gen_stats.bytes / CORPUS.docs as u64,
             gen_stats.write_time.as_secs_f64(),
             gen_stats.index_time.as_secs_f64()
         );
@@ -199,12 +229,12 @@ fn main() {
 
     // Process floors: start-up alone, and start-up + settings + store open
     // + a search that matches nothing.
-    let floor = time_process(CLI_RUNS, &[0], || {
+    let floor = time_process(RUNS.cli, &[0], || {
         let mut c = command(&g2);
         c.arg("--version");
         c
     });
-    let floor_empty = time_process(CLI_RUNS, &[0], || {
+    let floor_empty = time_process(RUNS.cli, &[0], || {
         let mut c = command(&g2);
         c.arg("--home")
             .arg(home.root())
@@ -212,7 +242,7 @@ fn main() {
         c
     });
     let cli = |term: &str, group: Option<&str>| {
-        time_process(CLI_RUNS, &[0], || {
+        time_process(RUNS.cli, &[0], || {
             let mut c = command(&g2);
             c.arg("--home").arg(home.root()).arg("search");
             c.args(term.split(' '));
@@ -246,7 +276,7 @@ fn main() {
                 .split(|b| *b == b'\n')
                 .filter(|l| !l.is_empty())
                 .count();
-            let q = time_process(GREP_RUNS, &[0, 1], || {
+            let q = time_process(RUNS.grep, &[0, 1], || {
                 let mut c = command("grep");
                 c.args(["-ril", term, conv]).current_dir(home.root());
                 c
@@ -303,15 +333,14 @@ fn main() {
         );
     }
     println!(
-        "process floor: `g2 --version` p50 {} / p99 {}; `g2 search` with no match p50 {} / p99 {} (n={})",
-        fmt_dur(floor.at(0.5)),
-        fmt_dur(floor.at(0.99)),
-        fmt_dur(floor_empty.at(0.5)),
-        fmt_dur(floor_empty.at(0.99)),
+        "process floor: `g2 --version` p50 / p99 {}; `g2 search` with no match p50 / p99 {} (n={})",
+        p50_p99(&floor),
+        p50_p99(&floor_empty),
         floor.n()
     );
     println!(
-        "(CLI rows: n={CLI_RUNS} each; docs = FTS5 match count; grep = files grep -ril lists)"
+        "(CLI rows: n={} each; docs = FTS5 match count; grep = files grep -ril lists)",
+        RUNS.cli
     );
     println!();
 
@@ -391,7 +420,7 @@ impl Vocabulary {
         const CODAS: &[&str] = &["", "", "n", "r", "l", "s", "t", "m", "nd", "rk"];
         let mut seen: HashSet<String> = ENGLISH.iter().map(ToString::to_string).collect();
         let mut words: Vec<String> = ENGLISH.iter().map(ToString::to_string).collect();
-        while words.len() < VOCAB {
+        while words.len() < CORPUS.vocab {
             let syllables = 1 + rng.below(3);
             let mut w = String::new();
             for _ in 0..syllables {
@@ -436,16 +465,16 @@ struct GenStats {
     index_time: Duration,
 }
 
-/// Writes the archives and indexes them, `BATCH` per transaction.
+/// Writes the archives and indexes them, `CORPUS.batch` per transaction.
 fn generate(home: &Home, store: &Store) -> GenStats {
-    let mut rng = Rng(SEED);
+    let mut rng = Rng(CORPUS.seed);
     let vocab = Vocabulary::new(&mut rng);
     let dir = home
         .conversations_dir(&g2_core::validate::GroupFolder::new("main").unwrap())
         .unwrap();
     std::fs::create_dir_all(&dir).unwrap();
     // Exactly 10 documents get the rare term, spread over the corpus.
-    let rare_docs: HashSet<usize> = (0..10).map(|i| i * (DOCS / 10) + 7).collect();
+    let rare_docs: HashSet<usize> = (0..10).map(|i| i * (CORPUS.docs / 10) + 7).collect();
     let base = Utc.with_ymd_and_hms(2025, 1, 1, 9, 0, 0).unwrap();
     let triggers = ["clear", "precompact", "manual"];
 
@@ -455,8 +484,8 @@ fn generate(home: &Home, store: &Store) -> GenStats {
         index_time: Duration::ZERO,
     };
     let mut batch: Vec<(String, String, String, String, String, String)> =
-        Vec::with_capacity(BATCH);
-    for i in 0..DOCS {
+        Vec::with_capacity(CORPUS.batch);
+    for i in 0..CORPUS.docs {
         let t0 = Instant::now();
         let at = base + chrono::Duration::minutes(53 * i as i64);
         let mut planted: Vec<&str> = Vec::new();
@@ -493,7 +522,7 @@ fn generate(home: &Home, store: &Store) -> GenStats {
         ));
         stats.write_time += t0.elapsed();
 
-        if batch.len() == BATCH || i + 1 == DOCS {
+        if batch.len() == CORPUS.batch || i + 1 == CORPUS.docs {
             let t1 = Instant::now();
             let rows = std::mem::take(&mut batch);
             store
@@ -540,7 +569,7 @@ fn document(
     positions.sort();
     let mut next_planted = positions.into_iter().peekable();
 
-    let mut out = String::with_capacity(DOC_BYTES + 1024);
+    let mut out = String::with_capacity(CORPUS.doc_bytes + 1024);
     out.push_str("# ");
     out.push_str(&title);
     out.push_str("\n\nArchived: ");
@@ -548,7 +577,7 @@ fn document(
     out.push_str("\n\n---\n\n");
     let mut word_index = 0usize;
     let mut user = true;
-    while out.len() < DOC_BYTES {
+    while out.len() < CORPUS.doc_bytes {
         out.push_str(if user { "**User**: " } else { "**G2**: " });
         let sentences = if user {
             1 + rng.below(3)
@@ -623,7 +652,7 @@ struct InProcess {
 }
 
 /// `search::search(conn, term, group, 10)`: 20 warm-up queries, then
-/// `QUERIES` timed ones, or fewer (at least 100) once `QUERY_TIME_CAP` has
+/// `RUNS.queries` timed ones, or fewer (at least 100) once `RUNS.query_time_cap` has
 /// passed.
 fn time_search(
     conn: &g2_host::store::Db<'_>,
@@ -633,9 +662,11 @@ fn time_search(
     for _ in 0..20 {
         std::hint::black_box(search::search(conn, term, group, 10)?);
     }
-    let mut samples = Vec::with_capacity(QUERIES);
+    let mut samples = Vec::with_capacity(RUNS.queries);
     let cap = Instant::now();
-    while samples.len() < QUERIES && (samples.len() < 100 || cap.elapsed() < QUERY_TIME_CAP) {
+    while samples.len() < RUNS.queries
+        && (samples.len() < 100 || cap.elapsed() < RUNS.query_time_cap)
+    {
         let t = Instant::now();
         std::hint::black_box(search::search(conn, term, group, 10)?);
         samples.push(t.elapsed());

@@ -17,17 +17,12 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use axum::extract::State;
-use axum::http::{StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
-use serde_json::{Value, json};
+use axum::Json;
+use axum::http::Uri;
 use tokio::sync::Notify;
+
+// The local servers' shared start, lock, waits and vocabulary.
+use super::local_api::{self, prelude::*};
 
 pub const TOKEN: &str = "123456789:AAtest-token-for-the-local-bot-api-x";
 pub const BOT_ID: i64 = 777_000;
@@ -223,18 +218,12 @@ impl BotApi {
         };
         // Any path: the client may write `//bot…/method` after a bare host.
         let app = Router::new().fallback(post(handle)).with_state(api.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let url = local_api::serve_app(app).await;
         BotApi { url, ..api }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        local_api::lock(&self.inner)
     }
 
     /// Queues an update with a message from `user` (`name`) in `chat`;
@@ -341,18 +330,7 @@ impl BotApi {
 
     /// Waits until `n` messages were sent to the chat; what they are.
     pub async fn wait_sent(&self, chat_id: i64, n: usize, secs: u64) -> Vec<Sent> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let s = self.sent_to(chat_id);
-            if s.len() >= n {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{n} messages to {chat_id} expected within {secs} s; got {s:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        local_api::wait_sent(chat_id, n, secs, || self.sent_to(chat_id)).await
     }
 }
 

@@ -1,8 +1,9 @@
 //! What the channel suites (`telegram`, `whatsapp`, `discord`, `slack`,
 //! `channels`) share: starting `g2 serve` with a platform's environment,
 //! registering a chat, reading a group's log, `g2 doctor`'s check of a
-//! channel, a start refused without a secret, a host killed as a crash
-//! would, and the waits they poll with. Each suite keeps its assertions.
+//! channel and what it must say, a start refused without a secret, a host
+//! killed as a crash would, a long reply and what its parts must be, and
+//! the waits they poll with. Each suite keeps its own cases.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,14 @@ pub async fn stored(base: &str, folder: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// The texts of the messages stored for a group.
+pub async fn stored_texts(base: &str, folder: &str) -> Vec<String> {
+    let log = stored(base, folder).await;
+    log.iter()
+        .map(|m| m["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// One number from the store (a `COUNT(*)`).
 pub async fn count(home: &TestHome, sql: &'static str) -> i64 {
     home.store()
@@ -50,6 +59,19 @@ pub fn doctor_check(home: &TestHome, env: &[(&str, &str)], name: &str) -> Value 
         .find(|c| c["name"] == name)
         .cloned()
         .unwrap_or_else(|| panic!("no {name} check: {checks}"))
+}
+
+/// Checks a doctor check's verdict: `ok`, its detail saying each of `says`
+/// and none of `never` (a secret it was given, say).
+pub fn assert_check(check: &Value, ok: bool, says: &[&str], never: &[&str]) {
+    assert_eq!(check["ok"], ok, "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    for w in says {
+        assert!(detail.contains(w), "{w:?} not said: {check}");
+    }
+    for w in never {
+        assert!(!detail.contains(w), "{w:?} said: {check}");
+    }
 }
 
 /// `g2 serve` with a platform's environment but `missing`: it must refuse
@@ -121,4 +143,56 @@ pub fn paragraphs(word: &str, n: usize) -> String {
     format!(
         "g2:bash for i in $(seq 1 {n}); do printf '{word} paragraph %s, with enough words in it to fill a line of text.\\n\\n' $i; done"
     )
+}
+
+/// A command for the offline model whose reply is three results of `n`
+/// paragraphs each, of `Alpha`, `Beta` and `Gamma` ([`paragraphs`]).
+pub fn long_ask(n: usize) -> String {
+    ["Alpha", "Beta", "Gamma"]
+        .map(|w| paragraphs(w, n))
+        .join("\n")
+}
+
+/// What the parts of a platform's reply to [`long_ask`] must be.
+pub struct LongReply {
+    /// Messages it comes in.
+    pub parts: usize,
+    /// Paragraphs of each result (as asked).
+    pub paragraphs: usize,
+    /// Characters of all the parts, at least.
+    pub over: usize,
+    /// Whether one part is within the platform's limit.
+    pub fits: fn(&str) -> bool,
+    /// The platform's retry delay, waited out before the first part went.
+    pub waited: Duration,
+}
+
+impl LongReply {
+    /// Checks the parts `sent` (text, when sent) of the reply asked at
+    /// `asked_at`: in order, each within the limit, over the length in
+    /// all, the first after the wait; and 2 s on, nothing more sent (what
+    /// `sent_now` counts then).
+    pub async fn check(
+        &self,
+        sent: &[(String, Instant)],
+        asked_at: Instant,
+        sent_now: impl FnOnce() -> usize,
+    ) {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (now, texts): (usize, Vec<&str>) =
+            (sent_now(), sent.iter().map(|(t, _)| t.as_str()).collect());
+        assert_eq!(now, self.parts, "{} messages: {texts:?}", self.parts);
+        assert_eq!(sent.len(), self.parts, "{texts:?}");
+        let total: usize = texts.iter().map(|t| t.chars().count()).sum();
+        assert!(total > self.over, "{total} characters");
+        assert!(texts[0].contains("Alpha paragraph 1,"), "{:.200}", texts[0]);
+        let last = texts[texts.len() - 1];
+        let end = format!("Gamma paragraph {},", self.paragraphs);
+        assert!(last.contains(&end), "in order: {last:.200}");
+        assert!(texts.iter().all(|t| (self.fits)(t)), "{texts:?}");
+        assert!(
+            sent[0].1 - asked_at >= self.waited,
+            "waited the platform's retry delay"
+        );
+    }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::bot_api::{BOT_ID, BotApi};
-use crate::channel_support::{kill, register, serve_env, wait_in_flight};
+use crate::channel_support::{kill, register, serve_env, stored_texts, wait_in_flight};
 use crate::discord_api::DiscordApi;
 use crate::graph_api::{self, GraphApi};
 use crate::slack_api::SlackApi;
@@ -325,13 +325,7 @@ async fn text_limit(p: Platform) {
     // Under the limit: stored and answered as before.
     p.say(&s, "ann", "short-question").await;
     p.wait_for(&s, "short-question", 180).await;
-    let log = get_json(&format!("{}/api/groups/one/messages?limit=100", s.url)).await;
-    let texts: Vec<&str> = log
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let texts = stored_texts(&s.url, "one").await;
     assert!(
         !texts.iter().any(|t| t.contains("long-marker")),
         "nothing of the long text stored, not even cut: {texts:?}"

@@ -34,15 +34,8 @@ fn groups_add_list_remove() {
     home.ok(&[
         "groups", "add", "dev-team", "--name", "Dev Team", "--jid", "dev@chat",
     ]);
-    home.ok(&[
-        "groups",
-        "add",
-        "family",
-        "--name",
-        "Family",
-        "--trigger",
-        "(?i)^hey bot",
-    ]);
+    // The `family` group, woken only by its trigger.
+    home.ok(&[&shared::ADD_FAMILY[..5], &["--trigger", "(?i)^hey bot"]].concat());
     home.ok(&["groups", "add", "open", "--name", "Open", "--no-trigger"]);
     let list = home.json(&["groups", "list"]);
     let by = |f: &str| {

@@ -7,7 +7,8 @@
 use std::time::{Duration, Instant};
 
 use crate::channel_support::{
-    doctor_check, failing_reason, kill, paragraphs, serve_env, serve_refused, stored,
+    LongReply, assert_check, doctor_check, failing_reason, kill, long_ask, serve_env,
+    serve_refused, stored,
 };
 use crate::discord_api::{DiscordApi, Failure, TOKEN};
 use crate::support::*;
@@ -145,41 +146,27 @@ async fn long_replies_a_429_and_a_lost_channel() {
     };
 
     // Over 4,000 characters in paragraphs: three messages, in order.
-    let fill = |w: &str| paragraphs(w, 20);
     api.fail_next_send(Failure::RateLimited(2.0));
     let asked_at = Instant::now();
     // The mention on a line of its own: each command starts a line.
-    let body = format!(
-        "\n{}",
-        [fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n")
-    );
-    api.say(CHANNEL, ANN, "ann", &body, true);
+    api.say(CHANNEL, ANN, "ann", &format!("\n{}", long_ask(20)), true);
     let sent = api.wait_sent(CHANNEL, 3, 180).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let sent_now = api.sent_to(CHANNEL);
-    assert_eq!(sent_now.len(), sent.len(), "nothing more: {sent_now:?}");
-    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
-    assert!(total > 4000, "{total} characters");
-    assert!(sent.iter().all(|m| m.text.chars().count() <= 2000));
-    assert!(
-        sent[0].text.contains("Alpha paragraph 1,"),
-        "{:.200}",
-        sent[0].text
-    );
-    assert!(
-        sent.last().unwrap().text.contains("Gamma paragraph 20,"),
-        "in order: {:.200}",
-        sent.last().unwrap().text
-    );
+    let reply = LongReply {
+        parts: 3,
+        paragraphs: 20,
+        over: 4000,
+        fits: |t| t.chars().count() <= 2000,
+        waited: Duration::from_secs(2),
+    };
+    let parts: Vec<_> = sent.iter().map(|m| (m.text.clone(), m.at)).collect();
+    reply
+        .check(&parts, asked_at, || api.sent_to(CHANNEL).len())
+        .await;
     assert!(
         sent[1..].iter().all(|m| m.reply_to.is_none()),
         "only the first part replies"
     );
     assert_eq!(api.limited(), 1, "one 429");
-    assert!(
-        sent[0].at - asked_at >= Duration::from_secs(2),
-        "waited out the 429's retry_after"
-    );
 
     // The bot loses the channel: the group is marked failing.
     api.fail_next_send(Failure::MissingAccess);
@@ -215,30 +202,16 @@ async fn doctor_checks_the_token_and_the_message_content_intent() {
     })
     .await
     .unwrap();
-    assert_eq!(good["ok"], true, "{good}");
-    assert!(good["detail"].as_str().unwrap().contains("g2bot"), "{good}");
-    assert_eq!(bad["ok"], false, "{bad}");
-    let why = bad["detail"].as_str().unwrap();
-    assert!(
-        why.contains("refused the bot token") && !why.contains("wrong-discord-token"),
-        "{why}"
+    assert_check(&good, true, &["g2bot"], &[]);
+    assert_check(
+        &bad,
+        false,
+        &["refused the bot token"],
+        &["wrong-discord-token"],
     );
-    assert_eq!(missing["ok"], false, "{missing}");
-    assert!(
-        missing["detail"]
-            .as_str()
-            .unwrap()
-            .contains("DISCORD_BOT_TOKEN")
-    );
-    assert_eq!(no_intent["ok"], false, "{no_intent}");
-    assert!(
-        no_intent["detail"]
-            .as_str()
-            .unwrap()
-            .contains("Message Content")
-    );
-    assert_eq!(off["ok"], true, "{off}");
-    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
+    assert_check(&missing, false, &["DISCORD_BOT_TOKEN"], &[]);
+    assert_check(&no_intent, false, &["Message Content"], &[]);
+    assert_check(&off, true, &["not enabled"], &[]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,19 +19,13 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::extract::Path;
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_websockets::{CloseCode, Message as Frame, ServerBuilder};
+
+// The local servers' shared start, lock, waits and vocabulary.
+use super::local_api::{self, prelude::*};
 
 pub const TOKEN: &str = "MTAxdGVzdC1kaXNjb3JkLWJvdC10b2tlbg.G2test.local-discord-token";
 pub const BOT_ID: u64 = 900_000_000_000_000_001;
@@ -246,11 +240,11 @@ async fn create(
 
 impl DiscordApi {
     pub async fn start() -> DiscordApi {
-        let rest = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let gateway = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (rest, rest_addr) = local_api::listen().await;
+        let (gateway, gateway_addr) = local_api::listen().await;
         let api = DiscordApi {
-            api_url: format!("http://{}/api/v10", rest.local_addr().unwrap()),
-            gateway_url: format!("ws://{}", gateway.local_addr().unwrap()),
+            api_url: format!("http://{rest_addr}/api/v10"),
+            gateway_url: format!("ws://{gateway_addr}"),
             inner: Arc::new(Mutex::new(Inner::default())),
         };
         let app = Router::new()
@@ -259,7 +253,7 @@ impl DiscordApi {
             .route("/api/v10/channels/{channel}/messages", post(create))
             .route("/api/v10/channels/{channel}/typing", post(typing))
             .with_state(api.clone());
-        tokio::spawn(async move { axum::serve(rest, app).await.unwrap() });
+        local_api::serve(rest, app);
         let gw = api.clone();
         tokio::spawn(async move {
             while let Ok((tcp, _)) = gateway.accept().await {
@@ -478,25 +472,11 @@ impl DiscordApi {
     }
 
     pub async fn wait_sent(&self, channel: u64, n: usize, secs: u64) -> Vec<Sent> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let s = self.sent_to(channel);
-            if s.len() >= n {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "{} of {n} sent: {s:?}", s.len());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        local_api::wait_sent(channel, n, secs, || self.sent_to(channel)).await
     }
 
     pub async fn wait_connected(&self, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !self.connected() {
-            assert!(
-                Instant::now() < deadline,
-                "g2 never connected to the gateway"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let what = || "g2 never connected to the gateway".to_string();
+        local_api::wait_until(secs, || self.connected(), what).await;
     }
 }

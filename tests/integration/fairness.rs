@@ -7,36 +7,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use g2_core::wire::{Action, TaskResponse};
-use serde_json::json;
 
 use crate::support::*;
 
-/// `wombat pier` and 9,998 other distinct words: 10,000 in all, short
-/// enough to go in a URL (HTTP servers take at most 64 KiB there).
-fn long_query() -> String {
-    let tail: Vec<String> = (0..9_998u32).map(word).collect();
-    format!("wombat pier {}", tail.join(" "))
-}
-
-/// A short word no text holds but the test's: `x` and `i` in base 36.
-fn word(mut i: u32) -> String {
-    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut w = Vec::new();
-    loop {
-        w.push(digits[(i % 36) as usize]);
-        i /= 36;
-        if i == 0 {
-            break;
-        }
-    }
-    w.push(b'x');
-    w.reverse();
-    String::from_utf8(w).unwrap()
-}
+#[path = "flood_load.rs"]
+mod flood_load;
+use flood_load::{Flood, flood, hook, long_query, word};
 
 /// Words left out of [`long_query`]: all but its first 64.
 const IGNORED: usize = 10_000 - 64;
@@ -69,23 +49,6 @@ async fn socket(home: &TestHome, folder: &str) -> PathBuf {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     path
-}
-
-/// A hook's request for the per-prompt block: its round trip and block.
-async fn hook(client: &reqwest::Client, prompt: &str) -> (Duration, String) {
-    let t = Instant::now();
-    let r = client
-        .post("http://g2/g2/memory/context")
-        .json(&json!({ "event": "UserPromptSubmit", "prompt": prompt }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: serde_json::Value = r.json().await.unwrap();
-    (
-        t.elapsed(),
-        v["context"].as_str().unwrap_or_default().to_string(),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,51 +198,15 @@ async fn one_groups_flood_leaves_another_groups_hooks_and_requests_on_time() {
 
     // Alpha floods: 8 concurrent loops of 10,000-word memory blocks, and
     // 8 of 10,000-word searches over HTTP, and its agent's requests.
-    let stop = Arc::new(AtomicBool::new(false));
-    let flooded = Arc::new(AtomicUsize::new(0));
-    let mut flood = Vec::new();
-    for i in 0..8 {
-        let (stop, flooded, long, a, url) = (
-            stop.clone(),
-            flooded.clone(),
-            long.clone(),
-            a.clone(),
-            s.url.clone(),
-        );
-        flood.push(tokio::spawn(async move {
-            let (socket, http) = (socket_client(&a), http_client());
-            while !stop.load(Ordering::Relaxed) {
-                hook(&socket, &long).await;
-                let r = http
-                    .get(with_query(
-                        &format!("{url}/api/groups/alpha/memory/search"),
-                        &[("q", long.as_str())],
-                    ))
-                    .send()
-                    .await
-                    .unwrap();
-                // Served, or refused at once when alpha's lane is full.
-                assert!(r.status() == 200 || r.status() == 429, "{}", r.status());
-                flooded.fetch_add(1, Ordering::Relaxed);
-            }
-            i
-        }));
-    }
-    for i in 0..8 {
-        put_request(
-            home.path(),
-            "alpha",
-            &format!("flood-{i}"),
-            Action::SearchSessions {
-                query: long.to_string(),
-                limit: Some(50),
-            },
-        );
-    }
+    let Flood {
+        stop,
+        rounds: flooded,
+        loops,
+    } = flood(home.path(), &s.url, &long, || socket_client(&a));
     let deadline = Instant::now() + Duration::from_secs(120);
     while flooded.load(Ordering::Relaxed) < 8 {
         assert!(
-            Instant::now() < deadline && !flood.iter().any(tokio::task::JoinHandle::is_finished),
+            Instant::now() < deadline && !loops.iter().any(tokio::task::JoinHandle::is_finished),
             "alpha's flood did not get going"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -302,10 +229,10 @@ async fn one_groups_flood_leaves_another_groups_hooks_and_requests_on_time() {
     stop.store(true, Ordering::Relaxed);
     // Alpha's clients hang up: what waited in its lane leaves it, and the
     // rest of the suite gets the cores back.
-    for f in &flood {
+    for f in &loops {
         f.abort();
     }
-    for f in flood {
+    for f in loops {
         if let Err(e) = f.await {
             assert!(e.is_cancelled(), "a flood loop failed: {e}");
         }

@@ -14,18 +14,12 @@
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use axum::Router;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::extract::Path;
 use hmac::{Hmac, Mac};
-use serde_json::{Value, json};
 use sha2::Sha256;
+
+// The local servers' shared start, lock, waits and vocabulary.
+use super::local_api::{self, prelude::*};
 
 pub const ACCESS_TOKEN: &str = "EAAtest-access-token-for-the-local-graph-api";
 pub const APP_SECRET: &str = "test-app-secret-of-the-meta-app";
@@ -60,7 +54,6 @@ pub enum Failure {
 
 #[derive(Default)]
 struct Inner {
-    next: u64,
     sent: Vec<Sent>,
     failures: VecDeque<Failure>,
     rejected: usize,
@@ -158,8 +151,8 @@ async fn messages(
     }
     let id = {
         let mut inner = api.lock();
-        inner.next += 1;
-        let id = format!("wamid.OUT{}", inner.next);
+        // Numbered by the messages taken so far.
+        let id = format!("wamid.OUT{}", inner.sent.len() + 1);
         inner.sent.push(Sent {
             id: id.clone(),
             to: to.to_string(),
@@ -192,18 +185,12 @@ impl GraphApi {
             .route("/{version}/{id}", get(number))
             .route("/{version}/{id}/messages", post(messages))
             .with_state(api.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let url = local_api::serve_app(app).await;
         GraphApi { url, ..api }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        local_api::lock(&self.inner)
     }
 
     pub fn fail_next_send(&self, f: Failure) {
@@ -225,19 +212,7 @@ impl GraphApi {
 
     /// Waits until `to` was sent `n` messages (at most `secs`).
     pub async fn wait_sent(&self, to: &str, n: usize, secs: u64) -> Vec<Sent> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let sent = self.sent_to(to);
-            if sent.len() >= n {
-                return sent;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{to} was sent {} of {n}: {sent:?}",
-                sent.len()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        local_api::wait_sent(to, n, secs, || self.sent_to(to)).await
     }
 }
 
@@ -282,13 +257,7 @@ pub fn text(id: &str, from: &str, name: &str, body: &str, group: Option<&str>) -
 pub fn signature(body: &[u8], secret: &str) -> String {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()).unwrap();
     mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256={hex}")
+    format!("sha256={:x}", mac.finalize().into_bytes())
 }
 
 /// POSTs a notification to `g2 serve`'s webhook as Meta does (signed with

@@ -369,25 +369,14 @@ async fn no_credential_is_visible_in_any_container() {
     let ask = |folder: &'static str, text: String, n: usize| {
         let (http, url, token) = (http.clone(), s.url.clone(), api_token.clone());
         async move {
-            let r = http
-                .post(format!("{url}/api/groups/{folder}/messages"))
-                .bearer_auth(&token)
-                .json(&serde_json::json!({ "sender": "ann", "text": text }))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 202);
+            shared::post_message(&http, &url, Some(&token), folder, ("ann", &text)).await;
             let deadline = Instant::now() + Duration::from_secs(180);
             loop {
-                let all: Value = http
-                    .get(format!("{url}/api/groups/{folder}/messages?limit=1000"))
-                    .bearer_auth(&token)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let all = shared::json_of(
+                    http.get(format!("{url}/api/groups/{folder}/messages?limit=1000"))
+                        .bearer_auth(&token),
+                )
+                .await;
                 let bot: Vec<String> = all
                     .as_array()
                     .unwrap()

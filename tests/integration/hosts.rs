@@ -41,19 +41,7 @@ fn cluster_home(n: usize, prefix: &str) -> Option<TestHome> {
 
 /// Each group's owner in `GET /api/cluster`.
 pub(crate) async fn owners(base: &str) -> HashMap<String, Option<String>> {
-    let status = get_json(&format!("{base}/api/cluster")).await;
-    status["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|g| !g["name"].as_str().unwrap().starts_with("channel:"))
-        .map(|g| {
-            (
-                g["name"].as_str().unwrap().to_string(),
-                g["host_id"].as_str().map(str::to_string),
-            )
-        })
-        .collect()
+    shared::owners(&http_client(), base).await
 }
 
 /// Who holds a channel's connection (`channel:{name}`), per `GET /api/cluster`.

@@ -30,6 +30,7 @@ mod graph_api;
 mod hardening;
 mod hosts;
 mod ipc;
+mod local_api;
 mod login;
 mod loopback;
 mod meaning;

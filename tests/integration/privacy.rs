@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::channel_support::stored_texts;
 use crate::support::*;
 
 const NEEDLES: &[&str] = &[
@@ -24,14 +25,13 @@ const NEEDLES: &[&str] = &[
 
 /// Claude Code's transcripts of the group's sessions: the conversation as
 /// the agent had it, which g2 never writes (docs/claude-code.md).
-fn is_transcript(p: &Path) -> bool {
+pub(crate) fn is_transcript(p: &Path) -> bool {
     p.components().any(|c| c.as_os_str() == "projects")
         && p.extension().is_some_and(|e| e == "jsonl")
 }
 
-/// Every regular file under `dir` (links not followed) holding one of
-/// `needles`, as bytes.
-fn holding(dir: &Path, needles: &[&str]) -> Vec<(PathBuf, String)> {
+/// Every regular file under `dir`, links not followed.
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -43,12 +43,52 @@ fn holding(dir: &Path, needles: &[&str]) -> Vec<(PathBuf, String)> {
             if t.is_dir() {
                 stack.push(e.path());
             } else if t.is_file() {
-                let bytes = std::fs::read(e.path()).unwrap_or_default();
-                for n in needles {
-                    if bytes.windows(n.len()).any(|w| w == n.as_bytes()) {
-                        out.push((e.path(), n.to_string()));
-                    }
-                }
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// Waits (at most 90 s) until the last session in a group's memory at
+/// `base` (`…/api/groups/{folder}/memory`, asked with the API `token`
+/// when there is one) has its summary.
+pub(crate) async fn wait_last_summary(base: &str, token: Option<&str>) {
+    let get = |path: String| {
+        let req = http_client().get(format!("{base}{path}"));
+        match token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    };
+    let sessions = shared::json_of(get("/sessions".into())).await;
+    let sid = sessions[sessions.as_array().unwrap().len() - 1]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let r = get(format!("/sessions/{sid}/summary"))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no summary of {sid}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Every regular file under `dir` (links not followed) holding one of
+/// `needles`, as bytes.
+fn holding(dir: &Path, needles: &[&str]) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for p in files_under(dir) {
+        let bytes = std::fs::read(&p).unwrap_or_default();
+        for n in needles {
+            if bytes.windows(n.len()).any(|w| w == n.as_bytes()) {
+                out.push((p.clone(), n.to_string()));
             }
         }
     }
@@ -105,33 +145,10 @@ async fn private_spans_and_escaped_secrets_leave_no_trace_in_the_home() {
     post(&s.url, "main", "Bob", "g2:clear Boat").await;
     let cleared = main.reply(120).await;
     assert!(cleared.contains("bookmarked"), "{cleared}");
-    let sessions = get_json(&format!("{base}/sessions")).await;
-    let sid = sessions[sessions.as_array().unwrap().len() - 1]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let r = http_client()
-            .get(format!("{base}/sessions/{sid}/summary"))
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 200 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no summary of {sid}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_last_summary(&base, None).await;
     // What the log keeps of the conversation is clean, and still says
     // what was said.
-    let log = get_json(&format!("{}/api/groups/main/messages?limit=100", s.url)).await;
-    let texts: Vec<&str> = log
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let texts = stored_texts(&s.url, "main").await;
     assert!(texts.iter().any(|t| t.contains("pier 7")), "{texts:?}");
     assert!(
         texts.iter().any(|t| t.contains("[redacted:assignment]")),

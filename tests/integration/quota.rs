@@ -25,16 +25,7 @@ async fn a_group_over_its_disk_quota_is_stopped_and_told() {
         ) && t[0].contains("over its disk quota of 40 MB"),
         "{t:?}"
     );
-    let written = std::fs::read_dir(home.path().join("groups/family"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".bin")
-        })
-        .count();
+    let written = shared::count_entries(home.path().join("groups/family"), |n| n.ends_with(".bin"));
     assert!(written < 40, "stopped while writing ({written} files)");
     // Another group keeps working.
     post(&s.url, "main", "bo", "hello main").await;

@@ -14,9 +14,15 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::privacy::{files_under, is_transcript, wait_last_summary};
 use crate::support::*;
+
+// The leak oracle, shared with the redactor's unit tests.
+#[path = "../leak_oracle.rs"]
+mod leak_oracle;
+use leak_oracle::leaks;
 
 /// Values that must be gone wherever they were assigned or marked private.
 const NEEDLES: &[&str] = &[
@@ -93,118 +99,22 @@ fn shapes_message(key: &str, token: &str) -> String {
     .join("\n")
 }
 
-/// Whether a piece (16 bytes) of `secret` can be read back from `text` in
-/// any shape: whitespace and escaped line breaks taken out, then as it is,
-/// percent-decoded, hex-decoded and base64-decoded (both alphabets, each
-/// character offset).
-fn leaks(text: &str, secret: &str) -> bool {
-    let pieces: Vec<&[u8]> = secret.as_bytes().windows(16).collect();
-    let holds = |hay: &[u8]| pieces.iter().any(|p| hay.windows(16).any(|w| w == *p));
-    let squeezed: Vec<u8> = text
-        .replace("\\n", "")
-        .bytes()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    if holds(&squeezed) || holds(&percent_decode(&squeezed)) {
-        return true;
-    }
-    let hexes: Vec<u8> = squeezed
-        .iter()
-        .filter(|b| b.is_ascii_hexdigit())
-        .map(u8::to_ascii_lowercase)
-        .collect();
-    for shift in 0..2 {
-        let bytes: Vec<u8> = hexes[shift.min(hexes.len())..]
-            .chunks_exact(2)
-            .filter_map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok())
-            .collect();
-        if holds(&bytes) {
-            return true;
-        }
-    }
-    let lenient = base64::engine::GeneralPurpose::new(
-        &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new()
-            .with_decode_allow_trailing_bits(true)
-            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-    );
-    let std_alphabet: Vec<u8> = squeezed
-        .iter()
-        .map(|&b| match b {
-            b'-' => b'+',
-            b'_' => b'/',
-            b => b,
-        })
-        .collect();
-    for run in std_alphabet.split(|b| !(b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/')) {
-        for shift in 0..4 {
-            let Some(r) = run.get(shift..) else { continue };
-            if let Ok(bytes) = lenient.decode(&r[..r.len() - r.len() % 4])
-                && holds(&bytes)
-            {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-fn percent_decode(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let decoded = (b[i] == b'%')
-            .then(|| b.get(i + 1..i + 3))
-            .flatten()
-            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
-        match decoded {
-            Some(v) => {
-                out.push(v);
-                i += 3;
-            }
-            None => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-/// Claude Code's transcripts of the group's sessions: the one raw copy,
-/// which g2 never writes (docs/memory.md).
-fn is_transcript(p: &Path) -> bool {
-    p.components().any(|c| c.as_os_str() == "projects")
-        && p.extension().is_some_and(|e| e == "jsonl")
-}
-
-/// Every regular file of the home (links not followed) but the transcripts
-/// that holds a credential in some shape, or a needle: the file and what.
+/// Every regular file of the home (links not followed) but Claude Code's
+/// transcripts, the one raw copy g2 never writes (docs/memory.md), that
+/// holds a credential in some shape, or a needle: the file and what.
 fn leaking_files(home: &Path, creds: &[(&str, &str)]) -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
-    let mut stack = vec![home.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let Ok(t) = e.file_type() else { continue };
-            let p = e.path();
-            if t.is_dir() {
-                stack.push(p);
-            } else if t.is_file() && !is_transcript(&p) {
-                let bytes = std::fs::read(&p).unwrap_or_default();
-                let text = String::from_utf8_lossy(&bytes);
-                for (name, secret) in creds {
-                    if leaks(&text, secret) {
-                        out.push((p.clone(), name.to_string()));
-                    }
-                }
-                for n in NEEDLES {
-                    if text.contains(n) {
-                        out.push((p.clone(), n.to_string()));
-                    }
-                }
+    for p in files_under(home).into_iter().filter(|p| !is_transcript(p)) {
+        let bytes = std::fs::read(&p).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        for (name, secret) in creds {
+            if leaks(&text, secret) {
+                out.push((p.clone(), name.to_string()));
+            }
+        }
+        for n in NEEDLES {
+            if text.contains(n) {
+                out.push((p.clone(), n.to_string()));
             }
         }
     }
@@ -243,15 +153,8 @@ impl Client {
     /// Posts `text` as Ann and waits for the assistant's next reply.
     async fn ask(&self, text: &str) -> String {
         let before = self.bot_count().await;
-        let r = self
-            .http
-            .post(format!("{}/api/groups/main/messages", self.url))
-            .bearer_auth(&self.token)
-            .json(&json!({ "sender": "Ann", "text": text }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 202);
+        let token = Some(self.token.as_str());
+        shared::post_message(&self.http, &self.url, token, "main", ("Ann", text)).await;
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let all = self.get("/groups/main/messages?limit=1000").await;
@@ -382,29 +285,8 @@ async fn credentials_in_any_encoding_leave_no_trace_in_the_home() {
         .filter_map(|h| h["name"].as_str())
         .collect();
     assert_eq!(names, ["Trip [redacted:credential] notes"], "{history}");
-    let sessions = api.get("/groups/main/memory/sessions").await;
-    let sid = sessions[sessions.as_array().unwrap().len() - 1]["session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let r = api
-            .http
-            .get(format!(
-                "{}/api/groups/main/memory/sessions/{sid}/summary",
-                s.url
-            ))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 200 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no summary of {sid}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let memory = format!("{}/api/groups/main/memory", s.url);
+    wait_last_summary(&memory, Some(&token)).await;
 
     // The log still says what was said, without the secrets.
     let log = api.get("/groups/main/messages?limit=1000").await;
@@ -437,17 +319,11 @@ async fn credentials_in_any_encoding_leave_no_trace_in_the_home() {
     };
     assert_eq!(left, Vec::<(PathBuf, String)>::new());
     // The transcripts do hold them: the scan can see what it looks for.
-    let mut stack = vec![home.path().join("data/sessions/main")];
-    let mut raw = String::new();
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
-            } else if is_transcript(&e.path()) {
-                raw.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
-            }
-        }
-    }
+    let raw: String = files_under(&home.path().join("data/sessions/main"))
+        .iter()
+        .filter(|p| is_transcript(p))
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .collect();
     assert!(leaks(&raw, &key) && leaks(&raw, &token));
     assert!(NEEDLES.iter().all(|n| raw.contains(n)), "the transcripts");
     // The archive says what was said, without them.

@@ -10,8 +10,8 @@
 use std::time::{Duration, Instant};
 
 use crate::channel_support::{
-    count, doctor_check, failing_reason, paragraphs, serve_env, serve_refused, stored,
-    wait_in_flight,
+    LongReply, assert_check, count, doctor_check, failing_reason, long_ask, serve_env,
+    serve_refused, stored, wait_in_flight,
 };
 use crate::slack_api::{APP_TOKEN, BOT_TOKEN, BOT_USER, Failure, SlackApi, TEAM};
 use crate::support::*;
@@ -212,36 +212,22 @@ async fn long_replies_rate_limits_and_a_removed_bot() {
     };
 
     // Three results of ~1,900 characters, in paragraphs: over 5,000.
-    let fill = |w: &str| paragraphs(w, 26);
     api.fail_next_send(Failure::RateLimited(3));
     let asked_at = Instant::now();
-    api.mention(
-        CLUB,
-        "U0ANN",
-        &[fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n"),
-    );
+    api.mention(CLUB, "U0ANN", &long_ask(26));
     let sent = api.wait_sent(CLUB, 2, 180).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let sent_now = api.sent_to(CLUB);
-    assert_eq!(sent_now.len(), 2, "two messages: {sent_now:?}");
-    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
-    assert!(total > 5000, "{total} characters");
-    assert!(
-        sent[0].text.contains("Alpha paragraph 1,"),
-        "{:.200}",
-        sent[0].text
-    );
-    assert!(
-        sent[1].text.contains("Gamma paragraph 26,"),
-        "in order: {:.200}",
-        sent[1].text
-    );
-    assert!(sent.iter().all(|m| m.text.chars().count() <= 4000));
+    let reply = LongReply {
+        parts: 2,
+        paragraphs: 26,
+        over: 5000,
+        fits: |t| t.chars().count() <= 4000,
+        waited: Duration::from_secs(3),
+    };
+    let parts: Vec<_> = sent.iter().map(|m| (m.text.clone(), m.at)).collect();
+    reply
+        .check(&parts, asked_at, || api.sent_to(CLUB).len())
+        .await;
     assert_eq!(api.rejected(), 1, "one rate limit answer");
-    assert!(
-        sent[0].at - asked_at >= Duration::from_secs(3),
-        "waited Retry-After before sending again"
-    );
 
     // The bot removed from the channel: the group is marked failing.
     api.fail_next_send(Failure::NotInChannel);
@@ -281,25 +267,13 @@ async fn doctor_checks_both_tokens_with_slack() {
     .await
     .unwrap();
     let [good, bad_bot, bad_app, missing, swapped, off] = checks;
-    assert_eq!(good["ok"], true, "{good}");
-    let d = good["detail"].as_str().unwrap();
-    assert!(d.contains("@g2bot") && d.contains(TEAM), "{good}");
+    assert_check(&good, true, &["@g2bot", TEAM], &[]);
     for (bad, variable) in [(&bad_bot, "SLACK_BOT_TOKEN"), (&bad_app, "SLACK_APP_TOKEN")] {
-        assert_eq!(bad["ok"], false, "{bad}");
-        let why = bad["detail"].as_str().unwrap();
-        assert!(
-            why.contains("invalid_auth") && why.contains(variable) && !why.contains("wrong-wrong"),
-            "{why}"
-        );
+        assert_check(bad, false, &["invalid_auth", variable], &["wrong-wrong"]);
     }
-    assert_eq!(missing["ok"], false, "{missing}");
-    let why = missing["detail"].as_str().unwrap();
-    assert!(why.contains("SLACK_APP_TOKEN is not set"), "{why}");
-    assert_eq!(swapped["ok"], false, "{swapped}");
-    let why = swapped["detail"].as_str().unwrap();
-    assert!(why.contains("xapp-") && !why.contains(BOT_TOKEN), "{why}");
-    assert_eq!(off["ok"], true, "{off}");
-    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
+    assert_check(&missing, false, &["SLACK_APP_TOKEN is not set"], &[]);
+    assert_check(&swapped, false, &["xapp-"], &[BOT_TOKEN]);
+    assert_check(&off, true, &["not enabled"], &[]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,19 +11,14 @@
 
 #![allow(dead_code)]
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::HashSet;
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_websockets::{Message as Frame, ServerBuilder};
+
+// The local servers' shared start, lock, waits and vocabulary.
+use super::local_api::{self, prelude::*};
 
 pub const BOT_TOKEN: &str = "xoxb-1-test-bot-token-for-the-local-slack";
 pub const APP_TOKEN: &str = "xapp-1-A0TEST-test-app-token-for-the-local-slack";
@@ -75,7 +70,6 @@ enum Cmd {
 
 #[derive(Default)]
 struct Inner {
-    next: u64,
     sent: Vec<Sent>,
     failures: VecDeque<Failure>,
     rejected: usize,
@@ -185,8 +179,8 @@ async fn post_message(
         None => {}
     }
     let mut inner = api.lock();
-    inner.next += 1;
-    let ts = format!("1800000000.{:06}", inner.next);
+    // Numbered by the messages taken so far.
+    let ts = format!("1800000000.{:06}", inner.sent.len() + 1);
     inner.sent.push(Sent {
         channel: channel.to_string(),
         text: text.to_string(),
@@ -289,10 +283,10 @@ async fn socket(api: SlackApi, tcp: tokio::net::TcpStream) {
 impl SlackApi {
     /// Starts the Web API and the Socket Mode server on free local ports.
     pub async fn start() -> SlackApi {
-        let ws_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (ws_listener, ws_addr) = local_api::listen().await;
         let api = SlackApi {
             url: String::new(),
-            ws: format!("ws://{}", ws_listener.local_addr().unwrap()),
+            ws: format!("ws://{ws_addr}"),
             inner: Arc::new(Mutex::new(Inner::default())),
         };
         let app = Router::new()
@@ -300,11 +294,7 @@ impl SlackApi {
             .route("/apps.connections.open", post(open))
             .route("/chat.postMessage", post(post_message))
             .with_state(api.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let url = local_api::serve_app(app).await;
         let ws_api = api.clone();
         tokio::spawn(async move {
             while let Ok((tcp, _)) = ws_listener.accept().await {
@@ -315,9 +305,7 @@ impl SlackApi {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        local_api::lock(&self.inner)
     }
 
     /// Sends an `events_api` envelope with `event` (now when a socket is
@@ -449,32 +437,14 @@ impl SlackApi {
 
     /// Waits until a socket is open (at most `secs`).
     pub async fn wait_connected(&self, connections: usize, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !(self.connected() && self.opens().1 >= connections) {
-            assert!(
-                Instant::now() < deadline,
-                "g2 never connected: {:?}",
-                self.opens()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let ok = || self.connected() && self.opens().1 >= connections;
+        let what = || format!("g2 never connected: {:?}", self.opens());
+        local_api::wait_until(secs, ok, what).await;
     }
 
     /// Waits until `channel` was sent `n` messages (at most `secs`).
     pub async fn wait_sent(&self, channel: &str, n: usize, secs: u64) -> Vec<Sent> {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let sent = self.sent_to(channel);
-            if sent.len() >= n {
-                return sent;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{channel} was sent {} of {n}: {sent:?}",
-                sent.len()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        local_api::wait_sent(channel, n, secs, || self.sent_to(channel)).await
     }
 }
 

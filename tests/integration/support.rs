@@ -174,6 +174,10 @@ impl TestHome {
     }
 }
 
+// What the tests share with the benches.
+#[path = "shared.rs"]
+pub mod shared;
+
 /// Writes a small transcript with the given user/assistant exchanges.
 /// Archives one exchange as a transcript with `g2 archive` into `group`
 /// under `name`.
@@ -185,14 +189,7 @@ pub fn archive_text(home: &TestHome, group: &str, name: &str, user: &str, assist
         "44444444-4444-4444-8444-444444444444",
         &[(user, assistant)],
     );
-    home.ok(&[
-        "archive",
-        t.to_str().unwrap(),
-        "--group",
-        group,
-        "--name",
-        name,
-    ]);
+    home.ok(&shared::archive_args(&t, group, name));
 }
 
 pub fn write_transcript(path: &Path, session_id: &str, exchanges: &[(&str, &str)]) {
@@ -661,14 +658,7 @@ pub async fn wait_bot(base: &str, folder: &str, n: usize, secs: u64) -> Vec<Stri
 /// A home with a `family` group that every message wakes.
 pub fn home_with_family() -> TestHome {
     let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "family",
-        "--name",
-        "Family",
-        "--no-trigger",
-    ]);
+    home.ok(&shared::ADD_FAMILY);
     home
 }
 

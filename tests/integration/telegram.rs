@@ -10,7 +10,9 @@ use serde_json::json;
 
 use crate::bot_api::{BOT_ID, BotApi, Failure, TOKEN};
 pub use crate::channel_support::register;
-use crate::channel_support::{doctor_check, kill, paragraphs, serve_env, stored};
+use crate::channel_support::{
+    LongReply, assert_check, doctor_check, kill, long_ask, serve_env, stored,
+};
 use crate::support::*;
 
 /// `g2 serve`'s environment for the channel at `api`.
@@ -171,19 +173,9 @@ async fn doctor_checks_the_token_with_get_me() {
     })
     .await
     .unwrap();
-    assert_eq!(good["ok"], true, "{good}");
-    assert!(
-        good["detail"].as_str().unwrap().contains("@g2bot"),
-        "{good}"
-    );
-    assert_eq!(bad["ok"], false, "{bad}");
-    let why = bad["detail"].as_str().unwrap();
-    assert!(
-        why.contains("refused the token") && !why.contains("AAwrong"),
-        "{why}"
-    );
-    assert_eq!(off["ok"], true, "{off}");
-    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
+    assert_check(&good, true, &["@g2bot"], &[]);
+    assert_check(&bad, false, &["refused the token"], &["AAwrong"]);
+    assert_check(&off, true, &["not enabled"], &[]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,39 +195,23 @@ async fn long_replies_rejected_formatting_rate_limits_and_a_removed_bot() {
     );
 
     // Three results of ~1,900 characters, in paragraphs: over 5,000.
-    let fill = |w: &str| paragraphs(w, 26);
     api.fail_next_send(Failure::TooMany(1));
     let asked_at = Instant::now();
-    api.message(
-        4242,
-        4242,
-        "Ann",
-        &[fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n"),
-        json!({}),
-    );
+    api.message(4242, 4242, "Ann", &long_ask(26), json!({}));
     let sent = api.wait_sent(4242, 2, 180).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let sent_now = api.sent_to(4242);
-    assert_eq!(sent_now.len(), 2, "two messages: {sent_now:?}");
-    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
-    assert!(total > 5000, "{total} characters");
-    assert!(
-        sent[0].text.contains("Alpha paragraph 1,"),
-        "{:.200}",
-        sent[0].text
-    );
-    assert!(
-        sent[1].text.contains("Gamma paragraph 26,"),
-        "in order: {:.200}",
-        sent[1].text
-    );
-    assert!(sent.iter().all(|m| m.text.encode_utf16().count() <= 4096));
+    let reply = LongReply {
+        parts: 2,
+        paragraphs: 26,
+        over: 5000,
+        fits: |t| t.encode_utf16().count() <= 4096,
+        waited: Duration::from_secs(1),
+    };
+    let parts: Vec<_> = sent.iter().map(|m| (m.text.clone(), m.at)).collect();
+    reply
+        .check(&parts, asked_at, || api.sent_to(4242).len())
+        .await;
     assert!(sent[0].message_id < sent[1].message_id);
     assert_eq!(api.rejected(), 1, "one 429");
-    assert!(
-        sent[0].at - asked_at >= Duration::from_secs(1),
-        "waited retry_after"
-    );
     assert_eq!(sent[0].reply_to, None, "no quote in a private chat");
 
     // Formatting Telegram refuses is sent again as plain text, not lost.

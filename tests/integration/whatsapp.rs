@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::channel_support::{
-    count, doctor_check, failing_reason, kill, paragraphs, register, serve_env, serve_refused,
-    stored,
+    LongReply, assert_check, count, doctor_check, failing_reason, kill, long_ask, register,
+    serve_env, serve_refused, stored,
 };
 use crate::graph_api::{
     self, ACCESS_TOKEN, APP_SECRET, Failure, GraphApi, NUMBER, PHONE_NUMBER_ID, VERIFY_TOKEN,
@@ -215,33 +215,22 @@ async fn long_replies_throttling_statuses_and_a_removed_number() {
     };
 
     // Three results of ~1,900 characters, in paragraphs: over 5,000.
-    let fill = |w: &str| paragraphs(w, 26);
     api.fail_next_send(Failure::Throttled);
     let asked_at = Instant::now();
-    let body = [fill("Alpha"), fill("Beta"), fill("Gamma")].join("\n");
-    deliver(&s.url, &one(ANN, "Ann", &body, None).1).await;
+    deliver(&s.url, &one(ANN, "Ann", &long_ask(26), None).1).await;
     let sent = api.wait_sent(ANN, 2, 180).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let sent_now = api.sent_to(ANN);
-    assert_eq!(sent_now.len(), 2, "two messages: {sent_now:?}");
-    let total: usize = sent.iter().map(|m| m.text.chars().count()).sum();
-    assert!(total > 5000, "{total} characters");
-    assert!(
-        sent[0].text.contains("Alpha paragraph 1,"),
-        "{:.200}",
-        sent[0].text
-    );
-    assert!(
-        sent[1].text.contains("Gamma paragraph 26,"),
-        "in order: {:.200}",
-        sent[1].text
-    );
-    assert!(sent.iter().all(|m| m.text.chars().count() <= 4096));
+    let reply = LongReply {
+        parts: 2,
+        paragraphs: 26,
+        over: 5000,
+        fits: |t| t.chars().count() <= 4096,
+        waited: Duration::from_secs(5),
+    };
+    let parts: Vec<_> = sent.iter().map(|m| (m.text.clone(), m.at)).collect();
+    reply
+        .check(&parts, asked_at, || api.sent_to(ANN).len())
+        .await;
     assert_eq!(api.rejected(), 1, "one throttling answer");
-    assert!(
-        sent[0].at - asked_at >= Duration::from_secs(5),
-        "waited before sending again"
-    );
 
     // Statuses are recorded against the parts they name.
     let status = |id: &str, st: &str| json!({ "id": id, "status": st, "timestamp": "1760000100", "recipient_id": ANN });
@@ -311,27 +300,11 @@ async fn doctor_checks_the_credentials_with_the_graph_api() {
     })
     .await
     .unwrap();
-    assert_eq!(good["ok"], true, "{good}");
-    assert!(
-        good["detail"].as_str().unwrap().contains("+1 555-078-3881"),
-        "{good}"
-    );
-    assert_eq!(bad["ok"], false, "{bad}");
-    let why = bad["detail"].as_str().unwrap();
-    assert!(
-        why.contains("refused the access token") && !why.contains("EAAwrong"),
-        "{why}"
-    );
-    assert_eq!(missing["ok"], false, "{missing}");
-    let why = missing["detail"].as_str().unwrap();
-    assert!(
-        why.contains("WHATSAPP_APP_SECRET")
-            && why.contains("WHATSAPP_VERIFY_TOKEN")
-            && !why.contains("WHATSAPP_ACCESS_TOKEN"),
-        "{why}"
-    );
-    assert_eq!(off["ok"], true, "{off}");
-    assert!(off["detail"].as_str().unwrap().contains("not enabled"));
+    assert_check(&good, true, &["+1 555-078-3881"], &[]);
+    assert_check(&bad, false, &["refused the access token"], &["EAAwrong"]);
+    let secrets = ["WHATSAPP_APP_SECRET", "WHATSAPP_VERIFY_TOKEN"];
+    assert_check(&missing, false, &secrets, &["WHATSAPP_ACCESS_TOKEN"]);
+    assert_check(&off, true, &["not enabled"], &[]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

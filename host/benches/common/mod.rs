@@ -12,13 +12,20 @@ use std::time::{Duration, Instant};
 #[path = "../../../tests/integration/serve_process.rs"]
 mod serve_process;
 
-// The tests' local Telegram Bot API server, for the channel's bench.
+// What else the tests and the benches share.
+#[path = "../../../tests/integration/shared.rs"]
+pub mod shared;
+
+// The tests' local platform servers (with what they share), for the
+// channels' bench.
 #[path = "../../../tests/integration/bot_api.rs"]
 pub mod bot_api;
 #[path = "../../../tests/integration/discord_api.rs"]
 pub mod discord_api;
 #[path = "../../../tests/integration/graph_api.rs"]
 pub mod graph_api;
+#[path = "../../../tests/integration/local_api.rs"]
+pub mod local_api;
 #[path = "../../../tests/integration/slack_api.rs"]
 pub mod slack_api;
 
@@ -81,6 +88,15 @@ impl Samples {
     pub fn at(&self, p: f64) -> Duration {
         let n = self.sorted.len();
         self.sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
+    }
+
+    /// `p50 850 µs p99 12.34 ms`, as the reports print them.
+    pub fn p50_p99(&self) -> String {
+        format!(
+            "p50 {} p99 {}",
+            fmt_dur(self.at(0.5)),
+            fmt_dur(self.at(0.99))
+        )
     }
 }
 
@@ -200,27 +216,30 @@ pub async fn post_main(client: &reqwest::Client, base: &str, text: &str) {
     post_to(client, base, "main", text).await;
 }
 
-/// Posts `text` to a group's chat as `bench` and checks it was accepted.
-pub async fn post_to(client: &reqwest::Client, base: &str, folder: &str, text: &str) {
-    let r = client
-        .post(format!("{base}/api/groups/{folder}/messages"))
-        .json(&serde_json::json!({ "sender": "bench", "text": text }))
+/// A client without Nagle's delay and the main group's chat stream
+/// (`GET /api/groups/main/stream`) it opened.
+pub async fn main_stream(base: &str) -> (reqwest::Client, reqwest::Response) {
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+    let resp = client
+        .get(format!("{base}/api/groups/main/stream"))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 202);
+    (client, resp)
+}
+
+/// Posts `text` to a group's chat as `bench` and checks it was accepted.
+pub async fn post_to(client: &reqwest::Client, base: &str, folder: &str, text: &str) {
+    shared::post_message(client, base, None, folder, ("bench", text)).await;
 }
 
 /// How many of a group's chat messages are the assistant's.
 pub async fn bot_replies(client: &reqwest::Client, base: &str, folder: &str) -> usize {
-    let all: serde_json::Value = client
-        .get(format!("{base}/api/groups/{folder}/messages?limit=1000"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let url = format!("{base}/api/groups/{folder}/messages?limit=1000");
+    let all = shared::json_of(client.get(url)).await;
     all.as_array()
         .unwrap()
         .iter()
@@ -382,19 +401,30 @@ pub fn random_vectors(store: &g2_host::store::Store) {
         .unwrap()
         .to_string_lossy()
         .into_owned();
+    unit_vectors(store, 384, &name, || rng.next());
+}
+
+/// Stores a unit vector of `dims` drawn from `next` for every queued row,
+/// under `name`.
+pub fn unit_vectors(
+    store: &g2_host::store::Store,
+    dims: usize,
+    name: &str,
+    mut next: impl FnMut() -> u64 + Send,
+) {
     loop {
         let n = store
             .write_blocking(|tx| {
                 let jobs = g2_host::store::embeddings::pending(tx, 5_000)?;
                 for j in &jobs {
-                    let mut v: Vec<f32> = (0..384)
-                        .map(|_| (rng.next() % 2001) as f32 / 1000.0 - 1.0)
+                    let mut v: Vec<f32> = (0..dims)
+                        .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
                         .collect();
                     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
                     for x in &mut v {
                         *x /= norm;
                     }
-                    g2_host::store::embeddings::put(tx, j, &name, &g2_embed::to_bytes(&v))?;
+                    g2_host::store::embeddings::put(tx, j, name, &g2_embed::to_bytes(&v))?;
                 }
                 Ok(jobs.len())
             })

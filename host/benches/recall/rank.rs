@@ -241,6 +241,14 @@ const GATES: [(f64, f64); 10] = [
     (0.4, 0.3),
 ];
 
+/// The passages' ids among `hits`, in their order.
+fn passage_ids(hits: &[g2_host::memory::recall::RecallHit]) -> Vec<i64> {
+    hits.iter()
+        .filter(|h| h.kind == "passage")
+        .map(|h| h.id)
+        .collect()
+}
+
 /// The hits a block keeps under a gate: none unless the best passes it,
 /// then those above the floor.
 fn gated(
@@ -438,19 +446,9 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
         embed::install(None);
         let hits = ask();
         embed::install(Some(product.clone()));
-        let ids: Vec<i64> = hits
-            .iter()
-            .filter(|h| h.kind == "passage")
-            .map(|h| h.id)
-            .collect();
+        let ids = passage_ids(&hits);
         results.push(judge(&ids));
-        let shipped = ask();
-        let shipped: Vec<i64> = shipped
-            .iter()
-            .filter(|h| h.kind == "passage")
-            .map(|h| h.id)
-            .collect();
-        results.push(judge(&shipped));
+        results.push(judge(&passage_ids(&ask())));
 
         // BM25.
         let bm25: Vec<i64> = match question::read(&q.text) {
@@ -568,12 +566,7 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
             let hits = store
                 .read_blocking(move |c| recall_weighted(c, &g, &t, 50, &Filters::default(), &w))
                 .unwrap();
-            let ids: Vec<i64> = hits
-                .iter()
-                .filter(|h| h.kind == "passage")
-                .map(|h| h.id)
-                .collect();
-            results.push(judge(&ids));
+            results.push(judge(&passage_ids(&hits)));
         }
         // Per-prompt injection: does the block hold an answering turn?
         let answers = |h: &g2_host::memory::recall::RecallHit| {

@@ -478,15 +478,7 @@ async fn the_global_limit_queues_groups_and_idle_containers_give_way() {
     if !image_ready() {
         return;
     }
-    let home = TestHome::new();
-    home.ok(&[
-        "groups",
-        "add",
-        "family",
-        "--name",
-        "Family",
-        "--no-trigger",
-    ]);
+    let home = home_with_family();
     let s = serve(&home, &[("G2_QUEUE__MAX_CONTAINERS", "1")]);
     let mut main = Sse::open(&s.url, "main", None).await;
     let mut fam = Sse::open(&s.url, "family", None).await;
