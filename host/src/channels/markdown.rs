@@ -204,3 +204,12 @@ pub fn trim_end(s: &mut String) {
     let n = s.trim_end().len();
     s.truncate(n);
 }
+
+/// Checks a platform's formatting: each markdown in `cases` becomes the
+/// text beside it.
+#[cfg(test)]
+pub(crate) fn assert_renders(render: fn(&str) -> String, cases: &[(&str, &str)]) {
+    for (markdown, want) in cases {
+        assert_eq!(render(markdown), *want, "{markdown:?}");
+    }
+}

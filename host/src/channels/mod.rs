@@ -24,12 +24,14 @@
 //! edits), and where to ring the router.
 //!
 //! Files: this one holds the [`Channel`] interface and [`Channels`];
-//! [`outbox`] the sending; one folder per platform; [`split`] cuts a
-//! text to a platform's limit.
+//! [`outbox`] the sending; [`platform`] what the platforms share of
+//! [`Channel`]; one folder per platform; [`split`] cuts a text to a
+//! platform's limit.
 
 pub mod discord;
 pub mod markdown;
 pub mod outbox;
+pub mod platform;
 pub mod rest;
 pub mod slack;
 pub mod split;

@@ -317,53 +317,12 @@ async fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures_util::future::BoxFuture;
-    use std::collections::VecDeque;
 
-    /// A channel that splits on `|` and answers each send from a script
-    /// (then `Ok`), recording what it sent.
-    struct Scripted {
-        script: Mutex<VecDeque<SendError>>,
-        sent: Mutex<Vec<String>>,
-    }
-
-    impl Channel for Scripted {
-        fn name(&self) -> &'static str {
-            "scripted"
-        }
-        fn owns(&self, jid: &str) -> bool {
-            jid.starts_with("s:")
-        }
-        fn parts(&self, m: &Message) -> Vec<String> {
-            m.text.split('|').map(str::to_string).collect()
-        }
-        fn send<'a>(
-            &'a self,
-            _m: &'a Message,
-            _part: usize,
-            text: &'a str,
-        ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
-            let next = self.script.lock().unwrap().pop_front();
-            Box::pin(async move {
-                match next {
-                    Some(e) => Err(e),
-                    None => {
-                        let mut sent = self.sent.lock().unwrap();
-                        sent.push(text.to_string());
-                        Ok(sent.len().to_string())
-                    }
-                }
-            })
-        }
-    }
+    use crate::channels::tests::{Scripted, store_with_group};
 
     async fn setup(script: Vec<SendError>) -> (tempfile::TempDir, Store, Arc<Scripted>) {
-        let (d, store) = crate::channels::tests::store_with_group("fam", Some("s:1")).await;
-        let ch = Arc::new(Scripted {
-            script: Mutex::new(script.into()),
-            sent: Mutex::default(),
-        });
-        (d, store, ch)
+        let (d, store) = store_with_group("fam", Some("s:1")).await;
+        (d, store, Scripted::new(script))
     }
 
     async fn outbound(store: &Store, text: &str) -> Message {

@@ -15,6 +15,39 @@ pub fn options() -> Options {
     Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS
 }
 
+/// A platform's limit on one part: at most `max` as the platform counts
+/// (`count`), both formatted (`format`) and as the plain source it falls
+/// back to.
+#[derive(Clone, Copy)]
+pub struct Limit {
+    pub max: usize,
+    pub count: fn(&str) -> usize,
+    pub format: fn(&str) -> String,
+}
+
+impl Limit {
+    /// In the order of the fields.
+    pub const fn new(max: usize, count: fn(&str) -> usize, format: fn(&str) -> String) -> Self {
+        Limit { max, count, format }
+    }
+
+    /// Whether a piece of markdown fits in one message, formatted or plain.
+    pub fn fits(&self, markdown: &str) -> bool {
+        (self.count)(markdown) <= self.max && (self.count)(&(self.format)(markdown)) <= self.max
+    }
+
+    /// The markdown split into the parts it is sent as, in order; the same
+    /// text always gives the same parts.
+    pub fn split(&self, markdown: &str) -> Vec<String> {
+        split(markdown, self.max, &|s| self.fits(s))
+    }
+}
+
+/// Length in characters (Unicode scalar values).
+pub fn chars(s: &str) -> usize {
+    s.chars().count()
+}
+
 /// The markdown split into parts that each `fits` (a platform's limit of
 /// `max` characters, as formatted and as plain text), in order; the same
 /// text always gives the same parts.
@@ -156,4 +189,24 @@ fn pieces_of(text: &str, max: usize) -> Vec<&str> {
         }
     }
     out
+}
+
+/// Checks a platform's splitting of `long` (a text over its limit): more
+/// than one part, each within the limit, joined the text again, and the
+/// same parts every time; a short text is one part.
+#[cfg(test)]
+pub(crate) fn assert_splits_whole(limit: &Limit, long: &str) -> Vec<String> {
+    let parts = limit.split(long);
+    assert!(parts.len() > 1, "{}", parts.len());
+    for p in &parts {
+        assert!(limit.fits(p), "{p:.40}");
+    }
+    assert_eq!(parts.join("\n\n"), long.trim());
+    assert_eq!(
+        limit.split(long),
+        parts,
+        "the same text splits the same way"
+    );
+    assert_eq!(limit.split("short"), ["short"]);
+    parts
 }

@@ -4,18 +4,37 @@
 //! listener that falls behind) are in host/src/messages/tests.rs.
 
 use super::*;
-use crate::{Error, groups};
+use crate::Error;
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
-/// A channel that records what it was asked to send.
-struct Recorder(Mutex<Vec<String>>);
+pub(super) use crate::messages::tests::store_with_group;
 
-impl Channel for Recorder {
+/// A channel of the chats `s:…` that splits on `|` and answers each send
+/// from a script (then `Ok`), recording what it sent.
+pub(super) struct Scripted {
+    pub(super) script: Mutex<VecDeque<SendError>>,
+    pub(super) sent: Mutex<Vec<String>>,
+}
+
+impl Scripted {
+    pub(super) fn new(script: Vec<SendError>) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            script: Mutex::new(script.into()),
+            sent: Mutex::default(),
+        })
+    }
+}
+
+impl Channel for Scripted {
     fn name(&self) -> &'static str {
-        "recorder"
+        "scripted"
     }
     fn owns(&self, jid: &str) -> bool {
-        jid.starts_with("rec:")
+        jid.starts_with("s:")
+    }
+    fn parts(&self, m: &Message) -> Vec<String> {
+        m.text.split('|').map(str::to_string).collect()
     }
     fn send<'a>(
         &'a self,
@@ -23,15 +42,24 @@ impl Channel for Recorder {
         _part: usize,
         text: &'a str,
     ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
-        self.0.lock().unwrap().push(text.to_string());
-        Box::pin(async { Ok("1".to_string()) })
+        let next = self.script.lock().unwrap().pop_front();
+        Box::pin(async move {
+            match next {
+                Some(e) => Err(e),
+                None => {
+                    let mut sent = self.sent.lock().unwrap();
+                    sent.push(text.to_string());
+                    Ok(sent.len().to_string())
+                }
+            }
+        })
     }
 }
 
 #[tokio::test]
 async fn a_new_channel_plugs_in_without_the_router() {
-    let (_d, store) = store_with_group("tg", Some("rec:42")).await;
-    let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
+    let (_d, store) = store_with_group("tg", Some("s:42")).await;
+    let rec = Scripted::new(Vec::new());
     let (tx, mut rx) = mpsc::unbounded_channel();
     let ch = Channels::new(store.clone())
         .with(rec.clone())
@@ -53,15 +81,15 @@ async fn a_new_channel_plugs_in_without_the_router() {
     assert_eq!(live.recv().await.unwrap().message.id, m.id);
     let chan: String = store
         .read(|c| {
-            c.query_row("SELECT channel FROM chats WHERE jid = 'rec:42'", (), |r| {
+            c.query_row("SELECT channel FROM chats WHERE jid = 's:42'", (), |r| {
                 r.get(0)
             })
         })
         .await
         .unwrap();
-    assert_eq!(chan, "recorder");
+    assert_eq!(chan, "scripted");
     let out = ch
-        .say("rec:42", "Andy", "hello <internal>x</internal>")
+        .say("s:42", "Andy", "hello <internal>x</internal>")
         .await
         .unwrap()
         .unwrap();
@@ -78,7 +106,7 @@ async fn a_new_channel_plugs_in_without_the_router() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(rec.0.lock().unwrap().as_slice(), ["hello"]);
+    assert_eq!(rec.sent.lock().unwrap().as_slice(), ["hello"]);
     assert!(
         store
             .read(|c| store::messages::undelivered(c, 0, 10))
@@ -88,7 +116,7 @@ async fn a_new_channel_plugs_in_without_the_router() {
         "marked delivered"
     );
     assert!(
-        ch.say("rec:42", "Andy", "<internal>only</internal>")
+        ch.say("s:42", "Andy", "<internal>only</internal>")
             .await
             .unwrap()
             .is_none()
@@ -99,28 +127,6 @@ async fn a_new_channel_plugs_in_without_the_router() {
 async fn store_with_fam() -> (tempfile::TempDir, Store, String) {
     let (d, store) = store_with_group("fam", None).await;
     (d, store, "local:fam".to_string())
-}
-
-/// A fresh store with one group registered (its jid, else the default).
-pub(super) async fn store_with_group(
-    folder: &str,
-    jid: Option<&str>,
-) -> (tempfile::TempDir, Store) {
-    let d = tempfile::tempdir().unwrap();
-    let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
-    let g = groups::NewGroup {
-        folder: folder.into(),
-        name: folder.to_uppercase(),
-        jid: jid.map(str::to_string),
-        ..Default::default()
-    }
-    .into_group("Andy")
-    .unwrap();
-    store
-        .write(move |tx| store::groups::add(tx, &g))
-        .await
-        .unwrap();
-    (d, store)
 }
 
 #[tokio::test]
@@ -203,8 +209,8 @@ async fn a_platform_batch_commits_with_its_mark_once_and_edits_only_what_is_pend
 
 #[tokio::test]
 async fn a_text_over_the_limit_is_refused_whole_and_its_platform_chat_told() {
-    let (_d, store) = store_with_group("tg", Some("rec:42")).await;
-    let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
+    let (_d, store) = store_with_group("tg", Some("s:42")).await;
+    let rec = Scripted::new(Vec::new());
     let ch = Channels::new(store.clone())
         .with(rec.clone())
         .with_text_limit(1024, "Andy");
@@ -280,17 +286,17 @@ async fn a_text_over_the_limit_is_refused_whole_and_its_platform_chat_told() {
     assert!(matches!(again[1], Ok(Taken::Unchanged)), "{again:?}");
     // The outbox sends both notices; nothing of the long text is kept.
     for _ in 0..200 {
-        if rec.0.lock().unwrap().len() == 2 {
+        if rec.sent.lock().unwrap().len() == 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(
-        rec.0.lock().unwrap().as_slice(),
+        rec.sent.lock().unwrap().as_slice(),
         [notice.text.as_str(), edit_notice.as_str()]
     );
     let all = store
-        .read(|c| store::messages::after(c, "rec:42", 0, 10))
+        .read(|c| store::messages::after(c, "s:42", 0, 10))
         .await
         .unwrap();
     assert_eq!(all.len(), 4, "two messages, two notices: {all:?}");

@@ -34,7 +34,7 @@ mod intake;
 mod live;
 mod sequencer;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod writes;
 
 use std::sync::Arc;

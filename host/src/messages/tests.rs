@@ -31,14 +31,18 @@ impl Hooks for Http {
     }
 }
 
-/// A fresh store with the group `fam` registered, its log and its chat's
-/// jid.
-async fn log_with_fam(hooks: Arc<Http>) -> (tempfile::TempDir, Store, Log, String) {
+/// A fresh store with one group registered (its jid, else the default);
+/// the channels' tests start from it too.
+pub(crate) async fn store_with_group(
+    folder: &str,
+    jid: Option<&str>,
+) -> (tempfile::TempDir, Store) {
     let d = tempfile::tempdir().unwrap();
     let store = Store::open(&d.path().join("g2.db"), Duration::from_secs(5)).unwrap();
     let g = groups::NewGroup {
-        folder: "fam".into(),
-        name: "FAM".into(),
+        folder: folder.into(),
+        name: folder.to_uppercase(),
+        jid: jid.map(str::to_string),
         ..Default::default()
     }
     .into_group("Andy")
@@ -47,6 +51,13 @@ async fn log_with_fam(hooks: Arc<Http>) -> (tempfile::TempDir, Store, Log, Strin
         .write(move |tx| store::groups::add(tx, &g))
         .await
         .unwrap();
+    (d, store)
+}
+
+/// A fresh store with the group `fam` registered, its log and its chat's
+/// jid.
+async fn log_with_fam(hooks: Arc<Http>) -> (tempfile::TempDir, Store, Log, String) {
+    let (d, store) = store_with_group("fam", None).await;
     let log = Log::new(store.clone(), hooks);
     (d, store, log, "local:fam".to_string())
 }

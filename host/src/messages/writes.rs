@@ -132,16 +132,14 @@ mod tests {
 
     #[test]
     fn internal_notes_are_removed() {
-        assert_eq!(
-            strip_internal("Hi <internal>thinking</internal>there"),
-            "Hi there"
-        );
-        assert_eq!(
-            strip_internal("<internal>a</internal> x <internal>b</internal>"),
-            "x"
-        );
-        assert_eq!(strip_internal("visible <internal>never closed"), "visible");
-        assert_eq!(strip_internal("<internal>only</internal>"), "");
-        assert_eq!(strip_internal("no notes"), "no notes");
+        for (text, kept) in [
+            ("Hi <internal>thinking</internal>there", "Hi there"),
+            ("<internal>a</internal> x <internal>b</internal>", "x"),
+            ("visible <internal>never closed", "visible"),
+            ("<internal>only</internal>", ""),
+            ("no notes", "no notes"),
+        ] {
+            assert_eq!(strip_internal(text), kept, "{text:?}");
+        }
     }
 }

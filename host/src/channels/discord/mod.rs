@@ -29,9 +29,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures_util::future::BoxFuture;
-
-use super::{Channel, Channels, Secret, SendError};
+use super::platform::{About, Platform, Sent};
+use super::{Channels, Secret, SendError};
 use crate::Result;
 use crate::background::Background;
 use crate::config::DiscordSettings;
@@ -88,70 +87,47 @@ pub fn split(markdown: &str) -> Vec<String> {
     super::split::split(markdown, MAX_CHARS, &|s| s.chars().count() <= MAX_CHARS)
 }
 
-impl Channel for Discord {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl Platform for Discord {
+    type Jid = Jid;
+    const ABOUT: About<Jid> = About::new(NAME, PREFIX, "Discord channel", Jid::parse, split);
 
-    fn owns(&self, chat_jid: &str) -> bool {
-        chat_jid.starts_with(PREFIX)
-    }
-
-    fn parts(&self, m: &Message) -> Vec<String> {
-        split(&m.text)
-    }
-
-    fn send<'a>(
-        &'a self,
-        m: &'a Message,
-        part: usize,
-        text: &'a str,
-    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
-        Box::pin(async move {
-            let jid = Jid::parse(&m.chat_jid).ok_or_else(|| {
-                SendError::Rejected(format!("{:?} is not a Discord channel", m.chat_jid))
-            })?;
-            // A spent bucket: wait (the outbox holds this chat's parts).
-            let wait = self
-                .not_before
+    async fn send_to(&self, m: &Message, part: usize, jid: Jid, text: &str) -> Sent {
+        // A spent bucket: wait (the outbox holds this chat's parts).
+        let wait = self
+            .not_before
+            .lock()
+            .expect("not_before")
+            .get(&jid.0)
+            .and_then(|t| t.checked_duration_since(Instant::now()));
+        if let Some(w) = wait {
+            return Err(SendError::RetryAfter(w));
+        }
+        // The first part replies to what it answers.
+        let reply_to = match part {
+            0 => super::answered(&self.store, m)
+                .await?
+                .and_then(|r| r.external_id)
+                .and_then(|id| id.parse::<u64>().ok()),
+            _ => None,
+        };
+        let sent = self
+            .rest
+            .create_message(jid.0, text, reply_to)
+            .await
+            .map_err(rest::send_error)?;
+        if let Some(reset) = sent.bucket_spent_for {
+            self.not_before
                 .lock()
                 .expect("not_before")
-                .get(&jid.0)
-                .and_then(|t| t.checked_duration_since(Instant::now()));
-            if let Some(w) = wait {
-                return Err(SendError::RetryAfter(w));
-            }
-            // The first part replies to what it answers.
-            let reply_to = match part {
-                0 => super::answered(&self.store, m)
-                    .await?
-                    .and_then(|r| r.external_id)
-                    .and_then(|id| id.parse::<u64>().ok()),
-                _ => None,
-            };
-            let sent = self
-                .rest
-                .create_message(jid.0, text, reply_to)
-                .await
-                .map_err(rest::send_error)?;
-            if let Some(reset) = sent.bucket_spent_for {
-                self.not_before
-                    .lock()
-                    .expect("not_before")
-                    .insert(jid.0, Instant::now() + reset);
-            }
-            Ok(sent.id)
-        })
+                .insert(jid.0, Instant::now() + reset);
+        }
+        Ok(sent.id)
     }
 
-    fn typing<'a>(&'a self, chat_jid: &'a str) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if let Some(jid) = Jid::parse(chat_jid)
-                && let Err(e) = self.rest.typing(jid.0).await
-            {
-                tracing::debug!(chat = %jid, error = %e, "discord: typing");
-            }
-        })
+    async fn typing_in(&self, jid: Jid) {
+        if let Err(e) = self.rest.typing(jid.0).await {
+            tracing::debug!(chat = %jid, error = %e, "discord: typing");
+        }
     }
 }
 

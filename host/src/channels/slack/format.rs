@@ -13,21 +13,18 @@
 use std::borrow::Cow;
 
 use crate::channels::markdown::{self, Marks};
-use crate::channels::split;
+use crate::channels::split::{self, Limit};
 
 /// The most characters one part has, formatted or as written: under
 /// Slack's 4,000, for the entities escaping adds.
 pub const MAX_CHARS: usize = 3900;
 
-/// Whether a piece of markdown fits in one message, formatted or plain.
-fn fits(markdown: &str) -> bool {
-    markdown.chars().count() <= MAX_CHARS && text(markdown).chars().count() <= MAX_CHARS
-}
+/// A part's limit: characters, formatted or as written.
+const LIMIT: Limit = Limit::new(MAX_CHARS, split::chars, text);
 
-/// The markdown split into the parts it is sent as, in order; the same
-/// text always gives the same parts.
+/// The markdown split into the parts it is sent as ([`Limit::split`]).
 pub fn split(markdown: &str) -> Vec<String> {
-    split::split(markdown, MAX_CHARS, &fits)
+    LIMIT.split(markdown)
 }
 
 /// Escapes what Slack would read as markup of its own.
@@ -91,49 +88,51 @@ mod tests {
 
     #[test]
     fn markdown_becomes_mrkdwn() {
-        assert_eq!(
-            text("# Plan\n\n**Bold**, *it*, ~~gone~~ and `x`.\n\n- one\n- two\n\n1. a\n2. b"),
-            "*Plan*\n\n*Bold*, _it_, ~gone~ and `x`.\n\n• one\n• two\n\n1. a\n2. b"
+        markdown::assert_renders(
+            text,
+            &[
+                (
+                    "# Plan\n\n**Bold**, *it*, ~~gone~~ and `x`.\n\n- one\n- two\n\n1. a\n2. b",
+                    "*Plan*\n\n*Bold*, _it_, ~gone~ and `x`.\n\n• one\n• two\n\n1. a\n2. b",
+                ),
+                (
+                    "see [the docs](https://example.org/d?a=1&b=2) or <https://example.org>",
+                    "see <https://example.org/d?a=1&amp;b=2|the docs> or <https://example.org>",
+                ),
+                (
+                    "[a|b](https://x.org/p|q) [rel](./local)",
+                    "<https://x.org/p%7Cq|a¦b> rel (./local)",
+                ),
+                (
+                    "```rust\nif a < b && c > d {}\n```",
+                    "```\nif a &lt; b &amp;&amp; c &gt; d {}\n```",
+                ),
+                ("> said\n> twice", "> said\n> twice"),
+            ],
         );
-        assert_eq!(
-            text("see [the docs](https://example.org/d?a=1&b=2) or <https://example.org>"),
-            "see <https://example.org/d?a=1&amp;b=2|the docs> or <https://example.org>"
-        );
-        assert_eq!(
-            text("[a|b](https://x.org/p|q) [rel](./local)"),
-            "<https://x.org/p%7Cq|a¦b> rel (./local)"
-        );
-        assert_eq!(
-            text("```rust\nif a < b && c > d {}\n```"),
-            "```\nif a &lt; b &amp;&amp; c &gt; d {}\n```"
-        );
-        assert_eq!(text("> said\n> twice"), "> said\n> twice");
     }
 
     #[test]
     fn nothing_the_agent_writes_becomes_slack_markup() {
         // Mentions, broadcasts and forged links stay text.
-        assert_eq!(
-            text("<!channel> hi <@U123> <https://evil.example|bank>"),
-            "&lt;!channel&gt; hi &lt;@U123&gt; &lt;https://evil.example|bank&gt;"
+        markdown::assert_renders(
+            text,
+            &[
+                (
+                    "<!channel> hi <@U123> <https://evil.example|bank>",
+                    "&lt;!channel&gt; hi &lt;@U123&gt; &lt;https://evil.example|bank&gt;",
+                ),
+                ("`<!here>` & co", "`&lt;!here&gt;` &amp; co"),
+                ("<b>raw</b>", "&lt;b&gt;raw&lt;/b&gt;"),
+                ("&amp; already", "&amp; already"),
+            ],
         );
-        assert_eq!(text("`<!here>` & co"), "`&lt;!here&gt;` &amp; co");
-        assert_eq!(text("<b>raw</b>"), "&lt;b&gt;raw&lt;/b&gt;");
-        assert_eq!(text("&amp; already"), "&amp; already");
     }
 
     #[test]
     fn long_texts_split_within_the_limit_in_order() {
         let para = "word & ".repeat(200);
-        let long = [para.trim(); 8].join("\n\n");
-        let parts = split(&long);
-        assert!(parts.len() > 1, "{}", parts.len());
-        for p in &parts {
-            assert!(text(p).chars().count() <= MAX_CHARS);
-        }
-        assert_eq!(parts.join("\n\n"), long);
-        assert_eq!(split(&long), parts);
-        assert_eq!(split("short"), vec!["short".to_string()]);
+        split::assert_splits_whole(&LIMIT, &[para.trim(); 8].join("\n\n"));
         // One word longer than a message, of characters escaping triples.
         let word = "<".repeat(5000);
         let parts = split(&word);

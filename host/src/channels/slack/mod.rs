@@ -32,10 +32,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use serde_json::json;
 
-use super::{Channel, Channels, SendError};
+use super::platform::{About, Platform, Sent};
+use super::{Channels, SendError};
 use crate::background::Background;
 use crate::config::SlackSettings;
 use crate::gateway::credentials::SecretVariable;
@@ -162,37 +162,18 @@ pub fn check(settings: &SlackSettings) -> Result<()> {
     Ok(())
 }
 
-impl Channel for Slack {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl Platform for Slack {
+    type Jid = Jid;
+    const ABOUT: About<Jid> = About::new(NAME, PREFIX, "Slack channel", Jid::parse, format::split);
 
-    fn owns(&self, chat_jid: &str) -> bool {
-        chat_jid.starts_with(PREFIX)
-    }
-
-    fn parts(&self, m: &Message) -> Vec<String> {
-        format::split(&m.text)
-    }
-
-    fn send<'a>(
-        &'a self,
-        m: &'a Message,
-        _part: usize,
-        text: &'a str,
-    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
-        Box::pin(async move {
-            let jid = Jid::parse(&m.chat_jid).ok_or_else(|| {
-                SendError::Rejected(format!("{:?} is not a Slack channel", m.chat_jid))
-            })?;
-            // Into the thread of the mention it answers, if it was in one.
-            let thread = super::answered(&self.store, m)
-                .await?
-                .and_then(|r| r.thread);
-            self.post(&jid.channel, &format::text(text), thread.as_deref())
-                .await
-                .map_err(send_error)
-        })
+    /// Into the thread of the mention it answers, if it was in one.
+    async fn send_to(&self, m: &Message, _part: usize, jid: Jid, text: &str) -> Sent {
+        let thread = super::answered(&self.store, m)
+            .await?
+            .and_then(|r| r.thread);
+        self.post(&jid.channel, &format::text(text), thread.as_deref())
+            .await
+            .map_err(send_error)
     }
 }
 

@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use pulldown_cmark::CodeBlockKind;
 
 use crate::channels::markdown::{self, Marks, Quote, Style};
+use crate::channels::split::Limit;
 
 /// The most characters Telegram takes in one message (it counts UTF-16
 /// code units).
@@ -29,15 +30,13 @@ fn units(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-/// Whether a piece of markdown fits in one message, formatted or plain.
-fn fits(markdown: &str) -> bool {
-    units(markdown) <= MAX_CHARS && units(&html(markdown)) <= MAX_CHARS
-}
+/// A part's limit: UTF-16 code units, as HTML or as the plain source
+/// (the fallback when Telegram rejects the formatting).
+const LIMIT: Limit = Limit::new(MAX_CHARS, units, html);
 
-/// The markdown split into the parts it is sent as, in order; the same
-/// text always gives the same parts.
+/// The markdown split into the parts it is sent as ([`Limit::split`]).
 pub fn split(markdown: &str) -> Vec<String> {
-    crate::channels::split::split(markdown, MAX_CHARS, &fits)
+    LIMIT.split(markdown)
 }
 
 // Telegram's HTML knows only the four named entities `quote::escape`
@@ -120,30 +119,29 @@ mod tests {
 
     #[test]
     fn markdown_becomes_telegram_html_with_escaping() {
-        assert_eq!(
-            html("**bold** and _it_ & <b>x</b>"),
-            "<b>bold</b> and <i>it</i> &amp; &lt;b&gt;x&lt;/b&gt;"
+        markdown::assert_renders(
+            html,
+            &[
+                (
+                    "**bold** and _it_ & <b>x</b>",
+                    "<b>bold</b> and <i>it</i> &amp; &lt;b&gt;x&lt;/b&gt;",
+                ),
+                ("# Title\n\ntext", "<b>Title</b>\n\ntext"),
+                (
+                    "```rust\nlet a = 1 < 2;\n```",
+                    "<pre><code class=\"language-rust\">let a = 1 &lt; 2;</code></pre>",
+                ),
+                ("`a<b`", "<code>a&lt;b</code>"),
+                ("- one\n- two\n\n1. a\n2. b", "• one\n• two\n\n1. a\n2. b"),
+                (
+                    "[site](https://x.y/?a=1&b=\"2\") [bad](javascript:alert(1))",
+                    "<a href=\"https://x.y/?a=1&amp;b=&quot;2&quot;\">site</a> bad",
+                ),
+                ("> quoted\n> more", "<blockquote>quoted\nmore</blockquote>"),
+                ("~~gone~~", "<s>gone</s>"),
+                ("![a cat](https://x/c.png)", "a cat"),
+            ],
         );
-        assert_eq!(html("# Title\n\ntext"), "<b>Title</b>\n\ntext");
-        assert_eq!(
-            html("```rust\nlet a = 1 < 2;\n```"),
-            "<pre><code class=\"language-rust\">let a = 1 &lt; 2;</code></pre>"
-        );
-        assert_eq!(html("`a<b`"), "<code>a&lt;b</code>");
-        assert_eq!(
-            html("- one\n- two\n\n1. a\n2. b"),
-            "• one\n• two\n\n1. a\n2. b"
-        );
-        assert_eq!(
-            html("[site](https://x.y/?a=1&b=\"2\") [bad](javascript:alert(1))"),
-            "<a href=\"https://x.y/?a=1&amp;b=&quot;2&quot;\">site</a> bad"
-        );
-        assert_eq!(
-            html("> quoted\n> more"),
-            "<blockquote>quoted\nmore</blockquote>"
-        );
-        assert_eq!(html("~~gone~~"), "<s>gone</s>");
-        assert_eq!(html("![a cat](https://x/c.png)"), "a cat");
     }
 
     #[test]
@@ -153,14 +151,10 @@ mod tests {
             .collect();
         let text = paras.join("\n\n");
         assert!(text.len() > 5000);
-        let parts = split(&text);
-        assert_eq!(parts.len(), 2, "{parts:?}");
-        assert!(parts.iter().all(|p| fits(p)));
         // Whole paragraphs, in order, nothing lost.
-        assert_eq!(parts.join("\n\n"), text.trim());
+        let parts = crate::channels::split::assert_splits_whole(&LIMIT, &text);
+        assert_eq!(parts.len(), 2, "{parts:?}");
         assert!(parts[1].starts_with("Paragraph "));
-        assert_eq!(split("short"), ["short"]);
-        assert_eq!(split(&text), parts, "the same text splits the same way");
     }
 
     #[test]
@@ -169,24 +163,24 @@ mod tests {
         let parts = split(&code);
         assert!(parts.len() >= 2);
         for p in &parts {
-            assert!(fits(p), "{} units", units(p));
+            assert!(LIMIT.fits(p), "{} units", units(p));
             assert!(p.starts_with("```\n") && p.ends_with("\n```"), "{p:.40}");
         }
         let word = "x".repeat(10_000);
         let parts = split(&word);
-        assert!(parts.iter().all(|p| fits(p)));
+        assert!(parts.iter().all(|p| LIMIT.fits(p)));
         assert_eq!(parts.concat(), word);
         // Escaping counts: a text of '<' is three times longer as HTML.
         let angles = "<".repeat(5000);
-        assert!(split(&angles).iter().all(|p| fits(p)));
+        assert!(split(&angles).iter().all(|p| LIMIT.fits(p)));
         // Hostile shapes end, and lose nothing but the fences.
         let long_fence = format!("```{}\ncode\n```", "a".repeat(5000));
         let parts = split(&long_fence);
-        assert!(!parts.is_empty() && parts.iter().all(|p| fits(p)));
+        assert!(!parts.is_empty() && parts.iter().all(|p| LIMIT.fits(p)));
         assert!(parts.concat().contains("code"));
         let inline = format!("```ls``` is {}", "word ".repeat(1200));
         let parts = split(&inline);
-        assert!(parts.len() >= 2 && parts.iter().all(|p| fits(p)));
+        assert!(parts.len() >= 2 && parts.iter().all(|p| LIMIT.fits(p)));
         assert!(
             parts[0].starts_with("```ls``` is"),
             "kept, not taken for a fence"

@@ -32,13 +32,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use teloxide_core::payloads::{SendChatActionSetters, SendMessageSetters};
 use teloxide_core::requests::{Request, Requester};
 use teloxide_core::types::{ChatAction, ChatId, MessageId, ParseMode, ReplyParameters, ThreadId};
 use teloxide_core::{ApiError, Bot, RequestError};
 
-use super::{Channel, Channels, Secret, SendError};
+use super::platform::{About, Platform, Sent};
+use super::{Channels, Secret, SendError};
 use crate::background::Background;
 use crate::config::TelegramSettings;
 use crate::gateway::credentials::SecretVariable;
@@ -174,69 +174,45 @@ impl Telegram {
     }
 }
 
-impl Channel for Telegram {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl Platform for Telegram {
+    type Jid = Jid;
+    const ABOUT: About<Jid> = About::new(NAME, PREFIX, "Telegram chat", Jid::parse, format::split);
 
-    fn owns(&self, chat_jid: &str) -> bool {
-        chat_jid.starts_with(PREFIX)
-    }
-
-    fn parts(&self, m: &Message) -> Vec<String> {
-        format::split(&m.text)
-    }
-
-    fn send<'a>(
-        &'a self,
-        m: &'a Message,
-        part: usize,
-        text: &'a str,
-    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
-        Box::pin(async move {
-            let jid = Jid::parse(&m.chat_jid).ok_or_else(|| {
-                SendError::Rejected(format!("{:?} is not a Telegram chat", m.chat_jid))
-            })?;
-            // What it answers: its Telegram id (to quote) and topic.
-            let answered = super::answered(&self.store, m).await?;
-            let thread = jid.topic.or_else(|| {
-                answered
-                    .as_ref()
-                    .and_then(|r| r.thread.as_deref()?.parse().ok())
-            });
-            let quote = answered
+    /// Quotes what it answers (by its Telegram id) and stays in its topic.
+    async fn send_to(&self, m: &Message, part: usize, jid: Jid, text: &str) -> Sent {
+        let answered = super::answered(&self.store, m).await?;
+        let thread = jid.topic.or_else(|| {
+            answered
                 .as_ref()
-                .filter(|_| part == 0 && !jid.is_private())
-                .and_then(|r| r.external_id.as_deref()?.parse().ok());
-            let sent = match self
-                .post(jid, Some(format::html(text)), text, thread, quote)
-                .await
-            {
-                Err(RequestError::Api(ApiError::CantParseEntities(why))) => {
-                    tracing::warn!(chat = %m.chat_jid, error = %why, "Telegram rejected the formatting; sending the part as plain text");
-                    self.post(jid, None, text, thread, quote).await
-                }
-                other => other,
-            };
-            sent.map(|msg| msg.id.0.to_string()).map_err(send_error)
-        })
+                .and_then(|r| r.thread.as_deref()?.parse().ok())
+        });
+        let quote = answered
+            .as_ref()
+            .filter(|_| part == 0 && !jid.is_private())
+            .and_then(|r| r.external_id.as_deref()?.parse().ok());
+        let sent = match self
+            .post(jid, Some(format::html(text)), text, thread, quote)
+            .await
+        {
+            Err(RequestError::Api(ApiError::CantParseEntities(why))) => {
+                tracing::warn!(chat = %m.chat_jid, error = %why, "Telegram rejected the formatting; sending the part as plain text");
+                self.post(jid, None, text, thread, quote).await
+            }
+            other => other,
+        };
+        sent.map(|msg| msg.id.0.to_string()).map_err(send_error)
     }
 
-    fn typing<'a>(&'a self, chat_jid: &'a str) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let Some(jid) = Jid::parse(chat_jid) else {
-                return;
-            };
-            let mut req = self
-                .bot
-                .send_chat_action(ChatId(jid.chat), ChatAction::Typing);
-            if let Some(t) = jid.topic {
-                req = req.message_thread_id(ThreadId(MessageId(t)));
-            }
-            if let Err(e) = req.send().await {
-                tracing::debug!(chat = %chat_jid, error = %e, "typing indicator");
-            }
-        })
+    async fn typing_in(&self, jid: Jid) {
+        let mut req = self
+            .bot
+            .send_chat_action(ChatId(jid.chat), ChatAction::Typing);
+        if let Some(t) = jid.topic {
+            req = req.message_thread_id(ThreadId(MessageId(t)));
+        }
+        if let Err(e) = req.send().await {
+            tracing::debug!(chat = %jid, error = %e, "typing indicator");
+        }
     }
 }
 

@@ -10,20 +10,17 @@
 use std::borrow::Cow;
 
 use crate::channels::markdown::{self, Marks};
-use crate::channels::split;
+use crate::channels::split::{self, Limit};
 
 /// The most characters the Cloud API takes in one text message.
 pub const MAX_CHARS: usize = 4096;
 
-/// Whether a piece of markdown fits in one message, formatted or plain.
-fn fits(markdown: &str) -> bool {
-    markdown.chars().count() <= MAX_CHARS && text(markdown).chars().count() <= MAX_CHARS
-}
+/// A part's limit: characters, formatted or as written.
+const LIMIT: Limit = Limit::new(MAX_CHARS, split::chars, text);
 
-/// The markdown split into the parts it is sent as, in order; the same
-/// text always gives the same parts.
+/// The markdown split into the parts it is sent as ([`Limit::split`]).
 pub fn split(markdown: &str) -> Vec<String> {
-    split::split(markdown, MAX_CHARS, &fits)
+    LIMIT.split(markdown)
 }
 
 /// A piece of markdown in WhatsApp's formatting.
@@ -59,30 +56,27 @@ mod tests {
 
     #[test]
     fn markdown_becomes_whatsapp_formatting() {
-        assert_eq!(
-            text("# Plan\n\n**Bold**, *it*, ~~gone~~ and `x`.\n\n- one\n- two\n\n1. a\n2. b"),
-            "*Plan*\n\n*Bold*, _it_, ~gone~ and `x`.\n\n- one\n- two\n\n1. a\n2. b"
+        markdown::assert_renders(
+            text,
+            &[
+                (
+                    "# Plan\n\n**Bold**, *it*, ~~gone~~ and `x`.\n\n- one\n- two\n\n1. a\n2. b",
+                    "*Plan*\n\n*Bold*, _it_, ~gone~ and `x`.\n\n- one\n- two\n\n1. a\n2. b",
+                ),
+                (
+                    "see [the docs](https://example.org/d) or https://example.org",
+                    "see the docs (https://example.org/d) or https://example.org",
+                ),
+                ("```rust\nfn main() {}\n```", "```\nfn main() {}\n```"),
+                ("> said\n> twice", "> said\n> twice"),
+                ("<b>raw</b> & co", "<b>raw</b> & co"),
+            ],
         );
-        assert_eq!(
-            text("see [the docs](https://example.org/d) or https://example.org"),
-            "see the docs (https://example.org/d) or https://example.org"
-        );
-        assert_eq!(text("```rust\nfn main() {}\n```"), "```\nfn main() {}\n```");
-        assert_eq!(text("> said\n> twice"), "> said\n> twice");
-        assert_eq!(text("<b>raw</b> & co"), "<b>raw</b> & co");
     }
 
     #[test]
     fn long_texts_split_within_the_limit_in_order() {
         let para = "word ".repeat(300);
-        let long = [para.trim(); 6].join("\n\n");
-        let parts = split(&long);
-        assert!(parts.len() > 1, "{}", parts.len());
-        for p in &parts {
-            assert!(text(p).chars().count() <= MAX_CHARS);
-        }
-        assert_eq!(parts.join("\n\n"), long);
-        assert_eq!(split(&long), parts);
-        assert_eq!(split("short"), vec!["short".to_string()]);
+        split::assert_splits_whole(&LIMIT, &[para.trim(); 6].join("\n\n"));
     }
 }

@@ -31,11 +31,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 pub use super::Secret;
-use super::{Channel, SendError, rest};
+use super::platform::{About, Platform, Sent};
+use super::{SendError, rest};
 use crate::config::WhatsAppSettings;
 use crate::gateway::credentials::SecretVariable;
 use crate::messages::Message;
@@ -258,41 +258,22 @@ pub fn check(settings: &WhatsAppSettings) -> Result<()> {
     Ok(())
 }
 
-impl Channel for WhatsApp {
-    fn name(&self) -> &'static str {
-        NAME
-    }
+impl Platform for WhatsApp {
+    type Jid = Jid;
+    const ABOUT: About<Jid> = About::new(NAME, PREFIX, "WhatsApp chat", Jid::parse, format::split);
 
-    fn owns(&self, chat_jid: &str) -> bool {
-        chat_jid.starts_with(PREFIX)
-    }
-
-    fn parts(&self, m: &Message) -> Vec<String> {
-        format::split(&m.text)
-    }
-
-    fn send<'a>(
-        &'a self,
-        m: &'a Message,
-        part: usize,
-        text: &'a str,
-    ) -> BoxFuture<'a, std::result::Result<String, SendError>> {
-        Box::pin(async move {
-            let jid = Jid::parse(&m.chat_jid).ok_or_else(|| {
-                SendError::Rejected(format!("{:?} is not a WhatsApp chat", m.chat_jid))
-            })?;
-            // In a group, the first part quotes what it answers.
-            let quote = match (&jid, part) {
-                (Jid::Group(_), 0) => super::answered(&self.store, m)
-                    .await?
-                    .and_then(|r| r.external_id),
-                _ => None,
-            };
-            self.graph
-                .post(&jid, &format::text(text), quote.as_deref())
-                .await
-                .map_err(send_error)
-        })
+    /// In a group, the first part quotes what it answers.
+    async fn send_to(&self, m: &Message, part: usize, jid: Jid, text: &str) -> Sent {
+        let quote = match (&jid, part) {
+            (Jid::Group(_), 0) => super::answered(&self.store, m)
+                .await?
+                .and_then(|r| r.external_id),
+            _ => None,
+        };
+        self.graph
+            .post(&jid, &format::text(text), quote.as_deref())
+            .await
+            .map_err(send_error)
     }
 }
 
