@@ -8,7 +8,7 @@
 //! group never sees another's passages and a small group's question costs
 //! little however large the others are.
 
-use crate::db::{Db, Dialect, Row};
+use crate::db::{Db, Dialect, Row, read_row};
 use crate::params;
 
 use super::passages::Passage;
@@ -210,21 +210,16 @@ pub fn passages_on_days(
     )
 }
 
+/// bm25() made "higher is better".
+fn bm25_score(r: &Row<'_>, i: usize) -> Result<f64> {
+    Ok(-r.get::<f64>(i)?)
+}
+
 fn row(r: &Row<'_>) -> Result<PassageRow> {
-    Ok(PassageRow {
-        id: r.get(0)?,
-        archive_id: r.get(1)?,
-        ordinal: r.get(2)?,
-        turn_start: r.get(3)?,
-        turn_end: r.get(4)?,
-        text: r.get(5)?,
-        at: r.get(6)?,
-        archive_name: r.get(7)?,
-        archive_path: r.get(8)?,
-        session_id: r.get(9)?,
-        score: -r.get::<f64>(10)?,
-        group: r.get(11)?,
-    })
+    Ok(read_row!(r => PassageRow {
+        id, archive_id, ordinal, turn_start, turn_end, text, at, archive_name, archive_path,
+        session_id, score = bm25_score, group,
+    }))
 }
 
 const PASSAGE: &str = concat!(
@@ -439,15 +434,9 @@ const PROMPT: &str = "SELECT b.id, b.group_folder, m.content_session_id, b.promp
  FROM prompt_batches b CROSS JOIN memory_sessions m ON m.id = b.session_id";
 
 fn prompt_row(r: &Row<'_>) -> Result<PromptRow> {
-    Ok(PromptRow {
-        id: r.get(0)?,
-        group: r.get(1)?,
-        session_id: r.get(2)?,
-        prompt_number: r.get(3)?,
-        prompt: r.get(4)?,
-        reply: r.get(5)?,
-        at: r.get(6)?,
-    })
+    Ok(read_row!(r => PromptRow {
+        id, group, session_id, prompt_number, prompt, reply, at,
+    }))
 }
 
 /// Up to `limit` of the newest captured prompts of `groups` matching the
