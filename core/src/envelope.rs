@@ -57,20 +57,8 @@ pub fn write<'a>(messages: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>
     s
 }
 
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// Escapes `& < > " '` (one home for character references: `quote`).
+pub use crate::quote::escape_all as escape;
 
 pub fn unescape(s: &str) -> String {
     if !s.contains('&') {

@@ -64,6 +64,16 @@ pub fn one_line(s: &str) -> String {
 
 /// `&`, `<`, `>` and `"` as character references.
 pub fn escape(s: &str) -> String {
+    references(s, false)
+}
+
+/// [`escape`], and `'` as `&apos;` too: safe inside either quote (the
+/// envelope's values, the viewer's pages).
+pub fn escape_all(s: &str) -> String {
+    references(s, true)
+}
+
+fn references(s: &str, apostrophe: bool) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {
@@ -71,6 +81,7 @@ pub fn escape(s: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
+            '\'' if apostrophe => out.push_str("&apos;"),
             c => out.push(c),
         }
     }

@@ -160,3 +160,45 @@ pub fn get(conn: &Db<'_>, id: i64) -> Result<Option<ArchiveRecord>> {
     )
     .optional()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    #[test]
+    fn a_recorded_archive_is_split_into_passages_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+        let group = GroupFolder::new("main").unwrap();
+        let (n, hits) = store
+            .write_blocking(move |tx| {
+                let p = NewArchive {
+                    group: &group,
+                    session_id: None,
+                    title: "Boat",
+                    rel_path: "groups/main/conversations/2026-05-01-boat.md",
+                    body: "# Boat\n\nArchived: x\n\n---\n\n**User**: the boat is at pier 7\n\n**G2**: noted\n\n**User**: and the oars?\n\n**G2**: in the shed\n",
+                    trigger: Trigger::Manual,
+                    created_at: "2026-05-01T10:00:00.000Z",
+                };
+                let rec = insert(tx, p)?;
+                let n: i64 = tx.query_row(
+                    "SELECT count(*) FROM archive_passages WHERE archive_id = ?1",
+                    [rec.id],
+                    |r| r.get(0),
+                )?;
+                let hits = super::super::recall::passage_candidates(tx, "\"oars\"", ["main", "main"], 10)?;
+                Ok((n, hits))
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(hits.len(), 1);
+        assert_eq!(
+            (hits[0].ordinal, hits[0].turn_start, hits[0].turn_end),
+            (1, 2, 3)
+        );
+        assert_eq!(hits[0].archive_name, "Boat");
+    }
+}

@@ -1,7 +1,7 @@
 //! The `deliveries` table: how far each part of an outbound message got
 //! on its platform (see `channels::outbox`).
 
-use crate::db::{Db, Optional};
+use crate::db::{Db, Optional, Row, read_row};
 use crate::params;
 
 use super::{Result, now_rfc3339, query_all};
@@ -56,12 +56,11 @@ pub fn of(conn: &Db<'_>, message_id: &str) -> Result<Vec<Part>> {
         "SELECT part, state, external_id, detail FROM deliveries WHERE message_id = ?1 ORDER BY part",
         [message_id],
         |r| {
-            Ok(Part {
-                part: r.get::<i64>(0)? as usize,
-                state: State::parse(&r.get::<String>(1)?),
-                external_id: r.get(2)?,
-                detail: r.get(3)?,
-            })
+            Ok(read_row!(r => Part {
+                part = |r: &Row<'_>, i| r.get::<i64>(i).map(|p| p as usize),
+                state = |r: &Row<'_>, i| r.get::<String>(i).map(|s| State::parse(&s)),
+                external_id, detail,
+            }))
         },
     )
 }

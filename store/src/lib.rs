@@ -55,6 +55,8 @@ pub mod router_state;
 pub mod search;
 pub mod sessions;
 pub mod tasks;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod usage;
 
 pub use db::{Db, Dialect, Optional, Row};

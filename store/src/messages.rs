@@ -1,6 +1,6 @@
 //! The `messages` and `chats` tables: the message log, and its rows.
 
-use crate::db::{Db, Optional, Row};
+use crate::db::{Db, Optional, Row, read_row};
 use crate::params;
 use serde::{Deserialize, Serialize};
 
@@ -72,23 +72,69 @@ pub fn insert_inbound(
          ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
         params![chat_jid, channel, now],
     )?;
-    let id = uuid::Uuid::new_v4().to_string();
+    let message = Message {
+        sender_name: m.sender_name.clone(),
+        addressed: m.addressed,
+        ..unsaved(chat_jid, m.sender.trim(), &m.text, now)
+    };
+    insert(
+        tx,
+        message,
+        m.external_id.as_deref(),
+        m.thread.as_deref(),
+        false,
+    )
+}
+
+/// A message not stored yet (`seq` 0) under a new id: from a person, not
+/// addressing the assistant, a reply to nothing.
+fn unsaved(chat_jid: &str, sender: &str, text: &str, at: String) -> Message {
+    Message {
+        seq: 0,
+        id: uuid::Uuid::new_v4().to_string(),
+        chat_jid: chat_jid.to_string(),
+        sender: sender.to_string(),
+        sender_name: None,
+        text: text.to_string(),
+        timestamp: at,
+        from_bot: false,
+        addressed: false,
+        reply_to: None,
+        passed_over: false,
+    }
+}
+
+/// Stores `m` (the platform's id and thread with it; `delivered` when
+/// storing it is its delivery) and tells the listeners; it with its `seq`,
+/// or `None` when a message with the same platform id is already stored in
+/// the chat.
+fn insert(
+    tx: &Db<'_>,
+    m: Message,
+    external_id: Option<&str>,
+    thread: Option<&str>,
+    delivered: bool,
+) -> Result<Option<Message>> {
     let seq: Option<i64> = tx
         .query_row(
-            "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, external_id, thread, addressed)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+            "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot,
+                                   delivered_at, reply_to, external_id, thread, addressed)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, CASE WHEN ?8 THEN ?6 END, ?9, ?10, ?11, ?12)
              ON CONFLICT (chat_jid, external_id) WHERE external_id IS NOT NULL DO NOTHING
              RETURNING seq",
             params![
-            id,
-            chat_jid,
-            m.sender.trim(),
-            m.sender_name,
-            m.text,
-            now,
-            m.external_id,
-            m.thread,
-            m.addressed
+                m.id,
+                m.chat_jid,
+                m.sender,
+                m.sender_name,
+                m.text,
+                m.timestamp,
+                m.from_bot,
+                delivered,
+                m.reply_to,
+                external_id,
+                thread,
+                m.addressed
             ],
             |r| r.get(0),
         )
@@ -96,20 +142,13 @@ pub fn insert_inbound(
     let Some(seq) = seq else {
         return Ok(None);
     };
-    crate::notify::notify(tx, crate::notify::MESSAGES, &format!("in {chat_jid}"))?;
-    Ok(Some(Message {
-        seq,
-        id,
-        chat_jid: chat_jid.to_string(),
-        sender: m.sender.trim().to_string(),
-        sender_name: m.sender_name.clone(),
-        text: m.text.clone(),
-        timestamp: now,
-        from_bot: false,
-        addressed: m.addressed,
-        reply_to: None,
-        passed_over: false,
-    }))
+    let way = if m.from_bot { "out" } else { "in" };
+    crate::notify::notify(
+        tx,
+        crate::notify::MESSAGES,
+        &format!("{way} {}", m.chat_jid),
+    )?;
+    Ok(Some(Message { seq, ..m }))
 }
 
 /// Replaces the text of an inbound message (by its platform id) that is
@@ -214,34 +253,13 @@ fn insert_bot(
          ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
         params![chat_jid, now],
     )?;
-    let id = uuid::Uuid::new_v4().to_string();
-    let seq: Option<i64> = tx
-        .query_row(
-            "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot, delivered_at, reply_to, external_id)
-             VALUES (?1, ?2, ?3, ?3, ?4, ?5, 1, 1, CASE WHEN ?6 THEN ?5 END, ?7, ?8)
-             ON CONFLICT (chat_jid, external_id) WHERE external_id IS NOT NULL DO NOTHING
-             RETURNING seq",
-            params![id, chat_jid, sender, text, now, delivered, reply_to, key],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let Some(seq) = seq else {
-        return Ok(None);
-    };
-    crate::notify::notify(tx, crate::notify::MESSAGES, &format!("out {chat_jid}"))?;
-    Ok(Some(Message {
-        seq,
-        id,
-        chat_jid: chat_jid.to_string(),
-        sender: sender.to_string(),
+    let message = Message {
         sender_name: Some(sender.to_string()),
-        text: text.to_string(),
-        timestamp: now,
         from_bot: true,
-        addressed: false,
         reply_to,
-        passed_over: false,
-    }))
+        ..unsaved(chat_jid, sender, text, now)
+    };
+    insert(tx, message, key, None, delivered)
 }
 
 /// Records that a channel delivered an outbound message; `kept`, when
@@ -293,19 +311,10 @@ pub fn undelivered(conn: &Db<'_>, after: i64, limit: usize) -> Result<Vec<Messag
 const COLUMNS: &str = "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot, addressed, reply_to, passed_over";
 
 fn row(r: &Row<'_>) -> Result<Message> {
-    Ok(Message {
-        seq: r.get(0)?,
-        id: r.get(1)?,
-        chat_jid: r.get(2)?,
-        sender: r.get(3)?,
-        sender_name: r.get(4)?,
-        text: r.get(5)?,
-        timestamp: r.get(6)?,
-        from_bot: r.get(7)?,
-        addressed: r.get(8)?,
-        reply_to: r.get(9)?,
-        passed_over: r.get(10)?,
-    })
+    Ok(read_row!(r => Message {
+        seq, id, chat_jid, sender, sender_name, text, timestamp, from_bot, addressed, reply_to,
+        passed_over,
+    }))
 }
 
 /// The texts of people's messages in a chat after `after` up to `upto`

@@ -8,7 +8,7 @@
 //! group never sees another's passages and a small group's question costs
 //! little however large the others are.
 
-use crate::db::{Db, Dialect, Row};
+use crate::db::{Db, Dialect, Row, read_row};
 use crate::params;
 
 use super::passages::Passage;
@@ -210,21 +210,16 @@ pub fn passages_on_days(
     )
 }
 
+/// bm25() made "higher is better".
+fn bm25_score(r: &Row<'_>, i: usize) -> Result<f64> {
+    Ok(-r.get::<f64>(i)?)
+}
+
 fn row(r: &Row<'_>) -> Result<PassageRow> {
-    Ok(PassageRow {
-        id: r.get(0)?,
-        archive_id: r.get(1)?,
-        ordinal: r.get(2)?,
-        turn_start: r.get(3)?,
-        turn_end: r.get(4)?,
-        text: r.get(5)?,
-        at: r.get(6)?,
-        archive_name: r.get(7)?,
-        archive_path: r.get(8)?,
-        session_id: r.get(9)?,
-        score: -r.get::<f64>(10)?,
-        group: r.get(11)?,
-    })
+    Ok(read_row!(r => PassageRow {
+        id, archive_id, ordinal, turn_start, turn_end, text, at, archive_name, archive_path,
+        session_id, score = bm25_score, group,
+    }))
 }
 
 const PASSAGE: &str = concat!(
@@ -336,7 +331,7 @@ pub fn newest_matching(
              ORDER BY p.id DESC"
         ),
     };
-    query_all(conn, sql, params![fts, groups[0], limit, groups[1]], row)
+    matching(conn, sql, fts, groups, limit, row)
 }
 
 /// The best `limit` passages of `groups` matching the FTS5 query `fts`, by
@@ -348,25 +343,34 @@ pub fn bm25_passages(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    query_all(
-        conn,
-        concat!(
-            "SELECT ",
-            passage_columns!(),
-            ", s.score, p.group_folder
-             FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
-                   FROM passages_fts
-                   CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
-                   WHERE passages_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
-                   ORDER BY score
-                   LIMIT ?3) AS s
-             CROSS JOIN archive_passages p ON p.id = s.id
-             CROSS JOIN conversation_archives a ON a.id = p.archive_id
-             ORDER BY s.score"
-        ),
-        params![fts, groups[0], limit, groups[1]],
-        row,
-    )
+    const SQL: &str = concat!(
+        "SELECT ",
+        passage_columns!(),
+        ", s.score, p.group_folder
+         FROM (SELECT passages_fts.rowid AS id, bm25(passages_fts) AS score
+               FROM passages_fts
+               CROSS JOIN archive_passages g ON g.id = passages_fts.rowid
+               WHERE passages_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
+               ORDER BY score
+               LIMIT ?3) AS s
+         CROSS JOIN archive_passages p ON p.id = s.id
+         CROSS JOIN conversation_archives a ON a.id = p.archive_id
+         ORDER BY s.score"
+    );
+    matching(conn, SQL, fts, groups, limit, row)
+}
+
+/// Runs a query of `groups` matching the FTS5 query `fts`, at most `limit`
+/// rows: `?1` the query, `?2` and `?4` the groups, `?3` the limit.
+fn matching<T>(
+    conn: &Db<'_>,
+    sql: &str,
+    fts: &str,
+    groups: [&str; 2],
+    limit: i64,
+    read: fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    query_all(conn, sql, params![fts, groups[0], limit, groups[1]], read)
 }
 
 /// The passages with these ids that belong to `groups` (score 0).
@@ -430,15 +434,9 @@ const PROMPT: &str = "SELECT b.id, b.group_folder, m.content_session_id, b.promp
  FROM prompt_batches b CROSS JOIN memory_sessions m ON m.id = b.session_id";
 
 fn prompt_row(r: &Row<'_>) -> Result<PromptRow> {
-    Ok(PromptRow {
-        id: r.get(0)?,
-        group: r.get(1)?,
-        session_id: r.get(2)?,
-        prompt_number: r.get(3)?,
-        prompt: r.get(4)?,
-        reply: r.get(5)?,
-        at: r.get(6)?,
-    })
+    Ok(read_row!(r => PromptRow {
+        id, group, session_id, prompt_number, prompt, reply, at,
+    }))
 }
 
 /// Up to `limit` of the newest captured prompts of `groups` matching the
@@ -452,13 +450,13 @@ pub fn unarchived_prompts(
     groups: [&str; 2],
     limit: i64,
 ) -> Result<Vec<PromptRow>> {
-    query_all(
+    matching(
         conn,
         &format!(
             "{PROMPT}
              WHERE b.id IN (SELECT prompts_fts.rowid FROM prompts_fts
                             CROSS JOIN prompt_batches g ON g.id = prompts_fts.rowid
-                            WHERE prompts_fts MATCH ?1 AND g.group_folder IN (?2, ?3)
+                            WHERE prompts_fts MATCH ?1 AND g.group_folder IN (?2, ?4)
                               AND g.status <> 'active'
                               AND NOT EXISTS (
                                 SELECT 1 FROM memory_sessions gm
@@ -466,10 +464,12 @@ pub fn unarchived_prompts(
                                   ON a.session_id = gm.content_session_id
                                 WHERE gm.id = g.session_id AND a.created_at >= g.started_at)
                             ORDER BY prompts_fts.rowid DESC
-                            LIMIT ?4)
+                            LIMIT ?3)
              ORDER BY b.id DESC"
         ),
-        params![fts, groups[0], groups[1], limit],
+        fts,
+        groups,
+        limit,
         prompt_row,
     )
 }
@@ -490,48 +490,5 @@ fn json_values(conn: &Db<'_>, n: usize, alias: &str) -> String {
     match conn.dialect() {
         Dialect::Sqlite => format!("json_each(?{n}) {alias}"),
         Dialect::Postgres => format!("jsonb_array_elements_text(?{n}::jsonb) {alias}(value)"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::Store;
-    use super::super::archives::{NewArchive, Trigger};
-    use g2_core::validate::GroupFolder;
-
-    #[test]
-    fn a_recorded_archive_is_split_into_passages_with_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
-        let group = GroupFolder::new("main").unwrap();
-        let (n, hits) = store
-            .write_blocking(move |tx| {
-                let p = NewArchive {
-                    group: &group,
-                    session_id: None,
-                    title: "Boat",
-                    rel_path: "groups/main/conversations/2026-05-01-boat.md",
-                    body: "# Boat\n\nArchived: x\n\n---\n\n**User**: the boat is at pier 7\n\n**G2**: noted\n\n**User**: and the oars?\n\n**G2**: in the shed\n",
-                    trigger: Trigger::Manual,
-                    created_at: "2026-05-01T10:00:00.000Z",
-                };
-                let rec = super::super::archives::insert(tx, p)?;
-                let n: i64 = tx.query_row(
-                    "SELECT count(*) FROM archive_passages WHERE archive_id = ?1",
-                    [rec.id],
-                    |r| r.get(0),
-                )?;
-                let hits = super::passage_candidates(tx, "\"oars\"", ["main", "main"], 10)?;
-                Ok((n, hits))
-            })
-            .unwrap();
-        assert_eq!(n, 2);
-        assert_eq!(hits.len(), 1);
-        assert_eq!(
-            (hits[0].ordinal, hits[0].turn_start, hits[0].turn_end),
-            (1, 2, 3)
-        );
-        assert_eq!(hits[0].archive_name, "Boat");
     }
 }

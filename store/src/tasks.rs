@@ -2,7 +2,7 @@
 //! (what is due, what runs next, which status changes are allowed) is in
 //! the host's `tasks`; these are its statements and rows.
 
-use crate::db::{Db, Optional, Row};
+use crate::db::{Db, Optional, Row, read_row};
 use crate::params;
 use serde::{Deserialize, Serialize};
 
@@ -78,21 +78,10 @@ const COLUMNS: &str = "id, group_folder, chat_jid, prompt, schedule_type, schedu
      context_mode, next_run, last_run, last_result, status, created_at";
 
 fn from_row(r: &Row<'_>) -> Result<Task> {
-    Ok(Task {
-        id: r.get(0)?,
-        group_folder: folder_at(r, 1)?,
-        chat_jid: r.get(2)?,
-        prompt: r.get(3)?,
-        schedule_type: r.get(4)?,
-        schedule_value: r.get(5)?,
-        timezone: r.get(6)?,
-        context_mode: r.get(7)?,
-        next_run: r.get(8)?,
-        last_run: r.get(9)?,
-        last_result: r.get(10)?,
-        status: r.get(11)?,
-        created_at: r.get(12)?,
-    })
+    Ok(read_row!(r => Task {
+        id, group_folder = folder_at, chat_jid, prompt, schedule_type, schedule_value, timezone,
+        context_mode, next_run, last_run, last_result, status, created_at,
+    }))
 }
 
 /// Tasks of one group, or of every group (`None`), oldest first.

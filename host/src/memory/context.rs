@@ -404,8 +404,7 @@ async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::extract::{Kind, ObservationDraft};
-    use crate::store::observations as obs;
+    use crate::memory::testing::insert_fact;
 
     #[test]
     fn blocks_hold_the_groups_memory_within_budget() {
@@ -417,40 +416,14 @@ mod tests {
         let (m, f) = (main.clone(), fam.clone());
         store
             .write_blocking(move |tx| {
-                let draft = |title: &str, importance: u8| ObservationDraft {
-                    kind: Kind::Fact,
-                    title: title.into(),
-                    narrative: String::new(),
-                    facts: vec![],
-                    files: vec![],
-                    importance,
-                    concerns: vec!["Ann".into()],
-                };
-                let at = "2026-05-01T10:00:00.000Z";
-                obs::insert(
-                    tx,
-                    &(&m).into(),
-                    &draft("the boat is moored at pier 7", 8),
-                    Default::default(),
-                    at,
-                    |_| false,
-                )?;
-                obs::insert(
-                    tx,
-                    &(&m).into(),
-                    &draft("the shed key is under the mat", 3),
-                    Default::default(),
-                    at,
-                    |_| false,
-                )?;
-                obs::insert(
-                    tx,
-                    &(&f).into(),
-                    &draft("the car is in the garage", 9),
-                    Default::default(),
-                    at,
-                    |_| false,
-                )?;
+                for (owner, title, importance) in [
+                    (&m, "the boat is moored at pier 7", 8),
+                    (&m, "the shed key is under the mat", 3),
+                    (&f, "the car is in the garage", 9),
+                ] {
+                    let at = "2026-05-01T10:00:00.000Z";
+                    insert_fact(tx, &owner.into(), title, importance, &["Ann"], at)?;
+                }
                 Ok(())
             })
             .unwrap();

@@ -19,4 +19,6 @@ pub mod recall;
 pub mod recovery;
 pub mod remember;
 pub mod shown;
+#[cfg(test)]
+mod testing;
 pub mod vectors;

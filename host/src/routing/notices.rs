@@ -101,6 +101,56 @@ pub fn give_up(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use router::tests::{group, post_as, store_of};
+    use router::{Budget, batch_within, hand_over};
+
+    #[test]
+    fn a_give_up_tells_those_shown_not_those_passed_over() {
+        let g = group(false, None);
+        let (_d, store) = store_of(&g);
+        // One passed over: the note says so in the singular.
+        let tiny = Budget {
+            messages: 2,
+            text_bytes: 2048,
+        };
+        post_as(&store, &g.jid, "eve", "[old]");
+        post_as(&store, &g.jid, "fay", "[near]");
+        let call3 = post_as(&store, &g.jid, "gus", "@Andy [call3]");
+        let g2 = g.clone();
+        let b = store
+            .read_blocking(move |c| batch_within(c, &g2, 0, tiny))
+            .unwrap()
+            .unwrap();
+        assert!(
+            b.prompt
+                .starts_with("[g2: 1 earlier message of this chat, from ")
+        );
+        assert!(
+            b.prompt
+                .contains(" is not shown: a prompt holds at most 2 messages and 2 KiB")
+        );
+        let (g3, passed) = (g.clone(), b.passed.clone());
+        let (notice, _) = store
+            .write_blocking(move |tx| {
+                hand_over(tx, &g3.folder, &g3.jid, call3.seq, passed.as_ref())?;
+                give_up(
+                    tx,
+                    &g3,
+                    "Andy",
+                    call3.seq,
+                    "boom",
+                    GiveUp::Crashed,
+                    true,
+                    &Default::default(),
+                )
+            })
+            .unwrap();
+        assert!(
+            notice.text.starts_with("@fay @gus sorry"),
+            "{}",
+            notice.text
+        );
+    }
 
     #[test]
     fn notices_name_each_sender_once_and_cut_the_reason() {

@@ -200,4 +200,4 @@ pub struct Reply {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -180,37 +180,7 @@ fn relative(score: f64, best: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::params;
-
-    /// A store with archives in two groups, for the query itself.
-    fn store_with(archives: &[(&str, &str, &str)]) -> (tempfile::TempDir, store::Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            store::Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5))
-                .unwrap();
-        let rows: Vec<(String, String, String)> = archives
-            .iter()
-            .map(|(g, n, b)| (g.to_string(), n.to_string(), b.to_string()))
-            .collect();
-        store
-            .write_blocking(move |tx| {
-                for (i, (group, name, body)) in rows.iter().enumerate() {
-                    let id: i64 = tx.query_row(
-                        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
-                         VALUES (?1, NULL, ?2, ?3, 'manual', '2025-01-01T00:00:00.000Z') RETURNING id",
-                        params![group, name, format!("groups/{group}/conversations/{i}.md")],
-                        |r| r.get(0),
-                    )?;
-                    tx.execute(
-                        "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, ?2, ?3)",
-                        params![id, name, body],
-                    )?;
-                }
-                Ok(())
-            })
-            .unwrap();
-        (dir, store)
-    }
+    use crate::store::test_support::store_with_archives as store_with;
 
     #[test]
     fn a_long_query_is_searched_for_its_first_words_only() {

@@ -327,28 +327,43 @@ impl SessionManager {
         let (g, n) = (group.clone(), stored_name(&self.archive.redactor, name)?);
         let file = prepared.as_ref().map(Prepared::file);
         let outcome = self
-            .store
-            .write(move |tx| {
-                (|| {
-                    let current = check(tx, &g, read_generation)?;
-                    let Some(id) = current.session_id.clone() else {
-                        return Err(Error::NotFound(format!("an active session in group {g:?}")));
-                    };
-                    let archive = prepared
-                        .as_ref()
-                        .map(|p| crate::store::archives::insert(tx, p))
-                        .transpose()?;
-                    let history = insert_history(tx, &current, &id, &n)?;
-                    let pointer = write(tx, &current, None, None)?;
-                    Ok(Cleared {
-                        history,
-                        archive,
-                        pointer,
-                    })
-                })()
+            .write_checked(group, read_generation, move |tx, current| {
+                let Some(id) = current.session_id.clone() else {
+                    return Err(Error::NotFound(format!("an active session in group {g:?}")));
+                };
+                let archive = prepared
+                    .as_ref()
+                    .map(|p| crate::store::archives::insert(tx, p))
+                    .transpose()?;
+                let history = insert_history(tx, &current, &id, &n)?;
+                let pointer = write(tx, &current, None, None)?;
+                Ok(Cleared {
+                    history,
+                    archive,
+                    pointer,
+                })
             })
             .await;
         self.conclude(group, outcome, file, |c| &c.pointer, |c| c.archive.as_mut())
+            .await
+    }
+
+    /// Runs `f` in one write transaction with the group's pointer, as long
+    /// as that is still the one read at `read_generation` (else
+    /// `StaleGeneration`, and nothing is written).
+    async fn write_checked<T, F>(
+        &self,
+        group: &GroupFolder,
+        read_generation: i64,
+        f: F,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Db<'_>, Pointer) -> Result<T> + Send + 'static,
+    {
+        let g = group.clone();
+        self.store
+            .write(move |tx| check(tx, &g, read_generation).and_then(|current| f(tx, current)))
             .await
     }
 
@@ -401,45 +416,40 @@ impl SessionManager {
             .transpose()?;
         let file = prepared.as_ref().map(Prepared::file);
         let outcome = self
-            .store
-            .write(move |tx| {
-                (|| {
-                    let current = check(tx, &g, read_generation)?;
-                    // Scoped to the group: another group's history id is
-                    // simply not found.
-                    let target = history_entry(tx, &g, history_id)?.ok_or_else(|| {
-                        Error::NotFound(format!("history entry {history_id} in group {g:?}"))
-                    })?;
-                    let saved_archive = prepared
-                        .as_ref()
-                        .map(|p| crate::store::archives::insert(tx, p))
-                        .transpose()?;
-                    let saved = match &current.session_id {
-                        Some(id) if *id != target.session_id => {
-                            let name = match &save_current_as {
-                                Some(n) => n.clone(),
-                                None => stored_name(
-                                    &redactor,
-                                    &format!("before resuming {}", target.name),
-                                )?,
-                            };
-                            Some(insert_history(tx, &current, id, &name)?)
-                        }
-                        _ => None,
-                    };
-                    delete_history(tx, target.id)?;
-                    let pointer = write(
-                        tx,
-                        &current,
-                        Some(&target.session_id),
-                        Some(&target.created_at),
-                    )?;
-                    Ok(Resumed {
-                        pointer,
-                        saved,
-                        saved_archive,
-                    })
-                })()
+            .write_checked(group, read_generation, move |tx, current| {
+                // Scoped to the group: another group's history id is
+                // simply not found.
+                let target = history_entry(tx, &g, history_id)?.ok_or_else(|| {
+                    Error::NotFound(format!("history entry {history_id} in group {g:?}"))
+                })?;
+                let saved_archive = prepared
+                    .as_ref()
+                    .map(|p| crate::store::archives::insert(tx, p))
+                    .transpose()?;
+                let saved = match &current.session_id {
+                    Some(id) if *id != target.session_id => {
+                        let name = match &save_current_as {
+                            Some(n) => n.clone(),
+                            None => {
+                                stored_name(&redactor, &format!("before resuming {}", target.name))?
+                            }
+                        };
+                        Some(insert_history(tx, &current, id, &name)?)
+                    }
+                    _ => None,
+                };
+                delete_history(tx, target.id)?;
+                let pointer = write(
+                    tx,
+                    &current,
+                    Some(&target.session_id),
+                    Some(&target.created_at),
+                )?;
+                Ok(Resumed {
+                    pointer,
+                    saved,
+                    saved_archive,
+                })
             })
             .await;
         self.conclude(

@@ -5,20 +5,13 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::markdown::escape;
-use super::{failed, page, registered, time};
+use super::{Registered, failed, page, time};
 use crate::api::Api;
 
 /// Messages a chat page opens with.
 const CHAT_HISTORY: usize = 200;
 
-pub(super) async fn chat_page(
-    State(api): State<Api>,
-    axum::extract::Path(folder): axum::extract::Path<String>,
-) -> Response {
-    let group = match registered(&api, folder).await {
-        Ok(g) => g,
-        Err(page) => return page,
-    };
+pub(super) async fn chat_page(State(api): State<Api>, Registered(group): Registered) -> Response {
     let folder = group.folder.clone();
     let jid = group.jid.clone();
     let messages = match crate::messages::latest(&api.store, &jid, CHAT_HISTORY).await {

@@ -9,18 +9,14 @@ use axum::response::Response;
 
 use super::markdown::escape;
 use super::search::{SearchQuery, memory_hits};
-use super::{failed, page, registered, time};
+use super::{Registered, failed, page, time};
 use crate::api::Api;
 
 pub(super) async fn memory_page(
     State(api): State<Api>,
-    axum::extract::Path(folder): axum::extract::Path<String>,
     axum::extract::Query(q): axum::extract::Query<SearchQuery>,
+    Registered(group): Registered,
 ) -> Response {
-    let group = match registered(&api, folder).await {
-        Ok(g) => g,
-        Err(page) => return page,
-    };
     let folder = group.folder.clone();
     let question = q.q.trim().to_string();
     let read = crate::memory::shown::page(

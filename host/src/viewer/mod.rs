@@ -48,7 +48,8 @@ mod tasks;
 mod usage;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{FromRequestParts, Path, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -187,10 +188,21 @@ fn time(at: &str) -> String {
     format!("<time datetime=\"{at}\">{at}</time>")
 }
 
-/// The registered group a page's path names, or the error page.
-async fn registered(api: &Api, folder: String) -> Result<crate::groups::Group, Response> {
-    let folder = GroupFolder::new(folder).map_err(|e| failed(api, Error::Validation(e)))?;
-    crate::groups::require(&api.store, &folder)
-        .await
-        .map_err(|e| failed(api, e))
+/// The registered group a page's path (`{folder}`) names: extracted before
+/// the page runs, the error page instead of it otherwise.
+struct Registered(crate::groups::Group);
+
+impl FromRequestParts<Api> for Registered {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, api: &Api) -> Result<Self, Response> {
+        let Path(folder) = Path::<String>::from_request_parts(parts, api)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let folder = GroupFolder::new(folder).map_err(|e| failed(api, Error::Validation(e)))?;
+        crate::groups::require(&api.store, &folder)
+            .await
+            .map(Registered)
+            .map_err(|e| failed(api, e))
+    }
 }

@@ -6,18 +6,14 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::markdown::escape;
-use super::{failed, page, registered, time};
+use super::{Registered, failed, page, time};
 use crate::Error;
 use crate::api::Api;
 
 pub(super) async fn sessions_page(
     State(api): State<Api>,
-    axum::extract::Path(folder): axum::extract::Path<String>,
+    Registered(group): Registered,
 ) -> Response {
-    let group = match registered(&api, folder).await {
-        Ok(g) => g,
-        Err(page) => return page,
-    };
     let folder = group.folder.clone();
     let read = async {
         let pointer = api.sessions.get(&folder).await?;

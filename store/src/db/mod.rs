@@ -14,6 +14,7 @@
 //! needs no type annotations per backend.
 
 mod backend;
+mod columns;
 mod values;
 
 use std::cell::RefCell;
@@ -24,6 +25,7 @@ use postgres::types::ToSql;
 use crate::{Error, Result, fts};
 pub use backend::Row;
 use backend::{RowRef, pg_args, refs, sqlite_args};
+pub(crate) use columns::read_row;
 pub use values::{FromValue, Optional, Param, Params, Value};
 
 /// Which SQL a [`Db`] speaks.

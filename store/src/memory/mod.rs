@@ -7,7 +7,7 @@
 //! store it as given. Every statement is scoped to its group: a session id
 //! of another group is never found, and never taken over.
 
-use crate::db::{Db, Optional, Row};
+use crate::db::{Db, Optional, Row, read_row};
 use crate::params;
 use serde::{Deserialize, Serialize};
 
@@ -576,14 +576,7 @@ pub fn feed_now(conn: &Db<'_>, group: &GroupFolder) -> Result<FeedCursor> {
                 (SELECT coalesce(max(id), 0) FROM observations WHERE group_folder = ?1),
                 (SELECT coalesce(max(id), 0) FROM session_summaries WHERE group_folder = ?1)",
         [group.as_str()],
-        |r| {
-            Ok(FeedCursor {
-                prompt: r.get(0)?,
-                tool: r.get(1)?,
-                observation: r.get(2)?,
-                summary: r.get(3)?,
-            })
-        },
+        |r| Ok(read_row!(r => FeedCursor { prompt, tool, observation, summary })),
     )
 }
 

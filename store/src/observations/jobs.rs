@@ -23,6 +23,14 @@ impl Queue {
             Queue::Sessions => ("summary_queue", "session_id"),
         }
     }
+
+    /// The table the key is a row of (it carries the group).
+    fn keyed(self) -> &'static str {
+        match self {
+            Queue::Batches => "prompt_batches",
+            Queue::Sessions => "memory_sessions",
+        }
+    }
 }
 
 /// Jobs `host`'s earlier process left `processing` (and those claimed
@@ -193,19 +201,19 @@ pub fn defer_group(
         ),
         [claimed.1],
     )?;
-    let batches = tx.execute(
-        "UPDATE memory_queue SET next_attempt_at = ?2, error = ?3
-         WHERE state = 'pending'
-           AND batch_id IN (SELECT id FROM prompt_batches WHERE group_folder = ?1)",
-        params![group.as_str(), until, error],
-    )?;
-    let sessions = tx.execute(
-        "UPDATE summary_queue SET next_attempt_at = ?2, error = ?3
-         WHERE state = 'pending'
-           AND session_id IN (SELECT id FROM memory_sessions WHERE group_folder = ?1)",
-        params![group.as_str(), until, error],
-    )?;
-    Ok(batches + sessions)
+    let mut waiting = 0;
+    for q in [Queue::Batches, Queue::Sessions] {
+        let ((table, k), keyed) = (q.table_key(), q.keyed());
+        waiting += tx.execute(
+            &format!(
+                "UPDATE {table} SET next_attempt_at = ?2, error = ?3
+                 WHERE state = 'pending'
+                   AND {k} IN (SELECT id FROM {keyed} WHERE group_folder = ?1)"
+            ),
+            params![group.as_str(), until, error],
+        )?;
+    }
+    Ok(waiting)
 }
 
 /// Sessions ready for a summary get a summary job: completed sessions, and

@@ -5,7 +5,7 @@ use g2_core::validate::{GroupFolder, MemoryFolder};
 use serde::{Deserialize, Serialize};
 
 use super::memory_folder_at;
-use crate::db::{Db, Optional, Row};
+use crate::db::{Db, Optional, Row, read_row};
 use crate::params;
 use crate::{Result, query_all};
 
@@ -48,18 +48,10 @@ const SUMMARY_COLUMNS: &str = "m.id, m.group_folder, s.content_session_id, m.tit
     m.investigated, m.learned, m.completed, m.next_steps, m.created_at";
 
 fn summary_from_row(r: &Row<'_>) -> Result<SummaryRow> {
-    Ok(SummaryRow {
-        id: r.get(0)?,
-        group: memory_folder_at(r, 1)?,
-        session_id: r.get(2)?,
-        title: r.get(3)?,
-        request: r.get(4)?,
-        investigated: r.get(5)?,
-        learned: r.get(6)?,
-        completed: r.get(7)?,
-        next_steps: r.get(8)?,
-        created_at: r.get(9)?,
-    })
+    Ok(read_row!(r => SummaryRow {
+        id, group = memory_folder_at, session_id, title, request, investigated, learned, completed,
+        next_steps, created_at,
+    }))
 }
 
 /// Records a session's summary (a newer one replaces it: the session

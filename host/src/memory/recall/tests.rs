@@ -96,7 +96,7 @@ fn questions_find_the_turn_that_answers_them() {
 
 #[test]
 fn observations_rank_first_and_forgetting_removes_them() {
-    use crate::memory::extract::{Kind, ObservationDraft};
+    use crate::memory::testing::insert_fact;
     use crate::store::observations as obs;
     let (_d, store) = store_with(&[(
         "main",
@@ -108,31 +108,15 @@ fn observations_rank_first_and_forgetting_removes_them() {
     let (m, f) = (main.clone(), fam.clone());
     let id = store
         .write_blocking(move |tx| {
-            let draft = |title: &str| ObservationDraft {
-                kind: Kind::Fact,
-                title: title.into(),
-                narrative: String::new(),
-                facts: vec![],
-                files: vec![],
-                importance: 8,
-                concerns: vec!["Ann".into()],
-            };
             let at = "2026-05-01T10:00:01.000Z";
-            obs::insert(
-                tx,
-                &(&f).into(),
-                &draft("the boat is at pier 9"),
-                Default::default(),
-                at,
-                |_| false,
-            )?;
-            obs::insert(
+            insert_fact(tx, &(&f).into(), "the boat is at pier 9", 8, &["Ann"], at)?;
+            insert_fact(
                 tx,
                 &(&m).into(),
-                &draft("the boat is moored at pier 7"),
-                Default::default(),
+                "the boat is moored at pier 7",
+                8,
+                &["Ann"],
                 at,
-                |_| false,
             )
         })
         .unwrap();
@@ -186,8 +170,7 @@ fn observations_rank_first_and_forgetting_removes_them() {
 
 #[test]
 fn global_memory_and_the_live_conversation_are_recalled_too() {
-    use crate::memory::extract::{Kind, ObservationDraft};
-    use crate::store::observations as obs;
+    use crate::memory::testing::insert_fact;
     let (_d, store) = store_with(&[(
         "main",
         "2026-05-01T10:00:00.000Z",
@@ -196,18 +179,9 @@ fn global_memory_and_the_live_conversation_are_recalled_too() {
     let main = GroupFolder::new("main").unwrap();
     store
         .write_blocking(|tx| {
-            let draft = ObservationDraft {
-                kind: Kind::Fact,
-                title: "the family doctor is Dr. Lee".into(),
-                narrative: String::new(),
-                facts: vec![],
-                files: vec![],
-                importance: 9,
-                concerns: vec![],
-            };
             let at = "2026-05-01T10:00:01.000Z";
             let global = MemoryFolder::global();
-            obs::insert(tx, &global, &draft, Default::default(), at, |_| false)?;
+            insert_fact(tx, &global, "the family doctor is Dr. Lee", 9, &[], at)?;
             // A session archived at 10:00 whose later prompt is not.
             let m = GroupFolder::new("main").unwrap();
             let s = store::memory::open_session(tx, &m, "live", None, None, at)?;
@@ -252,7 +226,7 @@ fn global_memory_and_the_live_conversation_are_recalled_too() {
 
 #[test]
 fn a_search_of_several_groups_merges_by_score_and_counts_global_once() {
-    use crate::memory::extract::{Kind, ObservationDraft};
+    use crate::memory::testing::insert_fact;
     let (_d, store) = store_with(&[
         (
             "main",
@@ -267,24 +241,9 @@ fn a_search_of_several_groups_merges_by_score_and_counts_global_once() {
     ]);
     store
         .write_blocking(|tx| {
-            let draft = ObservationDraft {
-                kind: Kind::Fact,
-                title: "the boat key hangs by the door".into(),
-                narrative: String::new(),
-                facts: vec![],
-                files: vec![],
-                importance: 5,
-                concerns: vec![],
-            };
             let at = "2026-05-01T10:00:01.000Z";
-            store::observations::insert(
-                tx,
-                &MemoryFolder::global(),
-                &draft,
-                Default::default(),
-                at,
-                |_| false,
-            )?;
+            let title = "the boat key hangs by the door";
+            insert_fact(tx, &MemoryFolder::global(), title, 5, &[], at)?;
             Ok(())
         })
         .unwrap();

@@ -30,7 +30,7 @@ fn prompt_is_escaped_xml() {
     );
 }
 
-fn group(is_main: bool, requires: Option<bool>) -> Group {
+pub(in crate::routing) fn group(is_main: bool, requires: Option<bool>) -> Group {
     NewGroup {
         folder: "fam".into(),
         name: "Fam".into(),
@@ -134,7 +134,7 @@ fn batches_cursor_and_replies() {
 }
 
 /// A store holding group `g`, and a way to post a person's message.
-fn store_of(g: &Group) -> (tempfile::TempDir, store::Store) {
+pub(in crate::routing) fn store_of(g: &Group) -> (tempfile::TempDir, store::Store) {
     let d = tempfile::tempdir().unwrap();
     let store =
         store::Store::open(&d.path().join("g2.db"), std::time::Duration::from_secs(1)).unwrap();
@@ -145,7 +145,12 @@ fn store_of(g: &Group) -> (tempfile::TempDir, store::Store) {
     (d, store)
 }
 
-fn post_as(store: &store::Store, jid: &str, sender: &str, text: &str) -> Message {
+pub(in crate::routing) fn post_as(
+    store: &store::Store,
+    jid: &str,
+    sender: &str,
+    text: &str,
+) -> Message {
     let (j, s, t) = (jid.to_string(), sender.to_string(), text.to_string());
     store
         .write_blocking(move |tx| {
@@ -296,50 +301,6 @@ fn context_over_the_budget_is_passed_over_and_said() {
     assert_eq!(
         store.read_blocking(|c| cursor(c, "fam")).unwrap(),
         call2.seq
-    );
-
-    // One passed over: the note says so in the singular. A give-up
-    // tells the senders the agent was shown, not those passed over.
-    let tiny = Budget {
-        messages: 2,
-        text_bytes: 2048,
-    };
-    post_as(&store, &g.jid, "eve", "[old]");
-    post_as(&store, &g.jid, "fay", "[near]");
-    let call3 = post_as(&store, &g.jid, "gus", "@Andy [call3]");
-    let g2 = g.clone();
-    let b = store
-        .read_blocking(move |c| batch_within(c, &g2, call2.seq, tiny))
-        .unwrap()
-        .unwrap();
-    assert!(
-        b.prompt
-            .starts_with("[g2: 1 earlier message of this chat, from ")
-    );
-    assert!(
-        b.prompt
-            .contains(" is not shown: a prompt holds at most 2 messages and 2 KiB")
-    );
-    let (g3, passed) = (g.clone(), b.passed.clone());
-    let (notice, _) = store
-        .write_blocking(move |tx| {
-            hand_over(tx, &g3.folder, &g3.jid, call3.seq, passed.as_ref())?;
-            crate::routing::notices::give_up(
-                tx,
-                &g3,
-                "Andy",
-                call3.seq,
-                "boom",
-                crate::routing::notices::GiveUp::Crashed,
-                true,
-                &Default::default(),
-            )
-        })
-        .unwrap();
-    assert!(
-        notice.text.starts_with("@fay @gus sorry"),
-        "{}",
-        notice.text
     );
 }
 
