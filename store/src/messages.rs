@@ -220,7 +220,8 @@ pub fn insert_outbound(
     delivered: bool,
 ) -> Result<Message> {
     // Without a key nothing conflicts: a row is always stored.
-    insert_bot(tx, chat_jid, sender, text, reply_to, delivered, None)?.ok_or(crate::Error::NoRow)
+    let m = from_assistant(chat_jid, sender, text, reply_to);
+    insert_bot(tx, m, delivered, None)?.ok_or(crate::Error::NoRow)
 }
 
 /// Stores a notice of the assistant for a chat once per `key` (a name no
@@ -235,31 +236,37 @@ pub fn insert_notice_once(
     text: &str,
     key: &str,
 ) -> Result<Option<Message>> {
-    insert_bot(tx, chat_jid, sender, text, None, false, Some(key))
+    insert_bot(
+        tx,
+        from_assistant(chat_jid, sender, text, None),
+        false,
+        Some(key),
+    )
 }
 
-fn insert_bot(
-    tx: &Db<'_>,
-    chat_jid: &str,
-    sender: &str,
-    text: &str,
-    reply_to: Option<i64>,
-    delivered: bool,
-    key: Option<&str>,
-) -> Result<Option<Message>> {
-    let now = now_rfc3339();
-    tx.execute(
-        "INSERT INTO chats (jid, last_message_time) VALUES (?1, ?2)
-         ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
-        params![chat_jid, now],
-    )?;
-    let message = Message {
+/// A message of the assistant (`sender`), not stored yet.
+fn from_assistant(chat_jid: &str, sender: &str, text: &str, reply_to: Option<i64>) -> Message {
+    Message {
         sender_name: Some(sender.to_string()),
         from_bot: true,
         reply_to,
-        ..unsaved(chat_jid, sender, text, now)
-    };
-    insert(tx, message, key, None, delivered)
+        ..unsaved(chat_jid, sender, text, now_rfc3339())
+    }
+}
+
+/// Stores the assistant's `m` (under the platform id `key`, if any).
+fn insert_bot(
+    tx: &Db<'_>,
+    m: Message,
+    delivered: bool,
+    key: Option<&str>,
+) -> Result<Option<Message>> {
+    tx.execute(
+        "INSERT INTO chats (jid, last_message_time) VALUES (?1, ?2)
+         ON CONFLICT (jid) DO UPDATE SET last_message_time = excluded.last_message_time",
+        params![m.chat_jid, m.timestamp],
+    )?;
+    insert(tx, m, key, None, delivered)
 }
 
 /// Records that a channel delivered an outbound message; `kept`, when

@@ -4,7 +4,7 @@ use anyhow::{Result, anyhow};
 use clap::Subcommand;
 use g2_core::validate::MemoryFolder;
 
-use super::{Ctx, Output, require_group};
+use super::{Ctx, Output, Scope, require_group};
 use crate::memory::shown;
 use crate::store::Store;
 use crate::terminal::{inert, inert_name};
@@ -40,11 +40,8 @@ pub(super) enum MemoryCmd {
         /// The question.
         #[arg(required = true, num_args = 1..)]
         question: Vec<String>,
-        /// Only this group's memory (default: every group's).
-        #[arg(long)]
-        group: Option<String>,
-        #[arg(long, default_value_t = 10)]
-        limit: usize,
+        #[command(flatten)]
+        scope: Scope,
         #[command(flatten)]
         out: Output,
     },
@@ -162,8 +159,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
         }
         MemoryCmd::Search {
             question,
-            group,
-            limit,
+            scope: Scope { group, limit },
             out,
         } => {
             let question = question.join(" ");

@@ -31,6 +31,18 @@ use g2_core::validate::GroupFolder;
 
 pub use output::Output;
 
+/// Whose hits a search shows (`g2 search`, `g2 memory search`), and how
+/// many.
+#[derive(clap::Args)]
+pub struct Scope {
+    /// Only this group's (default: every group's).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Most hits to show.
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+}
+
 #[derive(Parser)]
 #[command(
     name = "g2",
@@ -79,12 +91,8 @@ enum Command {
         /// Words or a question to find (any word finds; archives holding all rank first; `word*` matches a prefix).
         #[arg(required = true, num_args = 1..)]
         query: Vec<String>,
-        /// Only this group's archives.
-        #[arg(long)]
-        group: Option<String>,
-        /// Most hits to show.
-        #[arg(long, default_value_t = 10)]
-        limit: usize,
+        #[command(flatten)]
+        scope: Scope,
         #[command(flatten)]
         out: Output,
     },
@@ -203,8 +211,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         } => archive::archive(&ctx, transcript, &group, name, out).await,
         Command::Search {
             query,
-            group,
-            limit,
+            scope: Scope { group, limit },
             out,
         } => archive::search(&ctx, query.join(" "), group, limit, out).await,
         Command::Gateway { listen } => serve::gateway(&ctx, listen).await,

@@ -22,7 +22,7 @@ pub(crate) fn insert_fact(
         facts: vec![],
         files: vec![],
         importance,
-        concerns: concerns.iter().map(|c| c.to_string()).collect(),
+        concerns: concerns.iter().map(|&c| c.into()).collect(),
     };
     store::observations::insert(tx, owner, &draft, Default::default(), at, |_| false)
 }
