@@ -115,7 +115,7 @@ fn a_run_is_captured_prompt_by_prompt_and_clean() {
     assert!(b["reply"].as_str().is_some_and(|r| !r.is_empty()), "{t}");
 
     // The next message resumes the session: its prompt number 2.
-    let second = run(&home, "note <private>my pin is 4417</private> for later");
+    let second = run(&home, "note <private>my pin is 4417-QW</private> for later");
     assert_eq!(second["session_id"], sid.as_str());
     let t = home.json(&["memory", "show", &sid]);
     assert_eq!(t["batches"][1]["prompt_number"], 2, "{t}");
@@ -140,7 +140,8 @@ fn a_run_is_captured_prompt_by_prompt_and_clean() {
 
     // Neither the pin nor the key is anywhere in g2's storage: no table
     // but the message log, no index, archive or event file.
-    for needle in ["4417", key] {
+    // The pin carries letters no hex id holds (tool ids are random hex).
+    for needle in ["4417-QW", key] {
         assert_eq!(
             found_in_database(&home, needle),
             Vec::<String>::new(),
