@@ -58,7 +58,8 @@ struct Level {
     todo: Vec<CString>,
 }
 
-/// The tree changed shape under a walk.
+/// The tree changed shape under a walk (a folder moved, or removed with
+/// the walk inside it).
 #[derive(Debug)]
 struct Moved;
 
@@ -165,13 +166,18 @@ impl Dir {
 /// The parent of `child`, which must be the folder `expect` (device and
 /// inode): otherwise the tree was rearranged and the walk starts over.
 fn climb(child: &OwnedFd, expect: (u64, u64)) -> io::Result<OwnedFd> {
-    let up = rustix::fs::openat(
+    let up = match rustix::fs::openat(
         child,
         c"..",
         OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC,
         Mode::empty(),
-    )
-    .map_err(to_io)?;
+    ) {
+        Ok(up) => up,
+        // The folder was removed while the walk was in it: the way back
+        // is gone, so the walk starts over.
+        Err(rustix::io::Errno::NOENT) => return Err(io::Error::other(Moved)),
+        Err(e) => return Err(to_io(e)),
+    };
     let st = rustix::fs::fstat(&up).map_err(to_io)?;
     if id(&st) == expect {
         Ok(up)
@@ -211,7 +217,13 @@ impl Walker<'_> {
         let mut buf: Vec<u8> = Vec::with_capacity(32 * 1024);
         let mut entries = RawDir::new(fd, buf.spare_capacity_mut());
         while let Some(e) = entries.next() {
-            let e = e.map_err(to_io)?;
+            let e = match e {
+                Ok(e) => e,
+                // The folder was removed while it was read (an agent's
+                // scratch folder): nothing more lies beneath it.
+                Err(rustix::io::Errno::NOENT) => break,
+                Err(e) => return Err(to_io(e)),
+            };
             let name = e.file_name();
             if name == c"." || name == c".." {
                 continue;
@@ -379,6 +391,59 @@ mod tests {
         assert!(moved);
         assert_eq!(t, count(&root), "counted again, as the tree is now");
         assert_eq!(t.entries, 2 + (KEEP_OPEN as u64 + 19) + PACE_EVERY + 10);
+    }
+
+    #[test]
+    fn folders_removed_during_a_walk_are_counted_as_they_are_now() {
+        // A scratch folder removed while it is read, shallow and deep (past
+        // the handles kept open, so the walk cannot climb back): the count
+        // goes on or starts over, never fails.
+        for depth in [1, KEEP_OPEN + 20] {
+            let d = tempfile::tempdir().unwrap();
+            let root = d.path().join("tree");
+            let mut deep = root.join("tmp");
+            for _ in 1..depth {
+                deep.push("d");
+            }
+            std::fs::create_dir_all(&deep).unwrap();
+            std::fs::write(root.join("kept"), b"x").unwrap();
+            for i in 0..(PACE_EVERY + 10) {
+                std::fs::write(deep.join(format!("f{i}")), b"").unwrap();
+            }
+            let mut removed = false;
+            let mut pace = |_: &Tally| {
+                if !removed {
+                    std::fs::remove_dir_all(root.join("tmp")).unwrap();
+                    removed = true;
+                }
+                Ok(())
+            };
+            let t = Dir::open(&root)
+                .unwrap()
+                .tally(&mut Walk {
+                    give: None,
+                    pace: &mut pace,
+                })
+                .unwrap_or_else(|e| panic!("depth {depth}: {e}"));
+            assert!(removed);
+            assert!(t.entries >= 1, "depth {depth}: {t:?}");
+            assert_eq!(count(&root).entries, 1, "only kept is left");
+        }
+        // The tree itself removed after it was opened holds nothing (its
+        // listing ends at once).
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("tree");
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        let dir = Dir::open(&root).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+        let mut pace = |_: &Tally| Ok(());
+        let t = dir
+            .tally(&mut Walk {
+                give: None,
+                pace: &mut pace,
+            })
+            .unwrap();
+        assert_eq!(t.entries, 0, "{t:?}");
     }
 
     #[test]
