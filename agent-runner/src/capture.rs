@@ -9,7 +9,6 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use g2_core::archive::truncate;
-use g2_core::envelope;
 use g2_core::privacy::{self, Redactor};
 use g2_core::wire::{self, Captured};
 
@@ -41,25 +40,27 @@ pub fn capture(event: &str, input: &Value, r: &Redactor, skip: &[String]) -> Opt
     let name = |k: &str| {
         input[k]
             .as_str()
-            .map(|s| bounded(r, s, wire::MAX_CAPTURE_NAME))
+            .map(|s| r.bounded(s, wire::MAX_CAPTURE_NAME))
     };
     Some(match event {
         wire::SESSION_START => Captured::SessionStart {
             source: name("source"),
             transcript_path: input["transcript_path"]
                 .as_str()
-                .map(|s| bounded(r, s, wire::MAX_CAPTURE_FIELD)),
+                .map(|s| r.bounded(s, wire::MAX_CAPTURE_FIELD)),
         },
-        wire::USER_PROMPT_SUBMIT => match kept_prompt(input["prompt"].as_str().unwrap_or(""), r) {
-            None => Captured::Prompt {
-                text: String::new(),
-                private: true,
-            },
-            Some(text) => Captured::Prompt {
-                text: bounded(r, &text, wire::MAX_CAPTURE_PROMPT),
-                private: false,
-            },
-        },
+        wire::USER_PROMPT_SUBMIT => {
+            match privacy::prompt::kept(input["prompt"].as_str().unwrap_or(""), r) {
+                None => Captured::Prompt {
+                    text: String::new(),
+                    private: true,
+                },
+                Some(text) => Captured::Prompt {
+                    text,
+                    private: false,
+                },
+            }
+        }
         wire::POST_TOOL_USE | wire::POST_TOOL_USE_FAILURE => tool(event, input, r, skip)?,
         wire::STOP => Captured::Stop {
             reply: reply(input, "transcript_path", r),
@@ -74,28 +75,6 @@ pub fn capture(event: &str, input: &Value, r: &Redactor, skip: &[String]) -> Opt
         },
         _ => return None,
     })
-}
-
-/// What may be kept of a prompt; `None` when it was entirely private. A
-/// routed prompt's tags are escaped inside its envelope, so each message is
-/// cleaned as its sender wrote it and the envelope written again (senders
-/// and times kept, messages left empty dropped).
-fn kept_prompt(prompt: &str, r: &Redactor) -> Option<String> {
-    match envelope::read(prompt) {
-        Some(env) if !env.messages.is_empty() => {
-            let kept: Vec<(&str, &str, String)> = env
-                .messages
-                .iter()
-                .filter_map(|m| {
-                    let text = r.clean(&m.text).trim().to_string();
-                    (!text.is_empty()).then_some((m.sender.as_str(), m.time.as_str(), text))
-                })
-                .collect();
-            (!kept.is_empty())
-                .then(|| envelope::write(kept.iter().map(|(s, t, x)| (*s, *t, x.as_str()))))
-        }
-        _ => (!privacy::entirely_private(prompt)).then(|| prompt.to_string()),
-    }
 }
 
 /// The tools not worth capturing: `G2_SKIP_TOOLS` when the host set it,
@@ -124,7 +103,7 @@ fn tool(event: &str, input: &Value, r: &Redactor, skip: &[String]) -> Option<Cap
     let path = ["file_path", "notebook_path"]
         .iter()
         .find_map(|k| args[*k].as_str())
-        .map(|p| bounded(r, p, wire::MAX_CAPTURE_FIELD));
+        .map(|p| r.bounded(p, wire::MAX_CAPTURE_FIELD));
     let files = |kinds: &[&str]| -> Vec<String> {
         path.iter()
             .filter(|_| kinds.contains(&tool))
@@ -144,11 +123,11 @@ fn tool(event: &str, input: &Value, r: &Redactor, skip: &[String]) -> Option<Cap
     Some(Captured::Tool {
         tool_use_id: input["tool_use_id"]
             .as_str()
-            .map(|s| bounded(r, s, wire::MAX_CAPTURE_NAME)),
+            .map(|s| r.bounded(s, wire::MAX_CAPTURE_NAME)),
         tool: truncate(tool, wire::MAX_CAPTURE_NAME).into_owned(),
         input: summary(tool, args, r),
         output: cut_bytes(
-            &clean(r, &raw_output, wire::MAX_CAPTURE_OUTPUT),
+            &r.clean_within(&raw_output, wire::MAX_CAPTURE_OUTPUT),
             wire::MAX_CAPTURE_OUTPUT,
         ),
         files_read: files(READS),
@@ -169,7 +148,7 @@ fn summary(tool: &str, args: &Value, r: &Redactor) -> Value {
     } else {
         for k in SUMMARY_KEYS {
             if let Some(v) = args[*k].as_str() {
-                out.insert((*k).into(), bounded(r, v, wire::MAX_CAPTURE_FIELD).into());
+                out.insert((*k).into(), r.bounded(v, wire::MAX_CAPTURE_FIELD).into());
             }
         }
         if !out.is_empty() {
@@ -193,7 +172,7 @@ fn summary(tool: &str, args: &Value, r: &Redactor) -> Value {
 fn clean_strings(v: &mut Value, r: &Redactor) {
     match v {
         Value::String(s) => {
-            if let std::borrow::Cow::Owned(c) = clean(r, s, wire::MAX_CAPTURE_ARGS) {
+            if let std::borrow::Cow::Owned(c) = r.clean_within(s, wire::MAX_CAPTURE_ARGS) {
                 *s = c;
             }
         }
@@ -259,7 +238,7 @@ fn reply(input: &Value, path_key: &str, r: &Redactor) -> Option<String> {
             .filter(|p| !p.is_empty())
             .and_then(|p| last_reply(Path::new(p))),
     }?;
-    Some(bounded(r, &text, wire::MAX_CAPTURE_REPLY)).filter(|t| !t.is_empty())
+    Some(r.bounded(&text, wire::MAX_CAPTURE_REPLY)).filter(|t| !t.is_empty())
 }
 
 /// The text of the last assistant line within the transcript's last
@@ -281,20 +260,6 @@ fn last_reply(path: &Path) -> Option<String> {
     })
 }
 
-/// Strips and redacts `s` after cutting it to twice `max` characters (a
-/// secret across the final cut is still whole when redacted).
-fn clean<'a>(r: &Redactor, s: &'a str, max: usize) -> std::borrow::Cow<'a, str> {
-    match s.char_indices().nth(max.saturating_mul(2)) {
-        None => r.clean(s),
-        Some((i, _)) => std::borrow::Cow::Owned(r.clean(&s[..i]).into_owned()),
-    }
-}
-
-/// [`clean`], then cut at `max` characters.
-fn bounded(r: &Redactor, s: &str, max: usize) -> String {
-    truncate(&clean(r, s, max), max).into_owned()
-}
-
 /// Cuts `s` to at most `max` bytes at a character boundary, marking a cut
 /// with `…`.
 fn cut_bytes(s: &str, max: usize) -> String {
@@ -311,6 +276,7 @@ fn cut_bytes(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use g2_core::envelope;
     use serde_json::json;
 
     fn cap(event: &str, input: Value) -> Option<Captured> {

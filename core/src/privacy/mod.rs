@@ -27,6 +27,7 @@
 
 mod literals;
 mod patterns;
+pub mod prompt;
 mod tags;
 #[cfg(test)]
 mod tests;
@@ -94,6 +95,21 @@ impl Redactor {
             Cow::Borrowed(t) => self.redact(t),
             Cow::Owned(t) => Cow::Owned(self.redact(&t).into_owned()),
         }
+    }
+
+    /// [`Redactor::clean`] of `text` cut to twice `max` characters first
+    /// (a secret across the final cut is still whole when redacted).
+    pub fn clean_within<'a>(&self, text: &'a str, max: usize) -> Cow<'a, str> {
+        match text.char_indices().nth(max.saturating_mul(2)) {
+            None => self.clean(text),
+            Some((i, _)) => Cow::Owned(self.clean(&text[..i]).into_owned()),
+        }
+    }
+
+    /// [`Redactor::clean_within`], then cut to `max` characters (a cut
+    /// marked with `…`): what a capture keeps of a text.
+    pub fn bounded(&self, text: &str, max: usize) -> String {
+        crate::archive::truncate(&self.clean_within(text, max), max).into_owned()
     }
 
     /// [`Redactor::clean`]'s text when it differs from `text`; None when
