@@ -46,7 +46,10 @@ impl Setup {
         let workspace = tempfile::tempdir().unwrap();
         let mut settings = json!({});
         if let Some(agent) = hooks {
-            settings["hooks"] = g2_host::agent::hook_settings(&agent.display().to_string());
+            settings["hooks"] = g2_host::agent::hook_settings(
+                &agent.display().to_string(),
+                g2_host::agent::HOOK_EVENTS,
+            );
         }
         std::fs::write(
             config.path().join("settings.json"),

@@ -14,6 +14,7 @@ use g2_core::{ipc, wire};
 
 use super::Agents;
 use crate::Result;
+use crate::config::GroupMemoryConfig;
 use crate::groups::{self, Group};
 use crate::home::Home;
 use crate::store;
@@ -49,7 +50,11 @@ impl Agents {
         let projects = self.home.ensure_sub(folder, &claude, "projects")?;
         self.home
             .ensure_sub(folder, &projects, crate::home::PROJECT_DIR)?;
-        write_hooks(&self.home, folder)?;
+        write_hooks(
+            &self.home,
+            folder,
+            &hook_events(&group.container_config.memory),
+        )?;
         self.write_snapshots(group, &ipc_tree)?;
         // The tops of the trees belong to the agent; everything beneath is
         // given to it by the disk counts (which walk it all anyway).
@@ -100,9 +105,27 @@ impl Agents {
     }
 }
 
-/// Registers g2's hooks in a group's `.claude/settings.json`, keeping any
-/// other settings in the file.
-fn write_hooks(home: &Home, folder: &GroupFolder) -> Result<()> {
+/// The hooks a group's sessions need: every one of [`HOOK_EVENTS`] while
+/// its capture is on; with capture off, the memory hooks only while
+/// injection is on (`SessionStart`, `UserPromptSubmit`), and `PreCompact`,
+/// which archives a transcript before it is compacted, always. Claude Code
+/// starts a process for every registered hook, on the turn's path: a hook
+/// with nothing to do is not registered.
+pub fn hook_events(memory: &GroupMemoryConfig) -> Vec<&'static str> {
+    HOOK_EVENTS
+        .iter()
+        .copied()
+        .filter(|ev| match *ev {
+            wire::PRE_COMPACT => true,
+            wire::SESSION_START | wire::USER_PROMPT_SUBMIT => memory.captures() || memory.injects(),
+            _ => memory.captures(),
+        })
+        .collect()
+}
+
+/// Registers `events`' hooks in a group's `.claude/settings.json`, keeping
+/// any other settings in the file.
+fn write_hooks(home: &Home, folder: &GroupFolder, events: &[&str]) -> Result<()> {
     let tree = home.claude_tree(folder)?;
     // The agent can write here: never read through a link it planted (a
     // link is replaced by the write below).
@@ -117,7 +140,7 @@ fn write_hooks(home: &Home, folder: &GroupFolder) -> Result<()> {
         }
         Err(_) => json!({}),
     };
-    settings["hooks"] = hook_settings(wire::AGENT_EXE);
+    settings["hooks"] = hook_settings(wire::AGENT_EXE, events);
     let r = tree.write_atomic(
         "settings.json",
         &serde_json::to_vec_pretty(&settings).unwrap_or_default(),
@@ -125,13 +148,12 @@ fn write_hooks(home: &Home, folder: &GroupFolder) -> Result<()> {
     home.confined(folder, ".claude/settings.json", r)
 }
 
-/// The `hooks` object of a `settings.json`: every one of [`HOOK_EVENTS`]
-/// running `exe hook <event>` in exec form, without a shell (in a group
-/// `exe` is [`wire::AGENT_EXE`]; the turn bench points it at a built
-/// binary).
-pub fn hook_settings(exe: &str) -> Value {
+/// The `hooks` object of a `settings.json`: each of `events` running `exe
+/// hook <event>` in exec form, without a shell (in a group `exe` is
+/// [`wire::AGENT_EXE`]; the turn bench points it at a built binary).
+pub fn hook_settings(exe: &str, events: &[&str]) -> Value {
     let mut hooks = serde_json::Map::new();
-    for ev in HOOK_EVENTS {
+    for ev in events {
         hooks.insert(
             ev.to_string(),
             json!([{ "hooks": [{
@@ -161,7 +183,7 @@ mod tests {
             r#"{"model":"x","hooks":{"Old":[]}}"#,
         )
         .unwrap();
-        write_hooks(&home, &main).unwrap();
+        write_hooks(&home, &main, HOOK_EVENTS).unwrap();
         let v: Value =
             serde_json::from_str(&std::fs::read_to_string(claude.join("settings.json")).unwrap())
                 .unwrap();
@@ -170,5 +192,24 @@ mod tests {
         let hook = &v["hooks"]["PreCompact"][0]["hooks"][0];
         assert_eq!(hook["command"], "/usr/local/bin/g2-agent");
         assert_eq!(hook["args"], json!(["hook", "PreCompact"]));
+    }
+
+    #[test]
+    fn a_hook_with_nothing_to_do_is_not_registered() {
+        let config = |capture, inject| GroupMemoryConfig {
+            capture: Some(capture),
+            inject: Some(inject),
+        };
+        assert_eq!(hook_events(&GroupMemoryConfig::default()), HOOK_EVENTS);
+        assert_eq!(hook_events(&config(true, false)), HOOK_EVENTS);
+        assert_eq!(
+            hook_events(&config(false, true)),
+            [
+                wire::PRE_COMPACT,
+                wire::SESSION_START,
+                wire::USER_PROMPT_SUBMIT
+            ]
+        );
+        assert_eq!(hook_events(&config(false, false)), [wire::PRE_COMPACT]);
     }
 }

@@ -352,6 +352,19 @@ pub fn answer(
     }
 }
 
+/// Starts answering the per-prompt question for `prompt` (the text the
+/// agent is about to be given) before the hook asks it: the question is
+/// derived as the hook derives it ([`g2_core::privacy::prompt`]), and its
+/// vector, the slow part of the answer, is made meanwhile.
+pub fn ask_ahead(prompt: &str) {
+    if prompt.contains(NO_MEMORY) {
+        return;
+    }
+    if let Some(q) = g2_core::privacy::prompt::question_for(prompt) {
+        recall::warm(&q);
+    }
+}
+
 #[derive(Clone)]
 struct Ctx {
     store: Store,

@@ -242,6 +242,21 @@ pub fn recall_groups(
     Ok(all)
 }
 
+/// Makes `query`'s vector ahead of its recall, on the model's pool, so the
+/// recall finds it made (`embed::query` keeps the last questions): the
+/// host knows a prompt before the agent's hook asks about it. Nothing
+/// without a model or without a word to ask.
+pub fn warm(query: &str) {
+    let text = question::cap(query).text;
+    if crate::memory::embed::model().is_none() || question::read(text).is_none() {
+        return;
+    }
+    let text = text.to_string();
+    rayon::spawn(move || {
+        let _ = crate::memory::embed::query(&text);
+    });
+}
+
 /// [`recall_with`] with other weights (the recall bench's comparisons).
 pub fn recall_weighted(
     conn: &Db<'_>,

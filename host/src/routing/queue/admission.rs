@@ -103,6 +103,7 @@ impl Queue {
             {
                 let after = *sent_upto;
                 let jid = group.jid.clone();
+                let injects = group.container_config.memory.injects();
                 let batch = match self
                     .store
                     .read(move |c| router::next_batch(c, &group, after))
@@ -115,6 +116,11 @@ impl Queue {
                     }
                 };
                 if let Some(b) = batch {
+                    // The hook will ask memory about this prompt: its
+                    // answer is begun while the agent reads it.
+                    if injects {
+                        crate::memory::context::ask_ahead(&b.prompt);
+                    }
                     let home = self.agents.home();
                     // Marked before the agent has it: an edit that comes
                     // later no longer changes these messages.
