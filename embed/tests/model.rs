@@ -76,7 +76,10 @@ fn texts_sorted_by_tokens_come_back_in_their_order_at_any_batch_size() {
         let got = m.embed_in(&texts, batch).unwrap();
         assert_eq!(got.len(), texts.len());
         for ((t, g), one) in texts.iter().zip(&got).zip(&single) {
-            assert!(dot(one, g) > 0.9999, "batch {batch}, {t:?}: not its own vector");
+            assert!(
+                dot(one, g) > 0.9999,
+                "batch {batch}, {t:?}: not its own vector"
+            );
         }
     }
 }

@@ -7,7 +7,7 @@
 //! 1. **Model load**: `g2_embed::Embedder::load_timed`, the weights
 //!    memory-mapped vs read whole (the earlier way), 5 loads each: the
 //!    median of each step (tokenizer, weights, BERT build).
-//! 2. **Batch sizes**: 512 of the passages embedded on every core at
+//! 2. **Batch sizes**: 256 of the passages embedded on every core at
 //!    batch sizes 1-64 (sorted by tokens): rows per second.
 //! 3. **Reindex throughput**, rows per second: `g2 memory reindex` as a
 //!    process (every core, no host); the host's passes in-process at
@@ -38,11 +38,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Samples, Serve, command, fmt_dur, g2_binary, g2_ok, init_home, project_root};
+use g2_core::validate::GroupFolder;
 use g2_host::archives::{Prepared, Trigger};
 use g2_host::config::MemorySettings;
 use g2_host::memory::embed::{self, Loaded, Pace};
 use g2_host::store::{self, Store};
-use g2_core::validate::GroupFolder;
 
 const WORDS: &[&str] = &[
     "boat", "pier", "harbour", "tide", "key", "shed", "garden", "lasagne", "sister", "birthday",
@@ -77,7 +77,11 @@ fn record(store: &Store, archives: usize) {
         let mut body = format!("# Talk {n}\n\nArchived: {day}\n\n---\n\n");
         for _ in 0..20 {
             // Lengths as chats have them: mostly short, some long.
-            let (u, a) = if rng.next() % 5 == 0 { (40, 160) } else { (4, 30) };
+            let (u, a) = if rng.next() % 5 == 0 {
+                (40, 160)
+            } else {
+                (4, 30)
+            };
             body.push_str(&format!(
                 "**User**: {}\n\n**G2**: {}\n\n",
                 rng.sentence(u / 2, u),
@@ -103,9 +107,7 @@ fn record(store: &Store, archives: usize) {
 }
 
 fn queued(store: &Store) -> i64 {
-    store
-        .read_blocking(store::embeddings::queued)
-        .unwrap()
+    store.read_blocking(store::embeddings::queued).unwrap()
 }
 
 /// Rows per second of in-process passes at `pace`, every row queued again
@@ -136,7 +138,11 @@ fn line(what: &str, rate: f64) {
 
 /// `g2 search` and `g2 memory search` interleaved: (search, memory search).
 fn processes(home: &Path, runs: usize) -> (Samples, Samples) {
-    let questions = ["where is the boat moored", "lasagne for the birthday", "printer invoice"];
+    let questions = [
+        "where is the boat moored",
+        "lasagne for the birthday",
+        "printer invoice",
+    ];
     let run = |args: &[&str]| {
         let mut c = command(g2_binary());
         c.arg("--home").arg(home).args(args);
@@ -168,7 +174,11 @@ fn report(what: &str, (s, m): &(Samples, Samples)) {
         fmt_dur(s.at(0.9)),
         fmt_dur(m.at(0.5)),
         fmt_dur(m.at(0.9)),
-        if r <= 3.0 { "(goal met)" } else { "(goal missed)" }
+        if r <= 3.0 {
+            "(goal met)"
+        } else {
+            "(goal missed)"
+        }
     );
 }
 
@@ -181,7 +191,11 @@ fn main() {
     let archives: usize = common::env_or("G2_BENCH_ARCHIVES", 60);
     let runs: usize = common::env_or("G2_BENCH_RUNS", 30);
     let dir = project_root().join(embed::DEFAULT_MODEL);
-    assert!(dir.is_dir(), "no model at {} (scripts/setup.sh)", dir.display());
+    assert!(
+        dir.is_dir(),
+        "no model at {} (scripts/setup.sh)",
+        dir.display()
+    );
 
     println!("model load (median of 5):");
     for how in [g2_embed::Weights::Read, g2_embed::Weights::Mapped] {
@@ -189,7 +203,12 @@ fn main() {
             .map(|_| g2_embed::Embedder::load_timed(&dir, how).unwrap().1)
             .collect();
         let part = |f: fn(&g2_embed::LoadTimes) -> Duration| median(times.iter().map(f).collect());
-        let all = median(times.iter().map(|t| t.tokenizer + t.weights + t.model).collect());
+        let all = median(
+            times
+                .iter()
+                .map(|t| t.tokenizer + t.weights + t.model)
+                .collect(),
+        );
         println!(
             "  {how:?}: tokenizer {} weights {} BERT build {} total {}",
             fmt_dur(part(|t| t.tokenizer)),
@@ -201,7 +220,17 @@ fn main() {
 
     let home = tempfile::tempdir().unwrap();
     init_home(home.path());
-    g2_ok(home.path(), &["groups", "add", "family", "--name", "Family", "--no-trigger"]);
+    g2_ok(
+        home.path(),
+        &[
+            "groups",
+            "add",
+            "family",
+            "--name",
+            "Family",
+            "--no-trigger",
+        ],
+    );
     let store = Store::open(
         &g2_host::home::Home::new(home.path()).unwrap().db_path(),
         Duration::from_secs(5),
@@ -219,9 +248,9 @@ fn main() {
         panic!("the model did not load");
     };
 
-    println!("batch sizes (512 passages, every core):");
+    println!("batch sizes (256 passages, every core):");
     let texts: Vec<String> = store
-        .write_blocking(|tx| store::embeddings::pending(tx, 512))
+        .write_blocking(|tx| store::embeddings::pending(tx, 256))
         .unwrap()
         .iter()
         .map(|j| embed::clean(&j.text))
@@ -237,7 +266,10 @@ fn main() {
     }
 
     println!("reindex, idle:");
-    line("g2 memory reindex (process, every core)", reindex(home.path(), rows));
+    line(
+        "g2 memory reindex (process, every core)",
+        reindex(home.path(), rows),
+    );
     let quiet = passes(&store, &model, Pace::Quiet);
     line("host passes, one nice thread (= before)", quiet);
     let idle = passes(&store, &model, Pace::Idle);
@@ -285,12 +317,18 @@ fn main() {
     // The first turn starts the container.
     std::thread::sleep(Duration::from_secs(20));
     let t = Instant::now();
-    line("g2 memory reindex (process) + host jobs", reindex(home.path(), rows));
+    line(
+        "g2 memory reindex (process) + host jobs",
+        reindex(home.path(), rows),
+    );
     let took = t.elapsed();
     let quiet = passes(&store, &model, Pace::Quiet);
     line("host passes, one nice thread (= before)", quiet);
     stop.store(true, Ordering::Relaxed);
     let n = turns.join().unwrap();
-    println!("  ({n} turns answered meanwhile; the reindex took {})", fmt_dur(took));
+    println!(
+        "  ({n} turns answered meanwhile; the reindex took {})",
+        fmt_dur(took)
+    );
     drop(serve);
 }

@@ -56,4 +56,3 @@ async fn search_all(
     .await?;
     Ok((headers, Json(hits)))
 }
-

@@ -15,8 +15,8 @@
 //! turn or the router's path: only the question of a recall is embedded
 //! where it is asked (about 5 ms).
 
-use std::path::{Path, PathBuf};
 use std::num::NonZero;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::time::{Duration, Instant};

@@ -24,28 +24,73 @@ fn memory_search_prints_the_same_with_a_host_running_as_without() {
     }
     let home = home_with_family();
     let store = home.store();
-    archive(&store, "main", 1, "2026-04-01", &[("the boat is moored at pier 7", "noted")]);
-    archive(&store, "main", 2, "2026-04-02", &[("we bake lasagne on Sundays", "yum")]);
-    archive(&store, "family", 3, "2026-04-03", &[("the yacht club meets on Friday", "ok")]);
-    home.ok(&["memory", "remember", "global", "the spare key is under the blue pot"]);
+    archive(
+        &store,
+        "main",
+        1,
+        "2026-04-01",
+        &[("the boat is moored at pier 7", "noted")],
+    );
+    archive(
+        &store,
+        "main",
+        2,
+        "2026-04-02",
+        &[("we bake lasagne on Sundays", "yum")],
+    );
+    archive(
+        &store,
+        "family",
+        3,
+        "2026-04-03",
+        &[("the yacht club meets on Friday", "ok")],
+    );
+    home.ok(&[
+        "memory",
+        "remember",
+        "global",
+        "the spare key is under the blue pot",
+    ]);
     // The reindex embeds every row, and says how far it got.
     let reindexed = home.ok(&["memory", "reindex"]);
     assert!(reindexed.contains("embedded: "), "{reindexed}");
-    assert_eq!(crate::meaning::count(&store, "SELECT count(*) FROM embedding_jobs"), 0);
+    assert_eq!(
+        crate::meaning::count(&store, "SELECT count(*) FROM embedding_jobs"),
+        0
+    );
 
     let long = format!("where is the boat {}", "kept ".repeat(300));
     let asks: Vec<Vec<&str>> = vec![
         vec!["memory", "search", "where", "is", "the", "yacht", "kept?"],
-        vec!["memory", "search", "where", "is", "the", "yacht", "kept?", "--json"],
-        vec!["memory", "search", "boat", "--group", "main", "--limit", "1"],
-        vec!["memory", "search", "spare key", "--group", "family", "--json"],
+        vec![
+            "memory", "search", "where", "is", "the", "yacht", "kept?", "--json",
+        ],
+        vec![
+            "memory", "search", "boat", "--group", "main", "--limit", "1",
+        ],
+        vec![
+            "memory",
+            "search",
+            "spare key",
+            "--group",
+            "family",
+            "--json",
+        ],
         vec!["memory", "search", &long, "--json"],
         vec!["memory", "search", "qqqnothing"],
         vec!["memory", "search", "boat", "--group", "nobody"],
     ];
     let here: Vec<_> = asks.iter().map(|a| seen(&home.g2(a))).collect();
-    assert!(here[0].1.contains("[passage"), "recalled here: {}", here[0].1);
-    assert!(here[4].2.contains("note: "), "the long question is cut: {}", here[4].2);
+    assert!(
+        here[0].1.contains("[passage"),
+        "recalled here: {}",
+        here[0].1
+    );
+    assert!(
+        here[4].2.contains("note: "),
+        "the long question is cut: {}",
+        here[4].2
+    );
     assert!(!here[6].0, "an unknown group is refused");
 
     let s = serve(&home, &[]);
@@ -59,8 +104,14 @@ fn memory_search_prints_the_same_with_a_host_running_as_without() {
         &[("G2_LOG", "g2_host=debug")],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && !err.contains("recalling here"), "{err}");
-    assert!(!err.contains("embedding model loaded"), "the CLI loaded the model: {err}");
+    assert!(
+        out.status.success() && !err.contains("recalling here"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("embedding model loaded"),
+        "the CLI loaded the model: {err}"
+    );
 
     // The route itself: the CLI's JSON, the cut question's header, bad input.
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -77,7 +128,12 @@ fn memory_search_prints_the_same_with_a_host_running_as_without() {
             .await
             .unwrap();
         assert!(r.headers().contains_key("g2-query-ignored-words"));
-        for (query, status) in [("q=boat&group=nobody", 404), ("q=boat&group=..", 400), ("q=boat&sort=x", 400), ("limit=3", 400)] {
+        for (query, status) in [
+            ("q=boat&group=nobody", 404),
+            ("q=boat&group=..", 400),
+            ("q=boat&sort=x", 400),
+            ("limit=3", 400),
+        ] {
             let r = c
                 .get(format!("{}/api/memory/search?{query}", s.url))
                 .send()
@@ -91,7 +147,13 @@ fn memory_search_prints_the_same_with_a_host_running_as_without() {
 #[test]
 fn without_vectors_in_scope_the_model_is_not_loaded() {
     let home = TestHome::new();
-    archive(&home.store(), "main", 1, "2026-04-01", &[("the boat is at pier 7", "noted")]);
+    archive(
+        &home.store(),
+        "main",
+        1,
+        "2026-04-01",
+        &[("the boat is at pier 7", "noted")],
+    );
     // Queued but not embedded: recall is lexical, and the model stays unread.
     let out = home.g2_with(&["memory", "search", "boat"], &[("G2_LOG", "g2_host=info")]);
     let (ok, stdout, stderr) = seen(&out);
