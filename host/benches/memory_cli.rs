@@ -77,7 +77,7 @@ fn record(store: &Store, archives: usize) {
         let mut body = format!("# Talk {n}\n\nArchived: {day}\n\n---\n\n");
         for _ in 0..20 {
             // Lengths as chats have them: mostly short, some long.
-            let (u, a) = if rng.next() % 5 == 0 {
+            let (u, a) = if rng.next().is_multiple_of(5) {
                 (40, 160)
             } else {
                 (4, 30)

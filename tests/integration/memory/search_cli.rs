@@ -96,7 +96,32 @@ fn memory_search_prints_the_same_with_a_host_running_as_without() {
     let s = serve(&home, &[]);
     let through_host: Vec<_> = asks.iter().map(|a| seen(&home.g2(a))).collect();
     for ((a, h), t) in asks.iter().zip(&here).zip(&through_host) {
-        assert_eq!(h, t, "g2 {a:?}: printed otherwise with a host running");
+        if h == t {
+            continue;
+        }
+        // A score may differ in its last bit (the question's vector is
+        // made in another process); nothing else may.
+        assert!(
+            a.contains(&"--json"),
+            "g2 {a:?}: printed otherwise with a host running"
+        );
+        assert_eq!((h.0, &h.2), (t.0, &t.2), "g2 {a:?}");
+        let (mut x, mut y): (serde_json::Value, serde_json::Value) = (
+            serde_json::from_str(&h.1).unwrap(),
+            serde_json::from_str(&t.1).unwrap(),
+        );
+        for (p, q) in x
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .zip(y.as_array_mut().unwrap())
+        {
+            let (ps, qs) = (p["score"].as_f64().unwrap(), q["score"].as_f64().unwrap());
+            assert!((ps - qs).abs() < 1e-12, "g2 {a:?}: scores {ps} and {qs}");
+            p["score"] = serde_json::Value::Null;
+            q["score"] = serde_json::Value::Null;
+        }
+        assert_eq!(x, y, "g2 {a:?}: printed otherwise with a host running");
     }
     // And it was the host that answered: the CLI says when it falls back.
     let out = home.g2_with(
