@@ -168,7 +168,7 @@ impl Embedder {
         &self.dir
     }
 
-    /// One unit vector per text, in the order given, [`BATCH`] texts at a
+    /// One unit vector per text, in the order given, `BATCH` (16) texts at a
     /// time.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         self.embed_in(texts, BATCH)

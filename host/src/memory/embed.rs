@@ -282,12 +282,12 @@ fn embed_error(e: g2_embed::Error) -> crate::Error {
 }
 
 /// One pass of the host's jobs: [`Pace::Quiet`] while the host is busy
-/// (a question within [`BUSY_FOR`]), [`Pace::Idle`] otherwise.
+/// (a question within the last 10 s), [`Pace::Idle`] otherwise.
 pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
     run_pass(store, model, if busy() { Pace::Quiet } else { Pace::Idle })
 }
 
-/// Embeds the newest queued rows (a pass of [`PASS`] or [`CLI_PASS`]);
+/// Embeds the newest queued rows (32 a pass, 256 for [`Pace::Cli`]);
 /// how many were stored. Nothing queued costs a read, not the writer.
 pub fn run_pass(store: &Store, model: &Model, pace: Pace) -> crate::Result<usize> {
     if store.read_blocking(store::embeddings::queued)? == 0 {
