@@ -8,11 +8,13 @@
 //! cosine of two vectors is their dot product.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use rayon::prelude::*;
+use tokenizers::{Tokenizer, TruncationParams};
 
 /// The files a model folder must hold.
 pub const FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
@@ -44,6 +46,8 @@ pub struct Embedder {
     tokenizer: Tokenizer,
     device: Device,
     dims: usize,
+    /// The id a batch's shorter texts are padded with.
+    pad: u32,
     dir: PathBuf,
 }
 
@@ -56,14 +60,42 @@ impl std::fmt::Debug for Embedder {
     }
 }
 
+/// What loading took, step by step (the bench reports the split).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadTimes {
+    /// `config.json` and `tokenizer.json` read and parsed.
+    pub tokenizer: Duration,
+    /// `model.safetensors` opened: memory-mapped, or read whole.
+    pub weights: Duration,
+    /// The BERT model built from them (its tensors copied in).
+    pub model: Duration,
+}
+
+/// How the weights are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weights {
+    /// Memory-mapped: the tensors are copied from the page cache once.
+    Mapped,
+    /// Read into memory first, then copied (the earlier way; the bench
+    /// compares the two).
+    Read,
+}
+
 impl Embedder {
     /// Loads the model in `dir`; names the first file that is missing.
     pub fn load(dir: &Path) -> Result<Self, Error> {
+        Ok(Self::load_timed(dir, Weights::Mapped)?.0)
+    }
+
+    /// [`load`](Self::load), opening the weights as `how` says, and how
+    /// long each step took.
+    pub fn load_timed(dir: &Path, how: Weights) -> Result<(Self, LoadTimes), Error> {
         for f in FILES {
             if !dir.join(f).is_file() {
                 return Err(Error::Missing(dir.join(f)));
             }
         }
+        let t = Instant::now();
         let config_path = dir.join("config.json");
         let config: Config = std::fs::read(&config_path)
             .map_err(|e| e.to_string())
@@ -74,30 +106,56 @@ impl Embedder {
             })?;
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
+        // Each batch is padded here, to its own longest text, after the
+        // texts are sorted by their token counts.
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: MAX_TOKENS,
                 ..Default::default()
             }))
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let tokenizer_took = t.elapsed();
+        let t = Instant::now();
         let device = Device::Cpu;
-        let weights = std::fs::read(dir.join("model.safetensors")).map_err(|e| Error::Config {
-            path: dir.join("model.safetensors"),
-            message: e.to_string(),
-        })?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)?;
+        let path = dir.join("model.safetensors");
+        let vb = match how {
+            // SAFETY: the map is read while the model is built, and the
+            // tensors are copies; the model's files are g2's own, unpacked
+            // by setup and never written while a process reads them (a
+            // file truncated meanwhile would be a fault, as with any
+            // reader of a file changing under it).
+            Weights::Mapped => unsafe {
+                VarBuilder::from_mmaped_safetensors(&[&path], DType::F32, &device)?
+            },
+            Weights::Read => {
+                let bytes = std::fs::read(&path).map_err(|e| Error::Config {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)?
+            }
+        };
+        let weights_took = t.elapsed();
+        let t = Instant::now();
         let model = BertModel::load(vb, &config)?;
-        Ok(Self {
-            model,
-            tokenizer,
-            device,
-            dims: config.hidden_size,
-            dir: dir.to_path_buf(),
-        })
+        let times = LoadTimes {
+            tokenizer: tokenizer_took,
+            weights: weights_took,
+            model: t.elapsed(),
+        };
+        let pad = config.pad_token_id;
+        Ok((
+            Self {
+                model,
+                tokenizer,
+                device,
+                dims: config.hidden_size,
+                pad: u32::try_from(pad).unwrap_or(0),
+                dir: dir.to_path_buf(),
+            },
+            times,
+        ))
     }
 
     /// The length of every vector.
@@ -110,15 +168,34 @@ impl Embedder {
         &self.dir
     }
 
-    /// One unit vector per text, in the order given.
+    /// One unit vector per text, in the order given, `BATCH` (16) texts at a
+    /// time.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
+        self.embed_in(texts, BATCH)
+    }
+
+    /// [`embed`](Self::embed) `batch` texts at a time. The texts are
+    /// tokenized once and sorted by their token counts, so that a batch
+    /// pads little; the batches run on the calling rayon pool's threads.
+    pub fn embed_in(&self, texts: &[&str], batch: usize) -> Result<Vec<Vec<f32>>, Error> {
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let mut order: Vec<usize> = (0..enc.len()).collect();
+        order.sort_by_key(|&i| enc[i].len());
+        let chunks: Vec<&[usize]> = order.chunks(batch.max(1)).collect();
+        let vectors = chunks
+            .par_iter()
+            .map(|chunk| {
+                let batch: Vec<&tokenizers::Encoding> = chunk.iter().map(|&i| &enc[i]).collect();
+                self.forward(&batch)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
-            for (i, v) in chunk.iter().zip(self.batch(&batch)?) {
-                out[*i] = v;
+        for (chunk, vs) in chunks.iter().zip(vectors) {
+            for (&i, v) in chunk.iter().zip(vs) {
+                out[i] = v;
             }
         }
         Ok(out)
@@ -126,24 +203,28 @@ impl Embedder {
 
     /// One text's unit vector.
     pub fn embed_one(&self, text: &str) -> Result<Vec<f32>, Error> {
-        Ok(self.batch(&[text])?.pop().unwrap_or_default())
-    }
-
-    fn batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
         let enc = self
             .tokenizer
-            .encode_batch(texts.to_vec(), true)
+            .encode(text, true)
             .map_err(|e| Error::Tokenizer(e.to_string()))?;
-        let rows = |f: fn(&tokenizers::Encoding) -> &[u32]| -> Result<Tensor, Error> {
-            let rows = enc
-                .iter()
-                .map(|e| Tensor::new(f(e), &self.device))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Tensor::stack(&rows, 0)?)
+        Ok(self.forward(&[&enc])?.pop().unwrap_or_default())
+    }
+
+    /// The model over texts already tokenized, padded to the longest.
+    fn forward(&self, enc: &[&tokenizers::Encoding]) -> Result<Vec<Vec<f32>>, Error> {
+        let len = enc.iter().map(|e| e.len()).max().unwrap_or(0);
+        let rows = |f: fn(&tokenizers::Encoding) -> &[u32], pad: u32| -> Result<Tensor, Error> {
+            let mut flat = Vec::with_capacity(enc.len() * len);
+            for e in enc {
+                let row = f(e);
+                flat.extend_from_slice(row);
+                flat.extend(std::iter::repeat_n(pad, len - row.len()));
+            }
+            Ok(Tensor::from_vec(flat, (enc.len(), len), &self.device)?)
         };
-        let ids = rows(tokenizers::Encoding::get_ids)?;
-        let types = rows(tokenizers::Encoding::get_type_ids)?;
-        let mask = rows(tokenizers::Encoding::get_attention_mask)?;
+        let ids = rows(tokenizers::Encoding::get_ids, self.pad)?;
+        let types = rows(tokenizers::Encoding::get_type_ids, 0)?;
+        let mask = rows(tokenizers::Encoding::get_attention_mask, 0)?;
         let states = self.model.forward(&ids, &types, Some(&mask))?;
         // Mean over the tokens the mask keeps, then unit length.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
@@ -155,15 +236,15 @@ impl Embedder {
     }
 }
 
-/// A pool of one thread at a lower scheduling priority (nice 10) for
-/// batch embedding: candle runs its products on the rayon pool it is
+/// A pool of `threads` threads at a lower scheduling priority (nice 10)
+/// for batch embedding: candle runs its products on the rayon pool it is
 /// called from, so batches embedded inside [`rayon::ThreadPool::install`]
 /// of this pool neither queue ahead of a question on the shared pool nor
-/// take the CPU from one.
-pub fn background_pool() -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+/// take the CPU from one, or from anything else the machine runs.
+pub fn background_pool(threads: usize) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
     rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .thread_name(|_| "g2-embed-jobs".into())
+        .num_threads(threads.max(1))
+        .thread_name(|i| format!("g2-embed-jobs-{i}"))
         .start_handler(|_| {
             // SAFETY: setpriority on this thread's own id (Linux: a thread
             // is a process id to it); a failure leaves the priority as is.

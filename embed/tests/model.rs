@@ -57,3 +57,38 @@ fn batches_give_what_single_texts_give() {
         assert!(dot(&one, b) > 0.9999, "{t}: padding changed the vector");
     }
 }
+
+#[test]
+fn texts_sorted_by_tokens_come_back_in_their_order_at_any_batch_size() {
+    let Some(m) = model() else { return };
+    // Lengths out of order, one over the token cap, one empty.
+    let long = "the tide turns twice a day ".repeat(80);
+    let texts = [
+        "a much longer sentence that pads the batch to its length",
+        "short",
+        long.as_str(),
+        "",
+        "the boat is moored at pier 7",
+        "x",
+    ];
+    let single: Vec<Vec<f32>> = texts.iter().map(|t| m.embed_one(t).unwrap()).collect();
+    for batch in [1, 2, 4, 64] {
+        let got = m.embed_in(&texts, batch).unwrap();
+        assert_eq!(got.len(), texts.len());
+        for ((t, g), one) in texts.iter().zip(&got).zip(&single) {
+            assert!(
+                dot(one, g) > 0.9999,
+                "batch {batch}, {t:?}: not its own vector"
+            );
+        }
+    }
+}
+
+#[test]
+fn mapped_and_read_weights_make_the_same_model() {
+    let Some(m) = model() else { return };
+    let (read, _) = Embedder::load_timed(m.dir(), g2_embed::Weights::Read).unwrap();
+    let text = "where is the yacht kept?";
+    let (a, b) = (m.embed_one(text).unwrap(), read.embed_one(text).unwrap());
+    assert_eq!(a, b, "the same weights, the same vector");
+}

@@ -162,3 +162,25 @@ pub fn reset(tx: &Db<'_>) -> Result<i64> {
     )?;
     tx.query_row("SELECT count(*) FROM embedding_jobs", (), |r| r.get(0))
 }
+
+/// How many rows wait for a vector: a read, so an idle host's jobs look
+/// without taking the writer.
+pub fn queued(conn: &Db<'_>) -> Result<i64> {
+    conn.query_row("SELECT count(*) FROM embedding_jobs", (), |r| r.get(0))
+}
+
+/// Whether any of `groups` holds a vector: recall by meaning needs the
+/// model only then (one index seek per group).
+pub fn any_in(conn: &Db<'_>, groups: &[&str]) -> Result<bool> {
+    for g in groups {
+        let found: i64 = conn.query_row(
+            "SELECT count(*) FROM (SELECT 1 FROM embeddings WHERE group_folder = ?1 LIMIT 1) AS x",
+            [g],
+            |r| r.get(0),
+        )?;
+        if found != 0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

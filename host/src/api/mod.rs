@@ -34,6 +34,7 @@ mod extract;
 mod groups;
 mod host;
 mod memory;
+mod memory_search;
 mod messages;
 mod sessions;
 mod tasks;
@@ -110,6 +111,7 @@ impl Api {
             .merge(groups::routes())
             .merge(sessions::routes())
             .merge(memory::routes())
+            .merge(memory_search::routes())
             .merge(archives::routes())
             .merge(messages::routes())
             .merge(tasks::routes())

@@ -46,6 +46,18 @@ pub(super) async fn route(ctx: &Ctx, store: &Store, command: &str) -> Result<Rou
     }
 }
 
+/// The running `g2 serve`'s API when one holds the home: a read may ask
+/// it rather than load here what it holds loaded (`g2 memory search`: the
+/// embedding model).
+pub(super) fn running_host(ctx: &Ctx) -> Option<HostApi> {
+    let h = HostLock::holder(&ctx.home).filter(|h| h.command == "serve")?;
+    Some(HostApi {
+        base: h.api?,
+        token: ctx.settings.api.token.clone(),
+        client: reqwest::Client::new(),
+    })
+}
+
 /// The running host's API, with the home's token when it has one.
 pub(super) struct HostApi {
     base: String,

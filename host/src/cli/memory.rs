@@ -166,17 +166,18 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             if let Some(note) = crate::search::question::cap(&question).note() {
                 eprintln!("note: {note}");
             }
-            let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
-            tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m)).await?;
-            let groups = match group {
-                Some(g) => vec![require_group(&store, &g).await?.folder],
+            let groups = match &group {
+                Some(g) => vec![require_group(&store, g).await?.folder],
                 None => crate::groups::list(&store)
                     .await?
                     .into_iter()
                     .map(|g| g.folder)
                     .collect(),
             };
-            let hits = shown::recall_groups(&store, groups, &question, limit).await?;
+            let hits = match ask_host(ctx, &question, group.as_deref(), limit).await {
+                Some(hits) => hits,
+                None => recall_here(ctx, &store, groups, &question, limit).await?,
+            };
             out.print(&hits, |hits| {
                 if hits.is_empty() {
                     println!("nothing recalled");
@@ -291,6 +292,60 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
     Ok(0)
 }
 
+/// A running `g2 serve`'s recall (`GET /api/memory/search`): it holds
+/// the embedding model loaded. `None` when no host runs, or it failed to
+/// answer (then the recall is made here).
+async fn ask_host(
+    ctx: &Ctx,
+    question: &str,
+    group: Option<&str>,
+    limit: usize,
+) -> Option<Vec<crate::memory::recall::RecallHit>> {
+    let api = super::live::running_host(ctx)?;
+    let mut q = url::form_urlencoded::Serializer::new(String::new());
+    q.append_pair("q", question);
+    if let Some(g) = group {
+        q.append_pair("group", g);
+    }
+    q.append_pair("limit", &limit.to_string());
+    let path = format!("/api/memory/search?{}", q.finish());
+    match api.call(reqwest::Method::GET, &path, None).await {
+        Ok(hits) => Some(hits),
+        Err(e) => {
+            tracing::debug!(error = %e, "the running host did not answer; recalling here");
+            None
+        }
+    }
+}
+
+/// The recall made in this process: the embedding model is loaded only
+/// when a memory in scope (the groups' or `global`'s) holds vectors, for
+/// without them the question's vector would find nothing.
+async fn recall_here(
+    ctx: &Ctx,
+    store: &Store,
+    groups: Vec<g2_core::validate::GroupFolder>,
+    question: &str,
+    limit: usize,
+) -> Result<Vec<crate::memory::recall::RecallHit>> {
+    let names: Vec<String> = groups
+        .iter()
+        .map(ToString::to_string)
+        .chain([MemoryFolder::global().to_string()])
+        .collect();
+    let vectors = store
+        .read(move |c| {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            crate::store::embeddings::any_in(c, &names)
+        })
+        .await?;
+    if vectors {
+        let (root, m) = (ctx.home.root().to_path_buf(), ctx.settings.memory.clone());
+        tokio::task::spawn_blocking(move || crate::memory::embed::init(&root, &m)).await?;
+    }
+    Ok(shown::recall_groups(store, groups, question, limit).await?)
+}
+
 /// Queues every row for a new vector and embeds them all, with a progress
 /// bar (a running host's jobs may take some of them: each is embedded
 /// once either way).
@@ -308,21 +363,67 @@ async fn reembed(ctx: &Ctx, store: &Store) -> Result<()> {
                 return Ok(());
             }
         };
-    let total = crate::memory::embed::requeue_all(store).await?;
-    let bar = indicatif::ProgressBar::new(u64::try_from(total).unwrap_or(0));
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "embedding {bar:40} {pos}/{len} ({per_sec}, {eta} left)",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let total = u64::try_from(crate::memory::embed::requeue_all(store).await?).unwrap_or(0);
     let s = store.clone();
     let done = tokio::task::spawn_blocking(move || -> crate::Result<u64> {
-        let n = crate::memory::embed::embed_queued(&s, &model, |n| bar.set_position(n))?;
-        bar.finish();
+        let progress = Progress::new(total);
+        let n = crate::memory::embed::embed_queued(&s, &model, |n| progress.show(n))?;
+        progress.finish(n);
         Ok(n)
     })
     .await??;
     println!("embedded: {done} rows");
     Ok(())
+}
+
+/// The reindex's progress: `embedded 1200/5900 (85/s, about 55 s left)`,
+/// rewritten in place on a terminal, a line every [`Progress::EVERY`]
+/// otherwise (a log keeps them).
+struct Progress {
+    total: u64,
+    started: std::time::Instant,
+    shown: std::sync::Mutex<std::time::Instant>,
+    terminal: bool,
+}
+
+impl Progress {
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+    fn new(total: u64) -> Progress {
+        use std::io::IsTerminal;
+        let now = std::time::Instant::now();
+        Progress {
+            total,
+            started: now,
+            shown: std::sync::Mutex::new(now),
+            terminal: std::io::stdout().is_terminal(),
+        }
+    }
+
+    fn line(&self, n: u64) -> String {
+        let pace = crate::memory::embed::pace_line(n, self.total, self.started.elapsed());
+        format!("embedded {n}/{} ({pace})", self.total)
+    }
+
+    fn show(&self, n: u64) {
+        if self.terminal {
+            print!("\r{}\x1b[K", self.line(n));
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            return;
+        }
+        let mut shown = self
+            .shown
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if shown.elapsed() >= Self::EVERY {
+            *shown = std::time::Instant::now();
+            println!("{}", self.line(n));
+        }
+    }
+
+    fn finish(&self, n: u64) {
+        if self.terminal && n > 0 {
+            println!();
+        }
+    }
 }

@@ -15,9 +15,11 @@
 //! turn or the router's path: only the question of a recall is embedded
 //! where it is asked (about 5 ms).
 
+use std::num::NonZero;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use g2_embed::Embedder;
 
@@ -27,27 +29,74 @@ use crate::store::{self, Store};
 
 /// Where `scripts/setup.sh` unpacks the model, under a project root.
 pub const DEFAULT_MODEL: &str = "tools/models/all-minilm-l6-v2";
-/// Rows one job pass embeds together.
-const BATCH: i64 = 32;
+/// Rows one pass of the host's jobs takes: a pass holds no lock while it
+/// embeds, and a short one yields the single thread soon to what waits.
+const PASS: i64 = 32;
+/// Rows one pass of the CLI's reindex takes: more rows sort into batches
+/// that pad less (`g2_embed::Embedder::embed_in`), and commit less often.
+const CLI_PASS: i64 = 256;
 /// A new observation whose vector is at least this near an active one of
 /// the same group and kind supersedes it (docs/recall.md: measured on
 /// labelled pairs of restatements, updates and different statements).
 pub const SUPERSEDE: f32 = 0.85;
 /// How long the jobs wait when nothing is queued.
 const IDLE: Duration = Duration::from_secs(1);
+/// A backlog at least this large is logged as it goes, every [`LOG_EVERY`].
+const LARGE_BACKLOG: i64 = 500;
+const LOG_EVERY: Duration = Duration::from_secs(10);
+/// After a question, the host counts itself busy this long: questions come
+/// with turns (each prompt's hook asks one), so turns are likely running.
+const BUSY_FOR: Duration = Duration::from_secs(10);
 
 static MODEL: RwLock<Option<Arc<Model>>> = RwLock::new(None);
 
-/// The jobs' pool (`g2_embed::background_pool`); none if it could not be
-/// made (then they share the questions' pool).
-static JOBS_POOL: std::sync::LazyLock<Option<rayon::ThreadPool>> =
-    std::sync::LazyLock::new(|| match g2_embed::background_pool() {
+/// The host's jobs' pools, both at nice 10 (`g2_embed::background_pool`):
+/// one thread while the host is busy ([`busy`]), so that a turn and its
+/// hook's question keep the other cores; every core otherwise, so that a
+/// backlog (a reindex, an import) goes as fast as the machine allows.
+/// `None` if a pool could not be made (then the questions' pool is used).
+static JOBS_ONE: LazyLock<Option<rayon::ThreadPool>> = LazyLock::new(|| jobs_pool(1));
+static JOBS_ALL: LazyLock<Option<rayon::ThreadPool>> =
+    LazyLock::new(|| jobs_pool(std::thread::available_parallelism().map_or(1, NonZero::get)));
+
+fn jobs_pool(threads: usize) -> Option<rayon::ThreadPool> {
+    match g2_embed::background_pool(threads) {
         Ok(p) => Some(p),
         Err(e) => {
             tracing::warn!(error = %e, "no pool of its own for the embedding jobs");
             None
         }
-    });
+    }
+}
+
+/// Questions being embedded now, and when the last one was asked (ms
+/// after [`EPOCH`]): what [`busy`] reads.
+static ASKING: AtomicUsize = AtomicUsize::new(0);
+static ASKED_AT: AtomicU64 = AtomicU64::new(0);
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn now_ms() -> u64 {
+    u64::try_from(EPOCH.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether a question is being embedded, or was within [`BUSY_FOR`].
+fn busy() -> bool {
+    let asked = ASKED_AT.load(Ordering::Relaxed);
+    let recent = u64::try_from(BUSY_FOR.as_millis()).unwrap_or(u64::MAX);
+    ASKING.load(Ordering::Relaxed) > 0 || (asked > 0 && now_ms().saturating_sub(asked) < recent)
+}
+
+/// Who runs a pass, and so on which threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// The host's jobs while it is busy: one thread at nice 10.
+    Quiet,
+    /// The host's jobs while it is idle: every core at nice 10.
+    Idle,
+    /// A command run by a person (`g2 memory reindex`): every core, at
+    /// the command's own priority, in larger passes.
+    Cli,
+}
 
 /// A loaded model and the name its vectors are stored under.
 pub struct Model {
@@ -82,7 +131,7 @@ pub fn find(root: &Path, settings: &MemorySettings) -> Option<PathBuf> {
 /// first in `main`, before any other thread exists.
 pub fn use_every_core() {
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let n = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let n = std::thread::available_parallelism().map_or(1, NonZero::get);
         // SAFETY: the process has one thread yet (the caller's promise), so
         // nothing reads the environment meanwhile.
         unsafe { std::env::set_var("RAYON_NUM_THREADS", n.to_string()) };
@@ -170,8 +219,13 @@ pub fn query(text: &str) -> Option<(Arc<Model>, Vec<f32>)> {
     {
         return Some((m, v.clone()));
     }
-    // Embedded outside the lock: other groups' questions do not wait.
-    match m.embedder.embed_one(text) {
+    // Embedded outside the lock: other groups' questions do not wait. The
+    // jobs see it (`busy`) and keep to one thread meanwhile.
+    ASKED_AT.store(now_ms().max(1), Ordering::Relaxed);
+    ASKING.fetch_add(1, Ordering::Relaxed);
+    let embedded = m.embedder.embed_one(text);
+    ASKING.fetch_sub(1, Ordering::Relaxed);
+    match embedded {
         Ok(v) => {
             *last() = Some((m.clone(), text.to_string(), v.clone()));
             Some((m, v))
@@ -202,19 +256,15 @@ pub async fn requeue_all(store: &Store) -> crate::Result<i64> {
 }
 
 /// Embeds what is queued until no job waits, telling `progress` how many
-/// this call has embedded after each batch; blocking. A running host's
-/// jobs may take some of them (each is embedded once either way): then it
-/// waits for them.
+/// this call has embedded after each pass; blocking, on every core
+/// ([`Pace::Cli`]). A running host's jobs may take some of them (each is
+/// embedded once either way): then it waits for them.
 pub fn embed_queued(store: &Store, model: &Model, progress: impl Fn(u64)) -> crate::Result<u64> {
     let mut n = 0;
     loop {
-        let k = run_once(store, model)?;
+        let k = run_pass(store, model, Pace::Cli)?;
         if k == 0 {
-            if store
-                .read_blocking(|c| store::embeddings::counts(c, &model.name))?
-                .1
-                == 0
-            {
+            if store.read_blocking(store::embeddings::queued)? == 0 {
                 return Ok(n);
             }
             // A running host's jobs hold the rest: wait for them.
@@ -231,17 +281,33 @@ fn embed_error(e: g2_embed::Error) -> crate::Error {
     crate::Error::Embed(e.to_string())
 }
 
-/// Embeds up to `BATCH` queued rows; how many were stored.
+/// One pass of the host's jobs: [`Pace::Quiet`] while the host is busy
+/// (a question within the last 10 s), [`Pace::Idle`] otherwise.
 pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
-    let jobs = store.write_blocking(|tx| store::embeddings::pending(tx, BATCH))?;
+    run_pass(store, model, if busy() { Pace::Quiet } else { Pace::Idle })
+}
+
+/// Embeds the newest queued rows (32 a pass, 256 for [`Pace::Cli`]);
+/// how many were stored. Nothing queued costs a read, not the writer.
+pub fn run_pass(store: &Store, model: &Model, pace: Pace) -> crate::Result<usize> {
+    if store.read_blocking(store::embeddings::queued)? == 0 {
+        return Ok(0);
+    }
+    let take = if pace == Pace::Cli { CLI_PASS } else { PASS };
+    let jobs = store.write_blocking(move |tx| store::embeddings::pending(tx, take))?;
     if jobs.is_empty() {
         return Ok(0);
     }
     let texts: Vec<String> = jobs.iter().map(|j| clean(&j.text)).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    // On a pool of its own at a lower priority: a question asked meanwhile
-    // (the hook's 50 ms) does not wait behind a batch.
-    let vectors = match JOBS_POOL.as_ref() {
+    // The host's on a pool of its own at a lower priority: a question asked
+    // meanwhile (the hook's 50 ms) does not wait behind a batch.
+    let pool = match pace {
+        Pace::Cli => None,
+        Pace::Quiet => JOBS_ONE.as_ref(),
+        Pace::Idle => JOBS_ALL.as_ref(),
+    };
+    let vectors = match pool {
         Some(pool) => pool.install(|| model.embedder.embed(&refs)),
         None => model.embedder.embed(&refs),
     }
@@ -261,6 +327,64 @@ pub fn run_once(store: &Store, model: &Model) -> crate::Result<usize> {
     // Crash tests stop the host here: a batch stored, the rest queued.
     fail::fail_point!("embed-stored");
     Ok(stored)
+}
+
+/// A rate and an estimate of what is left: `85/s, about 55 s left`.
+pub fn pace_line(done: u64, total: u64, took: Duration) -> String {
+    let secs = took.as_secs_f64();
+    if done == 0 || secs <= 0.0 {
+        return "starting".into();
+    }
+    let rate = done as f64 / secs;
+    let left = total.saturating_sub(done) as f64 / rate;
+    format!("{rate:.0}/s, about {left:.0} s left")
+}
+
+/// A large backlog the host's jobs work through, logged as it goes.
+struct Backlog {
+    started: Instant,
+    logged: Instant,
+    total: u64,
+    done: u64,
+}
+
+impl Backlog {
+    /// After a pass that stored `k`: starts one when at least
+    /// [`LARGE_BACKLOG`] rows wait, logs every [`LOG_EVERY`], ends with
+    /// the queue.
+    fn passed(this: &mut Option<Backlog>, store: &Store, k: usize) {
+        if k == 0 {
+            if let Some(b) = this.take() {
+                let secs = b.started.elapsed().as_secs();
+                tracing::info!(rows = b.done, secs, "embedding backlog done");
+            }
+            return;
+        }
+        match this {
+            Some(b) => {
+                b.done += k as u64;
+                if b.logged.elapsed() >= LOG_EVERY {
+                    b.logged = Instant::now();
+                    let line = pace_line(b.done, b.total, b.started.elapsed());
+                    tracing::info!("embedded {}/{} ({line})", b.done, b.total);
+                }
+            }
+            None => {
+                let waiting = store.read_blocking(store::embeddings::queued).unwrap_or(0);
+                if waiting >= LARGE_BACKLOG {
+                    let now = Instant::now();
+                    let total = u64::try_from(waiting).unwrap_or(0) + k as u64;
+                    tracing::info!(rows = total, "embedding a backlog");
+                    *this = Some(Backlog {
+                        started: now,
+                        logged: now,
+                        total,
+                        done: k as u64,
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Observations de-duplicated by meaning: the active observations of the
@@ -290,6 +414,7 @@ pub fn supersede_near(
 /// The jobs, in the background until stopped.
 pub fn start(store: Store, model: Arc<Model>) -> Background {
     Background::spawn(|mut stopped| async move {
+        let mut backlog: Option<Backlog> = None;
         loop {
             let (s, m) = (store.clone(), model.clone());
             // A stop does not wait for the batch: it finishes (and stores
@@ -299,6 +424,17 @@ pub fn start(store: Store, model: Arc<Model>) -> Background {
                 _ = &mut stopped => break,
                 done = tokio::task::spawn_blocking(move || run_once(&s, &m)) => done,
             };
+            if let Ok(Ok(k)) = &done {
+                let k = *k;
+                let s = store.clone();
+                let mut b = backlog.take();
+                backlog = tokio::task::spawn_blocking(move || {
+                    Backlog::passed(&mut b, &s, k);
+                    b
+                })
+                .await
+                .unwrap_or(None);
+            }
             let wait = match done {
                 Ok(Ok(0)) => IDLE,
                 Ok(Ok(_)) => Duration::ZERO,
