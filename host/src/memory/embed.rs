@@ -15,10 +15,11 @@
 //! turn or the router's path: only the question of a recall is embedded
 //! where it is asked (about 5 ms).
 
+use std::collections::VecDeque;
 use std::num::NonZero;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use g2_embed::Embedder;
@@ -201,37 +202,57 @@ pub fn model() -> Option<Arc<Model>> {
     MODEL.read().ok().and_then(|m| m.clone())
 }
 
-/// The last question embedded, and by which model: one search is a recall
-/// per group (`g2 memory search`, the viewer), each of the same question.
-type Last = (Arc<Model>, String, Vec<f32>);
-static LAST: Mutex<Option<Last>> = Mutex::new(None);
+/// Recent questions' vectors, by model and text, newest last: one search
+/// is a recall per group of the same question, and a prompt's question is
+/// made ahead of its hook (`recall::warm`). A question being embedded is
+/// listed from the start: who asks it meanwhile waits for that vector
+/// rather than make it again.
+type Made = Arc<OnceLock<Option<Vec<f32>>>>;
+static RECENT: Mutex<VecDeque<(Arc<Model>, String, Made)>> = Mutex::new(VecDeque::new());
+/// Questions kept in [`RECENT`].
+const RECENT_QUESTIONS: usize = 16;
+
+fn recent() -> std::sync::MutexGuard<'static, VecDeque<(Arc<Model>, String, Made)>> {
+    RECENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// A question's vector, when a model is installed.
 pub fn query(text: &str) -> Option<(Arc<Model>, Vec<f32>)> {
     let m = model()?;
-    let last = || {
-        LAST.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    if let Some((lm, lt, v)) = last().as_ref()
-        && Arc::ptr_eq(lm, &m)
-        && lt == text
-    {
-        return Some((m, v.clone()));
-    }
-    // Embedded outside the lock: other groups' questions do not wait. The
-    // jobs see it (`busy`) and keep to one thread meanwhile.
-    ASKED_AT.store(now_ms().max(1), Ordering::Relaxed);
-    ASKING.fetch_add(1, Ordering::Relaxed);
-    let embedded = m.embedder.embed_one(text);
-    ASKING.fetch_sub(1, Ordering::Relaxed);
-    match embedded {
-        Ok(v) => {
-            *last() = Some((m.clone(), text.to_string(), v.clone()));
-            Some((m, v))
+    let made = {
+        let mut recent = recent();
+        let found = recent
+            .iter()
+            .position(|(lm, t, _)| Arc::ptr_eq(lm, &m) && t == text)
+            .and_then(|i| recent.remove(i));
+        let entry = found.unwrap_or_else(|| (m.clone(), text.to_string(), Made::default()));
+        let made = entry.2.clone();
+        recent.push_back(entry);
+        while recent.len() > RECENT_QUESTIONS {
+            recent.pop_front();
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "embedding a question failed; recall is lexical");
+        made
+    };
+    // Embedded outside the list's lock: other questions do not wait. The
+    // jobs see it (`busy`) and keep to one thread meanwhile.
+    let vector = made.get_or_init(|| {
+        ASKED_AT.store(now_ms().max(1), Ordering::Relaxed);
+        ASKING.fetch_add(1, Ordering::Relaxed);
+        let embedded = m.embedder.embed_one(text);
+        ASKING.fetch_sub(1, Ordering::Relaxed);
+        embedded
+            .map_err(
+                |e| tracing::warn!(error = %e, "embedding a question failed; recall is lexical"),
+            )
+            .ok()
+    });
+    match vector {
+        Some(v) => Some((m, v.clone())),
+        None => {
+            // Not kept: the next ask tries again.
+            recent().retain(|(_, _, other)| !Arc::ptr_eq(other, &made));
             None
         }
     }
