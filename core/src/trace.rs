@@ -186,7 +186,7 @@ impl<'de> Deserialize<'de> for Trace {
                 Some(Stamp {
                     stage: stage.as_str(),
                     at_us: s["atUs"].as_u64()?,
-                    hook: hook.map(|h| h.to_string()),
+                    hook: hook.map(ToString::to_string),
                 })
             })
             .take(MAX_STAMPS)

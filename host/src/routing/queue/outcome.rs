@@ -50,7 +50,7 @@ impl Queue {
                         match self.store_reply(folder, text, upto, fence).await {
                             Ok(Some(m)) => {
                                 crate::trace::stamp(Stage::ReplyStored, folder, Some(m.seq));
-                                self.outlet.deliver(m).await
+                                self.outlet.deliver(m).await;
                             }
                             Ok(None) => {}
                             Err(e) if crate::cluster::is_fenced(&e) => {
