@@ -29,10 +29,14 @@ use crate::paths::{Paths, event_name, write_atomic};
 const MAX_INPUT: u64 = 4 << 20;
 
 pub fn run(paths: &Paths, event: &str) -> i32 {
+    let traced = crate::trace::Hook::start();
     let mut raw = Vec::new();
     let _ = std::io::stdin().take(MAX_INPUT).read_to_end(&mut raw);
     if let Err(e) = handle(paths, event, &raw) {
         eprintln!("g2-agent hook {event}: {e:#}");
+    }
+    if let Some(t) = traced {
+        t.done(event);
     }
     0
 }
@@ -88,9 +92,12 @@ fn inject(paths: &Paths, event: &str, input: &serde_json::Value, captured: Optio
     if event == wire::USER_PROMPT_SUBMIT && prompt.is_none_or(str::is_empty) {
         return;
     }
-    if let Some(context) =
-        crate::inject::ask(&paths.model_socket(), &request, crate::inject::wait())
-    {
+    let asked = crate::trace::hook_traced().then(g2_core::trace::now_us);
+    let answer = crate::inject::ask(&paths.model_socket(), &request, crate::inject::wait());
+    if let Some(asked) = asked {
+        crate::trace::memory(asked, g2_core::trace::now_us());
+    }
+    if let Some(context) = answer {
         println!("{}", crate::inject::output(event, &context));
     }
 }

@@ -17,6 +17,7 @@ mod mcp;
 mod paths;
 mod proxy;
 mod run;
+mod trace;
 
 use clap::{Parser, Subcommand};
 

@@ -24,8 +24,11 @@ use tokio::process::{ChildStdin, Command};
 
 use g2_core::wire::{ContainerInput, ContainerOutput, OutputStatus};
 
+use g2_core::trace::Stage;
+
 use crate::inbox::{self, Item};
 use crate::paths::Paths;
+use crate::trace::Turn;
 
 /// Start of the `error` of a frame reporting a session Claude Code could
 /// not find.
@@ -54,6 +57,7 @@ fn error_frame(error: String, session: Option<String>) -> ContainerOutput {
         result: None,
         new_session_id: session,
         error: Some(error),
+        trace: None,
     }
 }
 
@@ -127,6 +131,10 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     if let Some(id) = &input.session_id {
         cmd.args(["--resume", id]);
     }
+    let mut trace = Turn::start(paths);
+    if let Some(t) = &trace {
+        cmd.env(g2_core::wire::ENV_HOOK_STAMPS, t.hooks_file());
+    }
     // The g2 tools: this same binary as an MCP server.
     if let Ok(exe) = std::env::current_exe() {
         cmd.args(["--mcp-config", &crate::mcp::config_json(&exe)]);
@@ -170,7 +178,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     let mut queue: VecDeque<String> = VecDeque::new();
     let mut in_turn = true;
     let mut closing = false;
-    send(&mut stdin, &input.prompt).await;
+    send(&mut stdin, &input.prompt, &mut trace).await;
     let mut lines = BufReader::new(stdout).lines();
     // Between turns with nothing queued, the host closes us when it wants;
     // this only ends an agent whose host died (no `_close` will come).
@@ -196,7 +204,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                             session = Some(id.to_string());
                             // Tell the host the session at once, so a tool
                             // acting on it (clear_session) works in the first turn.
-                            emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None });
+                            emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None, trace: None });
                         }
                         // A g2 tool server that did not connect is worth a line in the logs.
                         for s in v["mcp_servers"].as_array().into_iter().flatten() {
@@ -214,14 +222,18 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                         // carries a text, possibly empty.
                         let text = v["result"].as_str().map(str::to_string);
                         let failed = v["is_error"] == true || subtype.is_some_and(|s| s != "success");
-                        let frame = if failed {
+                        let mut frame = if failed {
                             let why = text.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| format!("the turn failed ({})", subtype.unwrap_or("error")));
                             error_frame(why, session.clone())
                         } else {
-                            ContainerOutput { status: OutputStatus::Success, result: Some(text.unwrap_or_default()), new_session_id: session.clone(), error: None }
+                            ContainerOutput { status: OutputStatus::Success, result: Some(text.unwrap_or_default()), new_session_id: session.clone(), error: None, trace: None }
                         };
+                        if let Some(t) = &mut trace {
+                            t.stamp(Stage::Result);
+                            frame.trace = Some(t.take());
+                        }
                         emit(&frame);
-                        emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None });
+                        emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None, trace: None });
                         in_turn = false;
                         idle_since = tokio::time::Instant::now();
                         if failed {
@@ -233,7 +245,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                             continue;
                         }
                         if let Some(next) = queue.pop_front() {
-                            send(&mut stdin, &next).await;
+                            send(&mut stdin, &next, &mut trace).await;
                             in_turn = true;
                         } else if closing {
                             stdin = None;
@@ -242,20 +254,25 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                     _ => {}
                 }
             }
-            item = inbox.recv(), if stdin.is_some() => match item {
-                Some(Item::Message(text)) if in_turn => queue.push_back(text),
-                Some(Item::Message(text)) => {
-                    send(&mut stdin, &text).await;
-                    in_turn = true;
+            item = inbox.recv(), if stdin.is_some() => {
+                if let (Some(t), Some(Item::Message(_))) = (&mut trace, &item) {
+                    t.stamp(Stage::RunnerRead);
                 }
-                Some(Item::Close | Item::Replaced) | None => {
-                    closing = true;
-                    if !in_turn && queue.is_empty() {
-                        // Claude Code exits once its stdin ends.
-                        stdin = None;
+                match item {
+                    Some(Item::Message(text)) if in_turn => queue.push_back(text),
+                    Some(Item::Message(text)) => {
+                        send(&mut stdin, &text, &mut trace).await;
+                        in_turn = true;
+                    }
+                    Some(Item::Close | Item::Replaced) | None => {
+                        closing = true;
+                        if !in_turn && queue.is_empty() {
+                            // Claude Code exits once its stdin ends.
+                            stdin = None;
+                        }
                     }
                 }
-            },
+            }
         }
     }
     let status = child.wait().await.context("waiting for claude")?;
@@ -298,12 +315,15 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-async fn send(stdin: &mut Option<ChildStdin>, text: &str) {
+async fn send(stdin: &mut Option<ChildStdin>, text: &str, trace: &mut Option<Turn>) {
     if let Some(s) = stdin.as_mut()
         && (s.write_all(user_line(text).as_bytes()).await.is_err() || s.flush().await.is_err())
     {
         *stdin = None;
         return;
+    }
+    if let Some(t) = trace {
+        t.stamp(Stage::StdinWritten);
     }
     // For the follow-up latency benchmark: when each message reached claude.
     if std::env::var_os(g2_core::wire::ENV_AGENT_TRACE).is_some() {

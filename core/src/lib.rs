@@ -25,6 +25,7 @@ pub mod envelope;
 pub mod ipc;
 pub mod privacy;
 pub mod quote;
+pub mod trace;
 pub mod transcript;
 pub mod validate;
 pub mod watch;

@@ -77,8 +77,12 @@ pub const ENV_CLAUDE: &str = "G2_CLAUDE";
 /// The assistant's name in archives the PreCompact hook writes.
 pub const ENV_ASSISTANT_NAME: &str = "G2_ASSISTANT_NAME";
 /// When set, the runner logs when each message reached claude's stdin (the
-/// follow-up latency bench).
+/// follow-up latency bench) and reports the turn's stamps in its reply
+/// frames (`crate::trace`); the host sets it while it traces turns.
 pub const ENV_AGENT_TRACE: &str = "G2_AGENT_TRACE";
+/// Set by the runner for the hooks while it traces: the file each hook
+/// appends its stamps to (`crate::trace::hook_line`).
+pub const ENV_HOOK_STAMPS: &str = "G2_TRACE_HOOKS";
 /// Claude Code's own: where it keeps all of its state; the host points it
 /// at [`CLAUDE_DIR`].
 pub const ENV_CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
@@ -168,6 +172,10 @@ pub struct ContainerOutput {
     pub new_session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The turn's stamps taken in the container, on a reply frame and only
+    /// while the host traces turns ([`ENV_AGENT_TRACE`]; `crate::trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::Trace>,
 }
 
 impl ContainerOutput {
@@ -675,6 +683,7 @@ mod tests {
             result: None,
             new_session_id: Some("s".into()),
             error: None,
+            trace: None,
         }
         .frame();
         assert_eq!(

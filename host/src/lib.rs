@@ -39,6 +39,7 @@ pub mod search;
 pub mod sessions;
 pub mod tasks;
 pub mod terminal;
+pub mod trace;
 pub mod viewer;
 
 pub use g2_settings as config;

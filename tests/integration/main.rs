@@ -51,5 +51,6 @@ mod startup;
 mod steps;
 mod stream;
 mod telegram;
+mod trace;
 mod viewer;
 mod whatsapp;

@@ -153,6 +153,17 @@ impl Serve {
         let (child, url) = serve_process::spawn(g2);
         Serve { child, url }
     }
+
+    /// As [`Serve::start`], with the host's log (stderr) written to `log`.
+    pub fn start_logged(home: &Path, env: &[(&str, &str)], log: &Path) -> Serve {
+        let mut g2 = command(g2_binary());
+        g2.arg("--home")
+            .arg(home)
+            .envs(env.iter().copied())
+            .stderr(std::fs::File::create(log).unwrap());
+        let (child, url) = serve_process::spawn(g2);
+        Serve { child, url }
+    }
 }
 
 impl Drop for Serve {

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use g2_core::ipc;
+use g2_core::trace::Stage;
 use g2_core::wire::AgentEvent;
 
 use super::Agents;
@@ -109,7 +110,9 @@ impl Agents {
                     event,
                 }) => {
                     let (f, n, redactor) = (folder.clone(), name.clone(), self.redactor.clone());
-                    self.store
+                    let began = std::time::Instant::now();
+                    let written = self
+                        .store
                         .write(move |tx| {
                             crate::memory::ingest::capture(
                                 tx,
@@ -122,7 +125,14 @@ impl Agents {
                             )
                         })
                         .await
-                        .map(|_| ())
+                        .map(|_| ());
+                    let took_us = Some(began.elapsed().as_micros() as u64);
+                    let d = crate::trace::Detail {
+                        took_us,
+                        ..Default::default()
+                    };
+                    crate::trace::record(Stage::EventsTaken, Some(folder), None, d);
+                    written
                 }
                 Err(e) => Err(e),
             };

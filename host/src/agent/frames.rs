@@ -69,6 +69,7 @@ mod tests {
             result: Some("hi".into()),
             new_session_id: Some("s".into()),
             error: None,
+            trace: None,
         }
         .frame();
         let f2 = ContainerOutput {
@@ -76,6 +77,7 @@ mod tests {
             result: None,
             new_session_id: Some("s".into()),
             error: None,
+            trace: None,
         }
         .frame();
         let all = format!("noise \u{fffd}\n{f1}more noise\n{f2}");

@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use g2_core::trace::Stage;
 use g2_core::wire::{ContainerInput, STALE_SESSION};
 
 use super::frames::{self, Finished, take_frames};
@@ -121,6 +122,11 @@ impl Agents {
         if !skip.iter().eq(g2_core::wire::SKIPPED_TOOLS.iter()) {
             spec.env
                 .push((g2_core::wire::ENV_SKIP_TOOLS.into(), skip.join(",")));
+        }
+        // The container's stamps come only while the host traces turns.
+        if crate::trace::on() {
+            spec.env
+                .push((g2_core::wire::ENV_AGENT_TRACE.into(), "1".into()));
         }
         let wait = self.settings.memory.inject_wait_ms;
         if wait != g2_settings::INJECT_WAIT_MS {
@@ -391,6 +397,12 @@ impl Attempt<'_> {
         }
         if frame.new_session_id.is_some() {
             self.report.session_id = frame.new_session_id.clone();
+        }
+        if frame.result.is_some() {
+            crate::trace::stamp(Stage::ReplyFrame, &self.group.folder, None);
+        }
+        if let Some(t) = &frame.trace {
+            crate::trace::container(&self.group.folder, t);
         }
         let turn = match frames::finished(frame) {
             Some(Finished::Reply(text)) => {

@@ -17,6 +17,8 @@ use axum::routing::post;
 use bytes::Bytes;
 use serde::Deserialize;
 
+use g2_core::trace::Stage;
+
 use super::metered::Metered;
 use super::usage::{self, Outcome, Record, Tokens};
 use super::{Gateway, ModelRequest, Reply, anthropic, meter};
@@ -127,6 +129,9 @@ async fn read_body(
 
 async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
     let started = Instant::now();
+    if !count_only {
+        crate::trace::stamp(Stage::ModelRequest, &h.caller, None);
+    }
     let started_at = crate::now_rfc3339();
     let gw = &h.gw;
     let settings = &gw.inner.settings;

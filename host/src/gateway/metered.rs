@@ -44,6 +44,9 @@ impl Metered {
             outcome
         };
         rec.duration_ms = self.started.elapsed().as_millis() as u64;
+        if !self.count_only {
+            crate::trace::stamp(g2_core::trace::Stage::ModelAnswered, &rec.caller, None);
+        }
         self.gw.record(rec);
     }
 }

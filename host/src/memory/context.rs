@@ -41,6 +41,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use g2_core::quote;
+use g2_core::trace::{Stage, TARGET};
 use g2_core::validate::{GroupFolder, MemoryFolder};
 
 use crate::Result;
@@ -389,6 +390,7 @@ pub fn routes(store: Store, group: GroupFolder, settings: MemorySettings) -> Rou
 /// block at once (the turn goes on without memory, as the hook would
 /// anyway).
 async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<ContextResponse> {
+    crate::trace::stamp(Stage::MemoryContext, &c.group, None);
     let (group, settings) = (c.group.clone(), c.settings.clone());
     let deadline = std::time::Duration::from_millis(c.settings.inject_wait_ms * 4 / 5);
     let (store, asked) = (c.store.clone(), std::time::Instant::now());
@@ -398,8 +400,10 @@ async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<
         if asked.elapsed() >= deadline {
             return Ok(String::new());
         }
-        answer(conn, &group, &req, &settings)
+        tracing::debug_span!(target: TARGET, "memory_answer", group = %group, event = req.event.as_str())
+            .in_scope(|| answer(conn, &group, &req, &settings))
     });
+    let mut late = false;
     let context = match tokio::time::timeout(deadline, work).await {
         Ok(Ok(block)) => block,
         Ok(Err(e)) => {
@@ -408,9 +412,15 @@ async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<
         }
         Err(_) => {
             tracing::debug!(group = %c.group, "memory context past the hook's deadline; none injected");
+            late = true;
             String::new()
         }
     };
+    let d = crate::trace::Detail {
+        late: Some(late),
+        ..Default::default()
+    };
+    crate::trace::record(Stage::MemoryAnswered, Some(&c.group), None, d);
     Json(ContextResponse { context })
 }
 

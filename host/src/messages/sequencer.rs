@@ -33,6 +33,8 @@ use super::intake::{Limit, store_inbound};
 use super::{Hooks, Intake, Live, Log, Mark, Message, PAGE, Taken};
 use crate::Result;
 use crate::store::{self, Store};
+use crate::trace::{self, Detail};
+use g2_core::trace::Stage;
 
 /// Most inbound messages committed in one transaction.
 const MAX_BATCH: usize = 1024;
@@ -179,6 +181,7 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
                 });
                 for m in others.into_iter().chain(ours) {
                     published = m.seq;
+                    traced(&m);
                     let _ = events.send(Live::new(m));
                 }
                 answers.into_iter().map(Ok).collect()
@@ -207,6 +210,9 @@ async fn sequence(seq: Sequence, mut published: i64, mut jobs: mpsc::Receiver<Jo
         for ((items, _), answer) in takes.iter().zip(&answers) {
             for (item, a) in items.iter().zip(answer.iter().flatten()) {
                 let wakes = matches!(a, Ok(Taken::Stored(_) | Taken::Edited));
+                if let Ok(Taken::Stored(m)) = a {
+                    trace::stamp(Stage::Stored, item.folder(), Some(m.seq));
+                }
                 if wakes && !folders.contains(&item.folder()) {
                     folders.push(item.folder());
                 }
@@ -288,6 +294,7 @@ async fn publish_stored(
                 let full = rows.len() == PAGE;
                 for m in rows {
                     published = m.seq;
+                    traced(&m);
                     let _ = events.send(Live::new(m));
                 }
                 if !full {
@@ -300,5 +307,17 @@ async fn publish_stored(
                 return published;
             }
         }
+    }
+}
+
+/// An assistant's message goes to the listeners: the turn's `published`
+/// stage, by chat (the log knows no group; its `reply_stored` has the seq).
+fn traced(m: &Message) {
+    if m.from_bot {
+        let chat = Detail {
+            chat: Some(&m.chat_jid),
+            ..Detail::default()
+        };
+        trace::record(Stage::Published, None, Some(m.seq), chat);
     }
 }

@@ -12,6 +12,7 @@ use super::{Kind, Queue, Run, router};
 use crate::agent;
 use crate::groups::Group;
 use crate::tasks::{self, Task};
+use g2_core::trace::Stage;
 use g2_core::validate::GroupFolder;
 
 /// The slot policy, apart from the actor so that it can be tested on its
@@ -75,6 +76,7 @@ impl Queue {
     /// New messages may be waiting for `folder`. The group's row is read
     /// here (the batch's one read) and carried to the follow-up or start.
     pub(super) async fn wake(&mut self, folder: &GroupFolder) {
+        crate::trace::stamp(Stage::Woken, folder, None);
         // A held group's messages wait for its release.
         if self.stopping.is_some() || self.held(folder) || !self.ours(folder).await {
             return;
@@ -136,6 +138,7 @@ impl Queue {
                     }
                     match agent::send_follow_up(home, folder, &b.prompt) {
                         Ok(file) => {
+                            crate::trace::stamp(Stage::InputWritten, folder, Some(b.upto));
                             self.outlet.working(folder, &jid);
                             follow_ups.push((b.upto, file));
                             outstanding.push_back(b.upto);

@@ -14,7 +14,9 @@ use crate::messages::Message;
 use crate::routing::notices::{self, GiveUp};
 use crate::store;
 use crate::tasks::{self, Task};
+use g2_core::trace::{Stage, TARGET};
 use g2_core::validate::GroupFolder;
+use tracing::Instrument;
 
 impl Queue {
     pub(super) async fn turn(&mut self, folder: &GroupFolder, run_id: u64, turn: Turn) {
@@ -46,7 +48,10 @@ impl Queue {
                         g.retries = 0;
                         let fence = super::fence(self.leases.as_ref(), run.lease);
                         match self.store_reply(folder, text, upto, fence).await {
-                            Ok(Some(m)) => self.outlet.deliver(m).await,
+                            Ok(Some(m)) => {
+                                crate::trace::stamp(Stage::ReplyStored, folder, Some(m.seq));
+                                self.outlet.deliver(m).await;
+                            }
                             Ok(None) => {}
                             Err(e) if crate::cluster::is_fenced(&e) => {
                                 // Another host owns the group now: its
@@ -146,6 +151,7 @@ impl Queue {
             self.outlet.clone(),
             self.redactor.clone(),
         );
+        let span = tracing::debug_span!(target: TARGET, "store_reply", group = %folder, upto);
         let reply = self
             .store
             .write(move |tx| {
@@ -162,6 +168,7 @@ impl Queue {
                 router::deliver_reply(tx, &group, &sender, &text, upto, delivered, &redactor)
                     .map(Some)
             })
+            .instrument(span)
             .await?;
         Ok(reply.and_then(|r| {
             if r.cleaned {

@@ -16,7 +16,9 @@ use crate::cluster::Fence;
 use crate::groups::Group;
 use crate::routing::notices;
 use crate::store::Store;
+use g2_core::trace::{Stage, TARGET};
 use g2_core::validate::GroupFolder;
+use tracing::Instrument;
 
 /// Records that a batch (messages up to `upto`, and the context it passes
 /// over) went to the group's agent ([`router::hand_over`]), under the
@@ -30,6 +32,7 @@ pub(super) async fn hand_over(
     fence: Option<Fence>,
 ) -> crate::Result<()> {
     let (f, jid) = (folder.clone(), jid.to_string());
+    let span = tracing::debug_span!(target: TARGET, "hand_over", group = %folder, upto);
     let r = store
         .write(move |tx| {
             if let Some(fence) = &fence {
@@ -37,7 +40,9 @@ pub(super) async fn hand_over(
             }
             router::hand_over(tx, &f, &jid, upto, passed.as_ref())
         })
+        .instrument(span)
         .await;
+    crate::trace::stamp(Stage::HandedOver, folder, Some(upto));
     // Only a lost lease stops the run: the marks are a hint for a restart
     // and for the viewer.
     match r {
