@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::num::NonZero;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use g2_embed::Embedder;
@@ -204,15 +204,16 @@ pub fn model() -> Option<Arc<Model>> {
 
 /// Recent questions' vectors, by model and text, newest last: one search
 /// is a recall per group of the same question, and a prompt's question is
-/// made ahead of its hook (`recall::warm`). A question being embedded is
-/// listed from the start: who asks it meanwhile waits for that vector
-/// rather than make it again.
-type Made = Arc<OnceLock<Option<Vec<f32>>>>;
-static RECENT: Mutex<VecDeque<(Arc<Model>, String, Made)>> = Mutex::new(VecDeque::new());
+/// made ahead of its hook (`recall::warm`). Only made vectors are kept: a
+/// question asked while another thread makes it is made again rather than
+/// waited for, since a wait inside the model's pool could hold the very
+/// thread that makes it.
+type Recent = VecDeque<(Arc<Model>, String, Vec<f32>)>;
+static RECENT: Mutex<Recent> = Mutex::new(VecDeque::new());
 /// Questions kept in [`RECENT`].
 const RECENT_QUESTIONS: usize = 16;
 
-fn recent() -> std::sync::MutexGuard<'static, VecDeque<(Arc<Model>, String, Made)>> {
+fn recent() -> std::sync::MutexGuard<'static, Recent> {
     RECENT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -221,38 +222,36 @@ fn recent() -> std::sync::MutexGuard<'static, VecDeque<(Arc<Model>, String, Made
 /// A question's vector, when a model is installed.
 pub fn query(text: &str) -> Option<(Arc<Model>, Vec<f32>)> {
     let m = model()?;
-    let made = {
+    {
         let mut recent = recent();
-        let found = recent
+        if let Some(i) = recent
             .iter()
             .position(|(lm, t, _)| Arc::ptr_eq(lm, &m) && t == text)
-            .and_then(|i| recent.remove(i));
-        let entry = found.unwrap_or_else(|| (m.clone(), text.to_string(), Made::default()));
-        let made = entry.2.clone();
-        recent.push_back(entry);
-        while recent.len() > RECENT_QUESTIONS {
-            recent.pop_front();
+            && let Some(entry) = recent.remove(i)
+        {
+            let v = entry.2.clone();
+            recent.push_back(entry);
+            return Some((m, v));
         }
-        made
-    };
-    // Embedded outside the list's lock: other questions do not wait. The
-    // jobs see it (`busy`) and keep to one thread meanwhile.
-    let vector = made.get_or_init(|| {
-        ASKED_AT.store(now_ms().max(1), Ordering::Relaxed);
-        ASKING.fetch_add(1, Ordering::Relaxed);
-        let embedded = m.embedder.embed_one(text);
-        ASKING.fetch_sub(1, Ordering::Relaxed);
-        embedded
-            .map_err(
-                |e| tracing::warn!(error = %e, "embedding a question failed; recall is lexical"),
-            )
-            .ok()
-    });
-    match vector {
-        Some(v) => Some((m, v.clone())),
-        None => {
-            // Not kept: the next ask tries again.
-            recent().retain(|(_, _, other)| !Arc::ptr_eq(other, &made));
+    }
+    // Embedded outside the lock: other questions do not wait. The jobs
+    // see it (`busy`) and keep to one thread meanwhile.
+    ASKED_AT.store(now_ms().max(1), Ordering::Relaxed);
+    ASKING.fetch_add(1, Ordering::Relaxed);
+    let embedded = m.embedder.embed_one(text);
+    ASKING.fetch_sub(1, Ordering::Relaxed);
+    match embedded {
+        Ok(v) => {
+            let mut recent = recent();
+            recent.retain(|(lm, t, _)| !(Arc::ptr_eq(lm, &m) && t == text));
+            recent.push_back((m.clone(), text.to_string(), v.clone()));
+            while recent.len() > RECENT_QUESTIONS {
+                recent.pop_front();
+            }
+            Some((m, v))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "embedding a question failed; recall is lexical");
             None
         }
     }
