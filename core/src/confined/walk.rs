@@ -286,6 +286,22 @@ mod tests {
             .unwrap()
     }
 
+    /// Counts `root`, making `change` to the tree when the walk first
+    /// paces (in the middle of it).
+    fn count_changing(root: &Path, change: impl FnOnce()) -> io::Result<Tally> {
+        let mut change = Some(change);
+        let mut pace = |_: &Tally| {
+            if let Some(c) = change.take() {
+                c();
+            }
+            Ok(())
+        };
+        Dir::open(root).unwrap().tally(&mut Walk {
+            give: None,
+            pace: &mut pace,
+        })
+    }
+
     #[test]
     fn every_entry_at_any_depth_and_with_any_name_counts() {
         let d = tempfile::tempdir().unwrap();
@@ -373,22 +389,11 @@ mod tests {
         // While the walk is at the bottom, the chain under a/ moves up to
         // the root: climbing back through ".." no longer arrives where the
         // walk came from.
-        let mut moved = false;
-        let mut pace = |_: &Tally| {
-            if !moved {
-                std::fs::rename(root.join("a/d"), root.join("b")).unwrap();
-                moved = true;
-            }
-            Ok(())
-        };
-        let t = Dir::open(&root)
-            .unwrap()
-            .tally(&mut Walk {
-                give: None,
-                pace: &mut pace,
-            })
-            .unwrap();
-        assert!(moved);
+        let t = count_changing(&root, || {
+            std::fs::rename(root.join("a/d"), root.join("b")).unwrap();
+        })
+        .unwrap();
+        assert!(root.join("b").is_dir(), "moved during the walk");
         assert_eq!(t, count(&root), "counted again, as the tree is now");
         assert_eq!(t.entries, 2 + (KEEP_OPEN as u64 + 19) + PACE_EVERY + 10);
     }
@@ -410,22 +415,11 @@ mod tests {
             for i in 0..(PACE_EVERY + 10) {
                 std::fs::write(deep.join(format!("f{i}")), b"").unwrap();
             }
-            let mut removed = false;
-            let mut pace = |_: &Tally| {
-                if !removed {
-                    std::fs::remove_dir_all(root.join("tmp")).unwrap();
-                    removed = true;
-                }
-                Ok(())
-            };
-            let t = Dir::open(&root)
-                .unwrap()
-                .tally(&mut Walk {
-                    give: None,
-                    pace: &mut pace,
-                })
-                .unwrap_or_else(|e| panic!("depth {depth}: {e}"));
-            assert!(removed);
+            let t = count_changing(&root, || {
+                std::fs::remove_dir_all(root.join("tmp")).unwrap();
+            })
+            .unwrap_or_else(|e| panic!("depth {depth}: {e}"));
+            assert!(!root.join("tmp").exists(), "removed during the walk");
             assert!(t.entries >= 1, "depth {depth}: {t:?}");
             assert_eq!(count(&root).entries, 1, "only kept is left");
         }
