@@ -15,7 +15,7 @@ pub enum Error {
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// PostgreSQL refused or the connection failed.
-    #[error("database: {0}")]
+    #[error("database: {}", postgres_message(.0))]
     Postgres(#[from] postgres::Error),
     /// A query that must return a row returned none (`Optional` turns it
     /// into `None`).
@@ -113,5 +113,14 @@ pub trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, context: impl FnOnce() -> String) -> Result<T> {
         self.map_err(|e| Error::io(context(), e))
+    }
+}
+
+/// A PostgreSQL error as the server said it (the client's own text is only
+/// "db error"): its message and SQLSTATE code.
+fn postgres_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => e.to_string(),
     }
 }

@@ -76,9 +76,16 @@ impl Pool {
             .connect_timeout(Duration::from_secs(10))
             .application_name("g2");
         // A statement waits for a lock at most as long as SQLite's busy
-        // timeout would, then fails with a clear error.
+        // timeout would, then fails with a clear error. A transaction left
+        // open by a host that stopped in it (paused, swapped out, hung) is
+        // ended by the server after twice that: its locks would otherwise
+        // hold every other host's writes, heartbeats included, for as long
+        // as it sleeps.
         let ms = busy_timeout.as_millis();
-        config.options(&format!("-c lock_timeout={ms}"));
+        let idle = (2 * ms).max(1_000);
+        config.options(&format!(
+            "-c lock_timeout={ms} -c idle_in_transaction_session_timeout={idle}"
+        ));
         let target = target(&config);
         let pool = Pool {
             config,

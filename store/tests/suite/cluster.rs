@@ -387,3 +387,59 @@ fn a_host_whose_presence_ended_has_its_leases_ended_by_the_others() {
         .unwrap_err();
     assert!(matches!(err, Error::Fenced { .. }), "{err}");
 }
+
+#[test]
+fn a_transaction_left_open_by_a_stopped_host_is_ended_and_holds_no_one() {
+    // PostgreSQL only: SQLite has one writer per file, and no host of
+    // another process shares it.
+    let Some(cluster) = super::pg_cluster::Cluster::shared() else {
+        assert!(!super::in_ci(), "PostgreSQL is required in CI");
+        return;
+    };
+    let url = cluster.database();
+    let busy = Duration::from_millis(300);
+    let a = g2_store::Store::open_postgres(&url, busy).unwrap();
+    let b = g2_store::Store::open_postgres(&url, busy).unwrap();
+    // Host a takes the lease row, then stops inside its transaction (as a
+    // paused process would) far longer than the server lets it idle.
+    let stopped = std::thread::spawn(move || {
+        a.write_blocking(|tx| {
+            leases::acquire(tx, "fam", "a", 100)?;
+            std::thread::sleep(Duration::from_secs(3));
+            leases::acquire(tx, "other", "a", 100)
+        })
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let mut refused = Vec::new();
+    let got = loop {
+        match b.write_blocking(|tx| leases::acquire(tx, "fam", "b", 10_000)) {
+            Ok(l) => break l,
+            Err(e) => refused.push(e.to_string()),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still held: {refused:?}"
+        );
+    };
+    // The row lock was waited for (at most the lock timeout each time, with
+    // the server's own words), then released when the server ended a's
+    // transaction: a's lease was never committed, so b takes the first.
+    assert!(
+        refused.iter().all(|e| e.contains("lock timeout")),
+        "{refused:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        got.map(|l| (l.host_id, l.generation)),
+        Some(("b".into(), 1))
+    );
+    assert!(
+        stopped.join().unwrap().is_err(),
+        "a's transaction was ended"
+    );
+}
