@@ -3,10 +3,14 @@
 //! reads its input with a bound, does a few milliseconds of work, never
 //! spawns anything, reports problems on stderr and always exits 0.
 //!
-//! - `SessionStart`, `UserPromptSubmit`, `PostToolUse`,
-//!   `PostToolUseFailure`, `Stop`, `SubagentStop` and `SessionEnd` write one
-//!   `capture` event ([`crate::capture`]: stripped, redacted, bounded) into
-//!   `ipc/events/`; a skipped tool writes nothing.
+//! - `SessionStart`, `PostToolUse`, `PostToolUseFailure`, `SubagentStop`
+//!   and `SessionEnd` write one `capture` event ([`crate::capture`]:
+//!   stripped, redacted, bounded) into `ipc/events/`; a skipped tool writes
+//!   nothing. `SessionStart` also asks the host for the group's memory.
+//! - A prompt and a turn's reply are captured by the runner
+//!   ([`crate::prompt`]), which also adds the memory for the prompt: no hook
+//!   process on a turn's path. `UserPromptSubmit` and `Stop` are still
+//!   handled here when Claude Code runs them (settings an older host wrote).
 //! - `PreCompact` archives the transcript about to be compacted into
 //!   `/workspace/group/conversations/` with the archiver the host uses and
 //!   writes an `archive` event so the host indexes it and lists it.
@@ -47,25 +51,16 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
     if event == wire::PRE_COMPACT {
         return pre_compact(paths, HookInput::parse(event, raw));
     }
-    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let captures = !std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0");
     let skip = capture::skipped_tools(std::env::var(wire::ENV_SKIP_TOOLS).ok());
     let captured = capture::capture(event, &input, &Redactor::default(), &skip);
     if matches!(event, wire::SESSION_START | wire::USER_PROMPT_SUBMIT) {
         inject(paths, event, &input, captured.as_ref());
     }
     // The group's capture is off: nothing is recorded.
-    let Some(captured) = captured.filter(|_| captures) else {
+    let Some(captured) = captured.filter(|_| captures()) else {
         return Ok(());
     };
-    let record = AgentEvent::Capture {
-        session_id: input["session_id"]
-            .as_str()
-            .map(|s| archive::truncate(s, wire::MAX_CAPTURE_NAME).into_owned()),
-        at,
-        event: captured,
-    };
-    write_event(paths, &record)
+    write_capture(paths, input["session_id"].as_str(), &now(), captured)
 }
 
 /// Asks the host for the group's memory (within `inject::wait()`) and
@@ -147,6 +142,31 @@ fn archive_transcript(
         compact_trigger: trigger.map(str::to_string),
     };
     write_event(paths, &notice)
+}
+
+/// Whether the group's capture is on ([`wire::ENV_CAPTURE`] is not `0`).
+fn captures() -> bool {
+    !std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0")
+}
+
+/// Now, as a capture's `at`.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Writes one capture event that happened `at`.
+pub fn write_capture(
+    paths: &Paths,
+    session_id: Option<&str>,
+    at: &str,
+    event: Captured,
+) -> anyhow::Result<()> {
+    let record = AgentEvent::Capture {
+        session_id: session_id.map(|s| archive::truncate(s, wire::MAX_CAPTURE_NAME).into_owned()),
+        at: at.to_string(),
+        event,
+    };
+    write_event(paths, &record)
 }
 
 /// Drops one event file into `events/` (written atomically, never half-read).

@@ -15,6 +15,7 @@ mod inbox;
 mod inject;
 mod mcp;
 mod paths;
+mod prompt;
 mod proxy;
 mod run;
 mod trace;

@@ -3,6 +3,8 @@
 //!
 //! - each `result` becomes an output frame, followed by the idle frame
 //!   (`result: null`) that tells the host the turn is over;
+//! - each prompt is captured and given the group's memory on its way to
+//!   Claude Code, and each successful reply captured ([`crate::prompt`]);
 //! - a new session id is announced at once in a `result: null` frame, so
 //!   the host points the group at it before the first turn ends;
 //! - messages the host drops into `ipc/input/` are queued and written to
@@ -18,7 +20,7 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, Command};
 
@@ -28,6 +30,7 @@ use g2_core::trace::Stage;
 
 use crate::inbox::{self, Item};
 use crate::paths::Paths;
+use crate::prompt::Prompts;
 use crate::trace::Turn;
 
 /// Start of the `error` of a frame reporting a session Claude Code could
@@ -59,13 +62,6 @@ fn error_frame(error: String, session: Option<String>) -> ContainerOutput {
         error: Some(error),
         trace: None,
     }
-}
-
-fn user_line(text: &str) -> String {
-    let mut s =
-        json!({ "type": "user", "message": { "role": "user", "content": text } }).to_string();
-    s.push('\n');
-    s
 }
 
 /// Runs the container's agent; returns the process exit code.
@@ -178,7 +174,15 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     let mut queue: VecDeque<String> = VecDeque::new();
     let mut in_turn = true;
     let mut closing = false;
-    send(&mut stdin, &input.prompt, &mut trace).await;
+    let mut prompts = Prompts::from_env(paths);
+    send(
+        &mut stdin,
+        &input.prompt,
+        &mut trace,
+        &mut prompts,
+        session.as_deref(),
+    )
+    .await;
     let mut lines = BufReader::new(stdout).lines();
     // Between turns with nothing queued, the host closes us when it wants;
     // this only ends an agent whose host died (no `_close` will come).
@@ -198,6 +202,9 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                 let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
                 match (v["type"].as_str(), v["subtype"].as_str()) {
                     (Some("system"), Some("init")) => {
+                        if let Some(id) = v["session_id"].as_str() {
+                            prompts.session(id);
+                        }
                         if let Some(id) = v["session_id"].as_str()
                             && session.as_deref() != Some(id)
                         {
@@ -216,6 +223,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                     (Some("result"), subtype) => {
                         if let Some(id) = v["session_id"].as_str() {
                             session = Some(id.to_string());
+                            prompts.session(id);
                         }
                         // Exactly one answer frame per turn (the host pairs
                         // them with its prompts in order): a success always
@@ -226,7 +234,9 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                             let why = text.filter(|t| !t.trim().is_empty()).unwrap_or_else(|| format!("the turn failed ({})", subtype.unwrap_or("error")));
                             error_frame(why, session.clone())
                         } else {
-                            ContainerOutput { status: OutputStatus::Success, result: Some(text.unwrap_or_default()), new_session_id: session.clone(), error: None, trace: None }
+                            let text = text.unwrap_or_default();
+                            prompts.replied(session.as_deref(), &text);
+                            ContainerOutput { status: OutputStatus::Success, result: Some(text), new_session_id: session.clone(), error: None, trace: None }
                         };
                         if let Some(t) = &mut trace {
                             t.stamp(Stage::Result);
@@ -245,7 +255,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                             continue;
                         }
                         if let Some(next) = queue.pop_front() {
-                            send(&mut stdin, &next, &mut trace).await;
+                            send(&mut stdin, &next, &mut trace, &mut prompts, session.as_deref()).await;
                             in_turn = true;
                         } else if closing {
                             stdin = None;
@@ -261,7 +271,7 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                 match item {
                     Some(Item::Message(text)) if in_turn => queue.push_back(text),
                     Some(Item::Message(text)) => {
-                        send(&mut stdin, &text, &mut trace).await;
+                        send(&mut stdin, &text, &mut trace, &mut prompts, session.as_deref()).await;
                         in_turn = true;
                     }
                     Some(Item::Close | Item::Replaced) | None => {
@@ -315,9 +325,21 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-async fn send(stdin: &mut Option<ChildStdin>, text: &str, trace: &mut Option<Turn>) {
+/// Writes `text` to Claude Code as the next prompt (captured, with its
+/// memory: [`Prompts::line`]).
+async fn send(
+    stdin: &mut Option<ChildStdin>,
+    text: &str,
+    trace: &mut Option<Turn>,
+    prompts: &mut Prompts,
+    session: Option<&str>,
+) {
+    if stdin.is_none() {
+        return;
+    }
+    let line = prompts.line(text, session, trace).await;
     if let Some(s) = stdin.as_mut()
-        && (s.write_all(user_line(text).as_bytes()).await.is_err() || s.flush().await.is_err())
+        && (s.write_all(line.as_bytes()).await.is_err() || s.flush().await.is_err())
     {
         *stdin = None;
         return;

@@ -135,7 +135,7 @@ mod tests {
             hooks: paths.ipc().join(trace::HOOK_STAMPS),
         };
         turn.stamp(Stage::RunnerRead);
-        Hook::at(turn.hooks_file().to_path_buf()).done(wire::STOP);
+        Hook::at(turn.hooks_file().to_path_buf()).done(wire::POST_TOOL_USE);
         turn.stamp(Stage::Result);
         let got: Vec<_> = turn.take().0.into_iter().map(|s| s.stage).collect();
         assert_eq!(got, ["runner_read", "hook_start", "hook_end", "result"]);

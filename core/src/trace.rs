@@ -31,24 +31,26 @@ pub enum Stage {
     InputWritten,
     /// Runner: its inbox took the file.
     RunnerRead,
-    /// Runner: the stream-json line flushed to Claude Code.
-    StdinWritten,
-    /// Hook process started (with the hook's event).
-    HookStart,
-    /// Hook: the memory request sent.
+    /// Runner (for a prompt) or hook (`SessionStart`): the memory request
+    /// sent.
     MemoryAsked,
-    /// Host: the hook's memory request received.
+    /// Host: the memory request received.
     MemoryContext,
     /// Host: the memory request answered (`late` when past the deadline).
     MemoryAnswered,
-    /// Hook: the memory answer read.
+    /// Runner or hook: the memory answer read.
     MemoryReceived,
-    /// Hook process done (with the hook's event).
-    HookEnd,
+    /// Runner: the stream-json line flushed to Claude Code.
+    StdinWritten,
     /// Host: the gateway got a model request for the group.
     ModelRequest,
     /// Host: the model's answer streamed to its end.
     ModelAnswered,
+    /// Hook process started (with the hook's event): a tool's, in a warm
+    /// turn.
+    HookStart,
+    /// Hook process done (with the hook's event).
+    HookEnd,
     /// Runner: Claude Code's `result` line seen.
     Result,
     /// Host: the reply frame read from the container.
@@ -57,8 +59,8 @@ pub enum Stage {
     ReplyStored,
     /// Host: the reply broadcast to the stream's listeners.
     Published,
-    /// Host: a hook's event file taken into memory (with the write's
-    /// duration); overlaps the turn.
+    /// Host: a capture event file (the runner's or a hook's) taken into
+    /// memory (with the write's duration); overlaps the turn.
     EventsTaken,
 }
 
@@ -69,15 +71,15 @@ impl Stage {
         Stage::HandedOver,
         Stage::InputWritten,
         Stage::RunnerRead,
-        Stage::StdinWritten,
-        Stage::HookStart,
         Stage::MemoryAsked,
         Stage::MemoryContext,
         Stage::MemoryAnswered,
         Stage::MemoryReceived,
-        Stage::HookEnd,
+        Stage::StdinWritten,
         Stage::ModelRequest,
         Stage::ModelAnswered,
+        Stage::HookStart,
+        Stage::HookEnd,
         Stage::Result,
         Stage::ReplyFrame,
         Stage::ReplyStored,
@@ -180,7 +182,7 @@ impl<'de> Deserialize<'de> for Trace {
             .filter_map(|s| {
                 let stage = Stage::parse(s["stage"].as_str()?).filter(|s| s.in_container())?;
                 let hook = match s["hook"].as_str() {
-                    Some(h) => Some(crate::wire::HOOK_EVENTS.iter().find(|e| **e == h)?),
+                    Some(h) => Some(crate::wire::HANDLED_HOOKS.iter().find(|e| **e == h)?),
                     None => None,
                 };
                 Some(Stamp {
@@ -215,7 +217,7 @@ pub fn parse_hook_lines(text: &str) -> Vec<Stamp> {
         }
         let Some(event) = w
             .next()
-            .and_then(|e| crate::wire::HOOK_EVENTS.iter().find(|h| **h == e))
+            .and_then(|e| crate::wire::HANDLED_HOOKS.iter().find(|h| **h == e))
         else {
             continue;
         };

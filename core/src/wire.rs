@@ -69,6 +69,10 @@ pub fn in_workspace(path: &str) -> &str {
 
 // Environment variables of the runner and the processes it starts.
 
+/// `0` when the group's memory injection is off: the runner then asks the
+/// host for no memory with its prompts.
+pub const ENV_INJECT: &str = "G2_INJECT";
+
 /// Moves the whole [`WORKSPACE`] tree (the runner outside a container:
 /// benches and tests).
 pub const ENV_WORKSPACE: &str = "G2_WORKSPACE";
@@ -105,15 +109,31 @@ pub const DEFAULT_ASSISTANT_NAME: &str = "G2";
 /// The hook that archives the transcript before a compaction.
 pub const PRE_COMPACT: &str = "PreCompact";
 pub const SESSION_START: &str = "SessionStart";
+/// A prompt. Captured (and given its memory) by the runner as it writes
+/// the prompt to Claude Code, not registered as a hook: a hook process
+/// would add its start-up to every turn.
 pub const USER_PROMPT_SUBMIT: &str = "UserPromptSubmit";
 pub const POST_TOOL_USE: &str = "PostToolUse";
 /// A tool call that failed: recorded as a [`Captured::Tool`] with `ok: false`.
 pub const POST_TOOL_USE_FAILURE: &str = "PostToolUseFailure";
+/// A turn's reply. Captured by the runner from Claude Code's `result`
+/// line, not registered as a hook (as [`USER_PROMPT_SUBMIT`]).
 pub const STOP: &str = "Stop";
 pub const SUBAGENT_STOP: &str = "SubagentStop";
 pub const SESSION_END: &str = "SessionEnd";
 /// Hooks registered in every group's `.claude/settings.json`.
 pub const HOOK_EVENTS: &[&str] = &[
+    PRE_COMPACT,
+    SESSION_START,
+    POST_TOOL_USE,
+    POST_TOOL_USE_FAILURE,
+    SUBAGENT_STOP,
+    SESSION_END,
+];
+/// Every hook `g2-agent hook` handles: [`HOOK_EVENTS`] and the two whose
+/// work the runner does itself (a settings file written by an older host
+/// may still register them).
+pub const HANDLED_HOOKS: &[&str] = &[
     PRE_COMPACT,
     SESSION_START,
     USER_PROMPT_SUBMIT,

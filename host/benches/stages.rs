@@ -34,30 +34,13 @@ const GROUPS: [(&str, &str); 3] = [
     ("off", "memory off"),
 ];
 
-/// The table's rows: a stage, and the hook it belongs to.
-const ROWS: [(Stage, Option<&str>); 21] = [
-    (Stage::Stored, None),
-    (Stage::Woken, None),
-    (Stage::HandedOver, None),
-    (Stage::InputWritten, None),
-    (Stage::RunnerRead, None),
-    (Stage::StdinWritten, None),
-    (Stage::HookStart, Some("UserPromptSubmit")),
-    (Stage::MemoryAsked, Some("UserPromptSubmit")),
-    (Stage::MemoryContext, None),
-    (Stage::MemoryAnswered, None),
-    (Stage::MemoryReceived, Some("UserPromptSubmit")),
-    (Stage::HookEnd, Some("UserPromptSubmit")),
-    (Stage::ModelRequest, None),
-    (Stage::ModelAnswered, None),
-    (Stage::HookStart, Some("Stop")),
-    (Stage::HookEnd, Some("Stop")),
-    (Stage::Result, None),
-    (Stage::ReplyFrame, None),
-    (Stage::ReplyStored, None),
-    (Stage::Published, None),
-    (Stage::EventsTaken, None),
-];
+/// The table's rows: every stage but a hook's (a warm turn without tools
+/// runs no hook process).
+fn rows() -> impl Iterator<Item = Stage> {
+    Stage::ALL
+        .into_iter()
+        .filter(|s| !matches!(s, Stage::HookStart | Stage::HookEnd))
+}
 
 /// One message: its group, when it was posted and when its reply was seen.
 struct Turn {
@@ -70,7 +53,6 @@ struct Turn {
 struct Event {
     stage: String,
     group: Option<String>,
-    hook: Option<String>,
     seq: Option<i64>,
     at_us: u64,
     took_us: Option<u64>,
@@ -179,7 +161,6 @@ fn read_log(path: &std::path::Path) -> (Vec<Event>, Vec<(String, String, f64)>) 
         events.push(Event {
             stage: stage.into(),
             group: f["group"].as_str().map(str::to_string),
-            hook: f["hook"].as_str().map(str::to_string),
             seq: f["seq"].as_i64(),
             at_us,
             took_us: f["took_us"].as_u64(),
@@ -216,12 +197,11 @@ fn stages_of(turn: &Turn, events: &[Event]) -> Vec<Option<u64>> {
         .filter(ours)
         .find(|e| e.stage == "reply_stored")
         .and_then(|e| e.seq);
-    ROWS.iter()
-        .map(|(stage, hook)| {
+    rows()
+        .map(|stage| {
             let found = events.iter().filter(within).find(|e| {
                 e.stage == stage.as_str()
-                    && (hook.is_none() || e.hook.as_deref() == *hook)
-                    && if *stage == Stage::Published {
+                    && if stage == Stage::Published {
                         reply_seq.is_some() && e.seq == reply_seq
                     } else {
                         ours(e)
@@ -285,14 +265,8 @@ fn report(turns: &[Turn], (events, spans): &(Vec<Event>, Vec<(String, String, f6
         print!(" step, {label} |");
     }
     println!("\n|---|{}", "---|".repeat(GROUPS.len() * 2));
-    for (i, (stage, hook)) in ROWS.iter().enumerate() {
-        let name = match hook {
-            Some(h) if matches!(stage, Stage::HookStart | Stage::HookEnd) => {
-                format!("{} ({h})", stage.as_str())
-            }
-            _ => stage.as_str().to_string(),
-        };
-        print!("| {name} |");
+    for (i, stage) in rows().enumerate() {
+        print!("| {} |", stage.as_str());
         let mut steps = Vec::new();
         for (g, _) in GROUPS {
             let rows = &table[g];

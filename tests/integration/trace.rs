@@ -1,7 +1,8 @@
-//! The per-stage trace of a turn (`g2::turn` at debug): a warm turn through
-//! `g2 serve`, Docker, Claude Code and the offline model names every stage
-//! of `Stage::ALL` in the log, host and container stamps alike, in the
-//! order a turn passes them; the synchronous pieces show as spans.
+//! The per-stage trace of a turn (`g2::turn` at debug): a warm turn with a
+//! tool call through `g2 serve`, Docker, Claude Code and the offline model
+//! names every stage of `Stage::ALL` in the log, host and container stamps
+//! alike, in the order a turn passes them; the synchronous pieces show as
+//! spans.
 
 use std::time::{Duration, Instant};
 
@@ -74,11 +75,10 @@ async fn a_warm_turn_names_every_stage_in_order() {
     let mut main = Sse::open(&s.url, "main", None).await;
     post(&s.url, "main", "ann", "a cold start").await;
     main.reply(120).await;
-    let seq = post(&s.url, "main", "ann", "then a warm turn").await;
-    assert_eq!(
-        main.reply(60).await,
-        "Offline model (g2) received: \"then a warm turn\""
-    );
+    // A warm turn with one tool call: its PostToolUse hook is the turn's
+    // only hook process (the prompt's memory and capture are the runner's).
+    let seq = post(&s.url, "main", "ann", "g2:bash echo warm").await;
+    assert_eq!(main.reply(60).await, "g2:bash echo warm: warm");
 
     // The capture intake may finish after the reply: poll the log.
     let log = home.path().join("serve.log");
@@ -107,7 +107,7 @@ async fn a_warm_turn_names_every_stage_in_order() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
 
-    let ups = Some("UserPromptSubmit");
+    let tool = Some("PostToolUse");
     let at = |stage, hook| {
         first(&events, stage, hook, from)
             .unwrap_or_else(|| panic!("no {stage:?} {hook:?} for main: {events:#?}"))
@@ -131,17 +131,15 @@ async fn a_warm_turn_names_every_stage_in_order() {
         ("woken", at(Stage::Woken, None)),
         ("handed_over", at(Stage::HandedOver, None)),
         ("runner_read", at(Stage::RunnerRead, None)),
-        ("stdin_written", at(Stage::StdinWritten, None)),
-        ("hook_start UserPromptSubmit", at(Stage::HookStart, ups)),
-        ("memory_asked", at(Stage::MemoryAsked, ups)),
+        ("memory_asked", at(Stage::MemoryAsked, None)),
         ("memory_context", at(Stage::MemoryContext, None)),
         ("memory_answered", at(Stage::MemoryAnswered, None)),
-        ("memory_received", at(Stage::MemoryReceived, ups)),
-        ("hook_end UserPromptSubmit", at(Stage::HookEnd, ups)),
+        ("memory_received", at(Stage::MemoryReceived, None)),
+        ("stdin_written", at(Stage::StdinWritten, None)),
         ("model_request", at(Stage::ModelRequest, None)),
         ("model_answered", at(Stage::ModelAnswered, None)),
-        ("hook_start Stop", at(Stage::HookStart, Some("Stop"))),
-        ("hook_end Stop", at(Stage::HookEnd, Some("Stop"))),
+        ("hook_start PostToolUse", at(Stage::HookStart, tool)),
+        ("hook_end PostToolUse", at(Stage::HookEnd, tool)),
         ("result", at(Stage::Result, None)),
         ("reply_frame", at(Stage::ReplyFrame, None)),
         ("reply_stored", at(Stage::ReplyStored, None)),

@@ -1,6 +1,6 @@
 //! What a capture keeps of a prompt, and the question memory is asked with
-//! for it: one derivation for the hook (which captures the prompt and asks
-//! the host for memory) and the host (which starts answering that question
+//! for it: one derivation for the runner (which captures the prompt and
+//! asks the host for memory), the hook and the host (which starts answering that question
 //! while the agent is still reading the message).
 
 use crate::envelope;
@@ -46,7 +46,7 @@ pub fn question(kept: &str) -> Option<String> {
     (!q.is_empty()).then_some(q)
 }
 
-/// [`question`] of [`kept`] with the built-in redactor: what the hook asks
+/// [`question`] of [`kept`] with the built-in redactor: what the runner asks
 /// for a prompt Claude Code was given as `prompt`.
 pub fn question_for(prompt: &str) -> Option<String> {
     question(&kept(prompt, &Redactor::default())?)

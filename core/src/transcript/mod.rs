@@ -371,9 +371,20 @@ impl Parser {
             return;
         };
         let is_user = raw.kind.as_deref() == Some("user");
+        let content = match content {
+            // A prompt's own blocks only: what was added for the model
+            // beside them (g2's memory in a reminder block) is not the
+            // user speaking.
+            Content::Texts(mut parts) if is_user && parts.len() > 1 => {
+                parts.retain(|p| !is_noise(p.trim_start()));
+                Content::Texts(parts)
+            }
+            c => c,
+        };
         let text = match content {
             Content::Text(s) => s,
             Content::Texts(mut parts) if parts.len() == 1 => parts.swap_remove(0),
+            Content::Texts(parts) if parts.is_empty() => return,
             Content::Texts(parts) => Cow::Owned(parts.join("\n\n")),
         };
         let text = text.trim();

@@ -278,3 +278,20 @@ fn escaped_strings_are_unescaped() {
         vec![Entry::User(vec!["a \"quoted\" line\nnext é".into()])]
     );
 }
+
+#[test]
+fn memory_sent_beside_a_prompt_is_not_the_users_speech() {
+    let t = parse(concat!(
+        r#"{"type":"user","message":{"content":[{"type":"text","text":"where is the boat?"},{"type":"text","text":"<system-reminder>\n<g2-memory>\npier 7\n</g2-memory>\n</system-reminder>"}]}}"#,
+        "\n",
+        r#"{"type":"assistant","message":{"content":[{"type":"text","text":"At pier 7."}]}}"#,
+        "\n",
+    ));
+    assert_eq!(
+        t.entries,
+        vec![
+            Entry::User(vec!["where is the boat?".into()]),
+            Entry::Assistant(vec!["At pier 7.".into()]),
+        ]
+    );
+}

@@ -106,18 +106,19 @@ impl Agents {
 }
 
 /// The hooks a group's sessions need: every one of [`HOOK_EVENTS`] while
-/// its capture is on; with capture off, the memory hooks only while
-/// injection is on (`SessionStart`, `UserPromptSubmit`), and `PreCompact`,
-/// which archives a transcript before it is compacted, always. Claude Code
-/// starts a process for every registered hook, on the turn's path: a hook
-/// with nothing to do is not registered.
+/// its capture is on; with capture off, `SessionStart` only while
+/// injection is on, and `PreCompact`, which archives a transcript before it
+/// is compacted, always. Claude Code starts a process for every registered
+/// hook and waits for it: a hook with nothing to do is not registered, and
+/// a warm turn's prompt and reply are the runner's to capture (none of
+/// these runs on a turn without tools).
 pub fn hook_events(memory: &GroupMemoryConfig) -> Vec<&'static str> {
     HOOK_EVENTS
         .iter()
         .copied()
         .filter(|ev| match *ev {
             wire::PRE_COMPACT => true,
-            wire::SESSION_START | wire::USER_PROMPT_SUBMIT => memory.captures() || memory.injects(),
+            wire::SESSION_START => memory.captures() || memory.injects(),
             _ => memory.captures(),
         })
         .collect()
@@ -204,11 +205,7 @@ mod tests {
         assert_eq!(hook_events(&config(true, false)), HOOK_EVENTS);
         assert_eq!(
             hook_events(&config(false, true)),
-            [
-                wire::PRE_COMPACT,
-                wire::SESSION_START,
-                wire::USER_PROMPT_SUBMIT
-            ]
+            [wire::PRE_COMPACT, wire::SESSION_START]
         );
         assert_eq!(hook_events(&config(false, false)), [wire::PRE_COMPACT]);
     }

@@ -188,6 +188,9 @@ pub fn spec_for(
             if !cfg.memory.captures() {
                 env.push((g2_core::wire::ENV_CAPTURE.into(), "0".into()));
             }
+            if !cfg.memory.injects() {
+                env.push((g2_core::wire::ENV_INJECT.into(), "0".into()));
+            }
             env
         },
         limits: Limits {

@@ -310,7 +310,7 @@ impl Gateway {
             let _ = std::fs::remove_file(&tmp);
             return Err(e);
         }
-        // The socket is the group's identity: its hooks ask here for the
+        // The socket is the group's identity: its runner and hooks ask here for the
         // group's own memory (the routes the host wired in).
         let mut router = self.router(folder);
         if let Some(routes) = &self.inner.group_routes {

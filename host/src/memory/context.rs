@@ -26,7 +26,8 @@
 //! `memory_block` target).
 //!
 //! Nothing for a group whose `memory.inject` is off, nor for a prompt that
-//! says `#nomemory`. The hook asks over the group's own gateway socket
+//! says `#nomemory`. The runner (for a prompt) and the `SessionStart` hook
+//! ask over the group's own gateway socket
 //! ([`PATH`]); the socket is the group's identity, so a group only ever
 //! gets its own memory. The block's text is cleaned like everything else
 //! the memory layer shows, and the tag is stripped again by capture, so
@@ -49,7 +50,7 @@ use crate::config::MemorySettings;
 use crate::memory::recall::{self, RecallHit};
 use crate::store::{self, Store};
 
-/// Where the hooks ask, on the group's gateway socket.
+/// Where the runner and the hooks ask, on the group's gateway socket.
 pub const PATH: &str = "/g2/memory/context";
 /// What per-prompt injection hands over: [`Injection::SHIPPED`] is what
 /// every prompt gets; the recall bench compares others (docs/recall.md).
@@ -79,7 +80,7 @@ const CHARS_PER_TOKEN: usize = 4;
 /// A prompt that asks for no memory.
 pub const NO_MEMORY: &str = "#nomemory";
 
-/// What a hook asks.
+/// What the runner or a hook asks.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct ContextRequest {
     /// `SessionStart` or `UserPromptSubmit`.
@@ -354,8 +355,8 @@ pub fn answer(
 }
 
 /// Starts answering the per-prompt question for `prompt` (the text the
-/// agent is about to be given) before the hook asks it: the question is
-/// derived as the hook derives it ([`g2_core::privacy::prompt`]), and its
+/// agent is about to be given) before the runner asks it: the question is
+/// derived as the runner derives it ([`g2_core::privacy::prompt`]), and its
 /// vector, the slow part of the answer, is made meanwhile.
 pub fn ask_ahead(prompt: &str) {
     if prompt.contains(NO_MEMORY) {

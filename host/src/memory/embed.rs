@@ -46,7 +46,7 @@ const IDLE: Duration = Duration::from_secs(1);
 const LARGE_BACKLOG: i64 = 500;
 const LOG_EVERY: Duration = Duration::from_secs(10);
 /// After a question, the host counts itself busy this long: questions come
-/// with turns (each prompt's hook asks one), so turns are likely running.
+/// with turns (the runner asks one for each prompt), so turns are likely running.
 const BUSY_FOR: Duration = Duration::from_secs(10);
 
 static MODEL: RwLock<Option<Arc<Model>>> = RwLock::new(None);

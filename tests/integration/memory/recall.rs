@@ -108,7 +108,7 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
     let shown = main
         .say("Bob", "where is the boat moored?\ng2:context")
         .await;
-    let at_start = shown.split(PROMPT_BLOCK).next().unwrap_or_default();
+    let at_start = session_blocks(&shown);
     assert!(at_start.contains("bread on Fridays"), "{shown}");
     assert!(
         !at_start.contains("] the boat is moored at pier 7"),
@@ -127,6 +127,18 @@ async fn what_people_ask_to_remember_is_recalled_first_until_forgotten() {
 
 /// The header of the block a prompt is given (`memory::context`).
 const PROMPT_BLOCK: &str = "Memory that may bear on this message";
+
+/// The blocks of `shown` that are not a prompt's (the session's), in
+/// whatever order the request held them.
+fn session_blocks(shown: &str) -> String {
+    shown
+        .split("<g2-memory>")
+        .skip(1)
+        .map(|b| b.split("</g2-memory>").next().unwrap_or(""))
+        .filter(|b| !b.contains(PROMPT_BLOCK))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// The ids of the memories in the prompt blocks of `shown` (`- [day id …]`).
 fn injected_ids(shown: &str) -> Vec<String> {

@@ -244,7 +244,7 @@ pub fn recall_groups(
 
 /// Makes `query`'s vector ahead of its recall, on the model's pool, so the
 /// recall finds it made (`embed::query` keeps the last questions): the
-/// host knows a prompt before the agent's hook asks about it. Nothing
+/// host knows a prompt before the agent's runner asks about it. Nothing
 /// without a model or without a word to ask.
 pub fn warm(query: &str) {
     let text = question::cap(query).text;

@@ -1,0 +1,284 @@
+//! A prompt on its way to Claude Code's stdin, and the turn's reply: the
+//! runner captures both (the `prompt` and `stop` events, as the
+//! `UserPromptSubmit` and `Stop` hooks would) and adds the group's memory
+//! to the prompt, without a hook process. Claude Code starts a
+//! process for each hook and waits for it before its model request, about
+//! 20 ms of every turn; the runner already holds the prompt and the group's
+//! socket, so it asks the host itself (within the same deadline) and sends
+//! the memory with the prompt, in the `<system-reminder>` wrapper Claude
+//! Code gives a hook's context.
+//!
+//! A new session's id is known only from Claude Code's `init` line: its
+//! first prompt's capture waits for it (the capture is stamped when the
+//! prompt was sent, and written before any tool of the turn can be).
+
+use serde_json::{Value, json};
+
+use g2_core::privacy::{self, Redactor};
+use g2_core::trace::Stage;
+use g2_core::wire::{self, Captured};
+
+use crate::paths::Paths;
+use crate::trace::Turn;
+
+/// What the runner does with prompts for this container's group.
+pub struct Prompts {
+    paths: Paths,
+    captures: bool,
+    injects: bool,
+    /// A captured prompt waiting for the session's id: (sent at, event).
+    unsaved: Option<(String, Captured)>,
+}
+
+impl Prompts {
+    /// From the container's environment: [`wire::ENV_CAPTURE`] and
+    /// [`wire::ENV_INJECT`] (`0` turns each off).
+    pub fn from_env(paths: &Paths) -> Prompts {
+        let on = |k: &str| !std::env::var(k).is_ok_and(|v| v == "0");
+        Prompts {
+            paths: paths.clone(),
+            captures: on(wire::ENV_CAPTURE),
+            injects: on(wire::ENV_INJECT),
+            unsaved: None,
+        }
+    }
+
+    /// The stream-json line for `text`: captured, and with the group's
+    /// memory when the host has some for it.
+    pub async fn line(
+        &mut self,
+        text: &str,
+        session: Option<&str>,
+        trace: &mut Option<Turn>,
+    ) -> String {
+        let kept = privacy::prompt::kept(text, &Redactor::default());
+        if self.captures {
+            let event = match &kept {
+                Some(text) => Captured::Prompt {
+                    text: text.clone(),
+                    private: false,
+                },
+                None => Captured::Prompt {
+                    text: String::new(),
+                    private: true,
+                },
+            };
+            let at = crate::hook::now();
+            match session {
+                Some(s) => self.write(s, &at, event),
+                None => self.unsaved = Some((at, event)),
+            }
+        }
+        let question = kept.as_deref().and_then(privacy::prompt::question);
+        let memory = match question {
+            Some(q) if self.injects => self.ask(q, trace).await,
+            _ => None,
+        };
+        user_line(text, memory.as_deref())
+    }
+
+    /// The session's id is known (Claude Code's `init` or `result`): a
+    /// prompt captured before it is written now.
+    pub fn session(&mut self, session: &str) {
+        if let Some((at, event)) = self.unsaved.take() {
+            self.write(session, &at, event);
+        }
+    }
+
+    /// A successful turn's reply, captured as its `Stop` (before the frame
+    /// goes out, so the host finds it with the turn's other events).
+    pub fn replied(&mut self, session: Option<&str>, reply: &str) {
+        let Some(session) = session else { return };
+        self.session(session);
+        if !self.captures {
+            return;
+        }
+        let input = json!({ "last_assistant_message": reply });
+        if let Some(event) = crate::capture::capture(wire::STOP, &input, &Redactor::default(), &[])
+        {
+            self.write(session, &crate::hook::now(), event);
+        }
+    }
+
+    fn write(&self, session: &str, at: &str, event: Captured) {
+        if let Err(e) = crate::hook::write_capture(&self.paths, Some(session), at, event) {
+            eprintln!("g2-agent: the prompt's capture was not written: {e:#}");
+        }
+    }
+
+    /// The host's memory for `question`, within the hooks' deadline.
+    async fn ask(&self, question: String, trace: &mut Option<Turn>) -> Option<String> {
+        if let Some(t) = trace.as_mut() {
+            t.stamp(Stage::MemoryAsked);
+        }
+        let socket = self.paths.model_socket();
+        let request = json!({
+            "event": wire::USER_PROMPT_SUBMIT,
+            "source": Value::Null,
+            "prompt": question,
+        });
+        let answer = tokio::task::spawn_blocking(move || {
+            crate::inject::ask(&socket, &request, crate::inject::wait())
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(t) = trace.as_mut() {
+            t.stamp(Stage::MemoryReceived);
+        }
+        answer
+    }
+}
+
+/// One stream-json user message: the prompt, then the memory for it as a
+/// block of its own (so the prompt stays the message's first text, and
+/// transcripts and the offline model read it as they read a hook's context).
+pub fn user_line(text: &str, memory: Option<&str>) -> String {
+    let content = match memory {
+        None => json!(text),
+        Some(m) => json!([
+            { "type": "text", "text": text },
+            { "type": "text", "text": format!("<system-reminder>\n{m}\n</system-reminder>") },
+        ]),
+    };
+    let mut s =
+        json!({ "type": "user", "message": { "role": "user", "content": content } }).to_string();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(dir: &std::path::Path) -> Paths {
+        Paths {
+            workspace: dir.into(),
+            claude: "claude".into(),
+        }
+    }
+
+    fn captures(dir: &std::path::Path) -> Vec<(Option<String>, String, Captured)> {
+        let mut files: Vec<_> = std::fs::read_dir(dir.join("ipc/events"))
+            .map(|rd| rd.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+            .iter()
+            .map(
+                |f| match serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap() {
+                    wire::AgentEvent::Capture {
+                        session_id,
+                        at,
+                        event,
+                    } => (session_id, at, event),
+                    other => panic!("not a capture: {other:?}"),
+                },
+            )
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_prompt_is_captured_cleaned_and_a_new_sessions_waits_for_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Prompts {
+            paths: paths(dir.path()),
+            captures: true,
+            injects: true,
+            unsaved: None,
+        };
+        // No socket: nothing to inject, and the line is the plain prompt.
+        let line = p
+            .line(
+                "the boat <private>pin 4321</private> is at pier 7",
+                None,
+                &mut None,
+            )
+            .await;
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["message"]["content"],
+            "the boat <private>pin 4321</private> is at pier 7"
+        );
+        assert!(captures(dir.path()).is_empty(), "waits for the session id");
+        p.session("s-1");
+        p.session("s-1");
+        p.line("<private>all of it</private>", Some("s-1"), &mut None)
+            .await;
+        let got = captures(dir.path());
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0.as_deref(), Some("s-1"));
+        let Captured::Prompt { text, private } = &got[0].2 else {
+            panic!("{got:?}");
+        };
+        assert!(
+            !private && text.contains("pier 7") && !text.contains("4321"),
+            "{text}"
+        );
+        assert!(got[0].1 <= got[1].1, "stamped when sent");
+        assert!(matches!(&got[1].2, Captured::Prompt { text, private: true } if text.is_empty()));
+    }
+
+    #[tokio::test]
+    async fn with_capture_off_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Prompts {
+            paths: paths(dir.path()),
+            captures: false,
+            injects: false,
+            unsaved: None,
+        };
+        p.line("hello", Some("s-1"), &mut None).await;
+        p.line("hello", None, &mut None).await;
+        p.session("s-1");
+        assert!(captures(dir.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_turns_reply_is_its_stop_capture_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Prompts {
+            paths: paths(dir.path()),
+            captures: true,
+            injects: false,
+            unsaved: None,
+        };
+        let key = format!("sk-ant-api03-{}", "x".repeat(90));
+        p.line("hi", None, &mut None).await;
+        p.replied(
+            Some("s-2"),
+            &format!("done <private>the pin is 4321</private> with {key}"),
+        );
+        let got = captures(dir.path());
+        assert_eq!(got.len(), 2, "the prompt first, then its reply: {got:?}");
+        assert!(matches!(&got[0].2, Captured::Prompt { text, .. } if text == "hi"));
+        assert_eq!(got[1].0.as_deref(), Some("s-2"));
+        let Captured::Stop { reply: Some(reply) } = &got[1].2 else {
+            panic!("not a stop: {got:?}");
+        };
+        assert!(reply.starts_with("done"), "{reply}");
+        assert!(!reply.contains("4321") && !reply.contains(&key), "{reply}");
+        assert!(reply.contains("[redacted:"), "{reply}");
+    }
+
+    #[test]
+    fn memory_rides_after_the_prompt_in_a_reminder_block() {
+        let line = user_line(
+            "where is the boat?",
+            Some("<g2-memory>\npier 7\n</g2-memory>"),
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let content = v["message"]["content"].as_array().unwrap();
+        assert_eq!(content[0]["text"], "where is the boat?");
+        let block = content[1]["text"].as_str().unwrap();
+        assert!(
+            block.starts_with("<system-reminder>\n<g2-memory>"),
+            "{block}"
+        );
+        assert!(
+            block.ends_with("</g2-memory>\n</system-reminder>"),
+            "{block}"
+        );
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+    }
+}
