@@ -26,7 +26,9 @@ pub struct Prompts {
     paths: Paths,
     captures: bool,
     injects: bool,
-    /// A captured prompt waiting for the session's id: (sent at, event).
+    /// The capture of the line being written: (made at, event).
+    writing: Option<(String, Captured)>,
+    /// A sent prompt's capture waiting for the session's id.
     unsaved: Option<(String, Captured)>,
 }
 
@@ -39,35 +41,21 @@ impl Prompts {
             paths: paths.clone(),
             captures: on(wire::ENV_CAPTURE),
             injects: on(wire::ENV_INJECT),
+            writing: None,
             unsaved: None,
         }
     }
 
-    /// The stream-json line for `text`: captured, and with the group's
-    /// memory when the host has some for it.
-    pub async fn line(
-        &mut self,
-        text: &str,
-        session: Option<&str>,
-        trace: &mut Option<Turn>,
-    ) -> String {
+    /// The stream-json line for `text`, with the group's memory when the
+    /// host has some for it. Its capture is kept for [`Prompts::sent`].
+    pub async fn line(&mut self, text: &str, trace: &mut Option<Turn>) -> String {
         let kept = privacy::prompt::kept(text, &Redactor::default());
         if self.captures {
-            let event = match &kept {
-                Some(text) => Captured::Prompt {
-                    text: text.clone(),
-                    private: false,
-                },
-                None => Captured::Prompt {
-                    text: String::new(),
-                    private: true,
-                },
+            let event = Captured::Prompt {
+                private: kept.is_none(),
+                text: kept.clone().unwrap_or_default(),
             };
-            let at = crate::hook::now();
-            match session {
-                Some(s) => self.write(s, &at, event),
-                None => self.unsaved = Some((at, event)),
-            }
+            self.writing = Some((crate::hook::now(), event));
         }
         let question = kept.as_deref().and_then(privacy::prompt::question);
         let memory = match question {
@@ -75,6 +63,16 @@ impl Prompts {
             _ => None,
         };
         user_line(text, memory.as_deref())
+    }
+
+    /// The line reached Claude Code: its prompt's capture is written now,
+    /// or once the session's id is known (a new session's first prompt).
+    /// A prompt Claude Code never got is not recorded.
+    pub fn sent(&mut self, session: Option<&str>) {
+        self.unsaved = self.writing.take();
+        if let Some(s) = session {
+            self.session(s);
+        }
     }
 
     /// The session's id is known (Claude Code's `init` or `result`): a
@@ -185,16 +183,17 @@ mod tests {
             paths: paths(dir.path()),
             captures: true,
             injects: true,
+            writing: None,
             unsaved: None,
         };
         // No socket: nothing to inject, and the line is the plain prompt.
         let line = p
             .line(
                 "the boat <private>pin 4321</private> is at pier 7",
-                None,
                 &mut None,
             )
             .await;
+        p.sent(None);
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(
             v["message"]["content"],
@@ -203,8 +202,11 @@ mod tests {
         assert!(captures(dir.path()).is_empty(), "waits for the session id");
         p.session("s-1");
         p.session("s-1");
-        p.line("<private>all of it</private>", Some("s-1"), &mut None)
-            .await;
+        p.line("<private>all of it</private>", &mut None).await;
+        p.sent(Some("s-1"));
+        // A line that never reached Claude Code is not recorded.
+        p.line("lost", &mut None).await;
+        p.session("s-1");
         let got = captures(dir.path());
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(got[0].0.as_deref(), Some("s-1"));
@@ -226,10 +228,13 @@ mod tests {
             paths: paths(dir.path()),
             captures: false,
             injects: false,
+            writing: None,
             unsaved: None,
         };
-        p.line("hello", Some("s-1"), &mut None).await;
-        p.line("hello", None, &mut None).await;
+        p.line("hello", &mut None).await;
+        p.sent(Some("s-1"));
+        p.line("hello", &mut None).await;
+        p.sent(None);
         p.session("s-1");
         assert!(captures(dir.path()).is_empty());
     }
@@ -241,10 +246,12 @@ mod tests {
             paths: paths(dir.path()),
             captures: true,
             injects: false,
+            writing: None,
             unsaved: None,
         };
         let key = format!("sk-ant-api03-{}", "x".repeat(90));
-        p.line("hi", None, &mut None).await;
+        p.line("hi", &mut None).await;
+        p.sent(None);
         p.replied(
             Some("s-2"),
             &format!("done <private>the pin is 4321</private> with {key}"),

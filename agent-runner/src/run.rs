@@ -337,13 +337,14 @@ async fn send(
     if stdin.is_none() {
         return;
     }
-    let line = prompts.line(text, session, trace).await;
+    let line = prompts.line(text, trace).await;
     if let Some(s) = stdin.as_mut()
         && (s.write_all(line.as_bytes()).await.is_err() || s.flush().await.is_err())
     {
         *stdin = None;
         return;
     }
+    prompts.sent(session);
     if let Some(t) = trace {
         t.stamp(Stage::StdinWritten);
     }
