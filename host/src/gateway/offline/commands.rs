@@ -118,11 +118,19 @@ pub enum Command {
     },
 }
 
-/// Reads the `g2:` command lines of a prompt, in order.
+/// Reads the `g2:` command lines of a prompt, in order. A line may start
+/// with a mention, as a chat's trigger puts it (`@G2 g2:bash ls`).
 pub fn parse_commands(prompt: &str) -> Vec<Command> {
     prompt
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("g2:").map(|rest| (l.trim(), rest)))
+        .map(|l| {
+            let l = l.trim();
+            match l.split_once(char::is_whitespace) {
+                Some((mention, rest)) if mention.starts_with('@') => rest.trim_start(),
+                _ => l,
+            }
+        })
+        .filter_map(|l| l.strip_prefix("g2:").map(|rest| (l, rest)))
         .map(|(line, rest)| parse_command(line, rest))
         .collect()
 }

@@ -79,6 +79,12 @@ fn quotes_a_plain_prompt_skipping_wrappers_and_system_entries() {
     assert_eq!(unwrap_messages(&again), "hi & <b>\ng2:sessions");
     let other = format!("someone's preface\n{routed}");
     assert_eq!(unwrap_messages(&other), other);
+    // A chat's mention before a command (`@G2 g2:…`) leaves it a command;
+    // a mention alone, or a word that is not one, does not make one.
+    assert_eq!(
+        parse_commands("@G2 g2:sessions\n@G2\nsay g2:sessions"),
+        vec![Command::Sessions]
+    );
 }
 
 #[test]
