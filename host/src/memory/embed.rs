@@ -204,10 +204,8 @@ pub fn model() -> Option<Arc<Model>> {
 
 /// Recent questions' vectors, by model and text, newest last: one search
 /// is a recall per group of the same question, and a prompt's question is
-/// made ahead of its hook (`recall::warm`). Only made vectors are kept: a
-/// question asked while another thread makes it is made again rather than
-/// waited for, since a wait inside the model's pool could hold the very
-/// thread that makes it.
+/// made ahead of its recall (`recall::warm`). Only made vectors are kept
+/// here; one being made is joined through [`making`], outside the pool.
 type Recent = VecDeque<(Arc<Model>, String, Vec<f32>)>;
 static RECENT: Mutex<Recent> = Mutex::new(VecDeque::new());
 /// Questions kept in [`RECENT`].
@@ -217,6 +215,76 @@ fn recent() -> std::sync::MutexGuard<'static, Recent> {
     RECENT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A question's vector being made on the model's pool.
+pub struct Making(Arc<Slot>);
+
+/// A question's vector with the model that made it (`None`: no model, or
+/// it failed).
+type Made = Option<(Arc<Model>, Vec<f32>)>;
+
+struct Slot {
+    text: String,
+    /// `None` until made.
+    vector: Mutex<Option<Made>>,
+    ready: std::sync::Condvar,
+}
+
+/// The questions being made now.
+static MAKING: Mutex<Vec<Arc<Slot>>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Starts making `text`'s vector on the model's pool ([`query`]), or joins
+/// the making of the same question already under way: a prompt's question
+/// is started when the host hands the prompt over, and its recall, asked
+/// a few milliseconds later, waits for that one instead of making it again
+/// beside it on the same cores.
+pub fn making(text: &str) -> Making {
+    let mut all = lock(&MAKING);
+    if let Some(slot) = all.iter().find(|s| s.text == text) {
+        return Making(slot.clone());
+    }
+    let slot = Arc::new(Slot {
+        text: text.to_string(),
+        vector: Mutex::new(None),
+        ready: std::sync::Condvar::new(),
+    });
+    all.push(slot.clone());
+    drop(all);
+    let job = slot.clone();
+    rayon::spawn(move || {
+        let made = query(&job.text);
+        lock(&MAKING).retain(|s| !Arc::ptr_eq(s, &job));
+        *lock(&job.vector) = Some(made);
+        job.ready.notify_all();
+    });
+    Making(slot)
+}
+
+impl Making {
+    /// The vector, once made. Never called from inside the model's pool:
+    /// a wait there could hold a thread the making needs.
+    pub fn wait(self) -> Made {
+        debug_assert!(
+            rayon::current_thread_index().is_none(),
+            "a question's vector waited for inside the model's pool"
+        );
+        let mut v = lock(&self.0.vector);
+        loop {
+            if let Some(made) = v.as_ref() {
+                return made.clone();
+            }
+            v = self
+                .0
+                .ready
+                .wait(v)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
 }
 
 /// A question's vector, when a model is installed.

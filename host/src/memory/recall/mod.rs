@@ -243,7 +243,7 @@ pub fn recall_groups(
 }
 
 /// Makes `query`'s vector ahead of its recall, on the model's pool, so the
-/// recall finds it made (`embed::query` keeps the last questions): the
+/// recall finds it made or joins its making (`embed::making`): the
 /// host knows a prompt before the agent's runner asks about it. Nothing
 /// without a model or without a word to ask.
 pub fn warm(query: &str) {
@@ -251,10 +251,8 @@ pub fn warm(query: &str) {
     if crate::memory::embed::model().is_none() || question::read(text).is_none() {
         return;
     }
-    let text = text.to_string();
-    rayon::spawn(move || {
-        let _ = crate::memory::embed::query(&text);
-    });
+    // Its recall joins this making (`embed::making`).
+    let _ = crate::memory::embed::making(text);
 }
 
 /// [`recall_with`] with other weights (the recall bench's comparisons).
@@ -276,14 +274,9 @@ pub fn recall_weighted(
     // one thread a core: bounded, and where its products run anyway) while
     // the words find their candidates here (docs/recall.md: it takes
     // longer than they do). Never called from inside that pool.
-    let vector = crate::memory::embed::model().is_some().then(|| {
-        let text = query.to_string();
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        rayon::spawn(move || {
-            let _ = tx.send(crate::memory::embed::query(&text));
-        });
-        rx
-    });
+    let vector = crate::memory::embed::model()
+        .is_some()
+        .then(|| crate::memory::embed::making(query));
     let limit = limit.clamp(1, MAX_LIMIT);
     let want = CANDIDATES.max(limit * 10) as i64;
     // The group's own memory, and `global`'s, read-only.
@@ -306,7 +299,7 @@ pub fn recall_weighted(
         all.extend(summaries(conn, groups, &q, want)?);
     }
     // Meaning: the question's vector against the group's.
-    let dense = match vector.and_then(|v| v.recv().ok().flatten()) {
+    let dense = match vector.and_then(crate::memory::embed::Making::wait) {
         Some((model, qv)) => Some(meaning(conn, groups, &model.name, &qv, filters, &mut all)?),
         None => None,
     };
