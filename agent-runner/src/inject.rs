@@ -47,12 +47,12 @@ pub fn ask(socket: &Path, request: &Value, wait: Duration) -> Option<String> {
     let mut s = UnixStream::connect(socket).ok()?;
     s.set_write_timeout(left()).ok()?;
     let body = request.to_string();
-    let head = format!(
-        "POST {PATH} HTTP/1.1\r\nHost: g2\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+    // One write: the request arrives whole.
+    let message = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: g2\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    s.write_all(head.as_bytes()).ok()?;
-    s.write_all(body.as_bytes()).ok()?;
+    s.write_all(message.as_bytes()).ok()?;
     let mut answer = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
@@ -99,8 +99,24 @@ mod tests {
         let l = UnixListener::bind(&path).unwrap();
         std::thread::spawn(move || {
             if let Ok((mut c, _)) = l.accept() {
+                // The whole request is read first: a socket closed with
+                // unread data resets the client's read.
+                let mut got = Vec::new();
                 let mut buf = [0u8; 4096];
-                let _ = c.read(&mut buf);
+                while let Ok(n @ 1..) = c.read(&mut buf) {
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got);
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Content-Length: "))
+                            .and_then(|n| n.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            break;
+                        }
+                    }
+                }
                 std::thread::sleep(delay);
                 let _ = c.write_all(answer.as_bytes());
             }
