@@ -57,7 +57,7 @@ fn handle(paths: &Paths, event: &str, raw: &[u8]) -> anyhow::Result<()> {
         inject(paths, event, &input, captured.as_ref());
     }
     // The group's capture is off: nothing is recorded.
-    let Some(captured) = captured.filter(|_| captures()) else {
+    let Some(captured) = captured.filter(|_| crate::prompt::switched_on(wire::ENV_CAPTURE)) else {
         return Ok(());
     };
     write_capture(paths, input["session_id"].as_str(), &now(), captured)
@@ -142,11 +142,6 @@ fn archive_transcript(
         compact_trigger: trigger.map(str::to_string),
     };
     write_event(paths, &notice)
-}
-
-/// Whether the group's capture is on ([`wire::ENV_CAPTURE`] is not `0`).
-fn captures() -> bool {
-    !std::env::var(wire::ENV_CAPTURE).is_ok_and(|v| v == "0")
 }
 
 /// Now, as a capture's `at`.

@@ -36,11 +36,18 @@ impl Prompts {
     /// From the container's environment: [`wire::ENV_CAPTURE`] and
     /// [`wire::ENV_INJECT`] (`0` turns each off).
     pub fn from_env(paths: &Paths) -> Prompts {
-        let on = |k: &str| !std::env::var(k).is_ok_and(|v| v == "0");
+        Prompts::new(
+            paths,
+            switched_on(wire::ENV_CAPTURE),
+            switched_on(wire::ENV_INJECT),
+        )
+    }
+
+    fn new(paths: &Paths, captures: bool, injects: bool) -> Prompts {
         Prompts {
             paths: paths.clone(),
-            captures: on(wire::ENV_CAPTURE),
-            injects: on(wire::ENV_INJECT),
+            captures,
+            injects,
             writing: None,
             unsaved: None,
         }
@@ -128,6 +135,11 @@ impl Prompts {
     }
 }
 
+/// Whether the container's switch `var` is on (anything but `0`).
+pub fn switched_on(var: &str) -> bool {
+    !std::env::var(var).is_ok_and(|v| v == "0")
+}
+
 /// One stream-json user message: the prompt, then the memory for it as a
 /// block of its own (so the prompt stays the message's first text, and
 /// transcripts and the offline model read it as they read a hook's context).
@@ -179,13 +191,7 @@ mod tests {
     #[tokio::test]
     async fn a_prompt_is_captured_cleaned_and_a_new_sessions_waits_for_its_id() {
         let dir = tempfile::tempdir().unwrap();
-        let mut p = Prompts {
-            paths: paths(dir.path()),
-            captures: true,
-            injects: true,
-            writing: None,
-            unsaved: None,
-        };
+        let mut p = Prompts::new(&paths(dir.path()), true, true);
         // No socket: nothing to inject, and the line is the plain prompt.
         let line = p
             .line(
@@ -224,13 +230,7 @@ mod tests {
     #[tokio::test]
     async fn with_capture_off_nothing_is_written() {
         let dir = tempfile::tempdir().unwrap();
-        let mut p = Prompts {
-            paths: paths(dir.path()),
-            captures: false,
-            injects: false,
-            writing: None,
-            unsaved: None,
-        };
+        let mut p = Prompts::new(&paths(dir.path()), false, false);
         p.line("hello", &mut None).await;
         p.sent(Some("s-1"));
         p.line("hello", &mut None).await;
@@ -242,13 +242,7 @@ mod tests {
     #[tokio::test]
     async fn a_turns_reply_is_its_stop_capture_cleaned() {
         let dir = tempfile::tempdir().unwrap();
-        let mut p = Prompts {
-            paths: paths(dir.path()),
-            captures: true,
-            injects: false,
-            writing: None,
-            unsaved: None,
-        };
+        let mut p = Prompts::new(&paths(dir.path()), true, false);
         let key = format!("sk-ant-api03-{}", "x".repeat(90));
         p.line("hi", &mut None).await;
         p.sent(None);

@@ -204,14 +204,12 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
                     (Some("system"), Some("init")) => {
                         if let Some(id) = v["session_id"].as_str() {
                             prompts.session(id);
-                        }
-                        if let Some(id) = v["session_id"].as_str()
-                            && session.as_deref() != Some(id)
-                        {
-                            session = Some(id.to_string());
-                            // Tell the host the session at once, so a tool
-                            // acting on it (clear_session) works in the first turn.
-                            emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None, trace: None });
+                            if session.as_deref() != Some(id) {
+                                session = Some(id.to_string());
+                                // Tell the host the session at once, so a tool
+                                // acting on it (clear_session) works in the first turn.
+                                emit(&ContainerOutput { status: OutputStatus::Success, result: None, new_session_id: session.clone(), error: None, trace: None });
+                            }
                         }
                         // A g2 tool server that did not connect is worth a line in the logs.
                         for s in v["mcp_servers"].as_array().into_iter().flatten() {
@@ -334,13 +332,9 @@ async fn send(
     prompts: &mut Prompts,
     session: Option<&str>,
 ) {
-    if stdin.is_none() {
-        return;
-    }
+    let Some(s) = stdin.as_mut() else { return };
     let line = prompts.line(text, trace).await;
-    if let Some(s) = stdin.as_mut()
-        && (s.write_all(line.as_bytes()).await.is_err() || s.flush().await.is_err())
-    {
+    if s.write_all(line.as_bytes()).await.is_err() || s.flush().await.is_err() {
         *stdin = None;
         return;
     }

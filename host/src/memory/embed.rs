@@ -212,9 +212,7 @@ static RECENT: Mutex<Recent> = Mutex::new(VecDeque::new());
 const RECENT_QUESTIONS: usize = 16;
 
 fn recent() -> std::sync::MutexGuard<'static, Recent> {
-    RECENT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    lock(&RECENT)
 }
 
 /// A question's vector being made on the model's pool.
