@@ -42,6 +42,18 @@ pub fn wait() -> Duration {
 /// The memory the host gives for `request` within `wait`, or None (no
 /// socket, too slow, an error, or nothing to inject).
 pub fn ask(socket: &Path, request: &Value, wait: Duration) -> Option<String> {
+    context(&exchange(socket, request, wait)?)
+}
+
+/// The answer's block, when it holds one.
+pub fn context(answer: &Value) -> Option<String> {
+    let context = answer["context"].as_str()?.trim();
+    (!context.is_empty()).then(|| context.to_string())
+}
+
+/// The host's JSON answer to `request` within `wait`, or None (no socket,
+/// too slow, an error).
+pub fn exchange(socket: &Path, request: &Value, wait: Duration) -> Option<Value> {
     let start = Instant::now();
     let left = || wait.checked_sub(start.elapsed()).filter(|d| !d.is_zero());
     let mut s = UnixStream::connect(socket).ok()?;
@@ -73,9 +85,7 @@ pub fn ask(socket: &Path, request: &Value, wait: Duration) -> Option<String> {
     if !head.starts_with("HTTP/1.1 200") {
         return None;
     }
-    let v: Value = serde_json::from_str(body).ok()?;
-    let context = v["context"].as_str()?.trim();
-    (!context.is_empty()).then(|| context.to_string())
+    serde_json::from_str(body).ok()
 }
 
 /// What the hook prints for Claude Code: the context for `event`.
@@ -90,13 +100,20 @@ pub fn output(event: &str, context: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::net::UnixListener;
 
     fn serve_once(dir: &Path, answer: &'static str, delay: Duration) -> std::path::PathBuf {
         let path = dir.join("model.sock");
-        let l = UnixListener::bind(&path).unwrap();
+        serve_once_at(&path, answer, delay);
+        path
+    }
+
+    /// Answers one request on a socket at `path` with `answer`, after
+    /// `delay`.
+    pub(crate) fn serve_once_at(path: &Path, answer: &'static str, delay: Duration) {
+        let l = UnixListener::bind(path).unwrap();
         std::thread::spawn(move || {
             if let Ok((mut c, _)) = l.accept() {
                 // The whole request is read first: a socket closed with
@@ -121,7 +138,6 @@ mod tests {
                 let _ = c.write_all(answer.as_bytes());
             }
         });
-        path
     }
 
     #[test]

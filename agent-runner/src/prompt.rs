@@ -4,9 +4,16 @@
 //! to the prompt, without a hook process. Claude Code starts a
 //! process for each hook and waits for it before its model request, about
 //! 20 ms of every turn; the runner already holds the prompt and the group's
-//! socket, so it asks the host itself (within the same deadline) and sends
-//! the memory with the prompt, in the `<system-reminder>` wrapper Claude
-//! Code gives a hook's context.
+//! socket, so it asks the host itself.
+//!
+//! It does not wait for the memory: it asks with a fresh reference, the
+//! host starts the recall and says so at once, and the prompt goes out
+//! with a placeholder block (`wire::memory_placeholder`) that the group's
+//! gateway replaces with the memory in each model request. Claude Code
+//! takes about 37 ms from its stdin to its first model request; the
+//! recall (mostly the question's vector, about 12 ms) runs meanwhile
+//! instead of before. A host that answers with the block itself (an older
+//! one) has it sent inline, in the same `<system-reminder>` wrapper.
 //!
 //! A new session's id is known only from Claude Code's `init` line: its
 //! first prompt's capture waits for it (the capture is stamped when the
@@ -111,19 +118,23 @@ impl Prompts {
         }
     }
 
-    /// The host's memory for `question`, within the hooks' deadline.
+    /// The memory text block for `question`: a placeholder the gateway
+    /// fills, or the block when the host answers with it, within the
+    /// hooks' deadline.
     async fn ask(&self, question: String, trace: &mut Option<Turn>) -> Option<String> {
         if let Some(t) = trace.as_mut() {
             t.stamp(Stage::MemoryAsked);
         }
         let socket = self.paths.model_socket();
+        let reference = uuid::Uuid::new_v4().simple().to_string();
         let request = json!({
             "event": wire::USER_PROMPT_SUBMIT,
             "source": Value::Null,
             "prompt": question,
+            "ref": reference,
         });
         let answer = tokio::task::spawn_blocking(move || {
-            crate::inject::ask(&socket, &request, crate::inject::wait())
+            crate::inject::exchange(&socket, &request, crate::inject::wait())
         })
         .await
         .ok()
@@ -131,7 +142,11 @@ impl Prompts {
         if let Some(t) = trace.as_mut() {
             t.stamp(Stage::MemoryReceived);
         }
-        answer
+        let answer = answer?;
+        if answer["attached"] == true {
+            return Some(wire::memory_placeholder(&reference));
+        }
+        crate::inject::context(&answer).map(|block| wire::memory_reminder(&block))
     }
 }
 
@@ -140,15 +155,16 @@ pub fn switched_on(var: &str) -> bool {
     !std::env::var(var).is_ok_and(|v| v == "0")
 }
 
-/// One stream-json user message: the prompt, then the memory for it as a
-/// block of its own (so the prompt stays the message's first text, and
-/// transcripts and the offline model read it as they read a hook's context).
+/// One stream-json user message: the prompt, then its memory (a reminder
+/// block or its placeholder) as a text block of its own (so the prompt
+/// stays the message's first text, and transcripts and the offline model
+/// read it as they read a hook's context).
 pub fn user_line(text: &str, memory: Option<&str>) -> String {
     let content = match memory {
         None => json!(text),
         Some(m) => json!([
             { "type": "text", "text": text },
-            { "type": "text", "text": format!("<system-reminder>\n{m}\n</system-reminder>") },
+            { "type": "text", "text": m },
         ]),
     };
     let mut s =
@@ -262,11 +278,31 @@ mod tests {
         assert!(reply.contains("[redacted:"), "{reply}");
     }
 
+    #[tokio::test]
+    async fn a_host_making_the_memory_gets_a_placeholder_for_it_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = paths(dir.path());
+        std::fs::create_dir_all(paths.ipc()).unwrap();
+        crate::inject::tests::serve_once_at(
+            &paths.model_socket(),
+            "HTTP/1.1 200 OK\r\n\r\n{\"context\":\"\",\"attached\":true}",
+            std::time::Duration::ZERO,
+        );
+        let mut p = Prompts::new(&paths, false, true);
+        let line = p.line("where is the boat?", &mut None).await;
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let content = v["message"]["content"].as_array().unwrap();
+        assert_eq!(content[0]["text"], "where is the boat?");
+        let r = wire::memory_placeholder_ref(content[1]["text"].as_str().unwrap())
+            .expect("a placeholder block");
+        assert_eq!(r.len(), 32, "a fresh uuid: {r}");
+    }
+
     #[test]
     fn memory_rides_after_the_prompt_in_a_reminder_block() {
         let line = user_line(
             "where is the boat?",
-            Some("<g2-memory>\npier 7\n</g2-memory>"),
+            Some(&wire::memory_reminder("<g2-memory>\npier 7\n</g2-memory>")),
         );
         let v: Value = serde_json::from_str(&line).unwrap();
         let content = v["message"]["content"].as_array().unwrap();

@@ -36,14 +36,19 @@ pub enum Stage {
     MemoryAsked,
     /// Host: the memory request received.
     MemoryContext,
-    /// Host: the memory request answered (`late` when past the deadline).
+    /// Host: the memory block made (`late` when past the deadline); for a
+    /// prompt, while Claude Code works on it.
     MemoryAnswered,
-    /// Runner or hook: the memory answer read.
+    /// Runner or hook: the memory answer read (a prompt's says the block
+    /// is being made, for the gateway to put in).
     MemoryReceived,
     /// Runner: the stream-json line flushed to Claude Code.
     StdinWritten,
     /// Host: the gateway got a model request for the group.
     ModelRequest,
+    /// Host: the prompt's memory put into the model request in its
+    /// placeholder's place (`late`: not ready by its deadline, none).
+    MemoryAttached,
     /// Host: the model's answer streamed to its end.
     ModelAnswered,
     /// Hook process started (with the hook's event): a tool's, in a warm
@@ -65,7 +70,7 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Stage; 19] = [
+    pub const ALL: [Stage; 20] = [
         Stage::Stored,
         Stage::Woken,
         Stage::HandedOver,
@@ -77,6 +82,7 @@ impl Stage {
         Stage::MemoryReceived,
         Stage::StdinWritten,
         Stage::ModelRequest,
+        Stage::MemoryAttached,
         Stage::ModelAnswered,
         Stage::HookStart,
         Stage::HookEnd,
@@ -102,6 +108,7 @@ impl Stage {
             Stage::MemoryReceived => "memory_received",
             Stage::HookEnd => "hook_end",
             Stage::ModelRequest => "model_request",
+            Stage::MemoryAttached => "memory_attached",
             Stage::ModelAnswered => "model_answered",
             Stage::Result => "result",
             Stage::ReplyFrame => "reply_frame",

@@ -154,6 +154,46 @@ pub fn hook_args(event: &str) -> [String; 2] {
     ["hook".to_string(), event.to_string()]
 }
 
+// A prompt's memory in the user message the runner writes to Claude Code.
+
+/// A memory block as it rides with a prompt: in the `<system-reminder>`
+/// wrapper Claude Code gives a hook's context, a text block of its own
+/// after the prompt's.
+pub fn memory_reminder(block: &str) -> String {
+    format!("<system-reminder>\n{block}\n</system-reminder>")
+}
+
+/// Every placeholder holds this, also as a JSON string: a request without
+/// it has none to look for.
+pub const MEMORY_PLACEHOLDER_MARK: &str = "<g2-memory ref=";
+const PLACEHOLDER_START: &str = "<g2-memory ref=\"";
+const PLACEHOLDER_END: &str = "\"/>";
+
+/// The stand-in for a prompt's memory the host is still making: the runner
+/// sends it as the text block the memory would be, and the group's gateway
+/// puts the block in its place in every model request (or drops it when
+/// there is none), so Claude Code's work on the prompt and the host's
+/// recall run at once.
+pub fn memory_placeholder(reference: &str) -> String {
+    memory_reminder(&format!("{PLACEHOLDER_START}{reference}{PLACEHOLDER_END}"))
+}
+
+/// The reference of a text block that is exactly a placeholder (nothing
+/// else in any block stands for memory).
+pub fn memory_placeholder_ref(text: &str) -> Option<&str> {
+    let r = text
+        .strip_prefix("<system-reminder>\n")?
+        .strip_prefix(PLACEHOLDER_START)?
+        .strip_suffix("\n</system-reminder>")?
+        .strip_suffix(PLACEHOLDER_END)?;
+    valid_memory_ref(r).then_some(r)
+}
+
+/// A placeholder's reference: 1-64 ASCII letters, digits and `-`.
+pub fn valid_memory_ref(r: &str) -> bool {
+    (1..=64).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// What a container is started with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -493,6 +533,28 @@ pub struct TaskResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_whole_placeholder_block_names_its_memory() {
+        let p = memory_placeholder("4f2a-9");
+        assert_eq!(memory_placeholder_ref(&p), Some("4f2a-9"));
+        assert!(
+            serde_json::to_string(&p)
+                .unwrap()
+                .contains(MEMORY_PLACEHOLDER_MARK)
+        );
+        for not in [
+            format!("see {p}"),
+            format!("{p}\n"),
+            memory_reminder("<g2-memory ref=\"a b\"/>"),
+            memory_reminder("<g2-memory ref=\"\"/>"),
+            memory_reminder("<g2-memory ref=\"x\"/> and more"),
+            format!("<g2-memory ref=\"{}\"/>", "4f2a"),
+        ] {
+            assert_eq!(memory_placeholder_ref(&not), None, "{not}");
+        }
+        assert!(!valid_memory_ref(&"a".repeat(65)));
+    }
 
     #[test]
     fn input_uses_protocol_names() {

@@ -329,10 +329,15 @@ fn report(turns: &[Turn], (events, spans): &(Vec<Event>, Vec<(String, String, f6
             .collect();
         print!(" {}; {} |", e.len(), ms(p(took, 0.5)));
     }
-    print!("\n| memory answers past the deadline |");
-    for (g, _) in GROUPS {
-        let e = in_turns(g, &|e| e.stage == "memory_answered");
-        print!(" {}/{} |", e.iter().filter(|e| e.late).count(), e.len());
+    for (what, stage) in [
+        ("memory answers past the deadline", "memory_answered"),
+        ("model requests whose memory was late", "memory_attached"),
+    ] {
+        print!("\n| {what} |");
+        for (g, _) in GROUPS {
+            let e = in_turns(g, &|e| e.stage == stage);
+            print!(" {}/{} |", e.iter().filter(|e| e.late).count(), e.len());
+        }
     }
     println!();
     for name in ["hand_over", "memory_answer", "store_reply"] {

@@ -133,7 +133,6 @@ async fn a_warm_turn_names_every_stage_in_order() {
         ("runner_read", at(Stage::RunnerRead, None)),
         ("memory_asked", at(Stage::MemoryAsked, None)),
         ("memory_context", at(Stage::MemoryContext, None)),
-        ("memory_answered", at(Stage::MemoryAnswered, None)),
         ("memory_received", at(Stage::MemoryReceived, None)),
         ("stdin_written", at(Stage::StdinWritten, None)),
         ("model_request", at(Stage::ModelRequest, None)),
@@ -145,6 +144,19 @@ async fn a_warm_turn_names_every_stage_in_order() {
         ("reply_stored", at(Stage::ReplyStored, None)),
         ("published", at(Stage::Published, None)),
     ];
+    // The prompt's memory is made while Claude Code works on the prompt,
+    // and put into its model request by the gateway.
+    let (made, attached) = (
+        at(Stage::MemoryAnswered, None),
+        at(Stage::MemoryAttached, None),
+    );
+    assert!(
+        at(Stage::MemoryContext, None) <= made
+            && made <= attached
+            && at(Stage::ModelRequest, None) <= attached
+            && attached <= at(Stage::Result, None),
+        "memory made at {made}, attached at {attached}: {order:#?}"
+    );
     // `input_written` is stamped once the rename returned: the runner may
     // have read the file by then, so it is ordered against the host's own
     // stages only.

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 
 use g2_core::trace::Stage;
+use g2_core::validate::GroupFolder;
 
 use super::metered::Metered;
 use super::usage::{self, Outcome, Record, Tokens};
@@ -26,10 +27,24 @@ use super::{Gateway, ModelRequest, Reply, anthropic, meter};
 impl Gateway {
     /// The HTTP routes, with every request accounted to `caller`.
     pub fn router(&self, caller: &str) -> Router {
-        let state = Handler {
+        self.routes(Handler {
             gw: self.clone(),
             caller: Arc::from(caller),
-        };
+            group: None,
+        })
+    }
+
+    /// The routes of `group`'s socket: accounted to the group, and what
+    /// the host attaches to its requests put in ([`super::Hooks::attach`]).
+    pub(super) fn group_router(&self, group: &GroupFolder) -> Router {
+        self.routes(Handler {
+            gw: self.clone(),
+            caller: Arc::from(group.as_str()),
+            group: Some(group.clone()),
+        })
+    }
+
+    fn routes(&self, state: Handler) -> Router {
         Router::new()
             .route("/v1/messages", post(messages))
             .route("/v1/messages/count_tokens", post(count_tokens))
@@ -43,6 +58,7 @@ impl Gateway {
 struct Handler {
     gw: Gateway,
     caller: Arc<str>,
+    group: Option<GroupFolder>,
 }
 
 #[derive(Deserialize)]
@@ -170,6 +186,20 @@ async fn handle(h: Handler, req: Request, count_only: bool) -> Response {
                 "the request body could not be read",
             ));
         }
+    };
+    let body = match (&gw.inner.attach, &h.group) {
+        (Some(attach), Some(group)) => {
+            let (body, attached) = attach(group.clone(), body).await;
+            if attached.found > 0 && !count_only {
+                let d = crate::trace::Detail {
+                    late: Some(attached.late),
+                    ..Default::default()
+                };
+                crate::trace::record(Stage::MemoryAttached, Some(group.as_str()), None, d);
+            }
+            body
+        }
+        _ => body,
     };
     let head: Head = match serde_json::from_slice(&body) {
         Ok(h) => h,

@@ -70,11 +70,36 @@ struct Inner {
     recorder: mpsc::UnboundedSender<accounting::ToRecorder>,
     /// What each group's socket serves beside the model's routes.
     group_routes: Option<GroupRoutes>,
+    /// What is put into each model request from a group's socket.
+    attach: Option<Attach>,
 }
 
 /// The routes a group's socket serves beside the model's, built for each
 /// group (the host wires in memory's hook routes, `memory::context`).
 pub type GroupRoutes = Arc<dyn Fn(&GroupFolder) -> Router + Send + Sync>;
+
+/// Puts what a group's model request stands in for into it (the host wires
+/// in the prompts' memory, `memory::attach`): the request body in, the
+/// body to hand the provider out.
+pub type Attach = Arc<
+    dyn Fn(
+            GroupFolder,
+            bytes::Bytes,
+        ) -> futures_util::future::BoxFuture<'static, (bytes::Bytes, Attached)>
+        + Send
+        + Sync,
+>;
+
+/// What [`Attach`] did to a request, for the turn's trace.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Attached {
+    /// Placeholders found.
+    pub found: usize,
+    /// Of them, given their content (the others dropped).
+    pub given: usize,
+    /// One's content was not ready by its deadline (dropped).
+    pub late: bool,
+}
 
 /// What other parts of the host serve through the gateway, given when the
 /// host is wired (`host::gateway`): the gateway itself knows none of them.
@@ -84,6 +109,8 @@ pub struct Hooks {
     pub group_routes: Option<GroupRoutes>,
     /// What the offline provider asks before its own rules.
     pub offline: Option<offline::Delegate>,
+    /// What is put into each model request from a group's socket.
+    pub attach: Option<Attach>,
 }
 
 /// The gateway; cheap to clone, shared by all its listeners.
@@ -166,7 +193,7 @@ impl Gateway {
                 })
             }
         };
-        let gateway = Gateway::build(settings, store, provider, hooks.group_routes);
+        let gateway = Gateway::build(settings, store, provider, hooks);
         Ok((gateway, choice))
     }
 
@@ -177,14 +204,14 @@ impl Gateway {
         store: Store,
         provider: Arc<dyn Provider>,
     ) -> Gateway {
-        Gateway::build(settings, store, provider, None)
+        Gateway::build(settings, store, provider, Hooks::default())
     }
 
     fn build(
         settings: &GatewaySettings,
         store: Store,
         provider: Arc<dyn Provider>,
-        group_routes: Option<GroupRoutes>,
+        hooks: Hooks,
     ) -> Gateway {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(accounting::record_loop(store.clone(), rx));
@@ -196,7 +223,8 @@ impl Gateway {
                 slots: Mutex::new(HashMap::new()),
                 spent: Mutex::new(HashMap::new()),
                 recorder: tx,
-                group_routes,
+                group_routes: hooks.group_routes,
+                attach: hooks.attach,
             }),
         }
     }
@@ -312,7 +340,7 @@ impl Gateway {
         }
         // The socket is the group's identity: its runner and hooks ask here for the
         // group's own memory (the routes the host wired in).
-        let mut router = self.router(folder);
+        let mut router = self.group_router(folder);
         if let Some(routes) = &self.inner.group_routes {
             router = router.merge(routes(folder));
         }

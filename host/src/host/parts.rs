@@ -53,16 +53,28 @@ pub(super) fn check_shared_home(settings: &Settings, store: &Store) -> Result<()
 
 /// The model gateway with the provider the settings and environment
 /// select, and what memory serves through it: each group socket's hook
-/// routes (`memory::context`) and the offline model's answer to the host's
-/// extraction requests (`memory::extract::model`). Must be called inside a
+/// routes (`memory::context`), the prompts' memory put into the group's
+/// model requests (`memory::attach`) and the offline model's answer to the
+/// host's extraction requests (`memory::extract::model`). Must be called inside a
 /// Tokio runtime.
 pub fn gateway(home: &Home, settings: &Settings, store: &Store) -> Result<(Gateway, Choice)> {
     let (routes_store, memory) = (store.clone(), settings.memory.clone());
+    let attachments = crate::memory::attach::Attachments::new();
+    let made = attachments.clone();
     let hooks = Hooks {
         group_routes: Some(Arc::new(move |folder: &GroupFolder| {
-            crate::memory::context::routes(routes_store.clone(), folder.clone(), memory.clone())
+            crate::memory::context::routes(
+                routes_store.clone(),
+                folder.clone(),
+                memory.clone(),
+                made.clone(),
+            )
         })),
         offline: Some(crate::memory::extract::model::answer_offline),
+        attach: Some(Arc::new(move |folder: GroupFolder, body| {
+            let attachments = attachments.clone();
+            Box::pin(async move { attachments.fill(&folder, body).await })
+        })),
     };
     Gateway::new(&settings.gateway, home, store.clone(), hooks)
 }

@@ -45,8 +45,11 @@ use g2_core::quote;
 use g2_core::trace::{Stage, TARGET};
 use g2_core::validate::{GroupFolder, MemoryFolder};
 
+use std::sync::Arc;
+
 use crate::Result;
 use crate::config::MemorySettings;
+use crate::memory::attach::{self, Attachments};
 use crate::memory::recall::{self, RecallHit};
 use crate::store::{self, Store};
 
@@ -91,12 +94,21 @@ pub struct ContextRequest {
     /// The prompt, as the hook cleaned it.
     #[serde(default)]
     pub prompt: Option<String>,
+    /// A prompt's reference (`UserPromptSubmit` from the runner): answer
+    /// at once, and let the gateway put the block in the model's requests
+    /// (`memory::attach`).
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// The answer: the block, or empty.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub struct ContextResponse {
     pub context: String,
+    /// The block is being made for the request's reference: the gateway
+    /// fills its placeholder.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attached: bool,
 }
 
 fn budget_chars(tokens: usize) -> usize {
@@ -372,14 +384,23 @@ struct Ctx {
     store: Store,
     group: GroupFolder,
     settings: MemorySettings,
+    attachments: Arc<Attachments>,
 }
 
-/// The route the group's socket serves for its hooks.
-pub fn routes(store: Store, group: GroupFolder, settings: MemorySettings) -> Router {
+/// The route the group's socket serves for its runner and hooks; the
+/// blocks made for references go to `attachments`, where the group's
+/// gateway takes them.
+pub fn routes(
+    store: Store,
+    group: GroupFolder,
+    settings: MemorySettings,
+    attachments: Arc<Attachments>,
+) -> Router {
     Router::new().route(PATH, post(context)).with_state(Ctx {
         store,
         group,
         settings,
+        attachments,
     })
 }
 
@@ -389,12 +410,38 @@ pub fn routes(store: Store, group: GroupFolder, settings: MemorySettings) -> Rou
 /// group's query lane (`lanes`), so another group's load never queues
 /// it; past the deadline, or with the lane full, the answer is an empty
 /// block at once (the turn goes on without memory, as the hook would
-/// anyway).
+/// anyway). A prompt's request with a reference is answered at once and
+/// its block made meanwhile, for the gateway (`memory::attach`).
 async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<ContextResponse> {
     crate::trace::stamp(Stage::MemoryContext, &c.group, None);
+    let asked = std::time::Instant::now();
+    let reference = req.reference.clone().filter(|r| {
+        req.event == g2_core::wire::USER_PROMPT_SUBMIT && g2_core::wire::valid_memory_ref(r)
+    });
+    if let Some(r) = reference {
+        let deadline = attach::deadline(asked, c.settings.inject_wait_ms);
+        let pending = c.attachments.expect(&c.group, &r, deadline);
+        tokio::spawn(async move {
+            let block = make(&c, req, asked).await;
+            pending.fill(&block);
+        });
+        return Json(ContextResponse {
+            context: String::new(),
+            attached: true,
+        });
+    }
+    Json(ContextResponse {
+        context: make(&c, req, asked).await,
+        attached: false,
+    })
+}
+
+/// The block for `req`, within four fifths of the hook's wait from
+/// `asked` (empty past it).
+async fn make(c: &Ctx, req: ContextRequest, asked: std::time::Instant) -> String {
     let (group, settings) = (c.group.clone(), c.settings.clone());
     let deadline = std::time::Duration::from_millis(c.settings.inject_wait_ms * 4 / 5);
-    let (store, asked) = (c.store.clone(), std::time::Instant::now());
+    let store = c.store.clone();
     let lane = c.group.to_string();
     let work = crate::lanes::read(&store, &lane, move |conn| {
         // Work that would start past the deadline is not done at all.
@@ -404,8 +451,9 @@ async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<
         tracing::debug_span!(target: TARGET, "memory_answer", group = %group, event = req.event.as_str())
             .in_scope(|| answer(conn, &group, &req, &settings))
     });
+    let waited = deadline.saturating_sub(asked.elapsed());
     let mut late = false;
-    let context = match tokio::time::timeout(deadline, work).await {
+    let context = match tokio::time::timeout(waited, work).await {
         Ok(Ok(block)) => block,
         Ok(Err(e)) => {
             tracing::warn!(group = %c.group, error = %e, "memory context failed; none injected");
@@ -422,7 +470,7 @@ async fn context(State(c): State<Ctx>, Json(req): Json<ContextRequest>) -> Json<
         ..Default::default()
     };
     crate::trace::record(Stage::MemoryAnswered, Some(&c.group), None, d);
-    Json(ContextResponse { context })
+    context
 }
 
 #[cfg(test)]

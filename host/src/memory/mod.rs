@@ -8,6 +8,7 @@
 //! in `store::memory`; what reaches them was stripped of private spans and
 //! redacted first (`g2_core::privacy`).
 
+pub mod attach;
 pub mod context;
 pub mod embed;
 pub mod extract;

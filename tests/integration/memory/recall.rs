@@ -178,6 +178,25 @@ async fn memory_outlives_a_clear_and_comes_with_related_prompts_only() {
         .say("Bob", "where is the boat moored?\ng2:context")
         .await;
     assert!(related.contains(PROMPT_BLOCK), "{related}");
+    // The model was given the block; Claude Code's transcript keeps the
+    // placeholder the gateway filled (the block is made while Claude Code
+    // works on the prompt).
+    let projects = home
+        .path()
+        .join("data/sessions/main/.claude/projects/-workspace-group");
+    let prompts: Vec<String> = std::fs::read_dir(&projects)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .flat_map(|t| t.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .filter(|v| v["type"] == "user")
+        .map(|v| v["message"]["content"].to_string())
+        .collect();
+    assert!(
+        prompts.iter().any(|p| p.contains("<g2-memory ref=\\\""))
+            && !prompts.iter().any(|p| p.contains(PROMPT_BLOCK)),
+        "{prompts:#?}"
+    );
     let unrelated = main
         .say("Bob", "what is the capital of France?\ng2:context")
         .await;
