@@ -117,6 +117,10 @@ async fn drive(paths: &Paths, input: ContainerInput) -> anyhow::Result<i32> {
         .env("ANTHROPIC_API_KEY", PLACEHOLDER_KEY)
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
+        // g2 is the group's memory: Claude Code's own would keep a second
+        // one in the group's `.claude`, unredacted and never recalled, and
+        // read it on every turn.
+        .env("CLAUDE_CODE_DISABLE_AUTO_MEMORY", "1")
         // Offer every tool up front: with tool search on, MCP tools are
         // deferred behind ToolSearch and the g2 tools are not in the list.
         .env("ENABLE_TOOL_SEARCH", "false")

@@ -242,16 +242,26 @@ impl Embedder {
 /// of this pool neither queue ahead of a question on the shared pool nor
 /// take the CPU from one, or from anything else the machine runs.
 pub fn background_pool(threads: usize) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
+    pool_at("g2-embed-jobs", threads, 10)
+}
+
+/// A pool of `threads` threads named `name-{i}` at scheduling priority
+/// `nice` (Linux; elsewhere the caller's).
+pub fn pool_at(
+    name: &'static str,
+    threads: usize,
+    nice: i32,
+) -> Result<rayon::ThreadPool, rayon::ThreadPoolBuildError> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
-        .thread_name(|i| format!("g2-embed-jobs-{i}"))
-        .start_handler(|_| {
+        .thread_name(move |i| format!("{name}-{i}"))
+        .start_handler(move |_| {
             // SAFETY: setpriority on this thread's own id (Linux: a thread
             // is a process id to it); a failure leaves the priority as is.
             #[cfg(target_os = "linux")]
             unsafe {
                 let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-                libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+                libc::setpriority(libc::PRIO_PROCESS, tid, nice);
             }
         })
         .build()

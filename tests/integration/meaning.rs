@@ -141,6 +141,13 @@ fn a_question_with_none_of_the_answers_words_is_recalled_by_meaning() {
         "{block}"
     );
     assert!(!block.contains("berth 12"), "{block}");
+    // A prompt's question made ahead, on a thread of its own beside the
+    // agent, is the question the shared pool makes.
+    let q = "where do we keep the yacht now?";
+    let (_, ahead) = embed::making_ahead(q).wait().expect("a vector");
+    let shared = model.embedder.embed_one(q).unwrap();
+    let cos = g2_embed::dot(&ahead, &shared);
+    assert!(cos > 0.9999, "{cos}");
 
     // Observations: a restatement supersedes by meaning, something else
     // does not; a forgotten one's vector goes.

@@ -5,10 +5,10 @@
 //! (`memory::context`); the host registers it here, starts the recall and
 //! answers at once, and the prompt goes to Claude Code with a placeholder
 //! block (`wire::memory_placeholder`). Each model request the group's
-//! socket receives is looked through ([`Attachments::fill`]): every user
-//! message's text block that is exactly a placeholder gets its block, or
-//! is dropped when there is none. So the recall runs while Claude Code
-//! prepares its request (about 37 ms here) instead of before it.
+//! socket receives is looked through ([`Attachments::fill`]): every text
+//! block that is exactly a placeholder gets its block, or [`NONE`] when
+//! there is none. So the recall runs while Claude Code prepares its
+//! request (about 37 ms here) instead of before it.
 //!
 //! Invariants:
 //! - A reference is filled once and then always the same way: a request
@@ -18,17 +18,19 @@
 //!   requests agree with the turn's first.
 //! - References are kept per group, the most recently used
 //!   [`PER_GROUP`]; one evicted or made before this host started (a
-//!   restart, another host) is dropped from the request.
-//! - Only a whole text block of a user message is a placeholder: a member
-//!   or an agent who writes one inside their text gets their text back as
-//!   it was, never g2's block.
+//!   restart, another host) gets [`NONE`].
+//! - Only a whole text block is a placeholder: a member who writes one
+//!   inside their text gets their text back as it was, never g2's block.
+//!   (An agent could make a tool's output exactly one: it would be shown
+//!   its own group's memory, which its memory tools show it anyway.)
+//! - A request is scanned, not parsed: the cost does not grow with the
+//!   session beyond a pass over its bytes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use serde_json::Value;
 use tokio::sync::watch;
 
 use g2_core::validate::GroupFolder;
@@ -149,72 +151,70 @@ impl Attachments {
     }
 
     /// `body` (a Messages API request from `group`'s socket) with every
-    /// placeholder replaced by its block or dropped; unchanged, without a
-    /// copy, when it holds none.
+    /// placeholder replaced by its block, or by [`NONE`] when there is
+    /// none; unchanged, without a copy, when it holds none.
+    ///
+    /// The body is not parsed: a placeholder is found as the exact JSON
+    /// member `"text":"<placeholder>"` (Claude Code writes compact JSON),
+    /// which no string can hold (its quotes would be escaped), so the cost
+    /// is a scan of the bytes, however long the session's history.
     pub async fn fill(&self, group: &GroupFolder, body: Bytes) -> (Bytes, Filled) {
         let mut filled = Filled::default();
-        if memchr::memmem::find(&body, wire::MEMORY_PLACEHOLDER_MARK.as_bytes()).is_none() {
-            return (body, filled);
-        }
-        let Ok(mut request) = serde_json::from_slice::<Value>(&body) else {
-            return (body, filled);
-        };
-        let found = placeholders(&request);
+        let found = placeholders(&body);
         if found.is_empty() {
             return (body, filled);
         }
+        filled.found = found.len();
         let mut blocks: HashMap<&str, Option<Arc<str>>> = HashMap::new();
-        for (_, _, r) in &found {
-            if !blocks.contains_key(r.as_str()) {
+        for (_, r) in &found {
+            if !blocks.contains_key(r) {
                 let (block, late) = self.block(group, r).await;
                 filled.late |= late;
                 blocks.insert(r, block);
             }
         }
-        filled.found = found.len();
-        // From the last, so a dropped block moves none still to visit.
-        for (m, b, r) in found.iter().rev() {
-            let Some(content) = request["messages"][*m]["content"].as_array_mut() else {
-                continue;
-            };
-            match blocks.get(r.as_str()).cloned().flatten() {
+        let mut out = Vec::with_capacity(body.len() + 4096);
+        let mut at = 0;
+        for (span, r) in &found {
+            out.extend_from_slice(&body[at..span.start]);
+            let text = match blocks.get(r).cloned().flatten() {
                 Some(block) if !block.is_empty() => {
-                    content[*b]["text"] = Value::String(wire::memory_reminder(&block));
                     filled.given += 1;
+                    wire::memory_reminder(&block)
                 }
-                _ => {
-                    content.remove(*b);
-                }
-            }
+                _ => wire::memory_reminder(NONE),
+            };
+            // A JSON string of any text: serializing a `str` cannot fail.
+            out.extend_from_slice(serde_json::to_string(&text).unwrap_or_default().as_bytes());
+            at = span.end;
         }
-        match serde_json::to_vec(&request) {
-            Ok(v) => (Bytes::from(v), filled),
-            Err(_) => (body, Filled::default()),
-        }
+        out.extend_from_slice(&body[at..]);
+        (Bytes::from(out), filled)
     }
 }
 
-/// Where the request's placeholders are: (message, block, reference).
-fn placeholders(request: &Value) -> Vec<(usize, usize, String)> {
+/// What a placeholder becomes when its prompt has no memory: the API
+/// takes no empty text block, so the block stays, saying so in a word.
+pub const NONE: &str = "<g2-memory/>";
+
+/// A placeholder's JSON member up to its reference, and after it.
+const OPEN: &str = r#""text":"<system-reminder>\n<g2-memory ref=\""#;
+const CLOSE: &str = r#"\"/>\n</system-reminder>""#;
+
+/// Where the body's placeholders are: the span of each one's JSON string
+/// (quotes included), and its reference.
+fn placeholders(body: &[u8]) -> Vec<(std::ops::Range<usize>, &str)> {
     let mut found = Vec::new();
-    let Some(messages) = request["messages"].as_array() else {
-        return found;
-    };
-    for (m, message) in messages.iter().enumerate() {
-        if message["role"] != "user" {
-            continue;
-        }
-        let Some(content) = message["content"].as_array() else {
-            continue;
-        };
-        for (b, block) in content.iter().enumerate() {
-            if block["type"] == "text"
-                && let Some(r) = block["text"]
-                    .as_str()
-                    .and_then(wire::memory_placeholder_ref)
-            {
-                found.push((m, b, r.to_string()));
-            }
+    for at in memchr::memmem::find_iter(body, OPEN.as_bytes()) {
+        let from = at + OPEN.len();
+        let len = body[from..]
+            .iter()
+            .take(65)
+            .take_while(|b| b.is_ascii_alphanumeric() || **b == b'-')
+            .count();
+        let r = std::str::from_utf8(&body[from..from + len]).unwrap_or_default();
+        if wire::valid_memory_ref(r) && body[from + len..].starts_with(CLOSE.as_bytes()) {
+            found.push((at + r#""text":"#.len()..from + len + CLOSE.len(), r));
         }
     }
     found
@@ -229,7 +229,7 @@ pub fn deadline(asked: Instant, inject_wait_ms: u64) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn request(messages: Value) -> Bytes {
         Bytes::from(json!({"model": "m", "messages": messages}).to_string())
@@ -243,8 +243,24 @@ mod tests {
         Instant::now() + Duration::from_secs(5)
     }
 
+    #[test]
+    fn the_raw_member_is_claude_codes_compact_json() {
+        let member = format!(
+            "\"text\":{}",
+            serde_json::to_string(&wire::memory_placeholder("4f-2")).unwrap()
+        );
+        assert_eq!(member, format!("{OPEN}4f-2{CLOSE}"));
+        let body = format!("{{\"content\":[{{\"type\":\"text\",{member}}}]}}");
+        let found = placeholders(body.as_bytes());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].1, "4f-2");
+        let (span, _) = &found[0];
+        let text: String = serde_json::from_str(&body[span.clone()]).unwrap();
+        assert_eq!(text, wire::memory_placeholder("4f-2"));
+    }
+
     #[tokio::test]
-    async fn each_placeholder_gets_its_block_or_is_dropped() {
+    async fn each_placeholder_gets_its_block_or_says_there_is_none() {
         let a = Attachments::new();
         let g = group("main");
         a.expect(&g, "r1", far())
@@ -252,10 +268,17 @@ mod tests {
         a.expect(&g, "r2", far()).fill("");
         let p = |r: &str| json!({"type": "text", "text": wire::memory_placeholder(r)});
         let member = format!("look: {}", wire::memory_placeholder("r1"));
+        // A tool's output holding a transcript line: the placeholder in it
+        // is escaped once more, and is text.
+        let quoted = json!({"content": [p("r1")]}).to_string();
         let body = request(json!([
             {"role": "user", "content": [{"type": "text", "text": "where is the boat?"}, p("r1")]},
-            {"role": "assistant", "content": [p("r1")]},
-            {"role": "user", "content": [{"type": "text", "text": member}, p("r2"), p("gone")]},
+            {"role": "user", "content": [
+                {"type": "text", "text": member},
+                p("r2"),
+                p("gone"),
+                {"type": "tool_result", "tool_use_id": "t", "content": quoted},
+            ]},
         ]));
         let (out, filled) = a.fill(&g, body).await;
         assert_eq!(
@@ -272,13 +295,12 @@ mod tests {
             m[0]["content"][1]["text"],
             "<system-reminder>\n<g2-memory>\npier 7\n</g2-memory>\n</system-reminder>"
         );
-        // An assistant's text and a member's are theirs, as written.
-        assert_eq!(
-            m[1]["content"][0]["text"],
-            wire::memory_placeholder("r1").as_str()
-        );
-        assert_eq!(m[2]["content"].as_array().unwrap().len(), 1, "{v}");
-        assert_eq!(m[2]["content"][0]["text"], member.as_str());
+        // A member's text is theirs, as written, and so is a tool's.
+        assert_eq!(m[1]["content"][0]["text"], member.as_str());
+        assert_eq!(m[1]["content"][3]["content"], quoted.as_str());
+        let none = wire::memory_reminder(NONE);
+        assert_eq!(m[1]["content"][1]["text"], none.as_str());
+        assert_eq!(m[1]["content"][2]["text"], none.as_str());
         // Another group's socket knows none of these.
         let body = request(json!([{"role": "user", "content": [p("r1")]}]));
         let (out, filled) = a.fill(&group("fam"), body).await;
@@ -310,6 +332,7 @@ mod tests {
         );
         let (out, filled) = a.fill(&g, body.clone()).await;
         assert!(filled.late && filled.given == 0, "{filled:?}");
+        assert!(String::from_utf8_lossy(&out).contains(NONE));
         pending.fill("<g2-memory>\ntoo late\n</g2-memory>");
         let (again, _) = a.fill(&g, body).await;
         assert_eq!(out, again, "every later request shows the same");

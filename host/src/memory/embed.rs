@@ -30,9 +30,13 @@ use crate::store::{self, Store};
 
 /// Where `scripts/setup.sh` unpacks the model, under a project root.
 pub const DEFAULT_MODEL: &str = "tools/models/all-minilm-l6-v2";
-/// Rows one pass of the host's jobs takes: a pass holds no lock while it
-/// embeds, and a short one yields the single thread soon to what waits.
+/// Rows one pass of the host's jobs takes while the host is busy: a pass
+/// holds no lock while it embeds, and a short one yields the single thread
+/// soon to what waits.
 const PASS: i64 = 32;
+/// Rows one pass takes on an idle host (every core): enough for a batch a
+/// core with little padding, and back to [`busy`]'s check within seconds.
+const IDLE_PASS: i64 = 128;
 /// Rows one pass of the CLI's reindex takes: more rows sort into batches
 /// that pad less (`g2_embed::Embedder::embed_in`), and commit less often.
 const CLI_PASS: i64 = 256;
@@ -238,10 +242,53 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Starts making `text`'s vector on the model's pool ([`query`]), or joins
 /// the making of the same question already under way: a prompt's question
-/// is started when the host hands the prompt over, and its recall, asked
-/// a few milliseconds later, waits for that one instead of making it again
-/// beside it on the same cores.
+/// is started when the host hands the prompt over ([`making_ahead`]), and
+/// its recall, asked a few milliseconds later, waits for that one instead
+/// of making it again beside it on the same cores.
 pub fn making(text: &str) -> Making {
+    begin(text, None)
+}
+
+/// [`making`] for a prompt handed to a running agent: on one thread of its
+/// own ([`AHEAD`]), beside Claude Code rather than on every core. Claude
+/// Code works on the prompt for about 37 ms before its model request, and
+/// the gateway puts the memory in only then (`memory::attach`): one thread
+/// has the vector in time, and Claude Code keeps a core (on two cores, the
+/// shared pool took both and slowed it by about as much as it saved).
+pub fn making_ahead(text: &str) -> Making {
+    begin(text, ahead())
+}
+
+/// The ahead pools' priority: below Claude Code's, which works on the
+/// same prompt meanwhile and is what the turn waits for, and above the
+/// embedding jobs' (nice 10).
+const AHEAD_NICE: i32 = 5;
+
+/// One-thread pools, one a core, for questions made ahead: each question
+/// runs on one thread, and questions from several groups at once still
+/// run side by side. (candle runs its products on the pool it is called
+/// from, so a question inside a one-thread pool uses one thread.)
+static AHEAD: LazyLock<Vec<(rayon::ThreadPool, AtomicUsize)>> = LazyLock::new(|| {
+    let cores = std::thread::available_parallelism().map_or(1, NonZero::get);
+    (0..cores)
+        .filter_map(|_| g2_embed::pool_at("g2-embed-ahead", 1, AHEAD_NICE).ok())
+        .map(|p| (p, AtomicUsize::new(0)))
+        .collect()
+});
+
+/// A pool and how many questions it has to make.
+type Ahead = (&'static rayon::ThreadPool, &'static AtomicUsize);
+
+/// The least busy of [`AHEAD`]'s pools, if any could be made (else the
+/// shared pool makes the question).
+fn ahead() -> Option<Ahead> {
+    AHEAD
+        .iter()
+        .min_by_key(|(_, n)| n.load(Ordering::Relaxed))
+        .map(|(p, n)| (p, n))
+}
+
+fn begin(text: &str, pool: Option<Ahead>) -> Making {
     let mut all = lock(&MAKING);
     if let Some(slot) = all.iter().find(|s| s.text == text) {
         return Making(slot.clone());
@@ -254,12 +301,22 @@ pub fn making(text: &str) -> Making {
     all.push(slot.clone());
     drop(all);
     let job = slot.clone();
-    rayon::spawn(move || {
+    let make = move || {
         let made = query(&job.text);
         lock(&MAKING).retain(|s| !Arc::ptr_eq(s, &job));
         *lock(&job.vector) = Some(made);
         job.ready.notify_all();
-    });
+    };
+    match pool {
+        Some((pool, queued)) => {
+            queued.fetch_add(1, Ordering::Relaxed);
+            pool.spawn(move || {
+                make();
+                queued.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        None => rayon::spawn(make),
+    }
     Making(slot)
 }
 
@@ -379,7 +436,11 @@ pub fn run_pass(store: &Store, model: &Model, pace: Pace) -> crate::Result<usize
     if store.read_blocking(store::embeddings::queued)? == 0 {
         return Ok(0);
     }
-    let take = if pace == Pace::Cli { CLI_PASS } else { PASS };
+    let take = match pace {
+        Pace::Cli => CLI_PASS,
+        Pace::Idle => IDLE_PASS,
+        Pace::Quiet => PASS,
+    };
     let jobs = store.write_blocking(move |tx| store::embeddings::pending(tx, take))?;
     if jobs.is_empty() {
         return Ok(0);

@@ -252,7 +252,7 @@ pub fn warm(query: &str) {
         return;
     }
     // Its recall joins this making (`embed::making`).
-    let _ = crate::memory::embed::making(text);
+    let _ = crate::memory::embed::making_ahead(text);
 }
 
 /// [`recall_with`] with other weights (the recall bench's comparisons).
