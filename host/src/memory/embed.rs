@@ -250,7 +250,7 @@ pub fn making(text: &str) -> Making {
 }
 
 /// [`making`] for a prompt handed to a running agent: on one thread of its
-/// own ([`AHEAD`]), beside Claude Code rather than on every core. Claude
+/// own (`AHEAD`), beside Claude Code rather than on every core. Claude
 /// Code works on the prompt for about 37 ms before its model request, and
 /// the gateway puts the memory in only then (`memory::attach`): one thread
 /// has the vector in time, and Claude Code keeps a core (on two cores, the
