@@ -73,7 +73,7 @@ impl Prompts {
         }
         let question = kept.as_deref().and_then(privacy::prompt::question);
         let memory = match question {
-            Some(q) if self.injects => self.ask(q, trace).await,
+            Some(q) if self.injects && !is_command(text) => self.ask(q, trace).await,
             _ => None,
         };
         user_line(text, memory.as_deref())
@@ -148,6 +148,13 @@ impl Prompts {
         }
         crate::inject::context(&answer).map(|block| wire::memory_reminder(&block))
     }
+}
+
+/// Whether `text` is one of Claude Code's commands (`/compact`, …): it
+/// reads one only from a message that is the command alone, so such a
+/// prompt goes as it is, without memory.
+fn is_command(text: &str) -> bool {
+    text.trim_start().starts_with('/')
 }
 
 /// Whether the container's switch `var` is on (anything but `0`).
@@ -296,6 +303,26 @@ mod tests {
         let r = wire::memory_placeholder_ref(content[1]["text"].as_str().unwrap())
             .expect("a placeholder block");
         assert_eq!(r.len(), 32, "a fresh uuid: {r}");
+    }
+
+    #[tokio::test]
+    async fn a_claude_code_command_goes_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = paths(dir.path());
+        std::fs::create_dir_all(paths.ipc()).unwrap();
+        crate::inject::tests::serve_once_at(
+            &paths.model_socket(),
+            "HTTP/1.1 200 OK\r\n\r\n{\"context\":\"\",\"attached\":true}",
+            std::time::Duration::ZERO,
+        );
+        let mut p = Prompts::new(&paths, false, true);
+        let line = p.line("/compact", &mut None).await;
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["message"]["content"], "/compact");
+        // The host was not asked: a prompt that is no command still is.
+        let line = p.line("where is the boat?", &mut None).await;
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert!(v["message"]["content"].is_array(), "{line}");
     }
 
     #[test]
