@@ -285,8 +285,9 @@ mod tests {
         assert!(reply.contains("[redacted:"), "{reply}");
     }
 
-    #[tokio::test]
-    async fn a_host_making_the_memory_gets_a_placeholder_for_it_at_once() {
+    /// Prompts with injection on, and a host that answers one memory
+    /// request with "being made".
+    fn attaching() -> (tempfile::TempDir, Prompts) {
         let dir = tempfile::tempdir().unwrap();
         let paths = paths(dir.path());
         std::fs::create_dir_all(paths.ipc()).unwrap();
@@ -295,7 +296,13 @@ mod tests {
             "HTTP/1.1 200 OK\r\n\r\n{\"context\":\"\",\"attached\":true}",
             std::time::Duration::ZERO,
         );
-        let mut p = Prompts::new(&paths, false, true);
+        let p = Prompts::new(&paths, false, true);
+        (dir, p)
+    }
+
+    #[tokio::test]
+    async fn a_host_making_the_memory_gets_a_placeholder_for_it_at_once() {
+        let (_dir, mut p) = attaching();
         let line = p.line("where is the boat?", &mut None).await;
         let v: Value = serde_json::from_str(&line).unwrap();
         let content = v["message"]["content"].as_array().unwrap();
@@ -307,15 +314,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_claude_code_command_goes_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = paths(dir.path());
-        std::fs::create_dir_all(paths.ipc()).unwrap();
-        crate::inject::tests::serve_once_at(
-            &paths.model_socket(),
-            "HTTP/1.1 200 OK\r\n\r\n{\"context\":\"\",\"attached\":true}",
-            std::time::Duration::ZERO,
-        );
-        let mut p = Prompts::new(&paths, false, true);
+        let (_dir, mut p) = attaching();
         let line = p.line("/compact", &mut None).await;
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["message"]["content"], "/compact");
