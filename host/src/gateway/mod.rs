@@ -95,9 +95,9 @@ pub type Attach = Arc<
 pub struct Attached {
     /// Placeholders found.
     pub found: usize,
-    /// Of them, given their content (the others dropped).
+    /// Of them, given their content (the others say there is none).
     pub given: usize,
-    /// One's content was not ready by its deadline (dropped).
+    /// One's content was not ready by its deadline (none, for good).
     pub late: bool,
 }
 

@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use g2_core::validate::GroupFolder;
 use g2_core::wire;
 
-use crate::gateway::Attached as Filled;
+use crate::gateway::Attached;
 
 /// References kept per group.
 pub const PER_GROUP: usize = 1024;
@@ -158,8 +158,8 @@ impl Attachments {
     /// member `"text":"<placeholder>"` (Claude Code writes compact JSON),
     /// which no string can hold (its quotes would be escaped), so the cost
     /// is a scan of the bytes, however long the session's history.
-    pub async fn fill(&self, group: &GroupFolder, body: Bytes) -> (Bytes, Filled) {
-        let mut filled = Filled::default();
+    pub async fn fill(&self, group: &GroupFolder, body: Bytes) -> (Bytes, Attached) {
+        let mut filled = Attached::default();
         let found = placeholders(&body);
         if found.is_empty() {
             return (body, filled);
@@ -283,7 +283,7 @@ mod tests {
         let (out, filled) = a.fill(&g, body).await;
         assert_eq!(
             filled,
-            Filled {
+            Attached {
                 found: 3,
                 given: 1,
                 late: false
@@ -348,7 +348,7 @@ mod tests {
         );
         let (out, filled) = a.fill(&g, body.clone()).await;
         assert_eq!(out.as_ptr(), body.as_ptr(), "no copy");
-        assert_eq!(filled, Filled::default());
+        assert_eq!(filled, Attached::default());
         // The least recently used reference goes first: one used by
         // every request stays.
         a.expect(&g, "kept", far())
