@@ -220,9 +220,40 @@ where
     out
 }
 
+/// One line per file a message came with that was kept: a link from the
+/// archive (in `conversations/`) to the file in the group's `media/`.
+/// Only the characters the host gives names and paths are kept, so a
+/// forged envelope cannot make a link elsewhere.
+fn push_files(out: &mut String, files: &[envelope::File]) {
+    let safe = |s: &str, extra: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c) || extra.contains(*c))
+            .collect()
+    };
+    for f in files {
+        let Some(rel) = f.path.strip_prefix(&format!("{}/", crate::wire::GROUP_DIR)) else {
+            continue;
+        };
+        let rel = safe(rel, "/");
+        if rel
+            .split('/')
+            .any(|p| p.is_empty() || p == ".." || p == ".")
+            || !rel.starts_with("media/")
+        {
+            continue;
+        }
+        out.push_str(&format!(
+            "*{}: [{}](../{rel})*\n\n",
+            safe(&f.kind, ""),
+            safe(&f.name, "")
+        ));
+    }
+}
+
 /// A user turn. A routed prompt (see [`envelope`]) shows who said what,
 /// one line per message: `**Ann** (09:00): we need milk`, unescaped, the
-/// time in the archive's timezone; a note the host put before it shows in
+/// time in the archive's timezone (and a link to each file it came with);
+/// a note the host put before it shows in
 /// italics. Anything else is one `**User**` turn, as Claude Code saw it.
 /// The envelope is read before cleaning: its text is escaped, so a
 /// `<private>` tag in a message only shows once it is unescaped.
@@ -259,6 +290,7 @@ where
             out.push_str(": ");
             out.push_str(&text);
             out.push_str("\n\n");
+            push_files(out, &m.files);
         }
     }
     if !plain.is_empty() {
@@ -475,6 +507,41 @@ mod tests {
         );
         // Titled from what the people said, not from the envelope.
         assert_eq!(title(None, &t, &at()), "we need milk");
+    }
+
+    /// A kept file is linked from the archive to the group's `media/`; a
+    /// path that leaves it (a forged envelope) is not.
+    #[test]
+    fn files_are_linked_where_they_are_kept() {
+        use crate::media::{Attachment, Kind};
+        let file = |path: &str| Attachment {
+            kind: Kind::Image,
+            name: "cat (1).png".into(),
+            path: Some(path.into()),
+            content_type: "image/png".into(),
+            bytes: 9,
+            seconds: None,
+            note: None,
+        };
+        let files = [
+            file("media/2026-11-28/a1-cat.png"),
+            file("media/../../../etc/passwd"),
+        ];
+        let prompt =
+            envelope::write_with([("Ann", "2026-11-22T09:00:00.000Z", "look", &files[..])]);
+        let mut t = Transcript::default();
+        t.entries = vec![
+            Entry::User(vec![prompt]),
+            Entry::Assistant(vec!["nice".into()]),
+        ];
+        let md = render("Cat", &t, &at(), &ArchiveOptions::default());
+        assert!(
+            md.contains(
+                "**Ann** (09:00): look\n\n*image: [cat1.png](../media/2026-11-28/a1-cat.png)*"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("passwd"), "{md}");
     }
 
     /// A message whose lines look like other turns stays one message of

@@ -16,6 +16,7 @@
 //! - [`confined`]: file access beneath a directory handle that never
 //!   follows a link, for the folders an agent can write.
 //! - [`watch`]: inotify on IPC folders, our own reads never waking us.
+//! - [`media`]: a message's files (voice notes, photos) as stored and named.
 //! - [`quote`]: how what people and agents wrote is quoted in text g2
 //!   speaks in (memory blocks, tool results).
 
@@ -23,6 +24,7 @@ pub mod archive;
 pub mod confined;
 pub mod envelope;
 pub mod ipc;
+pub mod media;
 pub mod privacy;
 pub mod quote;
 pub mod trace;

@@ -85,6 +85,7 @@ const SQLITE_MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0014_cluster.sql"),
     include_str!("../../migrations/0015_job_claims.sql"),
     include_str!("../../migrations/0016_passed_over.sql"),
+    include_str!("../../migrations/0017_attachments.sql"),
 ];
 
 /// The schema version of an up-to-date SQLite store (`PRAGMA

@@ -5,6 +5,7 @@ use crate::params;
 use serde::{Deserialize, Serialize};
 
 use super::{Result, now_rfc3339, query_all};
+use g2_core::media::Attachment;
 
 /// One message. Also the stable JSON shape of the API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +32,9 @@ pub struct Message {
     /// agent (over a prompt's budget before a message that called it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub passed_over: bool,
+    /// Its files (voice notes, photos), kept in the group's folder.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 /// An inbound message as a channel hands it over. Only `sender`,
@@ -53,6 +57,9 @@ pub struct Inbound {
     /// It addresses the assistant (see [`Message::addressed`]).
     #[serde(skip)]
     pub addressed: bool,
+    /// Its files, already kept in the group's folder by the host.
+    #[serde(skip)]
+    pub attachments: Vec<Attachment>,
 }
 
 /// Stores an inbound message for a chat (creating the chat row on first
@@ -75,6 +82,7 @@ pub fn insert_inbound(
     let message = Message {
         sender_name: m.sender_name.clone(),
         addressed: m.addressed,
+        attachments: m.attachments.clone(),
         ..unsaved(chat_jid, m.sender.trim(), &m.text, now)
     };
     insert(
@@ -101,6 +109,7 @@ fn unsaved(chat_jid: &str, sender: &str, text: &str, at: String) -> Message {
         addressed: false,
         reply_to: None,
         passed_over: false,
+        attachments: Vec::new(),
     }
 }
 
@@ -118,8 +127,8 @@ fn insert(
     let seq: Option<i64> = tx
         .query_row(
             "INSERT INTO messages (id, chat_jid, sender, sender_name, content, timestamp, is_from_me, is_bot,
-                                   delivered_at, reply_to, external_id, thread, addressed)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, CASE WHEN ?8 THEN ?6 END, ?9, ?10, ?11, ?12)
+                                   delivered_at, reply_to, external_id, thread, addressed, attachments)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, CASE WHEN ?8 THEN ?6 END, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT (chat_jid, external_id) WHERE external_id IS NOT NULL DO NOTHING
              RETURNING seq",
             params![
@@ -134,7 +143,8 @@ fn insert(
                 m.reply_to,
                 external_id,
                 thread,
-                m.addressed
+                m.addressed,
+                attachments_json(&m.attachments)
             ],
             |r| r.get(0),
         )
@@ -315,13 +325,27 @@ pub fn undelivered(conn: &Db<'_>, after: i64, limit: usize) -> Result<Vec<Messag
     )
 }
 
-const COLUMNS: &str = "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot, addressed, reply_to, passed_over";
+const COLUMNS: &str = "seq, id, chat_jid, sender, sender_name, content, timestamp, is_bot, addressed, reply_to, passed_over, attachments";
 
 fn row(r: &Row<'_>) -> Result<Message> {
     Ok(read_row!(r => Message {
         seq, id, chat_jid, sender, sender_name, text, timestamp, from_bot, addressed, reply_to,
-        passed_over,
+        passed_over, attachments = read_attachments,
     }))
+}
+
+/// A message's files as stored: NULL when it has none.
+fn attachments_json(a: &[Attachment]) -> Option<String> {
+    (!a.is_empty()).then(|| serde_json::to_string(a).unwrap_or_else(|_| "[]".into()))
+}
+
+/// The stored files; a value that does not read (written by a newer
+/// host) is shown as none rather than hiding the message.
+fn read_attachments(r: &Row<'_>, i: usize) -> Result<Vec<Attachment>> {
+    let json: Option<String> = r.get(i)?;
+    Ok(json
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default())
 }
 
 /// The texts of people's messages in a chat after `after` up to `upto`

@@ -37,6 +37,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../migrations/postgres/0005_passed_over.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/postgres/0006_attachments.sql"),
+    ),
 ];
 
 /// The advisory lock every write transaction takes (any constant shared

@@ -488,6 +488,11 @@ impl Dir {
         rustix::fs::unlinkat(&self.fd, single(name)?, AtFlags::empty()).map_err(to_io)
     }
 
+    /// Removes an empty folder (a link is refused: it is not a folder).
+    pub fn remove_dir(&self, name: &str) -> io::Result<()> {
+        rustix::fs::unlinkat(&self.fd, single(name)?, AtFlags::REMOVEDIR).map_err(to_io)
+    }
+
     /// The folder's entries (not `.`/`..`), links reported as links.
     pub fn entries(&self) -> io::Result<Vec<Entry>> {
         let mut out = Vec::new();

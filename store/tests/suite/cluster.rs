@@ -284,6 +284,7 @@ fn stored_messages_are_announced_to_other_stores_once_committed() {
         external_id: None,
         thread: None,
         addressed: true,
+        attachments: Vec::new(),
     };
     // Rolled back: nobody hears of it. Its own: not told back.
     let failed = there.write_blocking(|tx| {

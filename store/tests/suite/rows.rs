@@ -32,6 +32,7 @@ fn inbound(text: &str, external: Option<&str>) -> Inbound {
         external_id: external.map(str::to_string),
         thread: None,
         addressed: true,
+        attachments: Vec::new(),
     }
 }
 
@@ -186,6 +187,44 @@ fn messages_keep_order_duplicates_and_delivery() {
                 .unwrap()
                 .is_empty()
         );
+    });
+}
+
+#[test]
+fn a_message_keeps_its_files() {
+    use g2_core::media::{Attachment, Kind};
+    each(|store| {
+        let voice = Attachment {
+            kind: Kind::Voice,
+            name: "note.ogg".into(),
+            path: Some("media/2026-11-28/a1-note.ogg".into()),
+            content_type: "audio/ogg".into(),
+            bytes: 5120,
+            seconds: Some(12),
+            note: None,
+        };
+        let m = Inbound {
+            attachments: vec![voice.clone()],
+            ..inbound("[voice 0:12] we meet at noon", None)
+        };
+        let stored = store
+            .write_blocking(move |tx| messages::insert_inbound(tx, "tg:9", "telegram", &m))
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.attachments, std::slice::from_ref(&voice));
+        let log = store
+            .read_blocking(|c| messages::after(c, "tg:9", 0, 10))
+            .unwrap();
+        assert_eq!(log[0].attachments, [voice]);
+        let plain = store
+            .write_blocking(|tx| {
+                messages::insert_inbound(tx, "tg:9", "telegram", &inbound("hi", None))
+            })
+            .unwrap()
+            .unwrap();
+        assert!(plain.attachments.is_empty());
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get("attachments").is_none(), "{json}");
     });
 }
 
