@@ -94,6 +94,8 @@ pub struct Host {
     agents: Arc<Agents>,
     /// What the other hosts store (PostgreSQL's notices).
     follow: Option<Background>,
+    /// `media.retention_days`' hourly sweep, when set.
+    media_retention: Option<Background>,
     /// This host's leases and heartbeat.
     cluster: crate::cluster::Membership,
     /// Held until the host has stopped: one host per home.
@@ -120,7 +122,6 @@ impl Host {
         let tasks_changed = Arc::new(Notify::new());
         let platforms = Platforms::enabled(home, settings, &store)?;
         let sessions = sessions(home, settings, &store);
-        let channels = platforms.channels(&store, settings, &sessions, &queue);
         let agents = Arc::new(agents(
             home,
             settings,
@@ -129,6 +130,13 @@ impl Host {
             runtime,
             &gateway,
         ));
+        let media = crate::media::Media::new(
+            home,
+            &settings.media,
+            &settings.container,
+            Some(agents.disk().clone()),
+        );
+        let channels = platforms.channels(&store, settings, &sessions, &queue, media);
         for name in agents.reap().await? {
             tracing::warn!(target: LOG, container = %name, "removed a container left by an earlier host");
         }
@@ -200,6 +208,10 @@ impl Host {
         // the background (an archive per transaction, progress in the log),
         // once the rest has started: its writes do not slow the start.
         let indexing = crate::memory::recall::indexing::start(store.clone());
+        let media_retention = settings
+            .media
+            .retention_days
+            .map(|days| crate::media::retention::start(home.clone(), store.clone(), days));
         tracing::info!(target: LOG, addr = %bound, groups, "serving");
         Ok(Host {
             api: bound,
@@ -217,6 +229,7 @@ impl Host {
             gateway,
             agents: agents.clone(),
             follow,
+            media_retention,
             cluster,
             _lock: lock,
         })
@@ -253,6 +266,7 @@ impl Host {
         tracing::info!(target: LOG, "shutting down: closing containers");
         let mut jobs = self.inbound;
         jobs.extend(self.follow);
+        jobs.extend(self.media_retention);
         jobs.extend([self.schedule, self.indexing]);
         jobs.extend(self.memory.into_backgrounds());
         within(

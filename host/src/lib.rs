@@ -31,6 +31,7 @@ pub mod http;
 pub mod jid;
 pub mod lanes;
 pub mod lock;
+pub mod media;
 pub mod memory;
 pub mod messages;
 pub mod requests;

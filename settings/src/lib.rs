@@ -20,11 +20,13 @@ use serde::{Deserialize, Serialize};
 mod channels;
 mod container;
 mod gateway;
+mod media;
 mod memory;
 
 pub use channels::*;
 pub use container::*;
 pub use gateway::*;
+pub use media::*;
 pub use memory::*;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -62,6 +64,7 @@ pub struct Settings {
     pub queue: QueueSettings,
     pub memory: MemorySettings,
     pub channels: ChannelSettings,
+    pub media: MediaSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -186,6 +189,7 @@ impl Default for Settings {
             api: ApiSettings::default(),
             queue: QueueSettings::default(),
             memory: MemorySettings::default(),
+            media: MediaSettings::default(),
             channels: ChannelSettings::default(),
         }
     }
@@ -288,6 +292,14 @@ impl Settings {
         if !(1..=100).contains(&self.container.disk_cpu_percent) {
             return Err(Error::Config(
                 "container.disk_cpu_percent: a share of one core from 1 to 100".into(),
+            ));
+        }
+        if !(1024..=(1 << 30)).contains(&self.media.max_bytes)
+            || self.media.max_seconds == 0
+            || self.media.transcribe_timeout_secs == 0
+        {
+            return Err(Error::Config(
+                "media.max_bytes: 1 KiB to 1 GiB; media.max_seconds and media.transcribe_timeout_secs: at least 1".into(),
             ));
         }
         if !(1..=10_000).contains(&self.memory.inject_wait_ms) {

@@ -1,5 +1,6 @@
 //! A local Telegram Bot API server: the methods g2 uses (`getMe`,
-//! `getUpdates`, `sendMessage`, `sendChatAction`) with the request and
+//! `getUpdates`, `sendMessage`, `sendChatAction`, `getFile` and the file
+//! download `GET /file/bot<token>/<file_path>`) with the request and
 //! answer shapes and the errors of Telegram's documentation
 //! (<https://core.telegram.org/bots/api>): `{"ok":false,"error_code":…,
 //! "description":…}`, with `parameters.retry_after` on 429. Updates are
@@ -68,6 +69,10 @@ struct Inner {
     polling: Option<u64>,
     polls: u64,
     conflicts: usize,
+    /// Files by `file_id`: their `file_path` and bytes.
+    files: std::collections::HashMap<String, (String, Vec<u8>)>,
+    /// `getFile` requests, by `file_id`.
+    file_asks: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -217,7 +222,9 @@ impl BotApi {
             news: Arc::new(Notify::new()),
         };
         // Any path: the client may write `//bot…/method` after a bare host.
-        let app = Router::new().fallback(post(handle)).with_state(api.clone());
+        let app = Router::new()
+            .fallback(axum::routing::any(handle))
+            .with_state(api.clone());
         let url = local_api::serve_app(app).await;
         BotApi { url, ..api }
     }
@@ -264,6 +271,20 @@ impl BotApi {
         drop(inner);
         self.news.notify_waiters();
         id
+    }
+
+    /// A file the bot may fetch: its `file_id`, to put in a message.
+    pub fn add_file(&self, bytes: Vec<u8>, ext: &str) -> String {
+        let mut inner = self.lock();
+        let id = format!("FILE{}", inner.files.len() + 1);
+        let path = format!("documents/file_{}.{ext}", inner.files.len() + 1);
+        inner.files.insert(id.clone(), (path, bytes));
+        id
+    }
+
+    /// The `file_id`s `getFile` was asked for.
+    pub fn file_asks(&self) -> Vec<String> {
+        self.lock().file_asks.clone()
     }
 
     /// The next `sendMessage` answers with this.
@@ -337,6 +358,24 @@ impl BotApi {
 async fn handle(State(api): State<BotApi>, uri: Uri, body: Option<Json<Value>>) -> Response {
     // The client percent-encodes the token's colon.
     let path = uri.path().replace("%3A", ":").replace("%3a", ":");
+    // Files: `/file/bot<token>/<file_path>`, the bytes (404 when unknown).
+    if let Some(rest) = path.trim_start_matches('/').strip_prefix("file/") {
+        let Some(file_path) = rest.strip_prefix(&format!("bot{TOKEN}/")) else {
+            return error(401, "Unauthorized", None);
+        };
+        // The client sends the file path as one segment (`/` as `%2F`).
+        let file_path = file_path.replace("%2F", "/").replace("%2f", "/");
+        let found = api
+            .lock()
+            .files
+            .values()
+            .find(|(p, _)| *p == file_path)
+            .map(|(_, b)| b.clone());
+        return match found {
+            Some(bytes) => bytes.into_response(),
+            None => error(404, "Not Found", None),
+        };
+    }
     let mut parts = path.split('/').filter(|p| !p.is_empty());
     let (bot, method) = (
         parts.next().unwrap_or_default(),
@@ -367,6 +406,18 @@ async fn handle(State(api): State<BotApi>, uri: Uri, body: Option<Json<Value>>) 
             ok(me)
         }
         "getupdates" => get_updates(&api, &body).await,
+        "getfile" => {
+            let id = body["file_id"].as_str().unwrap_or_default().to_string();
+            let mut inner = api.lock();
+            inner.file_asks.push(id.clone());
+            match inner.files.get(&id) {
+                Some((path, bytes)) => ok(json!({
+                    "file_id": id, "file_unique_id": format!("u{id}"),
+                    "file_size": bytes.len(), "file_path": path,
+                })),
+                None => error(400, "Bad Request: invalid file_id", None),
+            }
+        }
         "sendmessage" => send_message(&api, &body).await,
         "sendchataction" => {
             let chat = body["chat_id"].as_i64().unwrap_or_default();

@@ -34,6 +34,7 @@ mod local_api;
 mod login;
 mod loopback;
 mod meaning;
+mod media;
 mod memory;
 #[path = "../pg_cluster.rs"]
 mod pg_cluster;

@@ -396,3 +396,96 @@ async fn forum_topics_are_groups_of_their_own_or_share_the_chats() {
     assert_eq!(trips.iter().filter(|m| m["from_bot"] == false).count(), 1);
     assert_eq!(fam.iter().filter(|m| m["from_bot"] == false).count(), 1);
 }
+
+/// A voice note, a photo (its largest size) and documents, fetched the
+/// Bot API's way (`getFile`, then the file's URL): the voice note arrives
+/// as its transcript, the photo is kept where the agent's turn lists it,
+/// and a file over the limit (never asked for) and one whose download
+/// fails are each named in the stored message, the chat told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_notes_photos_and_documents_are_fetched_kept_and_named() {
+    use crate::media::{PNG, SAID, heard, voice_note};
+    let Some(voice) = voice_note(SAID) else {
+        return;
+    };
+    if !image_ready() {
+        return;
+    }
+    let api = BotApi::start().await;
+    let home = TestHome::new();
+    register(&home, "family", "tg:-100200", "Family");
+    let s = serve_with(&home, &api, &[]);
+    let v = api.add_file(voice.clone(), "oga");
+    api.message(-100200, 42, "Ann", "", json!({ "voice": {
+        "file_id": v, "file_unique_id": "uv", "duration": 4, "mime_type": "audio/ogg", "file_size": voice.len() } }));
+    let p = api.add_file(PNG.to_vec(), "jpg");
+    api.message(-100200, 43, "Bob", "", json!({
+        "photo": [
+            { "file_id": "small", "file_unique_id": "us", "width": 90, "height": 90, "file_size": 10 },
+            { "file_id": p, "file_unique_id": "up", "width": 800, "height": 600, "file_size": PNG.len() },
+        ],
+        "caption": "@g2bot g2:attachments",
+        "caption_entities": [{ "type": "mention", "offset": 0, "length": 6 }],
+    }));
+    let sent = api.wait_sent(-100200, 1, 240).await;
+    let listed = &sent[0].text;
+    assert!(
+        listed.matches("/workspace/group/media/").count() == 2,
+        "{listed}"
+    );
+    assert_eq!(
+        api.file_asks(),
+        [v.clone(), p.clone()],
+        "the largest photo size only"
+    );
+    let log = stored(&s.url, "family").await;
+    let voice_msg = &log[0];
+    let text = voice_msg["text"].as_str().unwrap();
+    assert!(text.starts_with("[voice 0:0"), "{text}");
+    assert!(heard(text) >= 4, "{text}");
+    assert_eq!(voice_msg["attachments"][0]["kind"], "voice");
+    for m in &log[..2] {
+        let path = m["attachments"][0]["path"].as_str().unwrap();
+        assert!(
+            home.path().join("groups/family").join(path).is_file(),
+            "{path}"
+        );
+    }
+    // Over the limit (never asked for), and a download that fails.
+    api.message(-100200, 42, "Ann", "", json!({ "document": {
+        "file_id": "huge", "file_unique_id": "uh", "file_name": "film.mp4", "mime_type": "video/mp4", "file_size": 30_000_000 },
+        "caption": "the film" }));
+    api.message(-100200, 42, "Ann", "", json!({ "document": {
+        "file_id": "gone", "file_unique_id": "ug", "file_name": "plan.pdf", "mime_type": "application/pdf", "file_size": 1000 } }));
+    let sent = api.wait_sent(-100200, 3, 120).await;
+    let notes: Vec<&str> = sent[1..].iter().map(|m| m.text.as_str()).collect();
+    assert!(
+        notes[0].contains("film.mp4: not kept: 28.6 MB is over the 20 MB limit"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1].contains("plan.pdf: not received: Telegram's getFile failed"),
+        "{notes:?}"
+    );
+    assert!(!notes.iter().any(|n| n.contains(TOKEN)), "{notes:?}");
+    assert!(!api.file_asks().contains(&"huge".to_string()));
+    let log = stored(&s.url, "family").await;
+    let people: Vec<&serde_json::Value> = log.iter().filter(|m| m["from_bot"] == false).collect();
+    assert_eq!(people.len(), 4, "{log:?}");
+    assert!(
+        people[2]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("the film\n[video: film.mp4 — not kept"),
+        "{:?}",
+        people[2]
+    );
+    assert!(
+        people[3]["text"]
+            .as_str()
+            .unwrap()
+            .contains("[file: plan.pdf — not received"),
+        "{:?}",
+        people[3]
+    );
+}

@@ -588,3 +588,60 @@ async fn search_and_the_memory_page_find_by_meaning() {
     );
     b.screenshot("memory_page_by_meaning").await;
 }
+
+/// A photo and a voice note in the chat: the picture is shown (loaded from
+/// g2's own origin under the page's policy), the sound has a player beside
+/// its transcript, for a message on the page and one that arrives live;
+/// the file is served with the type its bytes show and `nosniff`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn photos_are_shown_and_voice_notes_played_in_the_chat() {
+    use crate::media::{PNG, SAID, post_form, voice_note};
+    let Some(voice) = voice_note(SAID) else {
+        return;
+    };
+    let Some((_home, s)) = served(&[], &[]).await else {
+        return;
+    };
+    let (st, first) = post_form(
+        &s.url,
+        "main",
+        &[("sender", "ann"), ("text", "look")],
+        &[("cat.png", "image/png", PNG)],
+    )
+    .await;
+    assert_eq!(st, 202, "{first}");
+    let b = Browser::start().await;
+    open(&b, &s.url, "/groups/main").await;
+    b.until("the chat page is live", LIVE).await;
+    b.until(
+        "the photo is shown",
+        "Array.from(document.querySelectorAll('.message .file img')).some(i => i.complete && i.naturalWidth === 1)",
+    )
+    .await;
+    // One that arrives while the page is open is built the same way.
+    let (st, second) = post_form(
+        &s.url,
+        "main",
+        &[("sender", "ann")],
+        &[("note.ogg", "audio/ogg", &voice)],
+    )
+    .await;
+    assert_eq!(st, 202, "{second}");
+    b.until(
+        "the voice note has a player and its transcript",
+        "Array.from(document.querySelectorAll('.message')).some(li => li.querySelector('.file audio[controls]') && /boat/i.test(li.querySelector('.text').textContent))",
+    )
+    .await;
+    let path = first["attachments"][0]["path"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("media/")
+        .to_string();
+    let headers = b
+        .eval(&format!(
+            "(async () => {{ const r = await fetch('/groups/main/media/{path}'); return [r.status, r.headers.get('content-type'), r.headers.get('x-content-type-options')]; }})()"
+        ))
+        .await;
+    assert_eq!(headers, json!([200, "image/png", "nosniff"]));
+    b.screenshot("chat_media").await;
+}

@@ -12,14 +12,22 @@ use serde_json::{Value, json};
 
 use super::{Api, ApiError, ApiResult, Json, Path, Query, require_group};
 use crate::Error;
-use crate::messages;
+use crate::messages::{self, CheckInbound};
 use g2_core::validate::GroupFolder;
 
-pub(super) fn routes() -> Router<Api> {
+/// `max_file`: the largest file kept (`media.max_bytes`); a message's
+/// body may hold a few of them, and one over the limit is still read (to
+/// be counted and named in the message), so the body's own limit is four
+/// times that.
+pub(super) fn routes(max_file: u64) -> Router<Api> {
+    let body =
+        usize::try_from(max_file.saturating_mul(4).saturating_add(1 << 20)).unwrap_or(usize::MAX);
     Router::new()
         .route(
             "/groups/{folder}/messages",
-            get(list_messages).post(post_message),
+            get(list_messages)
+                .post(post_message)
+                .layer(axum::extract::DefaultBodyLimit::max(body)),
         )
         .route("/groups/{folder}/stream", get(stream_messages))
 }
@@ -47,24 +55,125 @@ async fn list_messages(
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// A message into a group's chat: stored first, then answered with 202.
-/// With an `Idempotency-Key`, a message already stored under that key in
-/// the chat is answered as it was the first time (the same `id` and `seq`,
-/// `"replayed": true`) and nothing is stored; the same key with another
-/// sender or text is a conflict.
+/// JSON (`sender`, `sender_name`, `text`), or `multipart/form-data` with
+/// those fields and `file` parts ([`media`](crate::media): kept in the
+/// group's folder, sound transcribed into the text; the answer names each
+/// file and any note about one not kept). With an `Idempotency-Key`, a
+/// message already stored under that key in the chat is answered as it
+/// was the first time (the same `id` and `seq`, `"replayed": true`) and
+/// nothing is stored; the same key with another sender or text is a
+/// conflict.
 async fn post_message(
     State(api): State<Api>,
     Path(folder): Path<GroupFolder>,
     headers: axum::http::HeaderMap,
-    Json(mut m): Json<messages::Inbound>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let key = match headers.get(IDEMPOTENCY_KEY) {
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::extract::FromRequest;
+    use axum::response::IntoResponse;
+    let multipart = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| {
+            t.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        });
+    let answer = if multipart {
+        post_form(&api, &folder, &headers, req).await
+    } else {
+        match Json::<messages::Inbound>::from_request(req, &api).await {
+            Ok(Json(m)) => match idempotency(&headers) {
+                Ok(key) => store_message(&api, &folder, key, m, Vec::new()).await,
+                Err(e) => Err(e),
+            },
+            Err(rejected) => return rejected.into_response(),
+        }
+    };
+    answer.into_response()
+}
+
+/// The `Idempotency-Key`, if one was sent.
+fn idempotency(headers: &axum::http::HeaderMap) -> Result<Option<String>, ApiError> {
+    Ok(match headers.get(IDEMPOTENCY_KEY) {
         Some(v) => Some(messages::idempotency_key(v.as_bytes())?),
         None => None,
+    })
+}
+
+/// A `multipart/form-data` message: its files kept first, then the
+/// message with their transcripts stored.
+async fn post_form(
+    api: &Api,
+    folder: &GroupFolder,
+    headers: &axum::http::HeaderMap,
+    req: axum::extract::Request,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    use axum::extract::FromRequest;
+    let key = idempotency(headers)?;
+    let g = require_group(api, folder).await?;
+    if let Some(k) = &key
+        && let Some(first) = messages::by_key(&api.store, &g.jid, k).await?
+    {
+        // A retry: its files were kept the first time.
+        return Ok(replayed(&first));
+    }
+    let form = axum::extract::Multipart::from_request(req, api)
+        .await
+        .map_err(|e| Error::Invalid(format!("a multipart body: {}", e.body_text())))?;
+    let max = api
+        .channels
+        .media()
+        .map_or(0, crate::media::Media::max_bytes);
+    let (m, files) = super::upload::read(form, max).await?;
+    // Checked before the files cost a transcription (files alone are a
+    // message: their lines become its text).
+    let text = if m.text.trim().is_empty() && !files.is_empty() {
+        "-".to_string()
+    } else {
+        m.text.clone()
     };
+    messages::Inbound { text, ..m.clone() }.check_within(api.channels.max_text())?;
+    let (m, notes) = match api.channels.media() {
+        Some(media) => {
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            let kept = media.keep(&g, &id[..12], &m.text, files).await;
+            let m = messages::Inbound {
+                text: kept.text,
+                attachments: kept.attachments,
+                ..m
+            };
+            (m, kept.notes)
+        }
+        None => (
+            m,
+            vec!["files are not kept here (no host is serving)".to_string()],
+        ),
+    };
+    store_message(api, folder, key, m, notes).await
+}
+
+/// The 202 of a message stored before under the same key.
+fn replayed(first: &messages::Message) -> (StatusCode, Json<Value>) {
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({ "id": first.id, "seq": first.seq, "replayed": true })),
+    )
+}
+
+/// Stores a message (JSON's or a form's) and answers 202 with its id and
+/// `seq`, its files and the notes about them.
+async fn store_message(
+    api: &Api,
+    folder: &GroupFolder,
+    key: Option<String>,
+    mut m: messages::Inbound,
+    notes: Vec<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     m.external_id = key.clone();
-    let stored = match api.channels.receive(&folder, m.clone()).await {
+    let stored = match api.channels.receive(folder, m.clone()).await {
         Err(Error::Conflict(_)) if key.is_some() => {
-            let g = require_group(&api, &folder).await?;
+            let g = require_group(api, folder).await?;
             let first = messages::by_key(&api.store, &g.jid, key.as_deref().unwrap_or(""))
                 .await?
                 .ok_or_else(|| Error::Conflict("this message was stored before".into()))?;
@@ -74,17 +183,16 @@ async fn post_message(
                 )
                 .into());
             }
-            return Ok((
-                StatusCode::ACCEPTED,
-                Json(json!({ "id": first.id, "seq": first.seq, "replayed": true })),
-            ));
+            return Ok(replayed(&first));
         }
         other => other?,
     };
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({ "id": stored.id, "seq": stored.seq })),
-    ))
+    let mut answer = json!({ "id": stored.id, "seq": stored.seq });
+    if !stored.attachments.is_empty() {
+        answer["attachments"] = json!(stored.attachments);
+        answer["notes"] = json!(notes);
+    }
+    Ok((StatusCode::ACCEPTED, Json(answer)))
 }
 
 /// Server-sent events of a chat's messages (`event: message`, `id:` its

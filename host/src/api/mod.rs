@@ -38,6 +38,7 @@ mod memory_search;
 mod messages;
 mod sessions;
 mod tasks;
+mod upload;
 mod usage;
 
 use axum::Router;
@@ -113,7 +114,7 @@ impl Api {
             .merge(memory::routes())
             .merge(memory_search::routes())
             .merge(archives::routes())
-            .merge(messages::routes())
+            .merge(messages::routes(self.settings.media.max_bytes))
             .merge(tasks::routes())
             .merge(usage::routes())
             .merge(cluster::routes())

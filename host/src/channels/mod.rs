@@ -49,6 +49,7 @@ use tokio::sync::mpsc;
 use g2_core::validate::GroupFolder;
 
 use crate::Result;
+use crate::media::Media;
 use crate::messages::{self, Inbound, Intake, Log, Mark, Message, Taken};
 use crate::routing::queue::Outlet;
 use crate::store::{self, Db, Store};
@@ -204,6 +205,7 @@ pub struct Channels {
     list: Arc<Vec<Arc<dyn Channel>>>,
     outbox: Arc<outbox::Outbox>,
     log: Log,
+    media: Option<Media>,
 }
 
 impl Channels {
@@ -227,7 +229,20 @@ impl Channels {
             list,
             outbox,
             log,
+            media: None,
         }
+    }
+
+    /// Where the channels keep the files that come with messages (none:
+    /// files are named in the text and not kept).
+    pub fn with_media(mut self, media: Media) -> Self {
+        self.media = Some(media);
+        self
+    }
+
+    /// The media the channels keep files with, if any.
+    pub fn media(&self) -> Option<&Media> {
+        self.media.as_ref()
     }
 
     /// The message log these channels hand in to (its live streams:

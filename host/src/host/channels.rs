@@ -50,11 +50,13 @@ impl Platforms {
         settings: &Settings,
         sessions: &SessionManager,
         queue: &QueueHandle,
+        media: crate::media::Media,
     ) -> Channels {
         let mut channels = Channels::new(store.clone())
             .with_redactor(sessions.redactor().clone())
             .with_text_limit(settings.channels.max_text_bytes, &settings.assistant_name)
-            .with_router(queue.wake_sender());
+            .with_router(queue.wake_sender())
+            .with_media(media);
         if let Some(tg) = &self.telegram {
             channels = channels.with(tg.clone());
         }

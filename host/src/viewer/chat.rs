@@ -33,7 +33,7 @@ pub(super) async fn chat_page(State(api): State<Api>, Registered(group): Registe
         );
     }
     for m in &messages {
-        body.push_str(&message_item(m));
+        body.push_str(&message_item(m, folder.as_str()));
     }
     body.push_str(
         "</ol><form id=\"send\" class=\"send\">\
@@ -47,11 +47,12 @@ pub(super) async fn chat_page(State(api): State<Api>, Registered(group): Registe
 /// One chat message as a list item (the script builds the same shape).
 /// Context the routing rules passed over is marked as never shown to the
 /// agent (docs/channels.md, "Backlogs").
-fn message_item(m: &crate::messages::Message) -> String {
+fn message_item(m: &crate::messages::Message, folder: &str) -> String {
     let who = m.sender_name.as_deref().unwrap_or(&m.sender);
     format!(
         "<li class=\"message{bot}{passed}\" data-seq=\"{seq}\"><span class=\"who\">{who}</span> {t}{note}\
-<div class=\"text\">{text}</div></li>",
+<div class=\"text\">{text}</div>{files}</li>",
+        files = files(m, folder),
         bot = if m.from_bot { " bot" } else { "" },
         passed = if m.passed_over { " passed" } else { "" },
         note = if m.passed_over { PASSED_NOTE } else { "" },
@@ -60,6 +61,30 @@ fn message_item(m: &crate::messages::Message) -> String {
         t = time(&m.timestamp),
         text = escape(&m.text),
     )
+}
+
+/// A message's files (the script builds the same shape): a picture
+/// shown, a sound or video with a player (its transcript is the
+/// message's text), anything else a link; one not kept, its note.
+fn files(m: &crate::messages::Message, folder: &str) -> String {
+    use g2_core::media::Kind;
+    let mut out = String::new();
+    for a in &m.attachments {
+        let name = escape(&a.name);
+        let Some(path) = a.path.as_deref().and_then(|p| p.strip_prefix("media/")) else {
+            let note = escape(a.note.as_deref().unwrap_or("not kept"));
+            out.push_str(&format!("<div class=\"file missing\">{name}: {note}</div>"));
+            continue;
+        };
+        let src = format!("/groups/{}/media/{}", escape(folder), escape(path));
+        out.push_str(&match a.kind {
+            Kind::Image => format!("<div class=\"file\"><img src=\"{src}\" alt=\"{name}\" loading=\"lazy\"></div>"),
+            Kind::Voice | Kind::Audio => format!("<div class=\"file\"><audio controls preload=\"none\" src=\"{src}\" title=\"{name}\"></audio></div>"),
+            Kind::Video => format!("<div class=\"file\"><video controls preload=\"none\" src=\"{src}\" title=\"{name}\"></video></div>"),
+            Kind::File => format!("<div class=\"file\"><a href=\"{src}\" download>{name}</a></div>"),
+        });
+    }
+    out
 }
 
 /// What a passed-over message is marked with.
@@ -84,14 +109,15 @@ mod tests {
             addressed: false,
             reply_to: None,
             passed_over: false,
+            attachments: Vec::new(),
         };
-        let shown = message_item(&m);
+        let shown = message_item(&m, "fam");
         assert!(
             !shown.contains("passed") && !shown.contains("not shown"),
             "{shown}"
         );
         m.passed_over = true;
-        let passed = message_item(&m);
+        let passed = message_item(&m, "fam");
         assert!(
             passed.starts_with("<li class=\"message passed\" data-seq=\"7\">")
                 && passed.contains(">not shown to the agent</span>")

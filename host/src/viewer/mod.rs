@@ -41,6 +41,7 @@ mod chat;
 mod groups;
 mod login;
 pub mod markdown;
+mod media;
 mod memory;
 mod search;
 mod sessions;
@@ -61,7 +62,7 @@ use g2_core::validate::GroupFolder;
 use markdown::escape;
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-    connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+    media-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
@@ -73,6 +74,10 @@ pub fn routes(api: &Api) -> Router<Api> {
         .route("/groups/{folder}/archives", get(archives::archives_page))
         .route("/groups/{folder}/sessions", get(sessions::sessions_page))
         .route("/groups/{folder}/memory", get(memory::memory_page))
+        .route(
+            "/groups/{folder}/media/{date}/{name}",
+            get(media::media_file),
+        )
         .route("/search", get(search::search_page))
         .route("/tasks", get(tasks::tasks_page))
         .route("/tasks/{id}", get(tasks::task_page))
@@ -196,9 +201,12 @@ impl FromRequestParts<Api> for Registered {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, api: &Api) -> Result<Self, Response> {
-        let Path(folder) = Path::<String>::from_request_parts(parts, api)
-            .await
-            .map_err(IntoResponse::into_response)?;
+        // By name: a page's path may hold more than the folder.
+        let Path(mut params) =
+            Path::<std::collections::HashMap<String, String>>::from_request_parts(parts, api)
+                .await
+                .map_err(IntoResponse::into_response)?;
+        let folder = params.remove("folder").unwrap_or_default();
         let folder = GroupFolder::new(folder).map_err(|e| failed(api, Error::Validation(e)))?;
         crate::groups::require(&api.store, &folder)
             .await

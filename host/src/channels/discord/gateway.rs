@@ -290,6 +290,7 @@ pub(super) fn classify(
         external_id: Some(msg.id.get().to_string()),
         thread: None,
         addressed,
+        attachments: Vec::new(),
     };
     // A name the log refuses must not cost the message (a text over the
     // limit is the sequencer's to refuse, and to answer).

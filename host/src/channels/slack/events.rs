@@ -97,6 +97,7 @@ pub fn classify(payload: &Value, me: &Identity, groups: &HashMap<String, GroupFo
         external_id: Some(ts.to_string()),
         thread: m["thread_ts"].as_str().map(str::to_string),
         addressed,
+        attachments: Vec::new(),
     };
     if inbound.check_fields().is_err() {
         return Decision::Skip("a message the log refuses");

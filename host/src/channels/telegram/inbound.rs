@@ -162,18 +162,42 @@ async fn take(
     updates: &[Update],
     last: u32,
 ) -> crate::Result<()> {
-    let groups: HashMap<String, GroupFolder> = tg
+    let registered: Vec<crate::groups::Group> = tg
         .store
         .read(store::groups::list)
         .await?
         .into_iter()
         .filter(|g| g.jid.starts_with(super::PREFIX))
-        .map(|g| (g.jid, g.folder))
+        .collect();
+    let groups: HashMap<String, GroupFolder> = registered
+        .iter()
+        .map(|g| (g.jid.clone(), g.folder.clone()))
         .collect();
     let mut items = Vec::new();
     let mut strangers: Vec<i64> = Vec::new();
+    let mut file_notes: Vec<(i64, Vec<String>)> = Vec::new();
     for u in updates {
         match classify(u, me, &groups) {
+            // A message's file is fetched and kept (voice transcribed)
+            // before the batch is stored: the batch keeps its order.
+            Decision::Take(Intake::New { folder, mut m }) => {
+                if let (Some(media), UpdateKind::Message(msg)) = (channels.media(), &u.kind)
+                    && let Some(f) = super::files::file_of(msg)
+                    && let Some(g) = registered.iter().find(|g| g.folder == folder)
+                {
+                    let incoming = super::files::fetch(&tg.bot, &f, media.max_bytes()).await;
+                    let caption = msg.caption().unwrap_or("");
+                    let kept = media
+                        .keep(g, &msg.id.0.to_string(), caption, vec![incoming])
+                        .await;
+                    m.text = kept.text;
+                    m.attachments = kept.attachments;
+                    if !kept.notes.is_empty() {
+                        file_notes.push((msg.chat.id.0, kept.notes));
+                    }
+                }
+                items.push(Intake::New { folder, m });
+            }
             Decision::Take(i) => items.push(i),
             Decision::Unregistered { chat, addressed } => {
                 tracing::info!(chat = %Jid { chat, topic: None }, "telegram: a message from a chat that is not registered; dropped");
@@ -214,6 +238,12 @@ async fn take(
     for a in answers {
         if let Err(e) = a {
             tracing::warn!(error = %e, "telegram: a message could not be stored; dropped");
+        }
+    }
+    for (chat, notes) in file_notes {
+        let text = format!("Not everything you sent reached me: {}", notes.join("; "));
+        if let Err(e) = tg.notify(chat, &text).await {
+            tracing::warn!(chat, error = %e, "telegram: the note about a file was not sent");
         }
     }
     for chat in notices {
@@ -311,6 +341,7 @@ pub(super) fn classify(
         external_id: Some(msg.id.0.to_string()),
         thread: topic.map(|t| t.to_string()),
         addressed,
+        attachments: Vec::new(),
     };
     // A name the log refuses must not cost the message (a text over the
     // limit is the sequencer's to refuse, and to answer).

@@ -25,6 +25,7 @@
 //! it from the URLs of its network errors, and the redactor of archives
 //! and memory knows it.
 
+mod files;
 pub mod format;
 mod inbound;
 

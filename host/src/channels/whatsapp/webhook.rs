@@ -269,6 +269,7 @@ pub fn read(v: &Value, phone_number_id: &str, groups: &HashMap<String, GroupFold
                 external_id: Some(id.to_string()),
                 thread: None,
                 addressed,
+                attachments: Vec::new(),
             };
             // A name the log refuses must not cost the message (a text
             // over the limit is the sequencer's to refuse, and to answer).

@@ -10,6 +10,10 @@ use super::Refusal;
 pub const COMMANDS: &[(&str, &str)] = &[
     ("g2:help", "this list"),
     (
+        "g2:attachments",
+        "list the files that came with the messages (ls -l where the envelope says they are)",
+    ),
+    (
         "g2:bash <command>",
         "run a shell command with the Bash tool",
     ),
@@ -73,6 +77,9 @@ pub const COMMANDS: &[(&str, &str)] = &[
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     Help,
+    /// The files of the prompt's messages, at the paths its envelope names
+    /// (filled in from the envelope by the caller; the command line has none).
+    Attachments(Vec<String>),
     /// Shows the `<g2-memory>` blocks the request carries.
     Context,
     MemorySearch(String),
@@ -153,6 +160,7 @@ fn parse_command(line: &str, rest: &str) -> Command {
     };
     match word {
         "help" => Command::Help,
+        "attachments" => Command::Attachments(Vec::new()),
         "context" => Command::Context,
         "memory-search" => need(Command::MemorySearch, "a question"),
         "memory-timeline" => need(Command::MemoryTimeline, "an id or a question"),
@@ -280,6 +288,7 @@ fn parse_schedule(
 /// The words a command's result is reported under.
 pub(super) fn label(cmd: &Command) -> String {
     match cmd {
+        Command::Attachments(paths) => format!("g2:attachments ({} files)", paths.len()),
         Command::Bash(c) => format!("g2:bash {c}"),
         Command::Clear(n) => format!("g2:clear {n}"),
         Command::Sessions => "g2:sessions".into(),

@@ -41,6 +41,20 @@ use futures_util::future::BoxFuture;
 
 use super::provider::{ModelRequest, Provider, Reply};
 pub use commands::{COMMANDS, Command, parse_commands};
+
+/// The container paths of the files a routed prompt's envelope names.
+fn attachment_paths(prompt: &str) -> Vec<String> {
+    g2_core::envelope::read(prompt)
+        .map(|env| {
+            env.messages
+                .into_iter()
+                .flat_map(|m| m.files)
+                .filter(|f| !f.path.is_empty())
+                .map(|f| f.path)
+                .collect()
+        })
+        .unwrap_or_default()
+}
 pub use reply::{estimate_tokens, output_tokens, to_events, to_message};
 
 use commands::label;
@@ -123,9 +137,16 @@ pub fn answer(req: &Value) -> Result<Answer, Refusal> {
             "Offline model: there is no prompt to answer.".into(),
         ));
     };
-    let prompt = unwrap_messages(prompt_of(turns[start]).unwrap_or("").trim());
+    let raw = prompt_of(turns[start]).unwrap_or("").trim();
+    let prompt = unwrap_messages(raw);
     let prompt = prompt.trim();
-    let commands = parse_commands(prompt);
+    let commands: Vec<Command> = parse_commands(prompt)
+        .into_iter()
+        .map(|c| match c {
+            Command::Attachments(_) => Command::Attachments(attachment_paths(raw)),
+            c => c,
+        })
+        .collect();
     if commands.is_empty() {
         return Ok(Answer::text(format!(
             "Offline model (g2) received: \"{}\"",

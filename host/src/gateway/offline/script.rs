@@ -15,6 +15,11 @@ pub(super) enum Next {
     Done(String),
 }
 
+/// `p` as one word for a POSIX shell.
+fn shell_quote(p: &str) -> String {
+    format!("'{}'", p.replace('\'', "'\\''"))
+}
+
 /// Decides a command's next step from the results of its steps so far.
 pub(super) fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
     let mcp = |tool: &str, input: Value| Next::Call {
@@ -37,6 +42,16 @@ pub(super) fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         Command::Bash(c) => Next::Call {
             name: "Bash".into(),
             input: json!({ "command": c, "description": "Run a command for g2:bash" }),
+        },
+        Command::Attachments(paths) if paths.is_empty() => {
+            Next::Done("g2:attachments: no files came with these messages".into())
+        }
+        Command::Attachments(paths) => Next::Call {
+            name: "Bash".into(),
+            input: json!({
+                "command": format!("ls -l -- {}", paths.iter().map(|p| shell_quote(p)).collect::<Vec<_>>().join(" ")),
+                "description": "List the files that came with the messages",
+            }),
         },
         Command::Clear(name) => mcp("clear_session", json!({ "name": name })),
         Command::Sessions => mcp("list_sessions", json!({})),

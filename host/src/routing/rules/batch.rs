@@ -294,14 +294,20 @@ pub fn triggering<'a>(group: &Group, pending: &'a [Message]) -> Option<&'a Messa
 }
 
 /// The pending messages as one routed prompt (see [`g2_core::envelope`]):
-/// each with its sender's name (else id) and time.
+/// each with its sender's name (else id) and time, and its files where
+/// the agent finds them.
 pub fn format_prompt(pending: &[Message]) -> String {
-    envelope::write(pending.iter().map(|m| {
+    envelope::write_with(pending.iter().map(|m| {
         let who = m
             .sender_name
             .as_deref()
             .filter(|n| !n.trim().is_empty())
             .unwrap_or(&m.sender);
-        (who, m.timestamp.as_str(), m.text.as_str())
+        (
+            who,
+            m.timestamp.as_str(),
+            m.text.as_str(),
+            m.attachments.as_slice(),
+        )
     }))
 }

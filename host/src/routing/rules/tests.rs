@@ -18,6 +18,7 @@ fn msg(text: &str) -> Message {
         addressed: false,
         reply_to: None,
         passed_over: false,
+        attachments: Vec::new(),
     }
 }
 

@@ -39,8 +39,49 @@ function messageItem(m) {
     li.append(" ", note);
   }
   li.append(text);
+  for (const a of m.attachments || []) li.append(fileItem(a, listFolder()));
   localTimes(li);
   return li;
+}
+
+// The folder of the chat a message item goes into.
+function listFolder() {
+  const list = document.getElementById("messages");
+  return list ? list.dataset.folder : "";
+}
+
+// One file of a message: the same shape the page is built with.
+function fileItem(a, folder) {
+  const div = document.createElement("div");
+  div.className = "file";
+  const rest = a.path && a.path.startsWith("media/") ? a.path.slice("media/".length) : null;
+  if (!rest) {
+    div.className = "file missing";
+    div.textContent = a.name + ": " + (a.note || "not kept");
+    return div;
+  }
+  const src = "/groups/" + encodeURIComponent(folder) + "/media/" + rest.split("/").map(encodeURIComponent).join("/");
+  let el;
+  if (a.kind === "image") {
+    el = document.createElement("img");
+    el.alt = a.name;
+    el.loading = "lazy";
+  } else if (a.kind === "voice" || a.kind === "audio" || a.kind === "video") {
+    el = document.createElement(a.kind === "video" ? "video" : "audio");
+    el.controls = true;
+    el.preload = "none";
+    el.title = a.name;
+  } else {
+    el = document.createElement("a");
+    el.download = "";
+    el.textContent = a.name;
+    el.href = src;
+    div.append(el);
+    return div;
+  }
+  el.src = src;
+  div.append(el);
+  return div;
 }
 
 function chat(list) {
