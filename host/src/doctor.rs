@@ -71,6 +71,12 @@ pub async fn run(home: &Home, settings: &Settings) -> Vec<Check> {
                 .await
                 .unwrap_or_else(|e| Err(Problem::from_error(e)))
         }),
+        Check::new("speech", {
+            let (root, m) = (home.root().to_path_buf(), settings.media.clone());
+            tokio::task::spawn_blocking(move || check_speech(&root, &m))
+                .await
+                .unwrap_or_else(|e| Err(Problem::from_error(e)))
+        }),
         Check::new("image", check_image(settings).await),
         Check::new("disk", check_disk(home, settings).await),
         Check::new("telegram", check_telegram(home, settings).await),
@@ -387,6 +393,32 @@ fn check_embeddings(
         m.name,
         m.embedder.dir().display(),
         m.embedder.dims()
+    ))
+}
+
+/// The speech model voice notes are transcribed with: where, and that it
+/// loads; or what is missing (voice notes are then kept, not transcribed).
+fn check_speech(root: &Path, settings: &crate::config::MediaSettings) -> Result<String, Problem> {
+    if !settings.transcribe {
+        return Ok("off (media.transcribe = false): voice notes are kept, not transcribed".into());
+    }
+    let Some(dir) = crate::media::speech::find(root, settings) else {
+        return Err(Problem(format!(
+            "no speech model at {} (run scripts/setup.sh, or set media.speech_model): voice notes are kept, not transcribed",
+            crate::media::speech::DEFAULT_MODEL
+        )));
+    };
+    let t = std::time::Instant::now();
+    g2_speech::Transcriber::load(&dir).map_err(|e| {
+        Problem(format!(
+            "the speech model at {} does not load ({e}): voice notes are kept, not transcribed",
+            dir.display()
+        ))
+    })?;
+    Ok(format!(
+        "Whisper tiny.en at {}; loaded in {} ms",
+        dir.display(),
+        t.elapsed().as_millis()
     ))
 }
 

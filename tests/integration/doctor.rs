@@ -19,6 +19,7 @@ fn doctor_reports_every_part() {
             "claude-code",
             "model",
             "embeddings",
+            "speech",
             "image",
             "disk",
             "telegram",
@@ -39,6 +40,11 @@ fn doctor_reports_every_part() {
             e.contains("384 dimensions") && e.contains("self-test passed"),
             "{e}"
         );
+    }
+    // The speech model: where, and that it loads.
+    let sp = get("speech")["detail"].as_str().unwrap();
+    if require("the speech model (tools/models)", get("speech")["ok"] == true) {
+        assert!(sp.starts_with("Whisper tiny.en at ") && sp.contains("loaded in"), "{sp}");
     }
     // A missing image is not a failure: `g2 run` builds it.
     assert_eq!(get("image")["ok"], true, "{}", get("image"));
