@@ -8,13 +8,21 @@
 //! code, fbtrace_id}}` (190 for a bad token with HTTP 401, 130429 for
 //! throughput with HTTP 400, 131041 for a group the number is not in).
 //!
+//! It serves media the documented way: `GET /{version}/{media-id}` with
+//! the token answers `{messaging_product, url, mime_type, sha256,
+//! file_size, id}` (an unknown id: HTTP 400, code 100, "Unsupported get
+//! request. Object with ID … does not exist"), and `GET` of that `url`
+//! (`/whatsapp_business/attachments/?mid=…&ext=…&hash=…`, as Meta's
+//! lookaside URLs) answers the bytes, only with the same `Authorization:
+//! Bearer` header (401 otherwise). [`GraphApi::add_media`] adds a file.
+//!
 //! It also plays Meta's side of the webhook: [`GraphApi::deliver`] signs a
 //! notification with the app secret (`X-Hub-Signature-256`) and POSTs it
 //! to `g2 serve`, as Meta does for each message and status.
 
 #![allow(dead_code)]
 
-use axum::extract::Path;
+use axum::extract::{Path, Query};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -52,11 +60,27 @@ pub enum Failure {
     Hold,
 }
 
+/// A media file the server holds.
+#[derive(Clone)]
+struct MediaFile {
+    bytes: Vec<u8>,
+    mime: String,
+    /// The `file_size` it is described with (its length unless told).
+    announced: u64,
+}
+
 #[derive(Default)]
 struct Inner {
     sent: Vec<Sent>,
     failures: VecDeque<Failure>,
     rejected: usize,
+    /// The server's own address (media URLs name it).
+    url: String,
+    media: std::collections::HashMap<String, MediaFile>,
+    /// Media ids asked about (`GET /{version}/{media-id}`), in order.
+    media_asks: Vec<String>,
+    /// Media ids downloaded (their URL fetched with the token), in order.
+    downloads: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -83,12 +107,13 @@ fn authorized(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v == format!("Bearer {ACCESS_TOKEN}"))
 }
 
+/// `GET /{version}/{id}`: the business number, or a media file's
+/// description.
 async fn number(
     State(api): State<GraphApi>,
     Path((version, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    let _ = api;
     if !authorized(&headers) {
         return error(
             StatusCode::UNAUTHORIZED,
@@ -96,13 +121,68 @@ async fn number(
             "Invalid OAuth access token - Cannot parse access token",
         );
     }
-    if version != VERSION || id != PHONE_NUMBER_ID {
+    if version != VERSION {
         return error(StatusCode::BAD_REQUEST, 100, "Unsupported get request.");
     }
-    axum::Json(
-        json!({ "display_phone_number": "+1 555-078-3881", "verified_name": "G2 Test", "id": id }),
-    )
+    if id == PHONE_NUMBER_ID {
+        return axum::Json(json!({ "display_phone_number": "+1 555-078-3881",
+            "verified_name": "G2 Test", "id": id }))
+        .into_response();
+    }
+    let (file, url) = {
+        let mut inner = api.lock();
+        inner.media_asks.push(id.clone());
+        (inner.media.get(&id).cloned(), inner.url.clone())
+    };
+    let Some(f) = file else {
+        return unknown_object(&id);
+    };
+    let sha256 = format!("{:x}", <Sha256 as sha2::Digest>::digest(&f.bytes));
+    axum::Json(json!({
+        "messaging_product": "whatsapp",
+        "url": format!("{url}/whatsapp_business/attachments/?mid={id}&ext=1760000300&hash=ATtest"),
+        "mime_type": f.mime, "sha256": sha256, "file_size": f.announced, "id": id,
+    }))
     .into_response()
+}
+
+/// Graph's answer for an object that does not exist (or is not ours).
+fn unknown_object(id: &str) -> Response {
+    let message = format!(
+        "Unsupported get request. Object with ID '{id}' does not exist, cannot be loaded \
+         due to missing permissions, or does not support this operation. Please read the \
+         Graph API documentation at https://developers.facebook.com/docs/graph-api"
+    );
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({ "error": {
+            "message": message, "type": "OAuthException", "code": 100,
+            "error_subcode": 33, "fbtrace_id": "AbCdEfGh" } })),
+    )
+        .into_response()
+}
+
+/// A media URL: the bytes, only with the access token.
+async fn attachment(
+    State(api): State<GraphApi>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if !authorized(&headers) {
+        return (StatusCode::UNAUTHORIZED, "Unauthorized").into_response();
+    }
+    let Some(id) = q.get("mid").filter(|_| q.contains_key("hash")) else {
+        return (StatusCode::NOT_FOUND, "Not Found").into_response();
+    };
+    let file = {
+        let mut inner = api.lock();
+        inner.downloads.push(id.clone());
+        inner.media.get(id).cloned()
+    };
+    match file {
+        Some(f) => ([(axum::http::header::CONTENT_TYPE, f.mime)], f.bytes).into_response(),
+        None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
 }
 
 async fn messages(
@@ -184,9 +264,43 @@ impl GraphApi {
         let app = Router::new()
             .route("/{version}/{id}", get(number))
             .route("/{version}/{id}/messages", post(messages))
+            .route("/whatsapp_business/attachments/", get(attachment))
             .with_state(api.clone());
         let url = local_api::serve_app(app).await;
+        api.lock().url = url.clone();
         GraphApi { url, ..api }
+    }
+
+    /// Holds a media file (`mime` its type); its media id.
+    pub fn add_media(&self, bytes: Vec<u8>, mime: &str) -> String {
+        let size = bytes.len() as u64;
+        self.add_media_announced(bytes, mime, size)
+    }
+
+    /// Holds a media file described as `file_size` bytes, whatever its
+    /// length; its media id.
+    pub fn add_media_announced(&self, bytes: Vec<u8>, mime: &str, file_size: u64) -> String {
+        let mut inner = self.lock();
+        let id = format!("{}", 1_000_000_000_000_001u64 + inner.media.len() as u64);
+        inner.media.insert(
+            id.clone(),
+            MediaFile {
+                bytes,
+                mime: mime.to_string(),
+                announced: file_size,
+            },
+        );
+        id
+    }
+
+    /// The media ids asked about, in order.
+    pub fn media_asks(&self) -> Vec<String> {
+        self.lock().media_asks.clone()
+    }
+
+    /// The media ids whose bytes were downloaded, in order.
+    pub fn downloads(&self) -> Vec<String> {
+        self.lock().downloads.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -247,6 +361,26 @@ pub fn wamid() -> String {
 pub fn text(id: &str, from: &str, name: &str, body: &str, group: Option<&str>) -> Value {
     let mut m = json!({ "from": from, "id": id, "timestamp": "1760000000", "type": "text",
         "text": { "body": body }, "_name": name });
+    if let Some(g) = group {
+        m["group_id"] = json!(g);
+    }
+    m
+}
+
+/// A media message (`kind` `audio`, `image`, `document`, `sticker`, …,
+/// its object `media`: `id`, `mime_type`, `caption`, `filename`, `voice`)
+/// from `from` (`name`), in `group` when given.
+pub fn media(
+    id: &str,
+    from: &str,
+    name: &str,
+    kind: &str,
+    media: Value,
+    group: Option<&str>,
+) -> Value {
+    let mut m = json!({ "from": from, "id": id, "timestamp": "1760000000", "type": kind,
+        "_name": name });
+    m[kind] = media;
     if let Some(g) = group {
         m["group_id"] = json!(g);
     }

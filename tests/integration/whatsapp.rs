@@ -3,7 +3,8 @@
 //! [`crate::graph_api`], which also plays Meta's side of the webhook:
 //! chats with one person and groups, strangers, signatures, verification,
 //! duplicates, long replies, throttling, statuses, a removed number, the
-//! doctor, and a host killed between receiving and replying.
+//! doctor, a host killed between receiving and replying, and files (voice
+//! notes, photos, documents) fetched from the Graph API and kept.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use crate::channel_support::{
 };
 use crate::graph_api::{
     self, ACCESS_TOKEN, APP_SECRET, Failure, GraphApi, NUMBER, PHONE_NUMBER_ID, VERIFY_TOKEN,
-    deliver, deliver_signed, notification, text, wamid,
+    deliver, deliver_signed, media, notification, text, wamid,
 };
 use crate::support::*;
 
@@ -358,4 +359,139 @@ async fn a_host_killed_between_receiving_and_replying_answers_once() {
         2,
         "{answers:?}"
     );
+}
+
+/// A voice note, a photo and documents, fetched the Cloud API's way (the
+/// media id's description, then its URL with the token): the voice note
+/// arrives as its transcript, the photo is kept where the agent's turn
+/// lists it, and a file announced over the limit (never downloaded) and
+/// one the Graph API does not know are each named in the stored message,
+/// the chat told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_notes_photos_and_documents_are_fetched_kept_and_named() {
+    use crate::media::{PNG, SAID, heard, voice_note};
+    let Some(voice) = voice_note(SAID) else {
+        return;
+    };
+    let Some((api, home, s)) = started().await else {
+        return;
+    };
+    let one_file = |from: &str, name: &str, kind: &str, m: Value| {
+        notification(
+            json!([media(&wamid(), from, name, kind, m, Some(GROUP))]),
+            json!([]),
+        )
+    };
+    // A voice note (not addressed), then a photo that asks for the files.
+    let ogg = "audio/ogg; codecs=opus";
+    let v = api.add_media(voice.clone(), ogg);
+    let n = one_file(
+        "16315550002",
+        "Bob",
+        "audio",
+        json!({ "id": v, "mime_type": ogg, "sha256": "x", "voice": true }),
+    );
+    deliver(&s.url, &n).await;
+    let p = api.add_media(PNG.to_vec(), "image/jpeg");
+    let photo = one_file(
+        "16315550003",
+        "Cy",
+        "image",
+        json!({ "id": p, "mime_type": "image/jpeg", "sha256": "x",
+            "caption": format!("@{NUMBER} g2:attachments") }),
+    );
+    deliver(&s.url, &photo).await;
+    let sent = api.wait_sent(GROUP, 1, 240).await;
+    let listed = &sent[0].text;
+    assert_eq!(
+        listed.matches("/workspace/group/media/").count(),
+        2,
+        "{listed}"
+    );
+    assert_eq!(api.downloads(), [v.clone(), p.clone()]);
+    let log = stored(&s.url, "club").await;
+    let text = log[0]["text"].as_str().unwrap();
+    assert!(text.starts_with("[voice 0:0"), "{text}");
+    assert!(heard(text) >= 4, "{text}");
+    assert_eq!(log[0]["attachments"][0]["kind"], "voice");
+    assert_eq!(log[1]["text"], format!("@{NUMBER} g2:attachments"));
+    for m in &log[..2] {
+        let path = m["attachments"][0]["path"].as_str().unwrap();
+        assert!(
+            home.path().join("groups/club").join(path).is_file(),
+            "{path}"
+        );
+    }
+    // Delivered again: stored once, its file not fetched again.
+    deliver(&s.url, &photo).await;
+    assert_eq!(api.downloads().len(), 2);
+    assert_eq!(stored(&s.url, "club").await.len(), log.len());
+    // The media URL serves only with the token.
+    let c = http_client();
+    let described: Value = c
+        .get(format!("{}/{}/{p}", api.url, graph_api::VERSION))
+        .bearer_auth(ACCESS_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = described["url"].as_str().unwrap();
+    assert_eq!(c.get(url).send().await.unwrap().status(), 401);
+
+    // Announced over the limit (never downloaded), and an unknown id.
+    let huge = api.add_media_announced(b"not this".to_vec(), "video/mp4", 30_000_000);
+    let n = one_file(
+        "16315550002",
+        "Bob",
+        "document",
+        json!({ "id": huge, "mime_type": "video/mp4", "filename": "film.mp4",
+            "caption": "the film" }),
+    );
+    deliver(&s.url, &n).await;
+    let n = one_file(
+        "16315550002",
+        "Bob",
+        "document",
+        json!({ "id": "4040404040404040", "mime_type": "application/pdf",
+            "filename": "plan.pdf" }),
+    );
+    deliver(&s.url, &n).await;
+    let sent = api.wait_sent(GROUP, 3, 120).await;
+    let notes: Vec<&str> = sent[1..].iter().map(|m| m.text.as_str()).collect();
+    assert!(
+        notes[0].starts_with("Not everything you sent reached me: ")
+            && notes[0].contains("film.mp4: not kept: 28.6 MB is over the 20 MB limit"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1].contains("plan.pdf: not received: the Graph API did not give the file")
+            && notes[1].contains("code 100"),
+        "{notes:?}"
+    );
+    assert!(!notes.iter().any(|n| n.contains(ACCESS_TOKEN)), "{notes:?}");
+    assert!(api.media_asks().contains(&huge));
+    assert!(!api.downloads().contains(&huge));
+    let log = stored(&s.url, "club").await;
+    let people: Vec<&Value> = log.iter().filter(|m| m["from_bot"] == false).collect();
+    assert_eq!(people.len(), 4, "{log:?}");
+    assert!(
+        people[2]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("the film\n[video: film.mp4 — not kept"),
+        "{:?}",
+        people[2]
+    );
+    assert!(
+        people[3]["text"]
+            .as_str()
+            .unwrap()
+            .contains("[file: plan.pdf — not received"),
+        "{:?}",
+        people[3]
+    );
+    let log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    assert!(!log.contains(ACCESS_TOKEN));
 }

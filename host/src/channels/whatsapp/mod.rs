@@ -14,6 +14,11 @@
 //!   did not store, and a message delivered twice is stored once (its
 //!   `wamid` is unique in its chat). Status webhooks (sent, delivered,
 //!   read, failed) are recorded against the outbox's parts.
+//! - **Files** ([`media`]): a voice note, audio, image, document or
+//!   sticker is fetched from the Graph API with the access token and kept
+//!   ([`crate::media::Media::keep`], a voice note transcribed) before its
+//!   message is stored; what was not kept is named in the message and
+//!   the chat is told.
 //! - **Outbound**: a message is split by [`format::split`] (4,096
 //!   characters), each part sent in WhatsApp's formatting
 //!   ([`format::text`]) to the `messages` endpoint; the first part in a
@@ -25,6 +30,7 @@
 //! or `{home}/.env`), kept here, and never logged.
 
 pub mod format;
+pub mod media;
 pub mod webhook;
 
 use std::path::Path;
@@ -204,6 +210,11 @@ pub struct WhatsApp {
     graph: Graph,
     credentials: Credentials,
     store: Store,
+    /// Held by a notification whose files are being fetched, through
+    /// storing its messages: Meta's redelivery of a notification it got
+    /// no timely answer for waits, then finds its messages stored and
+    /// fetches nothing again.
+    files: tokio::sync::Mutex<()>,
 }
 
 impl WhatsApp {
@@ -216,7 +227,19 @@ impl WhatsApp {
             graph: Graph::new(settings, credentials.access_token.clone())?,
             credentials,
             store,
+            files: tokio::sync::Mutex::new(()),
         }))
+    }
+
+    /// Sends a notice to a chat (not stored: it answers nothing the
+    /// agent saw).
+    pub async fn notify(&self, jid: &Jid, text: &str) -> std::result::Result<(), SendError> {
+        let text: String = text.chars().take(4096).collect();
+        self.graph
+            .post(jid, &text, None)
+            .await
+            .map(|_| ())
+            .map_err(send_error)
     }
 
     /// The channel's credentials (the webhook checks with them).

@@ -11,6 +11,14 @@
 //!   A message Meta delivers twice is stored once (its `wamid`). Status
 //!   updates are recorded against the part they name; a `failed` one that
 //!   says the chat is gone marks its group failing.
+//! - A message's file ([`super::media`]) is fetched and kept (a voice
+//!   note transcribed) before the notification's messages are stored, so
+//!   the chat keeps its order and a host killed meanwhile leaves Meta
+//!   something to deliver again; the answer waits for it (a download, at
+//!   most `media.transcribe_timeout_secs` of transcription). Notes about
+//!   files not kept go to the chat once the messages are stored. Should
+//!   Meta deliver the notification again meanwhile, that POST waits for
+//!   the first, finds its messages stored, and fetches nothing again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +35,7 @@ use sha2::Sha256;
 
 use g2_core::validate::GroupFolder;
 
+use super::media::WaFile;
 use super::{Jid, PREFIX, WhatsApp, code};
 use crate::channels::Channels;
 use crate::messages::{CheckInbound, Inbound, Intake};
@@ -130,23 +139,38 @@ fn unhex(hex: &[u8]) -> Option<Vec<u8>> {
 /// Stores a notification's messages and records its statuses.
 async fn take(w: &Webhook, v: &Value) -> crate::Result<()> {
     let wa = &w.whatsapp;
-    let groups: HashMap<String, GroupFolder> = wa
+    let registered: Vec<crate::groups::Group> = wa
         .store
         .read(store::groups::list)
         .await?
         .into_iter()
         .filter(|g| g.jid.starts_with(PREFIX))
-        .map(|g| (g.jid, g.folder))
         .collect();
-    let read = read(v, &wa.settings().phone_number_id, &groups);
+    let groups: HashMap<String, GroupFolder> = registered
+        .iter()
+        .map(|g| (g.jid.clone(), g.folder.clone()))
+        .collect();
+    let mut read = read(v, &wa.settings().phone_number_id, &groups);
     for (chat, addressed) in &read.strangers {
         tracing::info!(chat = %chat, addressed, "whatsapp: a message from a chat that is not registered; dropped");
     }
+    // Held through storing, so a redelivery finds the messages stored.
+    let _fetching = match (w.channels.media(), read.files.is_empty()) {
+        (Some(_), false) => Some(wa.files.lock().await),
+        _ => None,
+    };
+    let notes = keep_files(w, &registered, &mut read).await?;
     if !read.items.is_empty() {
         for a in w.channels.take_in(read.items, None).await? {
             if let Err(e) = a {
                 tracing::warn!(error = %e, "whatsapp: a message could not be stored; dropped");
             }
+        }
+    }
+    for (chat, notes) in notes {
+        let text = format!("Not everything you sent reached me: {}", notes.join("; "));
+        if let Err(e) = wa.notify(&chat, &text).await {
+            tracing::warn!(chat = %chat, error = %e, "whatsapp: the note about a file was not sent");
         }
     }
     for s in read.statuses {
@@ -178,6 +202,59 @@ async fn take(w: &Webhook, v: &Value) -> crate::Result<()> {
     Ok(())
 }
 
+/// Fetches and keeps the files of the messages `read` holds (when the
+/// host keeps media), in order, each message's text and attachments
+/// becoming what [`crate::media::Media::keep`] made of them; a message
+/// already stored (a redelivery) is left for the log to drop. Returns the
+/// notes for each chat about files not kept.
+async fn keep_files(
+    w: &Webhook,
+    registered: &[crate::groups::Group],
+    read: &mut Read,
+) -> crate::Result<Vec<(Jid, Vec<String>)>> {
+    let mut notes = Vec::new();
+    let Some(media) = w.channels.media() else {
+        return Ok(notes);
+    };
+    let wa = &w.whatsapp;
+    for p in &read.files {
+        let Some(Intake::New { folder, m }) = read.items.get_mut(p.item) else {
+            continue;
+        };
+        let Some(g) = registered.iter().find(|g| g.folder == *folder) else {
+            continue;
+        };
+        let (jid, id) = (g.jid.clone(), m.external_id.clone().unwrap_or_default());
+        let stored = wa
+            .store
+            .read(move |c| store::messages::by_external_id(c, &jid, &id))
+            .await?;
+        if stored.is_some() {
+            continue;
+        }
+        let incoming = super::media::fetch(&wa.graph, &p.file, media.max_bytes()).await;
+        let kept = media
+            .keep(g, &p.file.id, &p.file.caption, vec![incoming])
+            .await;
+        m.text = kept.text;
+        m.attachments = kept.attachments;
+        if !kept.notes.is_empty() {
+            notes.push((p.chat.clone(), kept.notes));
+        }
+    }
+    Ok(notes)
+}
+
+/// A file a read message carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    /// The index of its message in [`Read::items`].
+    pub item: usize,
+    /// The chat it came in (told about a file not kept).
+    pub chat: Jid,
+    pub file: WaFile,
+}
+
 /// A status update of a message the business number sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
@@ -193,6 +270,8 @@ pub struct Status {
 #[derive(Debug, Default, PartialEq)]
 pub struct Read {
     pub items: Vec<Intake>,
+    /// The files of those items, to fetch before they are stored.
+    pub files: Vec<Pending>,
     pub statuses: Vec<Status>,
     /// Chats that are not registered (and whether the message addressed
     /// the assistant).
@@ -276,6 +355,13 @@ pub fn read(v: &Value, phone_number_id: &str, groups: &HashMap<String, GroupFold
             if inbound.check_fields().is_err() {
                 inbound.sender_name = None;
             }
+            if let Some(file) = super::media::file_of(m) {
+                out.files.push(Pending {
+                    item: out.items.len(),
+                    chat: jid.clone(),
+                    file,
+                });
+            }
             out.items.push(Intake::New {
                 folder: folder.clone(),
                 m: inbound,
@@ -301,8 +387,10 @@ pub fn read(v: &Value, phone_number_id: &str, groups: &HashMap<String, GroupFold
     out
 }
 
-/// A message's text: a text's body, a media message's kind and caption;
-/// None for what carries no words (reactions, unsupported types).
+/// A message's text: a text's body, a media message's kind and caption
+/// (replaced by the caption and what is made of the file when the host
+/// keeps files); None for what carries no words (reactions, unsupported
+/// types).
 fn text_of(m: &Value) -> Option<String> {
     let kind = m["type"].as_str()?;
     let text = match kind {
@@ -386,7 +474,7 @@ mod tests {
                 {"from": "16315551181", "id": "wamid.1", "timestamp": "1", "type": "text", "text": {"body": "hi"}},
                 {"from": "16315551181", "id": "wamid.2", "timestamp": "2", "type": "text", "text": {"body": "no @ here"}, "group_id": "G1"},
                 {"from": "16315551181", "id": "wamid.3", "timestamp": "3", "type": "text", "text": {"body": "@15550783881 help"}, "group_id": "G1"},
-                {"from": "16315551181", "id": "wamid.4", "timestamp": "4", "type": "image", "image": {"caption": "look"}},
+                {"from": "16315551181", "id": "wamid.4", "timestamp": "4", "type": "image", "image": {"caption": "look", "mime_type": "image/jpeg", "id": "9001"}},
                 {"from": "16315551181", "id": "wamid.5", "timestamp": "5", "type": "reaction", "reaction": {"emoji": "x"}},
                 {"from": "19995550000", "id": "wamid.6", "timestamp": "6", "type": "text", "text": {"body": "who?"}},
                 {"from": "15550783881", "id": "wamid.7", "timestamp": "7", "type": "text", "text": {"body": "echo"}, "group_id": "G1"}
@@ -419,6 +507,14 @@ mod tests {
             }
             Intake::Edit { .. } => unreachable!(),
         }
+        // The image's file, to fetch before it is stored.
+        assert_eq!(
+            r.files
+                .iter()
+                .map(|p| (p.item, p.chat.to_string(), p.file.id.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(3, "wa:16315551181".to_string(), "9001")]
+        );
         assert_eq!(r.strangers, vec![("wa:19995550000".to_string(), true)]);
         assert_eq!(
             r.statuses,
