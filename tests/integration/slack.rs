@@ -3,7 +3,8 @@
 //! [`crate::slack_api`] (Web API and Socket Mode): mentions, context and
 //! threads, strangers, acknowledgements while an agent works, renewed and
 //! dropped connections, envelopes delivered again, long replies, rate
-//! limits, a removed bot, the doctor, and missing tokens. The host killed
+//! limits, a removed bot, the doctor, missing tokens, and files (a voice
+//! clip transcribed, a photo kept, downloads refused). The host killed
 //! between receiving and replying is the conformance suite's
 //! (`channels::the_slack_channel_conforms`).
 
@@ -285,4 +286,108 @@ async fn serve_refuses_to_start_the_channel_without_both_tokens() {
         "{err}"
     );
     assert_eq!(api.opens(), (0, 0));
+}
+
+/// A clip recorded in Slack, a photo and other files, fetched Slack's way
+/// (the file's `url_private_download` with the bot token): the clip
+/// arrives as its transcript, the photo is kept where the agent's turn
+/// lists it, each fetched once though the mention came as `message` and
+/// `app_mention`; a file announced over the limit (never asked for), one
+/// Slack no longer has (404) and one Slack answers with its sign-in page
+/// (the app lost `files:read`) are each named in the stored message, the
+/// channel told why, and no note or log line holds the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_clips_photos_and_files_are_fetched_kept_and_named() {
+    use crate::media::{PNG, SAID, heard, voice_note};
+    const FAMILY: &str = "C0FAMILY";
+    let Some(voice) = voice_note(SAID) else {
+        return;
+    };
+    if !image_ready() {
+        return;
+    }
+    let api = SlackApi::start().await;
+    let home = TestHome::new();
+    register(&home, "family", FAMILY);
+    let s = serve_with(&home, &api, &[]).await;
+    let clip = api.add_file("audio_message.ogg", "audio/ogg", voice, true);
+    api.share(FAMILY, "U0ANN", "", vec![clip.clone()]);
+    let photo = api.add_file("photo.png", "image/png", PNG.to_vec(), false);
+    api.share(
+        FAMILY,
+        "U0BOB",
+        &format!("<@{BOT_USER}> g2:attachments"),
+        vec![photo.clone()],
+    );
+    let sent = api.wait_sent(FAMILY, 1, 240).await;
+    let listed = &sent[0].text;
+    assert_eq!(
+        listed.matches("/workspace/group/media/").count(),
+        2,
+        "{listed}"
+    );
+    let id = |f: &serde_json::Value| f["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        api.downloads(),
+        [id(&clip), id(&photo)],
+        "each file fetched once"
+    );
+    let log = stored(&s.url, "family").await;
+    let clip_msg = &log[0];
+    let text = clip_msg["text"].as_str().unwrap();
+    assert!(text.starts_with("[voice 0:0"), "{text}");
+    assert!(heard(text) >= 4, "{text}");
+    assert_eq!(clip_msg["attachments"][0]["kind"], "voice");
+    assert_eq!(log[1]["text"], "@g2bot g2:attachments");
+    for m in &log[..2] {
+        let path = m["attachments"][0]["path"].as_str().unwrap();
+        assert!(
+            home.path().join("groups/family").join(path).is_file(),
+            "{path}"
+        );
+    }
+
+    // Over the limit (never asked for) and gone, in one message; then a
+    // download Slack answers with its sign-in page.
+    let film = api.file_object("F0HUGE", "film.mp4", "video/mp4", 30_000_000, false);
+    let gone = api.file_object("F0GONE", "plan.pdf", "application/pdf", 1000, false);
+    api.share(FAMILY, "U0ANN", "the film and the plan", vec![film, gone]);
+    api.wait_sent(FAMILY, 2, 120).await;
+    api.without_files_read();
+    let list = api.add_file("list.txt", "text/plain", b"milk\nbread\n".to_vec(), false);
+    api.share(FAMILY, "U0BOB", "", vec![list]);
+    let sent = api.wait_sent(FAMILY, 3, 120).await;
+    let notes: Vec<&str> = sent[1..].iter().map(|m| m.text.as_str()).collect();
+    assert!(
+        notes[0].starts_with("Not everything you sent reached me: ")
+            && notes[0].contains("film.mp4: not kept: 28.6 MB is over the 20 MB limit")
+            && notes[0].contains("plan.pdf: not received: Slack has no such file (HTTP 404)"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1].contains("list.txt: not received: Slack answered with its sign-in page")
+            && notes[1].contains("files:read"),
+        "{notes:?}"
+    );
+    let downloads = api.downloads();
+    assert!(!downloads.contains(&"F0HUGE".to_string()), "{downloads:?}");
+    assert!(downloads.contains(&"F0GONE".to_string()), "{downloads:?}");
+    let log = stored(&s.url, "family").await;
+    let people: Vec<&serde_json::Value> = log.iter().filter(|m| m["from_bot"] == false).collect();
+    assert_eq!(people.len(), 4, "{log:?}");
+    let text = people[2]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("the film and the plan\n[video: film.mp4 — not kept")
+            && text.contains("[file: plan.pdf — not received: Slack has no such file"),
+        "{text}"
+    );
+    let text = people[3]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("[file: list.txt — not received: Slack answered with its sign-in page"),
+        "{text}"
+    );
+    let serve_log = std::fs::read_to_string(home.path().join("serve.log")).unwrap();
+    for text in notes.iter().copied().chain([serve_log.as_str()]) {
+        assert!(!text.contains(BOT_TOKEN), "the token leaked");
+    }
 }

@@ -8,10 +8,16 @@
 //! `envelope_id`. Like Slack, it delivers again (with `retry_attempt`) what
 //! was not acknowledged when a new connection opens, and it timestamps
 //! each envelope's sending and acknowledgement.
+//!
+//! Files are served as Slack serves them: a message's file objects carry
+//! `url_private` and `url_private_download` (`/files-pri/<team>-<id>/…`),
+//! whose bytes come only with the bot token (`Authorization: Bearer`, an
+//! app with `files:read`); without it Slack answers its sign-in page as
+//! HTML with HTTP 200, and an unknown file is a 404.
 
 #![allow(dead_code)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
@@ -79,6 +85,12 @@ struct Inner {
     envelopes: Vec<Envelope>,
     /// The socket events go to (the newest).
     current: Option<(usize, mpsc::UnboundedSender<Cmd>)>,
+    /// Files by id: their content type and bytes.
+    files: HashMap<String, (String, Vec<u8>)>,
+    /// The file ids downloads asked for, in order (whatever the answer).
+    downloads: Vec<String>,
+    /// The app lacks `files:read`: downloads get the sign-in page.
+    no_files_read: bool,
 }
 
 #[derive(Clone)]
@@ -196,6 +208,50 @@ async fn post_message(
     )
 }
 
+/// What Slack answers a file download it does not authorise: its
+/// sign-in page, with HTTP 200.
+const SIGN_IN_PAGE: &str = "<!DOCTYPE html><html lang=\"en-US\"><head><title>Slack</title></head>\
+    <body><h1>Sign in to G2 Test</h1><form action=\"/signin\" method=\"post\"></form></body></html>";
+
+/// A file's bytes: `GET /files-pri/<team>-<id>/download/<name>` (or
+/// without `download/`), with the bot token.
+async fn file(
+    State(api): State<SlackApi>,
+    axum::extract::Path(rest): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let id = rest
+        .split('/')
+        .next()
+        .and_then(|k| k.strip_prefix(&format!("{TEAM}-")))
+        .unwrap_or_default()
+        .to_string();
+    let mut inner = api.lock();
+    inner.downloads.push(id.clone());
+    if bearer(&headers) != BOT_TOKEN || inner.no_files_read {
+        return (
+            StatusCode::OK,
+            [("content-type", "text/html; charset=utf-8")],
+            SIGN_IN_PAGE,
+        )
+            .into_response();
+    }
+    match inner.files.get(&id) {
+        Some((mime, bytes)) => (
+            StatusCode::OK,
+            [("content-type", mime.clone())],
+            bytes.clone(),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            [("content-type", "text/html; charset=utf-8")],
+            "<html><body>Not found</body></html>",
+        )
+            .into_response(),
+    }
+}
+
 /// One Socket Mode connection, until it ends.
 async fn socket(api: SlackApi, tcp: tokio::net::TcpStream) {
     let Ok((request, mut ws)) = ServerBuilder::new().accept(tcp).await else {
@@ -293,6 +349,7 @@ impl SlackApi {
             .route("/auth.test", post(auth_test))
             .route("/apps.connections.open", post(open))
             .route("/chat.postMessage", post(post_message))
+            .route("/files-pri/{*rest}", get(file))
             .with_state(api.clone());
         let url = local_api::serve_app(app).await;
         let ws_api = api.clone();
@@ -357,6 +414,81 @@ impl SlackApi {
     /// A mention of the bot: `<@bot>` and the text.
     pub fn mention(&self, channel: &str, user: &str, text: &str) -> String {
         self.say(channel, user, &format!("<@{BOT_USER}>\n{text}"), None)
+    }
+
+    /// A file the bot may fetch (`bytes`, served as `mimetype`): its file
+    /// object, to put in a message's `files` ([`SlackApi::share`]). A
+    /// `voice` one is a clip recorded in Slack (`subtype: slack_audio`).
+    pub fn add_file(&self, name: &str, mimetype: &str, bytes: Vec<u8>, voice: bool) -> Value {
+        let mut inner = self.lock();
+        let id = format!("F0{:06}", inner.files.len() + 1);
+        let size = bytes.len() as u64;
+        inner
+            .files
+            .insert(id.clone(), (mimetype.to_string(), bytes));
+        drop(inner);
+        self.file_object(&id, name, mimetype, size, voice)
+    }
+
+    /// The object Slack describes a file with (this server holds its
+    /// bytes only when [`SlackApi::add_file`] made it): `size` as
+    /// announced.
+    pub fn file_object(
+        &self,
+        id: &str,
+        name: &str,
+        mimetype: &str,
+        size: u64,
+        voice: bool,
+    ) -> Value {
+        let filetype = name.rsplit_once('.').map_or("binary", |(_, e)| e);
+        let private = format!("{}/files-pri/{TEAM}-{id}", self.url);
+        let mut f = json!({ "id": id, "created": 1_800_000_000, "timestamp": 1_800_000_000,
+            "name": name, "title": name, "mimetype": mimetype, "filetype": filetype,
+            "pretty_type": filetype.to_uppercase(), "user": "U0ANY", "user_team": TEAM,
+            "editable": false, "size": size, "mode": "hosted", "is_external": false,
+            "external_type": "", "is_public": false, "public_url_shared": false,
+            "display_as_bot": false, "username": "",
+            "url_private": format!("{private}/{name}"),
+            "url_private_download": format!("{private}/download/{name}"),
+            "permalink": format!("https://g2-test.slack.com/files/U0ANY/{id}/{name}"),
+            "has_rich_preview": false, "file_access": "visible" });
+        if voice {
+            f["subtype"] = json!("slack_audio");
+            f["media_display_type"] = json!("audio");
+            f["duration_ms"] = json!(4000);
+        }
+        f
+    }
+
+    /// A person's message with files (`file_share`), sent as
+    /// [`SlackApi::say`] sends a message: with an `app_mention` (the same
+    /// files) when it mentions the bot. Answers the `ts`.
+    pub fn share(&self, channel: &str, user: &str, text: &str, files: Vec<Value>) -> String {
+        let ts = ts();
+        let mut m = json!({ "type": "message", "subtype": "file_share", "user": user,
+            "text": text, "files": files, "upload": false, "display_as_bot": false,
+            "ts": ts, "channel": channel, "event_ts": ts,
+            "channel_type": if channel.starts_with('D') { "im" } else { "channel" } });
+        self.event(m.clone());
+        if text.contains(&format!("<@{BOT_USER}>")) {
+            m["type"] = json!("app_mention");
+            let o = m.as_object_mut().unwrap();
+            o.remove("channel_type");
+            o.remove("subtype");
+            self.event(m);
+        }
+        ts
+    }
+
+    /// The file ids downloads asked for, in order.
+    pub fn downloads(&self) -> Vec<String> {
+        self.lock().downloads.clone()
+    }
+
+    /// The app loses `files:read`: downloads get the sign-in page.
+    pub fn without_files_read(&self) {
+        self.lock().no_files_read = true;
     }
 
     /// The bot's own message, as Slack shows it to the app again.

@@ -179,7 +179,9 @@ impl Media {
         let size = bytes.len() as u64;
         let sniffed = sniff(&bytes);
         let mut kind = keep::kind_of(&sniffed);
-        if file.voice && kind.is_sound() {
+        // A recorded voice message in a video container (Slack's clips are
+        // WebM or MP4) is still sound.
+        if file.voice && matches!(kind, Kind::Audio | Kind::Video) {
             kind = Kind::Voice;
         }
         let refuse = |kind: Kind, note: String| {

@@ -1,11 +1,19 @@
 //! What a Socket Mode `events_api` envelope means ([`classify`]), and
 //! Slack's markup in a message's text made readable ([`plain`]).
 //!
+//! A message with files (`files`, subtype `file_share` or none) is taken
+//! with a placeholder for each (`[image: a.png] caption`); `socket`
+//! replaces it with what the files became when media are kept
+//! ([`caption`] is the text without the placeholders).
+//!
 //! Invariants: messages of bots (our own included) are never stored; a
 //! channel no group is registered for has nothing stored; a message's
 //! `ts` is its external id, so the same message handed in as `message`
 //! and as `app_mention`, or delivered again, is stored once, and both
-//! forms say the same about addressing (a mention of the bot in the text).
+//! forms say the same about addressing (a mention of the bot in the text);
+//! an edit of a message with files is not taken (its stored text holds
+//! what its files became, a transcript; Slack also sends one when a
+//! clip's own transcription is done).
 
 use std::collections::HashMap;
 
@@ -78,7 +86,18 @@ pub fn classify(payload: &Value, me: &Identity, groups: &HashMap<String, GroupFo
     };
     // Whole: a text over the limit is the sequencer's to refuse, and to
     // answer.
-    let text = plain(raw, me);
+    let mut text = plain(raw, me);
+    let files = super::files::files_of(m);
+    if edit && !files.is_empty() {
+        return Decision::Skip("an edit of a message with files");
+    }
+    if !files.is_empty() {
+        let caption = text.trim();
+        text = match caption {
+            "" => super::files::placeholder(&files),
+            c => format!("{} {c}", super::files::placeholder(&files)),
+        };
+    }
     if text.trim().is_empty() {
         return Decision::Skip("a message without text");
     }
@@ -106,6 +125,12 @@ pub fn classify(payload: &Value, me: &Identity, groups: &HashMap<String, GroupFo
         folder: folder.clone(),
         m: inbound,
     })
+}
+
+/// The text of an envelope's message as stored without its files: the
+/// caption of what they become.
+pub fn caption(payload: &Value, me: &Identity) -> String {
+    plain(payload["event"]["text"].as_str().unwrap_or_default(), me)
 }
 
 /// Slack's markup as readable text: a mention of the bot becomes
@@ -264,6 +289,41 @@ mod tests {
             classify(&json!({"type": "url_verification"}), &me(), &groups()),
             Decision::Skip(_)
         ));
+    }
+
+    #[test]
+    fn files_are_placeholders_before_they_are_kept_and_their_edits_are_left() {
+        let file = |name: &str, mime: &str| {
+            json!({"id": "F1", "name": name, "mimetype": mime,
+            "size": 10, "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/x"})
+        };
+        let (_, m) = taken(
+            json!({"type": "message", "subtype": "file_share", "user": "U1",
+            "text": "<@UBOT> look", "ts": "3.1", "channel": "C1", "channel_type": "channel",
+            "files": [file("a.png", "image/png"), file("b.pdf", "application/pdf")]}),
+        );
+        assert_eq!(m.text, "[image: a.png] [file: b.pdf] @g2bot look");
+        assert!(m.addressed);
+        // No subtype (newer payloads), no text: still taken.
+        let mut clip = file("audio_message.webm", "audio/webm");
+        clip["subtype"] = json!("slack_audio");
+        let (_, m) = taken(
+            json!({"type": "message", "user": "U1", "text": "", "ts": "3.2",
+            "channel": "C1", "channel_type": "channel", "files": [clip]}),
+        );
+        assert_eq!(m.text, "[voice message]");
+        let p = payload(
+            json!({"type": "app_mention", "user": "U1", "text": "<@UBOT> look",
+            "ts": "3.1", "channel": "C1", "files": [file("a.png", "image/png")]}),
+        );
+        assert_eq!(caption(&p, &me()), "@g2bot look");
+        let edit = json!({"type": "message", "subtype": "message_changed", "channel": "C1",
+            "message": {"type": "message", "user": "U1", "text": "", "ts": "3.2",
+                "files": [file("audio_message.webm", "audio/webm")]}, "ts": "3.3"});
+        assert_eq!(
+            classify(&payload(edit), &me(), &groups()),
+            Decision::Skip("an edit of a message with files")
+        );
     }
 
     #[test]

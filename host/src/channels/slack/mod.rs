@@ -14,6 +14,10 @@
 //!   acknowledged, and a message handed in twice (or as both `message` and
 //!   `app_mention`) is stored once: its `ts` is unique in its chat. A
 //!   `disconnect` envelope, a closed or a silent socket opens a new one.
+//! - **Files** (`files`): a message's files are fetched with the bot token
+//!   (scope `files:read`) and kept ([`crate::media::Media::keep`], a clip
+//!   recorded in Slack transcribed) before the message is stored; what was
+//!   not kept is said in the message and in a note to the channel.
 //! - **Outbound**: a message is split by [`format::split`], each part
 //!   posted in mrkdwn ([`format::text`]) with `chat.postMessage`, in the
 //!   thread of the mention it answers when that was in a thread.
@@ -24,6 +28,7 @@
 //! kept here, and never logged.
 
 pub mod events;
+mod files;
 pub mod format;
 mod socket;
 mod web;

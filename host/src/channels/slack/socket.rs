@@ -9,23 +9,34 @@
 //! takes milliseconds and the turn runs elsewhere. Every other envelope is
 //! acknowledged and left.
 //!
+//! A message with files waits for them (fetched, kept, a clip transcribed:
+//! seconds) before it is stored and acknowledged. Meanwhile the socket is
+//! still read (pings answered, `disconnect` heard) and later envelopes
+//! wait their turn, so messages keep their order; what Slack delivers
+//! again meanwhile (or as `app_mention` too) finds the message stored and
+//! fetches nothing. A connection that ends while a message is being taken
+//! finishes taking it (unless the host stops).
+//!
 //! A `disconnect` envelope (Slack refreshes connections every few hours),
 //! a close, an error, or a socket silent for [`SILENT`] (pings go out every
 //! [`PING_EVERY`]) ends the connection and a new one is opened; failures
 //! back off up to [`MAX_BACKOFF`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_websockets::{ClientBuilder, Message as Frame};
 
-use super::events::{Decision, classify};
-use super::{Identity, PREFIX, Slack};
+use super::events::{self, Decision, classify};
+use super::{Identity, PREFIX, Slack, files};
 use crate::background::StopSignal;
 use crate::channels::Channels;
+use crate::groups::Group;
+use crate::messages::{Inbound, Intake, Taken};
 use crate::store;
 
 /// How often a ping goes out on a quiet socket.
@@ -129,15 +140,44 @@ async fn connection(
     let mut heard = Instant::now();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
-    loop {
+    // The `events_api` envelopes waiting to be taken, in order, and the
+    // one being taken (its envelope id, and whether it may be
+    // acknowledged).
+    let mut waiting: VecDeque<Value> = VecDeque::new();
+    let mut work: Option<BoxFuture<'_, (String, bool)>> = None;
+    let end = loop {
+        if work.is_none()
+            && let Some(v) = waiting.pop_front()
+        {
+            work = Some(Box::pin(async move {
+                let ok = take(slack, channels, me, &v).await;
+                (
+                    v["envelope_id"].as_str().unwrap_or_default().to_string(),
+                    ok,
+                )
+            }));
+        }
         let frame = tokio::select! {
+            (id, ok) = async {
+                match work.as_mut() {
+                    Some(w) => w.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                work = None;
+                // Not stored: not acknowledged, so Slack delivers it again.
+                if ok && let Err(e) = ws.send(ack(&id)).await {
+                    break End::Failed(format!("acknowledging: {e}"));
+                }
+                continue;
+            }
             f = ws.next() => f,
             _ = ping.tick() => {
                 if heard.elapsed() >= SILENT {
-                    return End::Failed(format!("nothing heard for {SILENT:?}"));
+                    break End::Failed(format!("nothing heard for {SILENT:?}"));
                 }
                 if let Err(e) = ws.send(Frame::ping("g2")).await {
-                    return End::Failed(format!("sending a ping: {e}"));
+                    break End::Failed(format!("sending a ping: {e}"));
                 }
                 continue;
             }
@@ -147,13 +187,13 @@ async fn connection(
             }
         };
         let frame = match frame {
-            None => return End::Renew("Slack closed the connection".into()),
-            Some(Err(e)) => return End::Failed(e.to_string()),
+            None => break End::Renew("Slack closed the connection".into()),
+            Some(Err(e)) => break End::Failed(e.to_string()),
             Some(Ok(f)) => f,
         };
         heard = Instant::now();
         if frame.is_close() {
-            return End::Renew("Slack closed the connection".into());
+            break End::Renew("Slack closed the connection".into());
         }
         let Some(text) = frame.as_text() else {
             continue;
@@ -171,7 +211,7 @@ async fn connection(
             // would lose) what Slack still sends; what it sent and did not
             // see acknowledged it delivers again.
             "disconnect" => {
-                return End::Renew(format!(
+                break End::Renew(format!(
                     "disconnect: {}",
                     v["reason"].as_str().unwrap_or("?")
                 ));
@@ -181,15 +221,32 @@ async fn connection(
         let Some(id) = v["envelope_id"].as_str() else {
             continue;
         };
-        if v["type"] == "events_api" && !take(slack, channels, me, &v).await {
-            // Not stored: not acknowledged, so Slack delivers it again.
+        if v["type"] == "events_api" {
+            waiting.push_back(v);
             continue;
         }
-        let ack = json!({ "envelope_id": id }).to_string();
-        if let Err(e) = ws.send(Frame::text(ack)).await {
-            return End::Failed(format!("acknowledging: {e}"));
+        if let Err(e) = ws.send(ack(id)).await {
+            break End::Failed(format!("acknowledging: {e}"));
+        }
+    };
+    // The message being taken is stored (its files are not fetched
+    // again when Slack delivers it again); the rest is delivered again.
+    if let Some(w) = work {
+        tokio::select! {
+            (id, ok) = w => {
+                if ok {
+                    let _ = ws.send(ack(&id)).await;
+                }
+            }
+            _ = &mut *stop => return End::Stop,
         }
     }
+    end
+}
+
+/// The acknowledgement of an envelope.
+fn ack(id: &str) -> Frame {
+    Frame::text(json!({ "envelope_id": id }).to_string())
 }
 
 /// Stores an envelope's message when its channel is registered; whether
@@ -208,28 +265,53 @@ async fn take(slack: &Slack, channels: &Channels, me: &Identity, v: &Value) -> b
             .read(move |c| store::groups::by_jid(c, &jid))
             .await
     };
-    let groups: HashMap<_, _> = match group {
-        Ok(g) => g.into_iter().map(|g| (g.jid, g.folder)).collect(),
+    let group = match group {
+        Ok(g) => g,
         Err(e) => {
             tracing::error!(error = %e, "slack: reading the groups");
             return false;
         }
     };
+    let groups: HashMap<_, _> = group
+        .iter()
+        .map(|g| (g.jid.clone(), g.folder.clone()))
+        .collect();
     match classify(payload, me, &groups) {
-        Decision::Take(item) => match channels.take_in(vec![item], None).await {
-            Ok(taken) => {
-                for t in taken {
-                    if let Err(e) = t {
-                        tracing::warn!(chat = %jid, error = %e, "slack: a message could not be stored; dropped");
+        Decision::Take(mut item) => {
+            let mut notes = Vec::new();
+            let mut thread = None;
+            if let (Intake::New { m, .. }, Some(g)) = (&mut item, &group) {
+                match keep_files(slack, channels, me, g, payload, m).await {
+                    Ok(n) => notes = n,
+                    Err(e) => {
+                        tracing::error!(chat = %jid, error = %e, "slack: reading the message log");
+                        return false;
                     }
                 }
-                true
+                thread = m.thread.clone();
             }
-            Err(e) => {
-                tracing::error!(chat = %jid, error = %e, "slack: storing a message");
-                false
+            match channels.take_in(vec![item], None).await {
+                Ok(taken) => {
+                    for t in taken {
+                        match t {
+                            Err(e) => {
+                                tracing::warn!(chat = %jid, error = %e, "slack: a message could not be stored; dropped");
+                            }
+                            Ok(Taken::Duplicate) => notes.clear(),
+                            Ok(_) => {}
+                        }
+                    }
+                    if !notes.is_empty() {
+                        note(slack, payload, thread.as_deref(), &notes).await;
+                    }
+                    true
+                }
+                Err(e) => {
+                    tracing::error!(chat = %jid, error = %e, "slack: storing a message");
+                    false
+                }
             }
-        },
+        }
         Decision::Unregistered { jid, addressed } => {
             tracing::debug!(chat = %jid, addressed, "slack: a message from a channel that is not registered; dropped");
             true
@@ -238,6 +320,69 @@ async fn take(slack: &Slack, channels: &Channels, me: &Identity, v: &Value) -> b
             tracing::debug!(why, retry = %v["retry_attempt"], "slack: event skipped");
             true
         }
+    }
+}
+
+/// Fetches and keeps the files of a message about to be stored in
+/// `group`, and puts what they became into it: the notes for the sender.
+/// Nothing when no media are kept (the placeholders stay), or when the
+/// message is stored already (delivered again, or as both `message` and
+/// `app_mention`): its files were fetched then.
+async fn keep_files(
+    slack: &Slack,
+    channels: &Channels,
+    me: &Identity,
+    group: &Group,
+    payload: &Value,
+    m: &mut Inbound,
+) -> crate::Result<Vec<String>> {
+    let Some(media) = channels.media() else {
+        return Ok(Vec::new());
+    };
+    let found = files::files_of(&payload["event"]);
+    let Some(ts) = m.external_id.clone().filter(|_| !found.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let stored = {
+        let (jid, ts) = (group.jid.clone(), ts.clone());
+        slack
+            .store
+            .read(move |c| store::messages::by_external_id(c, &jid, &ts))
+            .await?
+    };
+    if stored.is_some() {
+        return Ok(Vec::new());
+    }
+    let mut incoming = Vec::with_capacity(found.len());
+    for f in &found {
+        incoming.push(
+            files::fetch(
+                &slack.api,
+                &slack.credentials.bot_token,
+                f,
+                media.max_bytes(),
+            )
+            .await,
+        );
+    }
+    let kept = media
+        .keep(group, &ts, &events::caption(payload, me), incoming)
+        .await;
+    m.text = kept.text;
+    m.attachments = kept.attachments;
+    Ok(kept.notes)
+}
+
+/// Tells the channel (in the message's thread, if it was in one) what of
+/// a message's files did not reach g2.
+async fn note(slack: &Slack, payload: &Value, thread: Option<&str>, notes: &[String]) {
+    let channel = payload["event"]["channel"].as_str().unwrap_or_default();
+    let text = format!(
+        "Not everything you sent reached me: {}",
+        super::format::escape(&notes.join("; "))
+    );
+    if let Err(e) = slack.post(channel, &text, thread).await {
+        tracing::warn!(channel, error = %e, "slack: the note about a file was not sent");
     }
 }
 

@@ -2,6 +2,8 @@
 //! `chat.postMessage` as JSON POSTs with a token (`Authorization:
 //! Bearer`). Every answer is checked for `ok` (Slack answers most errors
 //! with HTTP 200); an error is returned by name, never with the token.
+//! The same client fetches files (`files`: a GET of a file's private URL
+//! with the bot token).
 
 use std::fmt;
 use std::time::Duration;
@@ -113,6 +115,17 @@ impl WebApi {
             Err(rest::Failure::NotSent(e)) => Err(Failure::NotSent(e)),
             Err(rest::Failure::Unanswered(e)) => Err(Failure::Unanswered(e)),
         }
+    }
+
+    /// A GET of `url` on the Web API's client (a file's download; the
+    /// caller adds the token, and the timeout a file needs).
+    pub(super) fn get(&self, url: &str) -> reqwest::RequestBuilder {
+        self.http.get(url)
+    }
+
+    /// The Web API's URL (`channels.slack.api_url`).
+    pub(super) fn url(&self) -> &str {
+        &self.url
     }
 
     /// `auth.test` with the bot token: who the bot is.
