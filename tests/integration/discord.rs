@@ -1,8 +1,10 @@
 //! The Discord channel end to end: `g2 serve` with real Docker, the real
 //! Claude Code and the offline model, against the local Discord of
-//! [`crate::discord_api`] (gateway and REST): mentions and context,
+//! [`crate::discord_api`] (gateway, REST and CDN): mentions and context,
 //! strangers, a dropped gateway resumed, long replies, a 429, a lost
-//! channel, the doctor, and a host killed between receiving and replying.
+//! channel, the doctor, a host killed between receiving and replying, and
+//! attachments (a voice message transcribed, photos kept, a file over the
+//! limit and a download that fails named).
 
 use std::time::{Duration, Instant};
 
@@ -270,4 +272,102 @@ async fn a_host_killed_between_receiving_and_replying_resumes_and_answers_once()
         "{log:?}"
     );
     drop(sent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_messages_and_attachments_are_fetched_kept_and_named() {
+    use crate::media::{PNG, SAID, heard, voice_note};
+    let Some(voice) = voice_note(SAID) else {
+        return;
+    };
+    let Some((api, home, s)) = started().await else {
+        return;
+    };
+    // A voice message (flag IS_VOICE_MESSAGE), then a photo that asks the
+    // agent what it sees.
+    let v = api.voice_attachment(CHANNEL, &voice, 4.2);
+    api.post(CHANNEL, ANN, "ann", "", false, vec![v], 1 << 13);
+    let p = api.attachment(CHANNEL, "cat.png", "image/png", PNG);
+    api.post(CHANNEL, BOB, "bob", "g2:attachments", true, vec![p], 0);
+    let sent = api.wait_sent(CHANNEL, 1, 240).await;
+    let listed = &sent[0].text;
+    assert_eq!(
+        listed.matches("/workspace/group/media/").count(),
+        2,
+        "{listed}"
+    );
+    let log = stored(&s.url, "club").await;
+    let text = log[0]["text"].as_str().unwrap();
+    assert!(text.starts_with("[voice 0:0"), "{text}");
+    assert!(heard(text) >= 4, "{text}");
+    assert_eq!(log[0]["attachments"][0]["kind"], "voice");
+    assert_eq!(log[1]["text"], "@g2 g2:attachments", "{log:?}");
+    for m in &log[..2] {
+        let path = m["attachments"][0]["path"].as_str().unwrap();
+        assert!(
+            home.path().join("groups/club").join(path).is_file(),
+            "{path}"
+        );
+    }
+    let photo = log[1]["attachments"][0]["path"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read(home.path().join("groups/club").join(photo)).unwrap(),
+        PNG
+    );
+
+    // Over the limit (never asked for), and a message of two files whose
+    // first is gone from the CDN: each stored, named, and the channel told.
+    let mut film = api.attachment(CHANNEL, "film.mp4", "video/mp4", b"not a film");
+    film["size"] = serde_json::json!(30_000_000);
+    let film_path =
+        film["url"].as_str().unwrap().split('?').next().unwrap()[api.cdn_url.len()..].to_string();
+    let big = api.post(CHANNEL, ANN, "ann", "the film", false, vec![film], 0);
+    let gone = api.missing_attachment(CHANNEL, "plan.pdf", "application/pdf", 1000);
+    let map = api.attachment(CHANNEL, "map.png", "image/png", PNG);
+    let two = api.post(CHANNEL, ANN, "ann", "", false, vec![gone, map], 0);
+    let sent = api.wait_sent(CHANNEL, 3, 120).await;
+    let notes: Vec<&str> = sent[1..].iter().map(|m| m.text.as_str()).collect();
+    assert!(
+        notes[0].starts_with("Not everything you sent reached me: ")
+            && notes[0].contains("film.mp4: not kept: 28.6 MB is over the 20 MB limit"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[1]
+            .contains("plan.pdf: not received: Discord's CDN answered the download with HTTP 404")
+            && !notes[1].contains("map.png"),
+        "{notes:?}"
+    );
+    assert_eq!(sent[1].reply_to, Some(big.to_string()));
+    assert_eq!(sent[2].reply_to, Some(two.to_string()));
+    assert!(!notes.iter().any(|n| n.contains(TOKEN)), "{notes:?}");
+    assert!(!api.cdn_gets().contains(&film_path), "{:?}", api.cdn_gets());
+    assert_eq!(api.cdn_authorized(), 0, "the bot token went to the CDN");
+    let log = stored(&s.url, "club").await;
+    let people: Vec<&serde_json::Value> = log.iter().filter(|m| m["from_bot"] == false).collect();
+    assert_eq!(people.len(), 4, "{log:?}");
+    assert!(
+        people[2]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("the film\n[video: film.mp4 — not kept"),
+        "{:?}",
+        people[2]
+    );
+    assert!(
+        people[3]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[file: plan.pdf — not received"),
+        "{:?}",
+        people[3]
+    );
+    let files = people[3]["attachments"].as_array().unwrap();
+    assert_eq!(files.len(), 2, "{:?}", people[3]);
+    assert!(files[0].get("path").is_none(), "{files:?}");
+    let kept = files[1]["path"].as_str().unwrap();
+    assert!(
+        home.path().join("groups/club").join(kept).is_file(),
+        "{kept}"
+    );
 }

@@ -16,10 +16,21 @@
 //!   /channels/{id}/typing` (204). Errors are `{"code", "message"}`; a 429
 //!   carries `retry_after` and the `Retry-After` and `X-RateLimit-*`
 //!   headers (Scope, Bucket, Limit, Remaining, Reset-After).
+//! - CDN (its own address, as `cdn.discordapp.com` is another host):
+//!   attachments' bytes at the `url` a MESSAGE_CREATE names,
+//!   `/attachments/{channel}/{attachment}/{filename}?ex=…&is=…&hm=…`.
+//!   Discord signs those URLs (`ex`, the expiry, and `is`, the issue time,
+//!   in hex seconds; `hm`, the signature) and asks for no token: a URL
+//!   not signed, signed wrongly or expired, or naming no attachment, is a
+//!   404 "This content is no longer available.". Every download is
+//!   counted, and every one that carried an `Authorization` header (the
+//!   bot token must never go there).
 
 #![allow(dead_code)]
 
-use axum::extract::Path;
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_websockets::{CloseCode, Message as Frame, ServerBuilder};
@@ -73,6 +84,13 @@ struct Inner {
     identifies: usize,
     resumes: Vec<(String, u64)>,
     content_intent_off: bool,
+    /// The CDN's files by path: the signature its URL carries, the bytes
+    /// and their content type.
+    files: HashMap<String, (String, Vec<u8>, String)>,
+    /// Paths the CDN was asked for, in order.
+    cdn_gets: Vec<String>,
+    /// CDN requests that carried an `Authorization` header.
+    cdn_authorized: usize,
 }
 
 #[derive(Clone)]
@@ -81,6 +99,8 @@ pub struct DiscordApi {
     pub api_url: String,
     /// The gateway's address.
     pub gateway_url: String,
+    /// The CDN's base (`http://…`, no path).
+    pub cdn_url: String,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -238,15 +258,68 @@ async fn create(
     (StatusCode::OK, h, axum::Json(d)).into_response()
 }
 
+/// Seconds since the epoch.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// The CDN: an attachment's bytes for its signed URL, 404 otherwise.
+async fn cdn(
+    State(api): State<DiscordApi>,
+    Path((channel, attachment, filename)): Path<(u64, u64, String)>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let path = format!("/attachments/{channel}/{attachment}/{filename}");
+    let mut inner = api.inner.lock().unwrap();
+    inner.cdn_gets.push(path.clone());
+    if headers.contains_key("authorization") {
+        inner.cdn_authorized += 1;
+    }
+    let gone = || {
+        (
+            StatusCode::NOT_FOUND,
+            [("content-type", "text/plain")],
+            "This content is no longer available.",
+        )
+            .into_response()
+    };
+    let Some((hm, bytes, ty)) = inner.files.get(&path) else {
+        return gone();
+    };
+    let live = q
+        .get("ex")
+        .and_then(|ex| u64::from_str_radix(ex, 16).ok())
+        .is_some_and(|ex| ex > unix_now());
+    if !live || q.get("hm") != Some(hm) || !q.contains_key("is") {
+        return gone();
+    }
+    (
+        StatusCode::OK,
+        [("content-type", ty.clone())],
+        bytes.clone(),
+    )
+        .into_response()
+}
+
 impl DiscordApi {
     pub async fn start() -> DiscordApi {
         let (rest, rest_addr) = local_api::listen().await;
         let (gateway, gateway_addr) = local_api::listen().await;
+        let (cdn_listener, cdn_addr) = local_api::listen().await;
         let api = DiscordApi {
             api_url: format!("http://{rest_addr}/api/v10"),
             gateway_url: format!("ws://{gateway_addr}"),
+            cdn_url: format!("http://{cdn_addr}"),
             inner: Arc::new(Mutex::new(Inner::default())),
         };
+        let files = Router::new()
+            .route("/attachments/{channel}/{attachment}/{filename}", get(cdn))
+            .with_state(api.clone());
+        local_api::serve(cdn_listener, files);
         let app = Router::new()
             .route("/api/v10/users/@me", get(me))
             .route("/api/v10/applications/@me", get(application))
@@ -386,11 +459,23 @@ impl DiscordApi {
 
     /// A person posts in a channel; `mention_bot` mentions the bot.
     pub fn say(&self, channel: u64, author: u64, name: &str, text: &str, mention_bot: bool) -> u64 {
-        let id = {
-            let mut inner = self.inner.lock().unwrap();
-            inner.next_id += 1;
-            960_000_000_000_000_000 + inner.next_id
-        };
+        self.post(channel, author, name, text, mention_bot, vec![], 0)
+    }
+
+    /// A person posts in a channel with `attachments` (objects from
+    /// [`DiscordApi::attachment`] and the like) and message `flags`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn post(
+        &self,
+        channel: u64,
+        author: u64,
+        name: &str,
+        text: &str,
+        mention_bot: bool,
+        attachments: Vec<Value>,
+        flags: u64,
+    ) -> u64 {
+        let id = self.next_snowflake();
         let (content, mentions) = if mention_bot {
             (
                 format!("<@{BOT_ID}> {text}"),
@@ -399,20 +484,91 @@ impl DiscordApi {
         } else {
             (text.to_string(), json!([]))
         };
-        self.dispatch(
-            "MESSAGE_CREATE",
-            message_d(id, channel, user(author, name, false), &content, mentions),
-        );
+        let mut d = message_d(id, channel, user(author, name, false), &content, mentions);
+        d["attachments"] = Value::Array(attachments);
+        d["flags"] = json!(flags);
+        self.dispatch("MESSAGE_CREATE", d);
         id
+    }
+
+    fn next_snowflake(&self) -> u64 {
+        let mut inner = self.inner.lock().unwrap();
+        inner.next_id += 1;
+        960_000_000_000_000_000 + inner.next_id
+    }
+
+    /// A file on the CDN, and the attachment object that names it (its
+    /// `url` signed, valid for a day, as Discord's are).
+    pub fn attachment(
+        &self,
+        channel: u64,
+        filename: &str,
+        content_type: &str,
+        bytes: &[u8],
+    ) -> Value {
+        let id = self.next_snowflake();
+        let path = format!("/attachments/{channel}/{id}/{filename}");
+        let issued = unix_now();
+        let (ex, is) = (format!("{:x}", issued + 86_400), format!("{issued:x}"));
+        let hm = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&path, &ex, &is, "local-cdn-key").hash(&mut h);
+            format!("{:016x}", h.finish())
+        };
+        self.inner.lock().unwrap().files.insert(
+            path.clone(),
+            (hm.clone(), bytes.to_vec(), content_type.to_string()),
+        );
+        let url = format!("{}{path}?ex={ex}&is={is}&hm={hm}&", self.cdn_url);
+        json!({
+            "id": id.to_string(), "filename": filename, "size": bytes.len(),
+            "url": url, "proxy_url": url,
+            "content_type": content_type,
+        })
+    }
+
+    /// A voice message's attachment (`voice-message.ogg`, with its length
+    /// and waveform); post it with the flag IS_VOICE_MESSAGE (1 << 13).
+    pub fn voice_attachment(&self, channel: u64, ogg: &[u8], secs: f64) -> Value {
+        let mut a = self.attachment(channel, "voice-message.ogg", "audio/ogg", ogg);
+        a["duration_secs"] = json!(secs);
+        a["waveform"] = json!("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+        a
+    }
+
+    /// An attachment object whose URL the CDN knows nothing of (a 404).
+    pub fn missing_attachment(
+        &self,
+        channel: u64,
+        filename: &str,
+        content_type: &str,
+        size: u64,
+    ) -> Value {
+        let id = self.next_snowflake();
+        let url = format!(
+            "{}/attachments/{channel}/{id}/{filename}?ex=ffffffff&is=0&hm=0000&",
+            self.cdn_url
+        );
+        json!({
+            "id": id.to_string(), "filename": filename, "size": size,
+            "url": url, "proxy_url": url, "content_type": content_type,
+        })
+    }
+
+    /// The paths the CDN was asked for.
+    pub fn cdn_gets(&self) -> Vec<String> {
+        self.inner.lock().unwrap().cdn_gets.clone()
+    }
+
+    /// How many CDN requests carried an `Authorization` header.
+    pub fn cdn_authorized(&self) -> usize {
+        self.inner.lock().unwrap().cdn_authorized
     }
 
     /// The bot's own message seen again (as Discord shows it).
     pub fn bot_says(&self, channel: u64, text: &str) {
-        let id = {
-            let mut inner = self.inner.lock().unwrap();
-            inner.next_id += 1;
-            960_000_000_000_000_000 + inner.next_id
-        };
+        let id = self.next_snowflake();
         let d = message_d(id, channel, user(BOT_ID, "g2bot", true), text, json!([]));
         self.dispatch("MESSAGE_CREATE", d);
     }

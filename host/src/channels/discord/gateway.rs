@@ -5,7 +5,11 @@
 //! missed heartbeat ACK as a dead connection, and after a drop resumes at
 //! READY's `resume_gateway_url` with the session id and the last sequence,
 //! so Discord replays what was sent meanwhile; close codes that forbid a
-//! reconnect (a bad token, an intent not enabled) end it.
+//! reconnect (a bad token, an intent not enabled) end it. Messages are
+//! taken one at a time, in order, by a worker beside the shard (which
+//! keeps being polled for its heartbeats); a message's attachments are
+//! fetched ([`super::files`]) and kept (`Media::keep`) before it is
+//! stored, and what was not kept is told to the channel after.
 //!
 //! Invariants: the session (id, sequence, resume address) lives in
 //! `router_state` under [`SESSION_KEY`] and is written only in the
@@ -19,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
 use twilight_gateway::{
     CloseFrame, ConfigBuilder, Event, EventTypeFlags, Intents, Session, Shard, ShardId, StreamExt,
 };
@@ -30,6 +35,8 @@ use g2_core::validate::GroupFolder;
 use super::{Discord, Jid};
 use crate::background::StopSignal;
 use crate::channels::{Channels, clean_name};
+use crate::groups::Group;
+use crate::media::{Kept, Media};
 use crate::messages::{CheckInbound, Inbound, Intake, Mark};
 use crate::store;
 
@@ -109,8 +116,22 @@ pub(super) async fn run(dc: Arc<Discord>, channels: Channels, mut stop: StopSign
         | EventTypeFlags::MESSAGE_CREATE
         | EventTypeFlags::MESSAGE_UPDATE;
     let mut last_close: Option<u16> = None;
+    // Messages are taken in order by one worker while the shard is still
+    // polled (its heartbeats): fetching and transcribing a message's files
+    // may take longer than a heartbeat's interval. A message still queued
+    // when the host stops was not stored, nor its sequence: the next
+    // session's resume replays it.
+    let (queue, mut queued) = mpsc::unbounded_channel::<(DcMessage, bool, Option<Mark>)>();
+    let worker = async {
+        while let Some((msg, edited, mark)) = queued.recv().await {
+            take(&dc, &channels, me, &msg, edited, mark).await;
+        }
+    };
+    tokio::pin!(worker);
     loop {
         let event = tokio::select! {
+            // Never: the queue lives as long as this loop.
+            () = &mut worker => return,
             _ = &mut stop => {
                 // A resumable close keeps the session for the next host;
                 // the shard sends it when polled (bounded: a dead
@@ -135,6 +156,12 @@ pub(super) async fn run(dc: Arc<Discord>, channels: Channels, mut stop: StopSign
                     "discord: the gateway closed for good: {}",
                     fatal_reason(last_close)
                 );
+                // What came before the close is still taken.
+                drop(queue);
+                tokio::select! {
+                    _ = &mut stop => return,
+                    () = &mut worker => {}
+                }
                 let _ = stop.await;
                 return;
             }
@@ -177,7 +204,9 @@ pub(super) async fn run(dc: Arc<Discord>, channels: Channels, mut stop: StopSign
             }),
             _ => None,
         };
-        take(&dc, &channels, me, &msg, edited, mark).await;
+        if queue.send((msg, edited, mark)).is_err() {
+            return;
+        }
     }
 }
 
@@ -197,7 +226,9 @@ fn fatal_reason(code: Option<u16>) -> &'static str {
 }
 
 /// Stores one message with the session's mark (tried a few times: the
-/// gateway does not deliver it again while the connection lives).
+/// gateway does not deliver it again while the connection lives). Its
+/// files are fetched and kept first, once whatever the tries; then the
+/// channel is told of any not kept.
 async fn take(
     dc: &Discord,
     channels: &Channels,
@@ -207,40 +238,123 @@ async fn take(
     mark: Option<Mark>,
 ) {
     let mut wait = Duration::from_millis(100);
+    let mut files: Option<Kept> = None;
     for attempt in 1..=5 {
-        let groups: crate::Result<HashMap<String, GroupFolder>> =
+        let groups: crate::Result<Vec<Group>> =
             dc.store.read(store::groups::list).await.map(|list| {
                 list.into_iter()
                     .filter(|g| g.jid.starts_with(super::PREFIX))
-                    .map(|g| (g.jid, g.folder))
                     .collect()
             });
         let result = match groups {
-            Ok(groups) => match classify(msg, edited, me, &groups) {
-                Decision::Take(i) => channels.take_in(vec![i], mark.clone()).await.map(|a| {
-                    for e in a.into_iter().filter_map(Result::err) {
-                        tracing::warn!(error = %e, "discord: a message could not be stored; dropped");
+            Ok(groups) => {
+                let folders: HashMap<String, GroupFolder> = groups
+                    .iter()
+                    .map(|g| (g.jid.clone(), g.folder.clone()))
+                    .collect();
+                match classify(msg, edited, me, &folders) {
+                    Decision::Take(Intake::New { folder, mut m }) => {
+                        if let Some(media) = channels.media()
+                            && !msg.attachments.is_empty()
+                            && let Some(g) = groups.iter().find(|g| g.folder == folder)
+                        {
+                            if files.is_none() {
+                                files = Some(keep_files(dc, media, g, msg, me).await);
+                            }
+                            if let Some(kept) = &files {
+                                m.text.clone_from(&kept.text);
+                                m.attachments.clone_from(&kept.attachments);
+                            }
+                        }
+                        store_one(channels, Intake::New { folder, m }, &mark).await
                     }
-                }),
-                Decision::Unregistered(jid) => {
-                    tracing::info!(chat = %jid, "discord: a message from a channel that is not registered; dropped");
-                    Ok(())
+                    // Discord filling in a link's preview, not a person's
+                    // edit: the text kept with the files stays.
+                    Decision::Take(Intake::Edit { .. })
+                        if channels.media().is_some()
+                            && !msg.attachments.is_empty()
+                            && msg.edited_timestamp.is_none() =>
+                    {
+                        tracing::debug!(
+                            message = msg.id.get(),
+                            "discord: an update that is no edit skipped"
+                        );
+                        Ok(())
+                    }
+                    Decision::Take(i) => store_one(channels, i, &mark).await,
+                    Decision::Unregistered(jid) => {
+                        tracing::info!(chat = %jid, "discord: a message from a channel that is not registered; dropped");
+                        Ok(())
+                    }
+                    Decision::Skip(why) => {
+                        tracing::debug!(message = msg.id.get(), why, "discord: message skipped");
+                        Ok(())
+                    }
                 }
-                Decision::Skip(why) => {
-                    tracing::debug!(message = msg.id.get(), why, "discord: message skipped");
-                    Ok(())
-                }
-            },
+            }
             Err(e) => Err(e),
         };
         match result {
-            Ok(()) => return,
+            Ok(()) => {
+                if let Some(kept) = files.filter(|k| !k.notes.is_empty()) {
+                    tell_notes(dc, msg, &kept.notes).await;
+                }
+                return;
+            }
             Err(e) => {
                 tracing::error!(attempt, error = %e, "discord: storing a message");
                 tokio::time::sleep(wait).await;
                 wait *= 2;
             }
         }
+    }
+}
+
+/// Hands one message in with the session's mark.
+async fn store_one(channels: &Channels, i: Intake, mark: &Option<Mark>) -> crate::Result<()> {
+    channels.take_in(vec![i], mark.clone()).await.map(|a| {
+        for e in a.into_iter().filter_map(Result::err) {
+            tracing::warn!(error = %e, "discord: a message could not be stored; dropped");
+        }
+    })
+}
+
+/// A message's attachments fetched from the CDN (in order) and kept in
+/// `group`'s folder: its text (the content, then what `keep` adds) and
+/// attachments, and notes about what was not kept.
+async fn keep_files(dc: &Discord, media: &Media, group: &Group, msg: &DcMessage, me: u64) -> Kept {
+    let mut incoming = Vec::new();
+    for f in super::files::files_of(msg) {
+        incoming.push(dc.cdn.fetch(&f, media.max_bytes()).await);
+    }
+    media
+        .keep(
+            group,
+            &msg.id.get().to_string(),
+            &content_of(msg, me),
+            incoming,
+        )
+        .await
+}
+
+/// Tells the channel what of a message's files did not reach g2, as a
+/// reply to it (pinging nobody); a failure is logged.
+async fn tell_notes(dc: &Discord, msg: &DcMessage, notes: &[String]) {
+    let text = format!("Not everything you sent reached me: {}", notes.join("; "));
+    let text = if text.chars().count() > super::MAX_CHARS {
+        let mut t: String = text.chars().take(super::MAX_CHARS - 1).collect();
+        t.push('…');
+        t
+    } else {
+        text
+    };
+    let channel = msg.channel_id.get();
+    if let Err(e) = dc
+        .rest
+        .create_message(channel, &text, Some(msg.id.get()))
+        .await
+    {
+        tracing::warn!(chat = %Jid(channel), error = %e, "discord: the note about a file was not sent");
     }
 }
 
@@ -312,9 +426,9 @@ fn addresses(msg: &DcMessage, me: u64) -> bool {
         || msg.content.contains(&format!("<@!{me}>"))
 }
 
-/// The message as the agent reads it: people's mentions by name (the
-/// bot's as `@g2`), then one line per attachment; None when empty.
-fn text_of(msg: &DcMessage, me: u64) -> Option<String> {
+/// The message as the agent reads it without its files: people's
+/// mentions by name (the bot's as `@g2`).
+fn content_of(msg: &DcMessage, me: u64) -> String {
     let mut text = msg.content.clone();
     for u in &msg.mentions {
         let name = if u.id.get() == me {
@@ -329,6 +443,13 @@ fn text_of(msg: &DcMessage, me: u64) -> Option<String> {
             text = text.replace(&form, &format!("@{name}"));
         }
     }
+    text
+}
+
+/// The message as the agent reads it when its files are not kept: its
+/// content, then one line per attachment; None when empty.
+fn text_of(msg: &DcMessage, me: u64) -> Option<String> {
+    let mut text = content_of(msg, me);
     for a in &msg.attachments {
         let kind = match a.content_type.as_deref() {
             Some(t) if t.starts_with("image/") => "image",

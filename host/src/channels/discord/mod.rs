@@ -17,10 +17,15 @@
 //!   is waited out for its `retry_after`; a bucket the headers say is
 //!   spent (`X-RateLimit-Remaining: 0`) is waited out before the next send
 //!   to that channel; a channel the bot lost marks its group failing.
+//! - **Files** ([`files`]): a message's attachments (a voice message's
+//!   sound too) are fetched from Discord's CDN (signed URLs, no token) up
+//!   to `media.max_bytes` and kept with the message before it is stored;
+//!   what was not kept is named in it and told to the channel.
 //!
 //! The bot token is read from [`TOKEN_VARIABLE`] (the environment or
 //! `{home}/.env`), kept in a [`Secret`], and never logged.
 
+pub mod files;
 pub mod gateway;
 pub mod rest;
 
@@ -56,6 +61,8 @@ pub fn token(home: &Path) -> Option<Secret> {
 /// The Discord channel.
 pub struct Discord {
     rest: Rest,
+    /// Attachments' downloads (no token: the CDN's URLs are signed).
+    cdn: files::Cdn,
     token: Secret,
     settings: DiscordSettings,
     store: Store,
@@ -68,6 +75,7 @@ impl Discord {
     pub fn new(settings: &DiscordSettings, token: Secret, store: Store) -> Result<Arc<Discord>> {
         Ok(Arc::new(Discord {
             rest: Rest::new(settings, token.clone())?,
+            cdn: files::Cdn::new()?,
             token,
             settings: settings.clone(),
             store,
