@@ -236,12 +236,18 @@ async fn a_voice_note_and_a_photo_reach_the_agent_memory_and_archive() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_over_the_limit_or_not_what_it_claims_is_named_and_the_sender_told() {
+    let Some(voice) = voice_note(SAID) else {
+        return;
+    };
     if !image_ready() {
         return;
     }
     let home = home_with_family();
-    let s = serve(&home, &[("G2_MEDIA__MAX_BYTES", "4096")]);
-    let big = vec![7u8; 10_000];
+    let s = serve(
+        &home,
+        &[("G2_MEDIA__MAX_BYTES", "65536"), ("G2_MEDIA__TRANSCRIBE", "false")],
+    );
+    let big = vec![7u8; 100_000];
     let (status, answer) = post_form(
         &s.url,
         "family",
@@ -256,7 +262,7 @@ async fn a_file_over_the_limit_or_not_what_it_claims_is_named_and_the_sender_tol
     let notes: Vec<String> = serde_json::from_value(answer["notes"].clone()).unwrap();
     assert_eq!(notes.len(), 2, "{answer}");
     assert!(
-        notes[0].starts_with("big.bin: not kept:") && notes[0].contains("over the 4 KB limit"),
+        notes[0].starts_with("big.bin: not kept:") && notes[0].contains("over the 64 KB limit"),
         "{notes:?}"
     );
     assert!(
@@ -287,4 +293,41 @@ async fn a_file_over_the_limit_or_not_what_it_claims_is_named_and_the_sender_tol
     // And the agent hears of it like any message.
     let reply = wait_bot(&s.url, "family", 1, 240).await;
     assert!(reply[0].contains("two files"), "{reply:?}");
+    // With transcription off, a voice note is kept and its text names it.
+    let (status, answer) = post_form(
+        &s.url,
+        "family",
+        &[("sender", "ann")],
+        &[("note.ogg", "audio/ogg", &voice)],
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+    let path = answer["attachments"][0]["path"].as_str().unwrap().to_string();
+    assert!(home.path().join("groups/family").join(&path).is_file());
+    let log = get_json(&format!("{}/api/groups/family/messages", s.url)).await;
+    let last = log.as_array().unwrap().iter().rev().find(|m| m["from_bot"] == false).unwrap();
+    assert_eq!(last["text"], format!("[audio: {path}]"));
+}
+
+/// A chat app's media test, as stored: the people's messages are a voice
+/// note heard (its file in the group's folder), a photo kept, a film
+/// announced over the limit and a document whose download failed, each of
+/// the last two named in its text with why. The people's messages.
+pub async fn assert_stored_as_sent(home: &TestHome, base: &str, folder: &str) -> Vec<Value> {
+    let log = crate::channel_support::stored(base, folder).await;
+    let people: Vec<Value> = log.into_iter().filter(|m| m["from_bot"] == false).collect();
+    assert_eq!(people.len(), 4, "{people:#?}");
+    let text = |i: usize| people[i]["text"].as_str().unwrap_or_default().to_string();
+    assert!(text(0).starts_with("[voice 0:0") && heard(&text(0)) >= 4, "{}", text(0));
+    assert_eq!(people[0]["attachments"][0]["kind"], "voice");
+    for m in &people[..2] {
+        let path = m["attachments"][0]["path"].as_str().unwrap_or_default();
+        assert!(
+            path.starts_with("media/") && home.path().join("groups").join(folder).join(path).is_file(),
+            "{m}"
+        );
+    }
+    assert!(text(2).starts_with("the film\n[video: film.mp4 — not kept"), "{}", text(2));
+    assert!(text(3).contains("[file: plan.pdf — not received"), "{}", text(3));
+    people
 }
