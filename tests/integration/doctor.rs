@@ -43,8 +43,14 @@ fn doctor_reports_every_part() {
     }
     // The speech model: where, and that it loads.
     let sp = get("speech")["detail"].as_str().unwrap();
-    if require("the speech model (tools/models)", get("speech")["ok"] == true) {
-        assert!(sp.starts_with("Whisper tiny.en at ") && sp.contains("loaded in"), "{sp}");
+    if require(
+        "the speech model (tools/models)",
+        get("speech")["ok"] == true,
+    ) {
+        assert!(
+            sp.starts_with("Whisper tiny.en at ") && sp.contains("loaded in"),
+            "{sp}"
+        );
     }
     // A missing image is not a failure: `g2 run` builds it.
     assert_eq!(get("image")["ok"], true, "{}", get("image"));

@@ -245,7 +245,10 @@ async fn a_file_over_the_limit_or_not_what_it_claims_is_named_and_the_sender_tol
     let home = home_with_family();
     let s = serve(
         &home,
-        &[("G2_MEDIA__MAX_BYTES", "65536"), ("G2_MEDIA__TRANSCRIBE", "false")],
+        &[
+            ("G2_MEDIA__MAX_BYTES", "65536"),
+            ("G2_MEDIA__TRANSCRIBE", "false"),
+        ],
     );
     let big = vec![7u8; 100_000];
     let (status, answer) = post_form(
@@ -302,10 +305,19 @@ async fn a_file_over_the_limit_or_not_what_it_claims_is_named_and_the_sender_tol
     )
     .await;
     assert_eq!(status, 202, "{answer}");
-    let path = answer["attachments"][0]["path"].as_str().unwrap().to_string();
+    let path = answer["attachments"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(home.path().join("groups/family").join(&path).is_file());
     let log = get_json(&format!("{}/api/groups/family/messages", s.url)).await;
-    let last = log.as_array().unwrap().iter().rev().find(|m| m["from_bot"] == false).unwrap();
+    let last = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["from_bot"] == false)
+        .unwrap();
     assert_eq!(last["text"], format!("[audio: {path}]"));
 }
 
@@ -318,16 +330,29 @@ pub async fn assert_stored_as_sent(home: &TestHome, base: &str, folder: &str) ->
     let people: Vec<Value> = log.into_iter().filter(|m| m["from_bot"] == false).collect();
     assert_eq!(people.len(), 4, "{people:#?}");
     let text = |i: usize| people[i]["text"].as_str().unwrap_or_default().to_string();
-    assert!(text(0).starts_with("[voice 0:0") && heard(&text(0)) >= 4, "{}", text(0));
+    assert!(
+        text(0).starts_with("[voice 0:0") && heard(&text(0)) >= 4,
+        "{}",
+        text(0)
+    );
     assert_eq!(people[0]["attachments"][0]["kind"], "voice");
     for m in &people[..2] {
         let path = m["attachments"][0]["path"].as_str().unwrap_or_default();
         assert!(
-            path.starts_with("media/") && home.path().join("groups").join(folder).join(path).is_file(),
+            path.starts_with("media/")
+                && home.path().join("groups").join(folder).join(path).is_file(),
             "{m}"
         );
     }
-    assert!(text(2).starts_with("the film\n[video: film.mp4 — not kept"), "{}", text(2));
-    assert!(text(3).contains("[file: plan.pdf — not received"), "{}", text(3));
+    assert!(
+        text(2).starts_with("the film\n[video: film.mp4 — not kept"),
+        "{}",
+        text(2)
+    );
+    assert!(
+        text(3).contains("[file: plan.pdf — not received"),
+        "{}",
+        text(3)
+    );
     people
 }
