@@ -416,8 +416,9 @@ async fn voice_notes_photos_and_documents_are_fetched_kept_and_named() {
     register(&home, "family", "tg:-100200", "Family");
     let s = serve_with(&home, &api, &[]);
     let v = api.add_file(voice.clone(), "oga");
-    api.message(-100200, 42, "Ann", "", json!({ "voice": {
-        "file_id": v, "file_unique_id": "uv", "duration": 4, "mime_type": "audio/ogg", "file_size": voice.len() } }));
+    let voice_json = json!({
+        "file_id": v, "file_unique_id": "uv", "duration": 4, "mime_type": "audio/ogg", "file_size": voice.len() });
+    let voice_id = api.message(-100200, 42, "Ann", "", json!({ "voice": voice_json }));
     let p = api.add_file(PNG.to_vec(), "jpg");
     api.message(-100200, 43, "Bob", "", json!({
         "photo": [
@@ -456,5 +457,30 @@ async fn voice_notes_photos_and_documents_are_fetched_kept_and_named() {
     );
     assert!(!notes.iter().any(|n| n.contains(TOKEN)), "{notes:?}");
     assert!(!api.file_asks().contains(&"huge".to_string()));
-    crate::media::assert_stored_as_sent(&home, &s.url, "family").await;
+    let people = crate::media::assert_stored_as_sent(&home, &s.url, "family").await;
+    // A caption added to the voice note later does not replace its transcript.
+    let asks = api.file_asks().len();
+    api.push(
+        "edited_message",
+        -100200,
+        json!({ "id": 42, "is_bot": false, "first_name": "Ann" }),
+        "",
+        json!({ "message_id": voice_id, "edit_date": 1, "voice": voice_json, "caption": "@g2bot hello" }),
+    );
+    let edit = api.last_update_id();
+    let waited = Instant::now();
+    while api.times_fetched(edit) == 0
+        || api
+            .fetched_at(edit)
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(2))
+    {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the edit was never fetched"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = crate::media::assert_stored_as_sent(&home, &s.url, "family").await;
+    assert_eq!(again[0]["text"], people[0]["text"]);
+    assert_eq!(api.file_asks().len(), asks, "an edit fetches nothing");
 }

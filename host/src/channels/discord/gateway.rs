@@ -268,16 +268,16 @@ async fn take(
                         }
                         store_one(channels, Intake::New { folder, m }, &mark).await
                     }
-                    // Discord filling in a link's preview, not a person's
-                    // edit: the text kept with the files stays.
+                    // The text kept with the files (a transcript) stays:
+                    // an update of such a message (Discord filling in a
+                    // link's preview, or a person's edit) is not taken, as
+                    // on Slack and Telegram.
                     Decision::Take(Intake::Edit { .. })
-                        if channels.media().is_some()
-                            && !msg.attachments.is_empty()
-                            && msg.edited_timestamp.is_none() =>
+                        if channels.media().is_some() && !msg.attachments.is_empty() =>
                     {
                         tracing::debug!(
                             message = msg.id.get(),
-                            "discord: an update that is no edit skipped"
+                            "discord: an update of a message with files skipped"
                         );
                         Ok(())
                     }

@@ -198,6 +198,17 @@ async fn take(
                 }
                 items.push(Intake::New { folder, m });
             }
+            // An edit must not replace the text kept with a message's file
+            // (its transcript), as on Slack and Discord.
+            Decision::Take(Intake::Edit { .. })
+                if channels.media().is_some()
+                    && matches!(&u.kind, UpdateKind::EditedMessage(msg) if super::files::file_of(msg).is_some()) =>
+            {
+                tracing::debug!(
+                    update = u.id.0,
+                    "telegram: an edit of a message with a file skipped"
+                );
+            }
             Decision::Take(i) => items.push(i),
             Decision::Unregistered { chat, addressed } => {
                 tracing::info!(chat = %Jid { chat, topic: None }, "telegram: a message from a chat that is not registered; dropped");
