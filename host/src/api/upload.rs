@@ -9,6 +9,11 @@ use crate::Error;
 use crate::media::{Incoming, Missed};
 use crate::messages::Inbound;
 
+/// Forms read at once: each may hold up to its body limit (4 × the file
+/// limit) in memory, so the host's memory for uploads stays bounded; more
+/// wait their turn.
+static READING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 /// The most `file` parts in one message.
 const MAX_FILES: usize = 10;
 /// The most bytes of a text field.
@@ -19,6 +24,10 @@ pub(super) async fn read(
     mut form: Multipart,
     max_file: u64,
 ) -> Result<(Inbound, Vec<Incoming>), Error> {
+    let _turn = READING
+        .acquire()
+        .await
+        .map_err(|_| Error::Busy("uploads are closed".into()))?;
     let bad = |e: axum::extract::multipart::MultipartError| {
         Error::Invalid(format!("a multipart body: {}", e.body_text()))
     };
