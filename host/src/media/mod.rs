@@ -56,6 +56,45 @@ pub enum Missed {
     Failed(String),
 }
 
+/// The bytes of a download, or [`Missed::TooLarge`] as soon as they pass
+/// `max` (the rest is not read); a chunk that fails is `broke`'s word for
+/// it. Every channel's download reads through this.
+pub async fn read_capped<S, B, E>(
+    mut stream: S,
+    max: u64,
+    broke: impl Fn(E) -> Missed,
+) -> Result<Vec<u8>, Missed>
+where
+    S: futures_util::Stream<Item = Result<B, E>> + Unpin,
+    B: AsRef<[u8]>,
+{
+    use futures_util::StreamExt;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(&broke)?;
+        let chunk = chunk.as_ref();
+        let total = (bytes.len() + chunk.len()) as u64;
+        if total > max {
+            return Err(Missed::TooLarge(total));
+        }
+        bytes.extend_from_slice(chunk);
+    }
+    Ok(bytes)
+}
+
+/// An HTTP answer's body through [`read_capped`]: one that announces more
+/// than `max` bytes is not read at all.
+pub async fn read_body(
+    resp: reqwest::Response,
+    max: u64,
+    broke: impl Fn(reqwest::Error) -> Missed,
+) -> Result<Vec<u8>, Missed> {
+    if let Some(n) = resp.content_length().filter(|n| *n > max) {
+        return Err(Missed::TooLarge(n));
+    }
+    read_capped(resp.bytes_stream(), max, broke).await
+}
+
 /// A message's text and files once its files are kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Kept {
@@ -308,4 +347,29 @@ fn placeholder(a: &Attachment) -> String {
         a.name,
         a.note.as_deref().unwrap_or("not kept")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_download_is_cut_past_the_limit() {
+        let chunks = |n: usize| {
+            futures_util::stream::iter(
+                (0..n).map(|_| Ok::<_, std::convert::Infallible>(vec![7u8; 10])),
+            )
+        };
+        let never = |_| Missed::Failed("never".into());
+        assert_eq!(read_capped(chunks(3), 30, never).await.unwrap().len(), 30);
+        assert_eq!(
+            read_capped(chunks(100), 25, never).await,
+            Err(Missed::TooLarge(30))
+        );
+        let broken = futures_util::stream::iter([Ok(vec![1u8]), Err("reset")]);
+        assert_eq!(
+            read_capped(broken, 10, |e| Missed::Failed(format!("broke off: {e}"))).await,
+            Err(Missed::Failed("broke off: reset".into()))
+        );
+    }
 }

@@ -96,7 +96,7 @@ impl Cdn {
                 )
             })
         };
-        let mut resp = self.http.get(&f.url).send().await.map_err(failed)?;
+        let resp = self.http.get(&f.url).send().await.map_err(failed)?;
         let status = resp.status();
         if !status.is_success() {
             return Err(Missed::Failed(format!(
@@ -104,26 +104,14 @@ impl Cdn {
                 status.as_u16()
             )));
         }
-        if let Some(n) = resp.content_length()
-            && n > max
-        {
-            return Err(Missed::TooLarge(n));
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(f.size.min(max)).unwrap_or(0));
-        while let Some(chunk) = resp.chunk().await.map_err(|e| {
+        crate::media::read_body(resp, max, |e| {
             Missed::Failed(if e.is_timeout() {
                 "the download from Discord's CDN timed out".into()
             } else {
                 "the download from Discord's CDN broke off".into()
             })
-        })? {
-            let total = (bytes.len() + chunk.len()) as u64;
-            if total > max {
-                return Err(Missed::TooLarge(total));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
-        Ok(bytes)
+        })
+        .await
     }
 }
 

@@ -122,7 +122,7 @@ async fn download(
         .map_err(|_| failed("the bot token holds a character no HTTP header can carry".into()))?;
     auth.set_sensitive(true);
     let clean = |e: reqwest::Error| token.redact(&e.without_url().to_string());
-    let mut resp = api
+    let resp = api
         .get(url)
         .header(AUTHORIZATION, auth)
         .timeout(DOWNLOAD_TIMEOUT)
@@ -160,20 +160,10 @@ async fn download(
     if html && !wants_html {
         return Err(sign_in_page());
     }
-    if let Some(n) = resp.content_length().filter(|n| *n > max) {
-        return Err(Missed::TooLarge(n));
-    }
-    let mut bytes = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|_| failed("the download from Slack broke off".into()))?
-    {
-        if (bytes.len() + chunk.len()) as u64 > max {
-            return Err(Missed::TooLarge((bytes.len() + chunk.len()) as u64));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
+    let bytes = crate::media::read_body(resp, max, |_| {
+        failed("the download from Slack broke off".into())
+    })
+    .await?;
     // Without a content type: the page by its first bytes.
     if !wants_html && looks_like_html(&bytes) {
         return Err(sign_in_page());

@@ -4,7 +4,6 @@
 //! read up to the size limit. Telegram's cloud Bot API serves bots files
 //! of up to 20 MB; one it says is larger is not asked for.
 
-use futures_util::StreamExt;
 use teloxide_core::net::Download;
 use teloxide_core::requests::Requester;
 use teloxide_core::types::{FileId, Message};
@@ -107,19 +106,11 @@ async fn download(bot: &teloxide_core::Bot, f: &TgFile, max: u64) -> Result<Vec<
             super::describe(&e, bot.token())
         ))
     })?;
-    let mut stream = bot.download_file_stream(&file.path);
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            Missed::Failed(match e.status() {
-                Some(s) => format!("Telegram answered the download with HTTP {}", s.as_u16()),
-                None => "the download from Telegram broke off".into(),
-            })
-        })?;
-        if (bytes.len() + chunk.len()) as u64 > max {
-            return Err(Missed::TooLarge((bytes.len() + chunk.len()) as u64));
-        }
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(bytes)
+    crate::media::read_capped(bot.download_file_stream(&file.path), max, |e| {
+        Missed::Failed(match e.status() {
+            Some(s) => format!("Telegram answered the download with HTTP {}", s.as_u16()),
+            None => "the download from Telegram broke off".into(),
+        })
+    })
+    .await
 }

@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
 use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::Value;
 
@@ -164,33 +163,10 @@ async fn download(graph: &Graph, url: &url::Url, max: u64) -> Result<Vec<u8>, Mi
             status.as_u16()
         )));
     }
-    if let Some(len) = resp.content_length()
-        && len > max
-    {
-        return Err(Missed::TooLarge(len));
-    }
-    read_capped(resp.bytes_stream(), max).await
-}
-
-/// The bytes of a stream, or [`Missed::TooLarge`] as soon as they pass
-/// `max` (the rest is not read).
-async fn read_capped<S, B, E>(mut stream: S, max: u64) -> Result<Vec<u8>, Missed>
-where
-    S: Stream<Item = Result<B, E>> + Unpin,
-    B: AsRef<[u8]>,
-{
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|_| Missed::Failed("the download from WhatsApp broke off".into()))?;
-        let chunk = chunk.as_ref();
-        let total = (bytes.len() + chunk.len()) as u64;
-        if total > max {
-            return Err(Missed::TooLarge(total));
-        }
-        bytes.extend_from_slice(chunk);
-    }
-    Ok(bytes)
+    crate::media::read_body(resp, max, |_| {
+        Missed::Failed("the download from WhatsApp broke off".into())
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -258,24 +234,5 @@ mod tests {
         assert!(read_description(&plain, "https://graph.facebook.com").is_err());
         assert!(read_description(&plain, "http://127.0.0.1:9").is_ok());
         assert!(read_description(&json!({}), "https://graph.facebook.com").is_err());
-    }
-
-    #[tokio::test]
-    async fn a_download_is_cut_past_the_limit() {
-        let chunks = |n: usize| {
-            futures_util::stream::iter(
-                (0..n).map(|_| Ok::<_, std::convert::Infallible>(vec![7u8; 10])),
-            )
-        };
-        assert_eq!(read_capped(chunks(3), 30).await.unwrap().len(), 30);
-        assert_eq!(
-            read_capped(chunks(100), 25).await,
-            Err(Missed::TooLarge(30))
-        );
-        let broken = futures_util::stream::iter([Ok(vec![1u8]), Err("reset")]);
-        assert!(matches!(
-            read_capped(broken, 10).await,
-            Err(Missed::Failed(w)) if !w.contains("http")
-        ));
     }
 }
