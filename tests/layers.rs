@@ -352,3 +352,33 @@ fn the_check_sees_the_imports_it_must() {
         vec![vec!["a".to_string(), "b".to_string()]]
     );
 }
+
+/// A file a newcomer can read in one sitting: no Rust file in the
+/// repository is over 700 lines, its inline tests counted (they move to a
+/// sibling `tests.rs` when they are the cause).
+#[test]
+fn no_source_file_is_over_seven_hundred_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&root).expect("readable checkout") {
+        let path = entry.expect("directory entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if path.is_dir() && !name.starts_with('.') && !["target", "tools", "data"].contains(&name) {
+            rust_files(&path, &mut files);
+        }
+    }
+    assert!(
+        files.len() > 100,
+        "the walk found the sources ({})",
+        files.len()
+    );
+    let long: Vec<String> = files
+        .iter()
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "target"))
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).ok()?.lines().count();
+            (lines > 700).then(|| format!("{} ({lines} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files over 700 lines: {long:#?}");
+}
