@@ -474,6 +474,34 @@ pub fn unarchived_prompts(
     )
 }
 
+/// The captured prompts with these ids that [`unarchived_prompts`] would
+/// return (of `groups`, answered, no archive holding them yet): those
+/// found by meaning.
+pub fn unarchived_prompts_by_ids(
+    conn: &Db<'_>,
+    ids: &[i64],
+    groups: [&str; 2],
+) -> Result<Vec<PromptRow>> {
+    query_all(
+        conn,
+        &format!(
+            "{PROMPT}
+             WHERE {} AND b.group_folder IN (?2, ?3) AND b.status <> 'active'
+               AND NOT EXISTS (
+                 SELECT 1 FROM conversation_archives a
+                 WHERE a.session_id = m.content_session_id AND a.created_at >= b.started_at)
+             ORDER BY b.id DESC",
+            crate::db::id_in_json(conn.dialect(), "b.id", 1)
+        ),
+        params![
+            serde_json::to_string(ids).unwrap_or_default(),
+            groups[0],
+            groups[1]
+        ],
+        prompt_row,
+    )
+}
+
 /// One captured prompt by its batch id.
 pub fn prompt(conn: &Db<'_>, id: i64) -> Result<Option<PromptRow>> {
     Ok(

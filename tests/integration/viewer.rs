@@ -223,6 +223,18 @@ async fn a_session_cleared_from_its_page_reads_as_a_document_and_is_found() {
             .await,
         json!(true)
     );
+    // Snippets read as text: the archive's markdown marks are not shown.
+    let snippets = b
+        .eval(
+            "Array.from(document.querySelectorAll('.snippet')).map(e => e.textContent).join(' | ')",
+        )
+        .await;
+    assert!(
+        snippets
+            .as_str()
+            .is_some_and(|t| !t.is_empty() && !t.contains("**")),
+        "{snippets}"
+    );
     b.screenshot("search_after_clear").await;
 }
 
@@ -455,7 +467,7 @@ async fn the_memory_page_shows_new_observations_live_and_forgets_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_tasks_and_usage_pages_show_and_act() {
-    let Some((_home, s)) = served(
+    let Some((home, s)) = served(
         &[],
         &[("Ann", "g2:schedule interval 3600000 water the plants")],
     )
@@ -505,7 +517,50 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
     let tasks = get_json(&format!("{}/api/groups/main/tasks", s.url)).await;
     assert_eq!(tasks[0]["status"], "paused", "{tasks}");
 
-    // Usage: a chart drawn by the server, and the table.
+    // Usage: the offline model's requests are marked as such, with no
+    // token figures; a real provider's are drawn by the server and listed.
+    open(&b, &s.url, "/usage").await;
+    assert_eq!(
+        b.eval("document.querySelectorAll('svg.chart rect').length")
+            .await,
+        json!(0)
+    );
+    let table = b
+        .eval("document.querySelector('table.usage tbody').textContent")
+        .await;
+    assert!(
+        table.as_str().is_some_and(|t| t.contains("main")
+            && t.contains("offline model")
+            && !t.contains("claude")),
+        "{table}"
+    );
+    assert_eq!(
+        b.eval("document.getElementById('offline-note') !== null")
+            .await,
+        json!(true)
+    );
+    use g2_host::store::usage::{Outcome, Purpose, Record, Tokens, insert};
+    let now = chrono::Utc::now();
+    let spent = Record {
+        caller: "family".into(),
+        purpose: Purpose::Agent,
+        provider: "anthropic".into(),
+        model: "claude-test".into(),
+        tokens: Tokens {
+            input: 1200,
+            output: 80,
+            ..Tokens::default()
+        },
+        duration_ms: 900,
+        status: 200,
+        outcome: Outcome::Ok,
+        streamed: true,
+        started_at: now.to_rfc3339(),
+        day: now.format("%Y-%m-%d").to_string(),
+    };
+    home.store()
+        .write_blocking(move |tx| insert(tx, &spent))
+        .unwrap();
     open(&b, &s.url, "/usage").await;
     assert_eq!(
         b.eval("document.querySelectorAll('svg.chart rect').length > 0")
@@ -513,7 +568,7 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
         json!(true)
     );
     assert_eq!(
-        b.eval("document.querySelector('table.usage tbody').textContent.includes('main')")
+        b.eval("document.querySelector('table.usage tbody').textContent.includes('claude-test')")
             .await,
         json!(true)
     );
@@ -562,6 +617,14 @@ async fn search_and_the_memory_page_find_by_meaning() {
             .as_str()
             .is_some_and(|t| t.contains("pier 7") && t.contains("by meaning")),
         "{first}"
+    );
+    // The relevance cut: what memory would not hand the agent is not listed.
+    let listed = b
+        .eval("document.getElementById('memory-hits').textContent")
+        .await;
+    assert!(
+        listed.as_str().is_some_and(|t| !t.contains("sourdough")),
+        "{listed}"
     );
     b.screenshot("search_by_meaning").await;
     open(&b, &s.url, &format!("/groups/main/memory?q={q}")).await;

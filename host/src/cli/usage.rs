@@ -41,6 +41,17 @@ pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Outp
             "refused"
         )?;
         for l in lines {
+            // The offline model spends nothing: no model name or token
+            // count that could read as a bill.
+            let (model, input, output) = if usage::is_offline(l) {
+                ("offline model".into(), "-".into(), "-".into())
+            } else {
+                (
+                    inert_name(&l.model),
+                    (l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens).to_string(),
+                    l.output_tokens.to_string(),
+                )
+            };
             writeln!(
                 w,
                 "{:<10}  {:<16} {:<7} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
@@ -48,12 +59,18 @@ pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Outp
                 inert_name(&l.group),
                 l.purpose.as_str(),
                 inert_name(&l.provider),
-                inert_name(&l.model),
+                model,
                 l.requests,
-                l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens,
-                l.output_tokens,
+                input,
+                output,
                 l.errors,
                 l.refused
+            )?;
+        }
+        if lines.iter().any(usage::is_offline) {
+            writeln!(
+                w,
+                "offline model: answered on this machine, no account, nothing spent"
             )?;
         }
         Ok(())

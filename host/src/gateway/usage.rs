@@ -11,6 +11,13 @@ pub use crate::store::usage::{LOCAL_CALLER, Line, Outcome, Purpose, Record, Toke
 use crate::Result;
 use crate::store::{self, Store};
 
+/// Whether a usage line is the built-in offline model's: it costs
+/// nothing, and its token counts are the gateway's estimates, not spend,
+/// so reports show it as such rather than as tokens.
+pub fn is_offline(line: &Line) -> bool {
+    line.provider == super::offline::NAME
+}
+
 /// Usage by day, caller, purpose, provider and model since `since` (a
 /// day), of one group or of all.
 pub async fn report(store: &Store, group: Option<&str>, since: &str) -> Result<Vec<Line>> {

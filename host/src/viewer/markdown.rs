@@ -126,6 +126,50 @@ fn allowed(url: &str) -> bool {
         || (lower.starts_with('#') && !lower.contains(':'))
 }
 
+/// A snippet of markdown as the plain text a reader sees: emphasis,
+/// code marks, headings' `#`, quotes' `>` and escapes gone, line breaks
+/// and block ends as spaces. The snippet's match marks (`[` `]`) are kept:
+/// they are set aside while parsing, so they never read as a link.
+pub fn plain(snippet: &str) -> String {
+    const OPEN: char = '\u{E000}';
+    const CLOSE: char = '\u{E001}';
+    let hidden: String = snippet
+        .chars()
+        .filter(|c| *c != OPEN && *c != CLOSE)
+        .map(|c| match c {
+            '[' => OPEN,
+            ']' => CLOSE,
+            c => c,
+        })
+        .collect();
+    let mut out = String::with_capacity(snippet.len());
+    for event in Parser::new_ext(&hidden, Options::ENABLE_STRIKETHROUGH) {
+        match event {
+            Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => {
+                out.push_str(&t)
+            }
+            Event::SoftBreak
+            | Event::HardBreak
+            | Event::End(
+                TagEnd::Paragraph
+                | TagEnd::Heading(_)
+                | TagEnd::Item
+                | TagEnd::BlockQuote(_)
+                | TagEnd::CodeBlock,
+            ) if !out.ends_with(' ') => out.push(' '),
+            _ => {}
+        }
+    }
+    out.trim()
+        .chars()
+        .map(|c| match c {
+            OPEN => '[',
+            CLOSE => ']',
+            c => c,
+        })
+        .collect()
+}
+
 /// Escapes text for HTML content and quoted attributes: the same five
 /// characters as the chat envelope's XML (`&apos;` is HTML5 too).
 pub use g2_core::envelope::escape;
@@ -133,6 +177,20 @@ pub use g2_core::envelope::escape;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snippets_read_as_plain_text_with_their_marks() {
+        assert_eq!(
+            plain("**Ann**: the [boat] is at `pier 7`\n\\*\\*G2**: ok"),
+            "Ann: the [boat] is at pier 7 **G2**: ok"
+        );
+        assert_eq!(plain("[boat]: moored"), "[boat]: moored");
+        assert_eq!(
+            plain("# [Tax] notes\n> quoted _word_"),
+            "[Tax] notes quoted word"
+        );
+        assert_eq!(plain("<b>raw</b>"), "<b>raw</b>");
+    }
 
     #[test]
     fn markup_someone_wrote_stays_text() {

@@ -6,10 +6,12 @@ use axum::extract::State;
 use axum::response::Response;
 use serde::Deserialize;
 
-use super::markdown::escape;
+use super::markdown::{escape, plain};
 use super::{failed, page, time};
 use crate::Error;
 use crate::api::Api;
+use crate::memory::context::Injection;
+use crate::memory::recall::RecallHit;
 use g2_core::validate::GroupFolder;
 
 #[derive(Deserialize)]
@@ -112,20 +114,44 @@ pub(super) async fn search_page(
                 name = escape(&h.name),
                 g = escape(&h.group),
                 t = time(&h.created_at),
-                snip = marked(&h.snippet),
+                snip = marked(&plain(&h.snippet)),
             ));
         }
         body.push_str("</ul>");
     }
     body.push_str("<h2>Memory</h2>");
+    let (memory, weaker) = relevant(memory);
     body.push_str(&memory_hits(&memory));
+    if weaker > 0 {
+        body.push_str(&format!(
+            "<p class=\"muted\" id=\"weaker\">{weaker} weaker match{} not shown.</p>",
+            if weaker == 1 { "" } else { "es" }
+        ));
+    }
     page(&api, "Search", &body)
+}
+
+/// What the search page lists of a recall: the agent's own bar
+/// ([`Injection::SHIPPED`]) — nothing unless the best hit reaches its
+/// gate, then each hit at or above its floor — and how many fell below.
+/// Scores are on one absolute scale, so the bar holds for every question.
+fn relevant(hits: Vec<RecallHit>) -> (Vec<RecallHit>, usize) {
+    let bar = Injection::SHIPPED;
+    let best = hits.iter().map(|h| h.score).fold(f64::MIN, f64::max);
+    let total = hits.len();
+    let kept: Vec<RecallHit> = if best < bar.gate {
+        Vec::new()
+    } else {
+        hits.into_iter().filter(|h| h.score >= bar.floor).collect()
+    };
+    let weaker = total - kept.len();
+    (kept, weaker)
 }
 
 /// Recalled memories as a list (`#memory-hits`), each linked to where it
 /// reads whole, with its day; one found by meaning alone (none of the
 /// question's words) is tagged so.
-pub(super) fn memory_hits(hits: &[crate::memory::recall::RecallHit]) -> String {
+pub(super) fn memory_hits(hits: &[RecallHit]) -> String {
     if hits.is_empty() {
         return "<p class=\"empty\">Nothing in memory answers that.</p>".into();
     }
@@ -156,7 +182,7 @@ pub(super) fn memory_hits(hits: &[crate::memory::recall::RecallHit]) -> String {
             kind = escape(kind),
             g = escape(&h.group),
             t = time(&h.at),
-            snip = marked(&h.snippet),
+            snip = marked(&plain(&h.snippet)),
         ));
     }
     out.push_str("</ul>");

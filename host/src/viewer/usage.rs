@@ -8,6 +8,7 @@ use axum::response::Response;
 use super::markdown::escape;
 use super::{failed, page};
 use crate::api::Api;
+use crate::gateway::usage::is_offline;
 
 /// Colours of the usage chart's groups, in turn.
 const PALETTE: [&str; 6] = [
@@ -94,10 +95,21 @@ pub(super) async fn usage_page(State(api): State<Api>) -> Response {
         .filter_map(|back| today.checked_sub_days(chrono::Days::new(back)))
         .map(|d| d.format("%Y-%m-%d").to_string())
         .collect();
-    let mut groups: Vec<String> = lines.iter().map(|l| l.group.clone()).collect();
+    // The chart draws spend: the offline model's estimates are not.
+    let spent: Vec<_> = lines.iter().filter(|l| !is_offline(l)).cloned().collect();
+    if spent.len() < lines.len() {
+        body.push_str(
+            "<p class=\"muted\" id=\"offline-note\">Requests marked <em>offline model</em> were \
+answered on this machine by g2's built-in model: no account, nothing spent, and no tokens \
+counted.</p>",
+        );
+    }
+    let mut groups: Vec<String> = spent.iter().map(|l| l.group.clone()).collect();
     groups.sort();
     groups.dedup();
-    body.push_str(&usage_chart(&lines, &days, &groups));
+    if !spent.is_empty() {
+        body.push_str(&usage_chart(&spent, &days, &groups));
+    }
     body.push_str("<p class=\"legend\">");
     for (k, g) in groups.iter().enumerate() {
         body.push_str(&format!(
@@ -114,16 +126,28 @@ pub(super) async fn usage_page(State(api): State<Api>) -> Response {
         } else {
             api.gateway.limits_for(&l.group).daily_tokens
         };
+        let offline = is_offline(l);
+        let tokens = |n: u64| {
+            if offline {
+                "–".to_string()
+            } else {
+                n.to_string()
+            }
+        };
         body.push_str(&format!(
             "<tr><td>{day}</td><td>{g}</td><td>{p}</td><td>{m}</td><td>{r}</td><td>{i}</td><td>{o}</td>\
 <td>{e}</td><td>{x}</td><td>{b}</td></tr>",
             day = escape(&l.day),
             g = escape(&l.group),
             p = l.purpose.as_str(),
-            m = escape(&l.model),
+            m = if offline {
+                "<span class=\"tag\">offline model</span>".to_string()
+            } else {
+                escape(&l.model).to_string()
+            },
             r = l.requests,
-            i = l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens,
-            o = l.output_tokens,
+            i = tokens(l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens),
+            o = tokens(l.output_tokens),
             e = l.errors,
             x = l.refused,
             b = budget.map(|b| b.to_string()).unwrap_or_else(|| "none".into()),

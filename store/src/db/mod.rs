@@ -35,6 +35,17 @@ pub enum Dialect {
     Postgres,
 }
 
+/// `col IN (…)` over the ids given as a JSON array in parameter `n`, on
+/// either backend: one statement whatever the number of ids.
+pub(crate) fn id_in_json(dialect: Dialect, col: &str, n: usize) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("{col} IN (SELECT value FROM json_each(?{n}))"),
+        Dialect::Postgres => {
+            format!("{col} IN (SELECT value::bigint FROM jsonb_array_elements_text(?{n}::jsonb))")
+        }
+    }
+}
+
 /// A connection (reads) or a transaction (writes) on either backend.
 pub struct Db<'a>(Conn<'a>);
 

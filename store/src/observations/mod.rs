@@ -258,6 +258,25 @@ pub fn get(conn: &Db<'_>, group: &MemoryFolder, id: i64) -> Result<Option<Observ
         .optional()
 }
 
+/// The active observations of `groups` with these ids: those found by
+/// meaning.
+pub fn active_by_ids(conn: &Db<'_>, ids: &[i64], groups: [&str; 2]) -> Result<Vec<ObservationRow>> {
+    query_all(
+        conn,
+        &format!(
+            "SELECT {OBSERVATION_COLUMNS} FROM observations o
+             WHERE {} AND o.group_folder IN (?2, ?3) AND o.status = 'active'",
+            crate::db::id_in_json(conn.dialect(), "o.id", 1)
+        ),
+        params![
+            serde_json::to_string(ids).unwrap_or_default(),
+            groups[0],
+            groups[1]
+        ],
+        observation_from_row,
+    )
+}
+
 /// The group an observation belongs to (for a person's command, which
 /// names only the id).
 pub fn group_of(conn: &Db<'_>, id: i64) -> Result<Option<MemoryFolder>> {

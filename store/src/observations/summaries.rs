@@ -104,6 +104,25 @@ pub fn summary_by_id(conn: &Db<'_>, id: i64) -> Result<Option<SummaryRow>> {
     .optional()
 }
 
+/// The summaries of `groups` with these ids: those found by meaning.
+pub fn summaries_by_ids(conn: &Db<'_>, ids: &[i64], groups: [&str; 2]) -> Result<Vec<SummaryRow>> {
+    query_all(
+        conn,
+        &format!(
+            "SELECT {SUMMARY_COLUMNS} FROM session_summaries m
+                 CROSS JOIN memory_sessions s ON s.id = m.session_id
+             WHERE {} AND m.group_folder IN (?2, ?3)",
+            crate::db::id_in_json(conn.dialect(), "m.id", 1)
+        ),
+        params![
+            serde_json::to_string(ids).unwrap_or_default(),
+            groups[0],
+            groups[1]
+        ],
+        summary_from_row,
+    )
+}
+
 /// The summary of a group's session (by Claude Code's session id).
 pub fn summary(conn: &Db<'_>, group: &GroupFolder, session_id: &str) -> Result<Option<SummaryRow>> {
     conn.query_row(

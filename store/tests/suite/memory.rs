@@ -78,6 +78,22 @@ fn a_session_batch_and_tool_call_are_captured() {
         assert_eq!(batches[0].row, batch);
         assert_eq!(open, None);
         assert_eq!(queued, 1);
+        // Found by meaning: a finished prompt no archive holds, of its group only.
+        let by_id = |groups: [&'static str; 2]| {
+            store
+                .read_blocking(move |c| {
+                    g2_store::recall::unarchived_prompts_by_ids(c, &[batch, -1], groups)
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            by_id(["main", "global"])
+                .iter()
+                .map(|p| p.id)
+                .collect::<Vec<_>>(),
+            [batch]
+        );
+        assert!(by_id(["family", "global"]).is_empty());
         let claimed = store
             .write_blocking(|tx| {
                 observations::claim(tx, Queue::Batches, "2026-01-01T00:02:00.000Z", 5, "host-a")
@@ -159,6 +175,18 @@ fn observations_supersede_and_forget() {
         );
         assert_eq!(all.len(), 2);
         assert!(all.iter().any(|o| o.id == a));
+        // Found by meaning: active ones of the group only; no summary yet.
+        let (mine, theirs, summaries) = store
+            .read_blocking(move |c| {
+                Ok((
+                    observations::active_by_ids(c, &[a, b], ["main", "global"])?,
+                    observations::active_by_ids(c, &[a, b], ["family", "global"])?,
+                    observations::summaries_by_ids(c, &[a, b], ["main", "global"])?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(mine.iter().map(|o| o.id).collect::<Vec<_>>(), [b]);
+        assert!(theirs.is_empty() && summaries.is_empty());
         let g4 = g.clone();
         let forgot = store
             .write_blocking(move |tx| observations::forget(tx, &g4, b))

@@ -291,9 +291,12 @@ impl Offline {
     }
 }
 
+/// The offline model's provider name, as usage rows record it.
+pub const NAME: &str = "offline";
+
 impl Provider for Offline {
     fn name(&self) -> &'static str {
-        "offline"
+        NAME
     }
 
     fn messages(&self, req: ModelRequest) -> BoxFuture<'_, Reply> {

@@ -101,36 +101,59 @@ pub(super) fn unwrap_messages(prompt: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Every `<g2-memory>…</g2-memory>` block anywhere in the request (system
-/// prompt, system entries, messages), in order, or a line saying there is
-/// none: what g2 injected, shown as it reached the model.
+/// The `<g2-memory>` blocks g2 gave the model with this request, as they
+/// reached it, or a line saying there is none: the session's (from its
+/// start, in the system prompt or a `SessionStart` reminder) and the one
+/// attached to the prompt being answered. Earlier prompts' blocks in the
+/// history are not this request's, and only a real block counts: one that
+/// opens on a line of its own, as g2 writes it (text that merely names
+/// the tag, such as this command's help, is not one).
 pub(super) fn injected_memory(req: &Value) -> String {
-    const OPEN: &str = "<g2-memory>";
+    const OPEN: &str = "<g2-memory>\n";
     const CLOSE: &str = "</g2-memory>";
-    fn walk(v: &Value, out: &mut Vec<String>) {
-        match v {
-            Value::String(s) => {
-                let mut rest = s.as_str();
-                while let Some(i) = rest.find(OPEN) {
-                    let after = &rest[i..];
-                    let end = after.find(CLOSE).map_or(after.len(), |j| j + CLOSE.len());
-                    let block = after[..end].to_string();
-                    if !out.contains(&block) {
-                        out.push(block);
-                    }
-                    rest = &after[end..];
-                }
+    fn blocks(s: &str, out: &mut Vec<String>) {
+        let mut rest = s;
+        while let Some(i) = rest.find(OPEN) {
+            let after = &rest[i..];
+            let Some(j) = after.find(CLOSE) else { break };
+            let block = after[..j + CLOSE.len()].to_string();
+            if !out.contains(&block) {
+                out.push(block);
             }
-            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            rest = &after[j + CLOSE.len()..];
+        }
+    }
+    fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            Value::Object(o) => o.values().for_each(|x| strings(x, out)),
             _ => {}
         }
     }
-    let mut blocks = Vec::new();
-    walk(req, &mut blocks);
-    if blocks.is_empty() {
+    let mut found = Vec::new();
+    let mut session = Vec::new();
+    strings(&req["system"], &mut session);
+    let messages = req["messages"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    for m in messages {
+        let mut all = Vec::new();
+        strings(&m["content"], &mut all);
+        session.extend(all.into_iter().filter(|t| t.contains("SessionStart")));
+    }
+    session.iter().for_each(|t| blocks(t, &mut found));
+    // The prompt being answered: the last user message with words of its own.
+    if let Some(m) = messages
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user" && prompt_of(m).is_some())
+    {
+        texts(&m["content"])
+            .iter()
+            .for_each(|t| blocks(t, &mut found));
+    }
+    if found.is_empty() {
         "g2:context: no memory was injected into this request".into()
     } else {
-        format!("g2:context:\n{}", blocks.join("\n"))
+        format!("g2:context:\n{}", found.join("\n"))
     }
 }

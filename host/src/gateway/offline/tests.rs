@@ -325,6 +325,27 @@ fn context_shows_the_injected_memory_blocks() {
     let shown = text(&a);
     assert!(shown.starts_with("g2:context:\n<g2-memory>"), "{shown}");
     assert!(shown.contains("pier 7 (Ann)\n</g2-memory>"), "{shown}");
+    // Earlier prompts' blocks and text that only names the tag are not
+    // this request's; the session's and the current prompt's are, once.
+    let start = "<system-reminder>SessionStart hook additional context: <g2-memory>\nat start\n</g2-memory></system-reminder>";
+    let history = json!({
+        "messages": [
+            { "role": "user", "content": [
+                { "type": "text", "text": start },
+                { "type": "text", "text": "<system-reminder>\n<g2-memory>\nold prompt's\n</g2-memory>\n</system-reminder>" },
+                { "type": "text", "text": "g2:help" }
+            ] },
+            { "role": "assistant", "content": "g2:context — show the memory (<g2-memory> blocks)" },
+            { "role": "user", "content": [
+                { "type": "text", "text": "<system-reminder>\n<g2-memory>\nthis prompt's\n</g2-memory>\n</system-reminder>" },
+                { "type": "text", "text": "g2:context" }
+            ] }
+        ]
+    });
+    assert_eq!(
+        text(&answer(&history).unwrap()),
+        "g2:context:\n<g2-memory>\nat start\n</g2-memory>\n<g2-memory>\nthis prompt's\n</g2-memory>"
+    );
     let none = json!({ "messages": [{ "role": "user", "content": "g2:context" }] });
     assert_eq!(
         text(&answer(&none).unwrap()),

@@ -94,32 +94,41 @@ pub(super) fn prompts(conn: &Db<'_>, groups: [&str; 2], q: &Question) -> Result<
         .into_iter()
         .zip(texts)
         .zip(scores)
-        .map(|((r, text), score)| Candidate {
-            hit: RecallHit {
-                kind: "prompt".into(),
-                id: r.id,
-                group: r.group,
-                title: g2_core::archive::truncate(&g2_core::quote::one_line(&r.prompt), 80)
-                    .into_owned(),
-                observation_kind: None,
-                session_id: Some(r.session_id),
-                archive_id: None,
-                archive_path: None,
-                turn_start: None,
-                turn_end: None,
-                at: r.at.clone(),
-                snippet: String::new(),
-                score: 0.0,
-                matched_words: 0,
-                question_words: 0,
-            },
-            text,
-            at: r.at,
-            observation_kind: None,
-            relevance: relative(score, best),
-            importance: None,
-        })
+        .map(|((r, text), score)| prompt_candidate(r, text, relative(score, best)))
         .collect())
+}
+
+/// A captured prompt (and its reply, `text`) as a candidate.
+pub(super) fn prompt_candidate(
+    r: store::recall::PromptRow,
+    text: String,
+    relevance: f64,
+) -> Candidate {
+    Candidate {
+        hit: RecallHit {
+            kind: "prompt".into(),
+            id: r.id,
+            group: r.group,
+            title: g2_core::archive::truncate(&g2_core::quote::one_line(&r.prompt), 80)
+                .into_owned(),
+            observation_kind: None,
+            session_id: Some(r.session_id),
+            archive_id: None,
+            archive_path: None,
+            turn_start: None,
+            turn_end: None,
+            at: r.at.clone(),
+            snippet: String::new(),
+            score: 0.0,
+            matched_words: 0,
+            question_words: 0,
+        },
+        text,
+        at: r.at,
+        observation_kind: None,
+        relevance,
+        importance: None,
+    }
 }
 
 /// The passages that may answer `q`, and whether FTS5 ranked them by BM25.
@@ -174,33 +183,7 @@ pub(super) fn observations(
     let best = rows.iter().map(|r| r.1).fold(f64::MIN, f64::max);
     Ok(rows
         .into_iter()
-        .map(|(o, score)| {
-            let text = format!("{}\n{}\n{}", o.title, o.narrative, o.facts.join("\n"));
-            Candidate {
-                hit: RecallHit {
-                    kind: "observation".into(),
-                    id: o.id,
-                    group: o.group.to_string(),
-                    title: o.title.clone(),
-                    observation_kind: Some(o.kind.clone()),
-                    session_id: o.session_id.clone(),
-                    archive_id: None,
-                    archive_path: o.archive_path.clone(),
-                    turn_start: None,
-                    turn_end: None,
-                    at: o.created_at.clone(),
-                    snippet: String::new(),
-                    score: 0.0,
-                    matched_words: 0,
-                    question_words: 0,
-                },
-                text,
-                at: o.created_at,
-                observation_kind: Some(o.kind),
-                relevance: relative(score, best),
-                importance: Some(o.importance),
-            }
-        })
+        .map(|(o, score)| observation_candidate(o, relative(score, best)))
         .collect())
 }
 
@@ -216,42 +199,77 @@ pub(super) fn summaries(
     let best = rows.iter().map(|r| r.1).fold(f64::MIN, f64::max);
     Ok(rows
         .into_iter()
-        .map(|(m, score)| {
-            let text = [
-                m.title.as_str(),
-                &m.request,
-                &m.investigated,
-                &m.learned,
-                &m.completed,
-                &m.next_steps,
-            ]
-            .join("\n");
-            Candidate {
-                hit: RecallHit {
-                    kind: "summary".into(),
-                    id: m.id,
-                    group: m.group.to_string(),
-                    title: m.title.clone(),
-                    observation_kind: None,
-                    session_id: Some(m.session_id.clone()),
-                    archive_id: None,
-                    archive_path: None,
-                    turn_start: None,
-                    turn_end: None,
-                    at: m.created_at.clone(),
-                    snippet: String::new(),
-                    score: 0.0,
-                    matched_words: 0,
-                    question_words: 0,
-                },
-                text,
-                at: m.created_at,
-                observation_kind: None,
-                relevance: relative(score, best),
-                importance: None,
-            }
-        })
+        .map(|(m, score)| summary_candidate(m, relative(score, best)))
         .collect())
+}
+
+/// An observation as a candidate.
+pub(super) fn observation_candidate(
+    o: store::observations::ObservationRow,
+    relevance: f64,
+) -> Candidate {
+    let text = format!("{}\n{}\n{}", o.title, o.narrative, o.facts.join("\n"));
+    Candidate {
+        hit: RecallHit {
+            kind: "observation".into(),
+            id: o.id,
+            group: o.group.to_string(),
+            title: o.title.clone(),
+            observation_kind: Some(o.kind.clone()),
+            session_id: o.session_id.clone(),
+            archive_id: None,
+            archive_path: o.archive_path.clone(),
+            turn_start: None,
+            turn_end: None,
+            at: o.created_at.clone(),
+            snippet: String::new(),
+            score: 0.0,
+            matched_words: 0,
+            question_words: 0,
+        },
+        text,
+        at: o.created_at,
+        observation_kind: Some(o.kind),
+        relevance,
+        importance: Some(o.importance),
+    }
+}
+
+/// A session summary as a candidate.
+pub(super) fn summary_candidate(m: store::observations::SummaryRow, relevance: f64) -> Candidate {
+    let text = [
+        m.title.as_str(),
+        &m.request,
+        &m.investigated,
+        &m.learned,
+        &m.completed,
+        &m.next_steps,
+    ]
+    .join("\n");
+    Candidate {
+        hit: RecallHit {
+            kind: "summary".into(),
+            id: m.id,
+            group: m.group.to_string(),
+            title: m.title.clone(),
+            observation_kind: None,
+            session_id: Some(m.session_id.clone()),
+            archive_id: None,
+            archive_path: None,
+            turn_start: None,
+            turn_end: None,
+            at: m.created_at.clone(),
+            snippet: String::new(),
+            score: 0.0,
+            matched_words: 0,
+            question_words: 0,
+        },
+        text,
+        at: m.created_at,
+        observation_kind: None,
+        relevance,
+        importance: None,
+    }
 }
 
 fn relative(score: f64, best: f64) -> f64 {

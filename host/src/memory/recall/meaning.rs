@@ -4,13 +4,19 @@
 
 use crate::store::db::Db;
 
-use super::candidates::passage_candidate;
+use super::candidates::{
+    observation_candidate, passage_candidate, prompt_candidate, summary_candidate,
+};
 use super::{Candidate, Filters, Weights};
 use crate::Result;
 use crate::store;
 
 /// Passages the question's vector brings in, whatever their words.
 pub const DENSE_CANDIDATES: usize = 100;
+/// Prompts, observations and summaries it brings in, of each kind: they
+/// are few, and one said in other words than the question's is still an
+/// answer ("where is the yacht kept?" for "the boat is moored at pier 7").
+pub const DENSE_OTHERS: usize = 8;
 
 /// Cosines of the candidates with vectors, by (kind, id); passages whose
 /// meaning is nearest join the candidates.
@@ -33,12 +39,10 @@ pub(super) fn meaning(
             .filter(|c| c.hit.kind == kind)
             .map(|c| c.hit.id)
             .collect();
-        // Passages by meaning join the candidates; the other kinds are few
-        // and all found by their words already.
         let n = if kind == "passage" {
             DENSE_CANDIDATES
         } else {
-            0
+            DENSE_OTHERS
         };
         let near = vectors::near(conn, groups, kind, model, qv, n, &have)?;
         for (id, c) in near.of {
@@ -51,8 +55,27 @@ pub(super) fn meaning(
             .collect();
         if !new.is_empty() {
             let ids: Vec<i64> = new.iter().map(|(id, _)| *id).collect();
-            let rows = store::recall::passages_by_ids(conn, &ids, groups)?;
-            all.extend(rows.into_iter().map(|r| passage_candidate(r, 0.0)));
+            match kind {
+                "passage" => {
+                    let rows = store::recall::passages_by_ids(conn, &ids, groups)?;
+                    all.extend(rows.into_iter().map(|r| passage_candidate(r, 0.0)));
+                }
+                "observation" => {
+                    let rows = store::observations::active_by_ids(conn, &ids, groups)?;
+                    all.extend(rows.into_iter().map(|o| observation_candidate(o, 0.0)));
+                }
+                "summary" => {
+                    let rows = store::observations::summaries_by_ids(conn, &ids, groups)?;
+                    all.extend(rows.into_iter().map(|m| summary_candidate(m, 0.0)));
+                }
+                _ => {
+                    let rows = store::recall::unarchived_prompts_by_ids(conn, &ids, groups)?;
+                    all.extend(rows.into_iter().map(|r| {
+                        let text = format!("{}\n{}", r.prompt, r.reply);
+                        prompt_candidate(r, text, 0.0)
+                    }));
+                }
+            }
             cos.extend(
                 new.into_iter()
                     .map(|(id, c)| ((kind.to_string(), id), f64::from(c))),

@@ -18,7 +18,9 @@
 //! 2. **Candidates by meaning.** With a model (`memory::embed`), the
 //!    question's vector is compared with the group's passages
 //!    (`memory::vectors`; the group is chosen before any similarity), and
-//!    the [`DENSE_CANDIDATES`] nearest join, whatever their words.
+//!    the [`DENSE_CANDIDATES`] nearest passages and the [`DENSE_OTHERS`]
+//!    nearest prompts, observations and summaries join, whatever their
+//!    words.
 //! 3. **One final score on an absolute scale** ([`Weights::SHIPPED`]): the
 //!    lexical score (the share of the question's words a text holds, each
 //!    weighing its IDF; BM25 relative to the best, counted as far as those
@@ -54,7 +56,7 @@ use g2_core::validate::{GroupFolder, MemoryFolder};
 
 use candidates::{observations, passages, prompts, summaries};
 use lexical::{doc_counts, idf, matches, on_named_day, recency, share};
-pub use meaning::DENSE_CANDIDATES;
+pub use meaning::{DENSE_CANDIDATES, DENSE_OTHERS};
 use meaning::{fuse, meaning};
 
 /// Candidates FTS5 hands on to the second step, at least.
