@@ -146,7 +146,7 @@ pub fn plain(snippet: &str) -> String {
     for event in Parser::new_ext(&hidden, Options::ENABLE_STRIKETHROUGH) {
         match event {
             Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => {
-                out.push_str(&t)
+                out.push_str(&t);
             }
             Event::SoftBreak
             | Event::HardBreak

@@ -143,7 +143,7 @@ counted.</p>",
             m = if offline {
                 "<span class=\"tag\">offline model</span>".to_string()
             } else {
-                escape(&l.model).to_string()
+                escape(&l.model)
             },
             r = l.requests,
             i = tokens(l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens),

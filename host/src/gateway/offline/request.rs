@@ -140,16 +140,18 @@ pub(super) fn injected_memory(req: &Value) -> String {
         strings(&m["content"], &mut all);
         session.extend(all.into_iter().filter(|t| t.contains("SessionStart")));
     }
-    session.iter().for_each(|t| blocks(t, &mut found));
+    for t in session {
+        blocks(t, &mut found);
+    }
     // The prompt being answered: the last user message with words of its own.
     if let Some(m) = messages
         .iter()
         .rev()
         .find(|m| m["role"] == "user" && prompt_of(m).is_some())
     {
-        texts(&m["content"])
-            .iter()
-            .for_each(|t| blocks(t, &mut found));
+        for t in texts(&m["content"]) {
+            blocks(t, &mut found);
+        }
     }
     if found.is_empty() {
         "g2:context: no memory was injected into this request".into()
