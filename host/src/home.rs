@@ -25,8 +25,8 @@ use crate::error::IoContext;
 /// Claude Code's project folder for the container's cwd `/workspace/group`.
 pub const PROJECT_DIR: &str = "-workspace-group";
 
-pub const MAIN_TEMPLATE: &str = include_str!("../../groups/main/CLAUDE.md");
-pub const GLOBAL_TEMPLATE: &str = include_str!("../../groups/global/CLAUDE.md");
+pub const MAIN_TEMPLATE: &str = include_str!("../templates/main-CLAUDE.md");
+pub const GLOBAL_TEMPLATE: &str = include_str!("../templates/global-CLAUDE.md");
 
 /// Told of every link or foreign file found where the host expected its
 /// own (group folder, what was found), to record it.
