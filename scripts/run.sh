@@ -34,6 +34,7 @@ g2="$target/$dir/g2"
 # the image build reuses it.
 agent_target=x86_64-unknown-linux-gnu
 agent="$target/$agent_target/release/g2-agent"
+image_args=(--agent "$agent")
 
 # Everything the binaries are built from (include_str! reaches the
 # Dockerfile, container/ and CLAUDE_CODE_VERSION); a removed file changes
@@ -54,7 +55,7 @@ up_to_date() {
 
 if [ -n "${G2_BIN:-}" ]; then
   g2="$G2_BIN"
-  agent=""
+  image_args=()
   say "build: none (G2_BIN=$g2)"
 elif up_to_date; then
   say "build: up to date (no source changed since the last build)"
@@ -84,7 +85,7 @@ if [ "$#" -eq 0 ]; then
   say "checking this machine (g2 doctor)"
   "$g2" doctor || true
   say "agent image: built only when its inputs changed"
-  "$g2" image build ${agent:+--agent "$agent"}
+  "$g2" image build "${image_args[@]}"
   say "starting the host (g2 serve); it says when it is ready"
   exec "$g2" serve
 else
