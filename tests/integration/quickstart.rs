@@ -23,10 +23,9 @@ fn quick_start_lines() -> Vec<String> {
     let mut current = String::new();
     for line in block.lines() {
         current.push_str(line);
-        // A comment may follow the continuation (`… \   # why`): only a
-        // line ending in `\` continues.
-        if let Some(head) = current.strip_suffix('\\') {
-            current = format!("{head}\n");
+        // A line ending in `\` continues (bash reads it so too).
+        if current.ends_with('\\') {
+            current.push('\n');
             continue;
         }
         if !current.trim_start().starts_with('#') && !current.trim().is_empty() {
