@@ -25,8 +25,11 @@ use crate::error::IoContext;
 /// Claude Code's project folder for the container's cwd `/workspace/group`.
 pub const PROJECT_DIR: &str = "-workspace-group";
 
-pub const MAIN_TEMPLATE: &str = include_str!("../../groups/main/CLAUDE.md");
-pub const GLOBAL_TEMPLATE: &str = include_str!("../../groups/global/CLAUDE.md");
+/// The main group's first `CLAUDE.md` and the global one, written by
+/// `g2 init` when absent: kept out of `groups/`, so a checkout used as the
+/// home (its `groups/` git-ignored) never has a tracked file changed.
+pub const MAIN_TEMPLATE: &str = include_str!("../templates/main-CLAUDE.md");
+pub const GLOBAL_TEMPLATE: &str = include_str!("../templates/global-CLAUDE.md");
 
 /// Told of every link or foreign file found where the host expected its
 /// own (group folder, what was found), to record it.

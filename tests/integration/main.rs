@@ -40,6 +40,7 @@ mod memory;
 mod pg_cluster;
 mod postgres;
 mod privacy;
+mod quickstart;
 mod quota;
 mod quoting;
 mod routing;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 /// Starts `g2` (a command with its `--home` and environment set) as
 /// `serve --listen 127.0.0.1:0` with stdout piped; returns the child and
 /// the `http://127.0.0.1:PORT` of its `api ` line, once it has printed its
-/// last startup line (`groups …`).
+/// last startup line (`g2 is ready: …`).
 pub fn spawn(mut g2: Command) -> (Child, String) {
     let mut child = g2
         .args(["serve", "--listen", "127.0.0.1:0"])
@@ -24,7 +24,7 @@ pub fn spawn(mut g2: Command) -> (Child, String) {
         if let Some(u) = line.strip_prefix("api ") {
             url = Some(u.trim().to_string());
         }
-        if line.starts_with("groups") {
+        if line.starts_with("g2 is ready: viewer ") {
             break;
         }
     }

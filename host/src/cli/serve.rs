@@ -26,9 +26,32 @@ pub(super) async fn serve(ctx: &Ctx, listen: Option<String>) -> Result<i32> {
     println!("provider  {}", host.provider());
     println!("api       http://{}", host.api_address());
     println!("groups    {} sockets", host.group_sockets().await);
+    println!("{}", ready_line(ctx, host.api_address()).await);
     stop.await;
     host.stop().await;
     Ok(0)
+}
+
+/// The one line that says the host answers, and what to do next: the
+/// viewer's address, how to chat with the main group and how to stop.
+async fn ready_line(ctx: &Ctx, api: std::net::SocketAddr) -> String {
+    let main = match ctx.store().await {
+        Ok(store) => store
+            .read(crate::store::groups::main_group)
+            .await
+            .ok()
+            .flatten(),
+        Err(_) => None,
+    };
+    let folder = main.map_or_else(|| "main".to_string(), |g| g.folder.to_string());
+    let url = format!("http://{api}");
+    // `g2 chat` goes to `api.listen` unless told otherwise.
+    let chat = if api.to_string() == ctx.settings.api.listen {
+        format!("g2 chat {folder}")
+    } else {
+        format!("g2 chat {folder} --url {url}")
+    };
+    format!("g2 is ready: viewer {url}/ (chat: {chat}; stop: Ctrl-C)")
 }
 
 pub(super) async fn gateway(ctx: &Ctx, listen: Option<String>) -> Result<i32> {

@@ -158,7 +158,9 @@ pub fn project_root() -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// Builds the static `g2-agent` with cargo in `project` and returns it.
+/// Builds the static `g2-agent` with cargo in `project` and returns it;
+/// cargo's progress goes to stderr (a first build takes minutes).
+/// `scripts/run.sh` builds the same artifact with the same flags.
 pub fn build_agent(project: &Path) -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
@@ -167,7 +169,6 @@ pub fn build_agent(project: &Path) -> Result<PathBuf> {
             "build",
             "--release",
             "--locked",
-            "-q",
             "-p",
             "g2-agent",
             "--target",
