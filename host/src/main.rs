@@ -2,6 +2,7 @@
 //! stderr, filtered by `G2_LOG` (default `warn`).
 
 fn main() {
+    quiet_on_closed_stdout();
     g2_host::memory::embed::use_every_core();
     let filter = tracing_subscriber::EnvFilter::try_from_env("G2_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -26,4 +27,23 @@ fn main() {
         std::mem::forget(fail::FailScenario::setup());
     }
     g2_host::cli::main()
+}
+
+/// `println!` panics when stdout's reader has gone (`g2 … | head`): the
+/// command ends there, quietly and with status 0, as it does when such an
+/// error is returned (`cli::main`).
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

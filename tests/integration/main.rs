@@ -15,6 +15,7 @@ mod bot_api;
 mod browser;
 mod channel_support;
 mod channels;
+mod chat;
 mod cli;
 mod cluster;
 mod corpus;

@@ -5,7 +5,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{delete, get};
+use axum::routing::get;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -18,7 +18,7 @@ use g2_core::validate::GroupFolder;
 pub(super) fn routes() -> Router<Api> {
     Router::new()
         .route("/groups", get(list_groups).post(add_group))
-        .route("/groups/{folder}", delete(remove_group))
+        .route("/groups/{folder}", get(show_group).delete(remove_group))
         .route("/groups/{folder}/status", get(group_status))
         .route("/groups/{folder}/ipc-log", get(ipc_log))
         .route("/queue", get(queue_status))
@@ -26,6 +26,16 @@ pub(super) fn routes() -> Router<Api> {
 
 async fn list_groups(State(api): State<Api>) -> ApiResult<Vec<groups::Group>> {
     Ok(Json(groups::list(&api.store).await?))
+}
+
+/// `GET /api/groups/{folder}`: the group, and the `seq` of its chat's
+/// latest message (0: none), so a client can open the stream with
+/// `?after=` and miss nothing (`g2 chat`).
+async fn show_group(State(api): State<Api>, Path(folder): Path<GroupFolder>) -> ApiResult<Value> {
+    let g = require_group(&api, &folder).await?;
+    let last = crate::messages::latest(&api.store, &g.jid, 1).await?;
+    let last_seq = last.first().map_or(0, |m| m.seq);
+    Ok(Json(json!({ "group": g, "last_seq": last_seq })))
 }
 
 /// `POST /api/groups`. The request bodies are public so that their parsing

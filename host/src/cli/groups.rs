@@ -84,21 +84,22 @@ pub(super) async fn run(ctx: &Ctx, cmd: GroupsCmd) -> Result<i32> {
                 if all.is_empty() {
                     println!("no groups (run `g2 init`)");
                 }
+                let mut table = super::output::Table::new(&[]);
                 for g in all {
                     let trigger = if g.requires_trigger {
                         g.trigger_pattern.as_deref().unwrap_or_default()
                     } else {
                         "(no trigger)"
                     };
-                    println!(
-                        "{:<20} {:<24} {:<28} {}{}",
-                        g.folder,
-                        inert_name(&g.name),
-                        inert_name(&g.jid),
-                        inert_name(trigger),
-                        if g.is_main { "  [main]" } else { "" }
-                    );
+                    table.row([
+                        g.folder.to_string(),
+                        inert_name(&g.name).into_owned(),
+                        inert_name(&g.jid).into_owned(),
+                        inert_name(trigger).into_owned(),
+                        if g.is_main { "[main]" } else { "" }.to_string(),
+                    ]);
                 }
+                table.print()?;
                 Ok(())
             })?;
         }

@@ -92,18 +92,21 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                 if list.is_empty() {
                     println!("nothing captured yet");
                 }
+                let mut table = super::output::Table::new(&[2, 3]);
                 for s in list {
-                    println!(
-                        "{}  {:<9}  {:>3} prompts  {:>4} tool calls  {} .. {}",
-                        s.session_id,
-                        s.status,
-                        s.prompts,
-                        s.tool_calls,
-                        inert_name(&s.started_at),
-                        inert_name(s.ended_at.as_deref().unwrap_or("-")),
-                    );
+                    table.row([
+                        s.session_id.clone(),
+                        s.status.clone(),
+                        format!("{} prompts", s.prompts),
+                        format!("{} tool calls", s.tool_calls),
+                        format!(
+                            "{} .. {}",
+                            inert_name(&s.started_at),
+                            inert_name(s.ended_at.as_deref().unwrap_or("-"))
+                        ),
+                    ]);
                 }
-                Ok(())
+                table.print()
             })?;
         }
         MemoryCmd::Show { session_id, out } => {

@@ -182,6 +182,8 @@ pub fn main() -> ! {
         .expect("tokio runtime");
     match runtime.block_on(run(cli)) {
         Ok(code) => std::process::exit(code),
+        // Stdout's reader has gone (`g2 … | head`): nothing to say.
+        Err(e) if output::broken_pipe(&e) => std::process::exit(0),
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::exit(1);

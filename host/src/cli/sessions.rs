@@ -98,16 +98,16 @@ pub(super) async fn run(ctx: &Ctx, cmd: SessionsCmd) -> Result<i32> {
                 if h.is_empty() {
                     println!("no earlier sessions");
                 }
+                let mut table = super::output::Table::new(&[0]);
                 for e in h {
-                    println!(
-                        "{:>5}  {}  {}  {}",
-                        e.id,
-                        inert_name(&e.archived_at[..10.min(e.archived_at.len())]),
-                        e.session_id,
-                        inert_name(&e.name)
-                    );
+                    table.row([
+                        e.id.to_string(),
+                        inert_name(&e.archived_at[..10.min(e.archived_at.len())]).into_owned(),
+                        e.session_id.clone(),
+                        inert_name(&e.name).into_owned(),
+                    ]);
                 }
-                Ok(())
+                table.print()
             })?;
         }
         SessionsCmd::Clear {
