@@ -21,7 +21,7 @@ use crate::{Error, Result, Store};
 /// The tables, in an order their references allow. `embeddings` carries
 /// its `rowid` (the vector cache's cursor); `archives_fts` is the archive
 /// bodies' index, which the store writes itself.
-const TABLES: &[&str] = &[
+pub(crate) const TABLES: &[&str] = &[
     "registered_groups",
     "chats",
     "messages",
