@@ -138,6 +138,7 @@ pub fn backup(
         .into_iter()
         .filter(|rel| !w.has_archive(home.root(), rel))
         .collect();
+    let (files, file_bytes) = (w.files - files_before, w.bytes - bytes_before);
     let settings_removed = match std::fs::read_to_string(settings_file) {
         Ok(text) => {
             let (clean, removed) = settings::without_secrets(&text)?;
@@ -153,8 +154,8 @@ pub fn backup(
         created_at: crate::now_rfc3339(),
         store: if db.is_some() { "sqlite" } else { "postgres" }.into(),
         database,
-        files: w.files - files_before,
-        file_bytes: w.bytes - bytes_before,
+        files,
+        file_bytes,
         settings_removed,
         archives_missing,
     };
