@@ -119,7 +119,9 @@ mod tests {
         let db = dir.path().join("g2.db");
         // A reader holding an open transaction does not stop the snapshot.
         let reader = read_only(&db).unwrap();
-        reader.execute_batch("BEGIN; SELECT count(*) FROM messages;").unwrap();
+        reader
+            .execute_batch("BEGIN; SELECT count(*) FROM messages;")
+            .unwrap();
         Connection::open(&db)
             .unwrap()
             .execute_batch(
@@ -139,10 +141,19 @@ mod tests {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .unwrap();
-        assert_eq!((generation, expires), (3, 0), "the lease ended, its generation kept");
-        let hosts: i64 = c.query_row("SELECT count(*) FROM cluster_hosts", [], |r| r.get(0)).unwrap();
+        assert_eq!(
+            (generation, expires),
+            (3, 0),
+            "the lease ended, its generation kept"
+        );
+        let hosts: i64 = c
+            .query_row("SELECT count(*) FROM cluster_hosts", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(hosts, 0);
-        assert!(snapshot(&db, &copy, std::time::Duration::from_secs(5)).is_err(), "never overwrites");
+        assert!(
+            snapshot(&db, &copy, std::time::Duration::from_secs(5)).is_err(),
+            "never overwrites"
+        );
     }
 
     #[test]
@@ -151,6 +162,9 @@ mod tests {
         let db = dir.path().join("bad.db");
         std::fs::write(&db, b"SQLite format 3\0 but not really a database at all").unwrap();
         assert!(summarize(&db).is_err());
-        assert!(matches!(summarize(&dir.path().join("none.db")), Err(Error::NotFound(_))));
+        assert!(matches!(
+            summarize(&dir.path().join("none.db")),
+            Err(Error::NotFound(_))
+        ));
     }
 }

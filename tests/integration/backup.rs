@@ -44,7 +44,11 @@ fn backed_up() -> (TestHome, tempfile::TempDir, PathBuf) {
         "[api]\ntoken = \"TOKEN-abcdefghijklmnop\"\n",
     )
     .unwrap();
-    std::fs::write(home.path().join(".env"), "ANTHROPIC_API_KEY=sk-ant-KEY-1234567890\n").unwrap();
+    std::fs::write(
+        home.path().join(".env"),
+        "ANTHROPIC_API_KEY=sk-ant-KEY-1234567890\n",
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("home.tar.zst");
     home.ok(&["backup", file.to_str().unwrap()]);
@@ -59,7 +63,10 @@ fn a_backup_holds_no_secret_and_restores_only_into_an_empty_home() {
     assert!(text.contains("at pier 7"), "the archive is in it");
     assert!(!text.contains("TOKEN-abcdefghijklmnop") && !text.contains("KEY-1234567890"));
     // Never over an existing file.
-    assert!(home.fails(&["backup", file.to_str().unwrap()]).contains("exists already"));
+    assert!(
+        home.fails(&["backup", file.to_str().unwrap()])
+            .contains("exists already")
+    );
 
     // Into a home in use: refused, nothing changed.
     let other = TestHome::new();
@@ -71,7 +78,10 @@ fn a_backup_holds_no_secret_and_restores_only_into_an_empty_home() {
     // Into an empty one: every row, and the archive is found.
     let fresh = TestHome::empty();
     let out = fresh.json(&["restore", file.to_str().unwrap()]);
-    assert_eq!(out["manifest"]["database"], serde_json::to_value(summarize(&fresh.home().db_path()).unwrap()).unwrap());
+    assert_eq!(
+        out["manifest"]["database"],
+        serde_json::to_value(summarize(&fresh.home().db_path()).unwrap()).unwrap()
+    );
     assert_eq!(out["manifest"]["settings_removed"][0], "api.token");
     assert!(!fresh.path().join(".env").exists());
     let hits = fresh.json(&["search", "pier"]);
@@ -106,8 +116,14 @@ fn a_cut_short_or_hostile_backup_is_refused_and_leaves_nothing() {
     };
     let cases = [
         (cut, "damaged or cut short"),
-        (hostile("../evil", tar::EntryType::Regular, None), "never writes"),
-        (hostile("/tmp/g2-evil", tar::EntryType::Regular, None), "never writes"),
+        (
+            hostile("../evil", tar::EntryType::Regular, None),
+            "never writes",
+        ),
+        (
+            hostile("/tmp/g2-evil", tar::EntryType::Regular, None),
+            "never writes",
+        ),
         (
             hostile("groups/main/x", tar::EntryType::Symlink, Some("/etc")),
             "never writes",
@@ -125,12 +141,22 @@ fn a_cut_short_or_hostile_backup_is_refused_and_leaves_nothing() {
 
 /// Posts to `main` and waits for each reply, until told to stop; counts
 /// the replies.
-fn traffic(base: String, stop: Arc<AtomicBool>, replies: Arc<AtomicUsize>) -> tokio::task::JoinHandle<()> {
+fn traffic(
+    base: String,
+    stop: Arc<AtomicBool>,
+    replies: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut n = 0;
         while !stop.load(Ordering::SeqCst) {
             n += 1;
-            let reply = ask(&base, "main", "Ann", &format!("note {n}: the shed key is blue")).await;
+            let reply = ask(
+                &base,
+                "main",
+                "Ann",
+                &format!("note {n}: the shed key is blue"),
+            )
+            .await;
             assert!(!reply.is_empty());
             replies.fetch_add(1, Ordering::SeqCst);
         }
@@ -146,7 +172,13 @@ async fn a_backup_taken_while_the_host_serves_restores_into_a_home_that_serves()
     let s = serve(&home, &[]);
     // A cleared session with its archive and captured prompts; the loop
     // below starts a new session with its transcript.
-    ask(&s.url, "main", "Ann", "remember that the boat is moored at pier 7").await;
+    ask(
+        &s.url,
+        "main",
+        "Ann",
+        "remember that the boat is moored at pier 7",
+    )
+    .await;
     let cleared = ask(&s.url, "main", "Bob", "g2:clear Boat").await;
     assert!(cleared.contains("bookmarked"), "{cleared}");
 
@@ -166,23 +198,41 @@ async fn a_backup_taken_while_the_host_serves_restores_into_a_home_that_serves()
     })
     .await
     .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let written: Value = serde_json::from_slice(&out.stdout).unwrap();
     stop.store(true, Ordering::SeqCst);
     load.await.unwrap();
-    let session = session_of(&home.sessions(), "main").await.expect("a session");
+    let session = session_of(&home.sessions(), "main")
+        .await
+        .expect("a session");
     let source = get_json(&format!("{}/api/groups/main/messages?limit=1000", s.url)).await;
     drop(s);
 
     let counted = &written["manifest"]["database"]["rows"];
-    for table in ["messages", "sessions", "session_history", "conversation_archives", "prompt_batches"] {
+    for table in [
+        "messages",
+        "sessions",
+        "session_history",
+        "conversation_archives",
+        "prompt_batches",
+    ] {
         assert!(counted[table].as_i64().unwrap() > 0, "{table}: {counted}");
     }
-    assert_eq!(written["manifest"]["archives_missing"], serde_json::json!([]));
+    assert_eq!(
+        written["manifest"]["archives_missing"],
+        serde_json::json!([])
+    );
 
     let fresh = TestHome::empty();
     let restored = fresh.json(&["restore", file.to_str().unwrap()]);
-    assert_eq!(restored["manifest"]["database"], written["manifest"]["database"]);
+    assert_eq!(
+        restored["manifest"]["database"],
+        written["manifest"]["database"]
+    );
     let now = serde_json::to_value(summarize(&fresh.home().db_path()).unwrap()).unwrap();
     assert_eq!(now, written["manifest"]["database"], "every table's rows");
     // Every message the backup counted, as the source had it.
@@ -193,7 +243,10 @@ async fn a_backup_taken_while_the_host_serves_restores_into_a_home_that_serves()
         // archive is found.
         let reply = ask(&s2.url, "main", "Ann", "where are the oars?").await;
         assert!(!reply.is_empty());
-        assert_eq!(session_of(&fresh.sessions(), "main").await, Some(session.clone()));
+        assert_eq!(
+            session_of(&fresh.sessions(), "main").await,
+            Some(session.clone())
+        );
         let hits = fresh.json(&["search", "pier"]);
         assert!(hits.as_array().is_some_and(|h| !h.is_empty()), "{hits}");
         got

@@ -107,8 +107,7 @@ pub fn backup(
         .open(&partial)
         .ctx(|| format!("creating {}", partial.display()))?;
     let mut enc = zstd::Encoder::new(BufWriter::new(file), 3).ctx(|| "starting zstd".into())?;
-    enc.include_checksum(true)
-        .ctx(|| "starting zstd".into())?;
+    enc.include_checksum(true).ctx(|| "starting zstd".into())?;
     let mut w = Writer {
         tar: tar::Builder::new(enc),
         names: HashSet::new(),
@@ -224,7 +223,10 @@ impl<W: Write> Writer<W> {
         self.tar
             .append_data(&mut h, rel, std::io::empty())
             .ctx(|| format!("adding {} to the backup", rel.display()))?;
-        let mut names: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        let mut names: Vec<_> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name())
+            .collect();
         names.sort();
         for name in names {
             let path = dir.join(&name);
@@ -262,9 +264,9 @@ impl<W: Write> Writer<W> {
         if !inside {
             return false;
         }
-        let pending = rel.file_name().map(|n| {
-            rel.with_file_name(g2_core::confined::pending_name(&n.to_string_lossy()))
-        });
+        let pending = rel
+            .file_name()
+            .map(|n| rel.with_file_name(g2_core::confined::pending_name(&n.to_string_lossy())));
         if self.names.contains(rel) || pending.is_some_and(|p| self.names.contains(&p)) {
             return true;
         }

@@ -140,7 +140,11 @@ fn check_entry(name: &Path, kind: tar::EntryType) -> Result<()> {
     Err(Error::Invalid(format!(
         "the backup holds an entry g2 never writes ({:?}, {}); nothing was restored",
         name,
-        if file_or_dir { "a file" } else { "a link or special file" }
+        if file_or_dir {
+            "a file"
+        } else {
+            "a link or special file"
+        }
     )))
 }
 
@@ -216,10 +220,22 @@ mod tests {
     #[test]
     fn only_plain_entries_of_a_backups_layout_pass() {
         let file = tar::EntryType::Regular;
-        for ok in ["manifest.json", "g2.toml", "data/g2.db", "groups/main/CLAUDE.md", "data/sessions/main/.claude/x.jsonl"] {
+        for ok in [
+            "manifest.json",
+            "g2.toml",
+            "data/g2.db",
+            "groups/main/CLAUDE.md",
+            "data/sessions/main/.claude/x.jsonl",
+        ] {
             assert!(check_entry(Path::new(ok), file).is_ok(), "{ok}");
         }
-        for bad in ["../evil", "/etc/passwd", "groups/../../evil", "data/host.lock", ".env"] {
+        for bad in [
+            "../evil",
+            "/etc/passwd",
+            "groups/../../evil",
+            "data/host.lock",
+            ".env",
+        ] {
             assert!(check_entry(Path::new(bad), file).is_err(), "{bad}");
         }
         assert!(check_entry(Path::new("groups/main/x"), tar::EntryType::Symlink).is_err());

@@ -56,12 +56,18 @@ mod tests {
     fn secrets_are_taken_out_and_the_rest_kept() {
         let text = "# mine\nassistant_name = \"Ada\"\n\n[api]\nlisten = \"0.0.0.0:4170\"\ntoken = \"s3cret-s3cret-s3cret\"\n\n[store]\nurl = \"postgres://g2:hunter2@db:5432/g2\"\n";
         let (clean, removed) = without_secrets(text).unwrap();
-        assert!(!clean.contains("s3cret") && !clean.contains("hunter2"), "{clean}");
+        assert!(
+            !clean.contains("s3cret") && !clean.contains("hunter2"),
+            "{clean}"
+        );
         assert!(clean.contains("# mine") && clean.contains("listen = \"0.0.0.0:4170\""));
         assert!(clean.contains("postgres://g2@db:5432/g2"), "{clean}");
         assert_eq!(removed, ["api.token", "the password in store.url"]);
         let (same, none) = without_secrets("[store]\nurl = \"sqlite:\"\n").unwrap();
-        assert_eq!((same.as_str(), none.len()), ("[store]\nurl = \"sqlite:\"\n", 0));
+        assert_eq!(
+            (same.as_str(), none.len()),
+            ("[store]\nurl = \"sqlite:\"\n", 0)
+        );
         assert!(without_secrets("[api\n").is_err());
         let (moved, note) = without_secrets("store.url = \"sqlite:/srv/g2.db\"\n").unwrap();
         assert!(moved.contains("\"sqlite:\"") && note.len() == 1, "{moved}");

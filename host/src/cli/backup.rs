@@ -100,7 +100,10 @@ fn summary(o: &mut impl Write, m: &Manifest) -> std::io::Result<()> {
         Some(r) if r.is_empty() => writeln!(o, "  g2.toml: as it is (no secrets in it)")?,
         Some(r) => writeln!(o, "  g2.toml: taken out: {}", r.join(", "))?,
     }
-    writeln!(o, "  not in a backup: .env (keys and tokens), tools/ (models), the agent image")?;
+    writeln!(
+        o,
+        "  not in a backup: .env (keys and tokens), tools/ (models), the agent image"
+    )?;
     if !m.archives_missing.is_empty() {
         writeln!(
             o,
