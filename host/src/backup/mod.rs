@@ -224,7 +224,7 @@ impl<W: Write> Writer<W> {
             .append_data(&mut h, rel, std::io::empty())
             .ctx(|| format!("adding {} to the backup", rel.display()))?;
         let mut names: Vec<_> = entries
-            .filter_map(|e| e.ok())
+            .filter_map(Result::ok)
             .map(|e| e.file_name())
             .collect();
         names.sort();
