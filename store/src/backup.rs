@@ -30,16 +30,7 @@ pub struct Summary {
 /// point in time, without stopping its writers; in the copy the running
 /// host's leases have ended and its heartbeat is gone. Blocking.
 pub fn snapshot(source: &Path, dest: &Path, busy_timeout: std::time::Duration) -> Result<()> {
-    if !source.is_file() {
-        return Err(Error::NotFound(format!(
-            "the SQLite store {}",
-            source.display()
-        )));
-    }
-    let src = Connection::open_with_flags(
-        source,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    let src = open_existing(source, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
     src.busy_timeout(busy_timeout)?;
     let to = dest
         .to_str()
@@ -89,12 +80,21 @@ pub fn archive_paths(db: &Path) -> Result<Vec<String>> {
 }
 
 fn read_only(db: &Path) -> Result<Connection> {
-    if !db.is_file() {
-        return Err(Error::NotFound(format!("the database {}", db.display())));
+    open_existing(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+}
+
+/// A connection to the SQLite file at `path`, which must exist (it is
+/// never created).
+pub(crate) fn open_existing(path: &Path, flags: OpenFlags) -> Result<Connection> {
+    if !path.is_file() {
+        return Err(Error::NotFound(format!(
+            "the SQLite store {}",
+            path.display()
+        )));
     }
     Ok(Connection::open_with_flags(
-        db,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        path,
+        flags | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?)
 }
 

@@ -12,26 +12,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::hardening::tree;
 use crate::steps::session_of;
 use crate::support::*;
 use g2_host::store::backup::summarize;
 
-/// Every file under `root` with its size, sorted.
-fn listing(root: &Path) -> Vec<(PathBuf, u64)> {
-    let mut out = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            let m = e.metadata().unwrap();
-            if m.is_dir() {
-                dirs.push(e.path());
-            }
-            out.push((e.path(), if m.is_dir() { 0 } else { m.len() }));
-        }
-    }
-    out.sort();
-    out
+/// The entries of a folder (nothing left behind is none).
+fn entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).unwrap().count()
 }
 
 /// A stopped home with an archive, a token in g2.toml and a key in .env,
@@ -70,10 +58,10 @@ fn a_backup_holds_no_secret_and_restores_only_into_an_empty_home() {
 
     // Into a home in use: refused, nothing changed.
     let other = TestHome::new();
-    let before = listing(other.path());
+    let before = tree(other.path());
     let err = other.fails(&["restore", file.to_str().unwrap()]);
     assert!(err.contains("not an empty home"), "{err}");
-    assert_eq!(listing(other.path()), before);
+    assert_eq!(tree(other.path()), before);
 
     // Into an empty one: every row, and the archive is found.
     let fresh = TestHome::empty();
@@ -133,7 +121,7 @@ fn a_cut_short_or_hostile_backup_is_refused_and_leaves_nothing() {
         let fresh = TestHome::empty();
         let err = fresh.fails(&["restore", bad.to_str().unwrap()]);
         assert!(err.contains(why), "{}: {err}", bad.display());
-        assert_eq!(listing(fresh.path()), vec![], "nothing left behind");
+        assert_eq!(entries(fresh.path()), 0, "nothing left behind");
         assert!(!fresh.path().parent().unwrap().join("evil").exists());
     }
     assert!(!Path::new("/tmp/g2-evil").exists());
@@ -172,13 +160,7 @@ async fn a_backup_taken_while_the_host_serves_restores_into_a_home_that_serves()
     let s = serve(&home, &[]);
     // A cleared session with its archive and captured prompts; the loop
     // below starts a new session with its transcript.
-    ask(
-        &s.url,
-        "main",
-        "Ann",
-        "remember that the boat is moored at pier 7",
-    )
-    .await;
+    ask(&s.url, "main", "Ann", "the dinghy is tied up at pier 7").await;
     let cleared = ask(&s.url, "main", "Bob", "g2:clear Boat").await;
     assert!(cleared.contains("bookmarked"), "{cleared}");
 
