@@ -17,6 +17,7 @@ pub mod agent;
 pub mod api;
 pub mod archives;
 pub mod background;
+pub mod backup;
 pub mod channels;
 pub mod chat;
 pub mod cli;

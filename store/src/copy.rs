@@ -21,7 +21,7 @@ use crate::{Error, Result, Store};
 /// The tables, in an order their references allow. `embeddings` carries
 /// its `rowid` (the vector cache's cursor); `archives_fts` is the archive
 /// bodies' index, which the store writes itself.
-const TABLES: &[&str] = &[
+pub(crate) const TABLES: &[&str] = &[
     "registered_groups",
     "chats",
     "messages",
@@ -110,16 +110,7 @@ pub fn sqlite_to_postgres(
             "the target of a migration must be PostgreSQL".into(),
         ));
     }
-    if !source.is_file() {
-        return Err(Error::NotFound(format!(
-            "the SQLite store {}",
-            source.display()
-        )));
-    }
-    let src = Connection::open_with_flags(
-        source,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    let src = crate::backup::open_existing(source, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     // One snapshot for the whole copy.
     src.execute_batch("BEGIN")?;
     let version: i64 = src.query_row("PRAGMA user_version", [], |r| r.get(0))?;

@@ -34,6 +34,7 @@ use rusqlite_migration::{M, Migrations};
 use g2_core::validate::GroupFolder;
 
 pub mod archives;
+pub mod backup;
 pub mod copy;
 pub mod db;
 pub mod deliveries;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::support::*;
 
 /// Every file under `dir` with its bytes (links as their target text).
-fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+pub fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

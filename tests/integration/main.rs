@@ -11,6 +11,7 @@ mod support;
 
 mod agents;
 mod api;
+mod backup;
 mod bot_api;
 mod browser;
 mod channel_support;

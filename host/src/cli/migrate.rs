@@ -72,16 +72,7 @@ pub(super) async fn migrate(ctx: &Ctx, to: String, out: Output) -> Result<i32> {
 
 /// The URL without its password.
 fn target_name(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.rsplit_once('@') {
-        Some((user, host)) => {
-            let user = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}@{host}")
-        }
-        None => url.to_string(),
-    }
+    crate::backup::settings::without_password(url).unwrap_or_else(|| url.to_string())
 }
 
 #[cfg(test)]

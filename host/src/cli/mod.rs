@@ -5,6 +5,7 @@
 //! Every `--json` goes through [`Output::print`].
 
 mod archive;
+mod backup;
 mod cluster;
 mod doctor;
 mod groups;
@@ -161,6 +162,22 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
+    /// Copy this home (store, groups' folders, sessions, settings without
+    /// secrets) into one new file, while it runs or not (docs/backup.md).
+    Backup {
+        /// The backup file to create (`.tar.zst`).
+        file: PathBuf,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Put a backup back into an empty home (--home), checked against its
+    /// manifest.
+    Restore {
+        /// The backup file.
+        file: PathBuf,
+        #[command(flatten)]
+        out: Output,
+    },
     /// Check the database, folders, Docker engine, Claude Code and model provider.
     Doctor {
         #[command(flatten)]
@@ -232,6 +249,8 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Usage { group, days, out } => usage::usage(&ctx, group, days, out).await,
         Command::Cluster(cmd) => cluster::run(&ctx, cmd).await,
         Command::Migrate { to, out } => migrate::migrate(&ctx, to, out).await,
+        Command::Backup { file, out } => backup::backup(&ctx, file, out).await,
+        Command::Restore { file, out } => backup::restore(&ctx, file, out).await,
         Command::Doctor { out } => doctor::doctor(&ctx, out).await,
     }
 }
