@@ -126,12 +126,27 @@ fn the_readme_quick_start_runs_line_by_line() {
             chat_line(&home, line, base, before);
             continue;
         }
-        let out = shell(&home, line).output().unwrap();
+        let mut out = shell(&home, line).output().unwrap();
+        // The recall line says it finds the boat by meaning: it does once
+        // the host has embedded the message, seconds after its turn.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while line.contains("memory search")
+            && out.status.success()
+            && !String::from_utf8_lossy(&out.stdout).contains("pier 7")
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(500));
+            out = shell(&home, line).output().unwrap();
+        }
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
         );
         assert!(out.status.success(), "{line}\nfailed: {stderr}\n{stdout}");
+        if line.contains("memory search") {
+            let first = stdout.lines().next().unwrap_or("");
+            assert!(first.contains("pier 7"), "{line}: the boat first\n{stdout}");
+        }
         if line.starts_with("curl") {
             assert!(stdout.contains("\"seq\""), "{line}: {stdout}");
             wait_answers(base, before + 1, 120);

@@ -109,3 +109,30 @@ impl Stall {
         }
     }
 }
+
+/// A request a real provider answered for `group` today, as the gateway
+/// records it: 1,200 tokens in, 80 out, with `model`.
+pub fn spend(home: &TestHome, group: &str, model: &str) {
+    use g2_host::store::usage::{Outcome, Purpose, Record, Tokens, insert};
+    let now = chrono::Utc::now();
+    let spent = Record {
+        caller: group.into(),
+        purpose: Purpose::Agent,
+        provider: "anthropic".into(),
+        model: model.into(),
+        tokens: Tokens {
+            input: 1200,
+            output: 80,
+            ..Tokens::default()
+        },
+        duration_ms: 900,
+        status: 200,
+        outcome: Outcome::Ok,
+        streamed: true,
+        started_at: now.to_rfc3339(),
+        day: now.format("%Y-%m-%d").to_string(),
+    };
+    home.store()
+        .write_blocking(move |tx| insert(tx, &spent))
+        .unwrap();
+}

@@ -539,28 +539,7 @@ async fn groups_tasks_and_usage_pages_show_and_act() {
             .await,
         json!(true)
     );
-    use g2_host::store::usage::{Outcome, Purpose, Record, Tokens, insert};
-    let now = chrono::Utc::now();
-    let spent = Record {
-        caller: "family".into(),
-        purpose: Purpose::Agent,
-        provider: "anthropic".into(),
-        model: "claude-test".into(),
-        tokens: Tokens {
-            input: 1200,
-            output: 80,
-            ..Tokens::default()
-        },
-        duration_ms: 900,
-        status: 200,
-        outcome: Outcome::Ok,
-        streamed: true,
-        started_at: now.to_rfc3339(),
-        day: now.format("%Y-%m-%d").to_string(),
-    };
-    home.store()
-        .write_blocking(move |tx| insert(tx, &spent))
-        .unwrap();
+    crate::steps::spend(&home, "family", "claude-test");
     open(&b, &s.url, "/usage").await;
     assert_eq!(
         b.eval("document.querySelectorAll('svg.chart rect').length > 0")

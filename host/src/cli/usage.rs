@@ -1,7 +1,5 @@
 //! `g2 usage`: the model usage report.
 
-use std::io::Write;
-
 use anyhow::Result;
 
 use super::{Ctx, Output};
@@ -25,21 +23,11 @@ pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Outp
             println!("no model requests recorded");
             return Ok(());
         }
-        let mut w = std::io::stdout().lock();
-        writeln!(
-            w,
-            "{:<10}  {:<16} {:<7} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
-            "day",
-            "group",
-            "purpose",
-            "provider",
-            "model",
-            "requests",
-            "input",
-            "output",
-            "errors",
-            "refused"
-        )?;
+        let mut table = super::output::Table::new(&[5, 6, 7, 8, 9]);
+        table.row([
+            "day", "group", "purpose", "provider", "model", "requests", "input", "output",
+            "errors", "refused",
+        ]);
         for l in lines {
             // The offline model spends nothing: no model name or token
             // count that could read as a bill.
@@ -47,31 +35,27 @@ pub(super) async fn usage(ctx: &Ctx, group: Option<String>, days: u32, out: Outp
                 ("offline model".into(), "-".into(), "-".into())
             } else {
                 (
-                    inert_name(&l.model),
+                    inert_name(&l.model).into_owned(),
                     (l.input_tokens + l.cache_read_tokens + l.cache_creation_tokens).to_string(),
                     l.output_tokens.to_string(),
                 )
             };
-            writeln!(
-                w,
-                "{:<10}  {:<16} {:<7} {:<9} {:<24} {:>8} {:>12} {:>12} {:>6} {:>7}",
-                inert_name(&l.day),
-                inert_name(&l.group),
-                l.purpose.as_str(),
-                inert_name(&l.provider),
+            table.row([
+                inert_name(&l.day).into_owned(),
+                inert_name(&l.group).into_owned(),
+                l.purpose.as_str().to_string(),
+                inert_name(&l.provider).into_owned(),
                 model,
-                l.requests,
+                l.requests.to_string(),
                 input,
                 output,
-                l.errors,
-                l.refused
-            )?;
+                l.errors.to_string(),
+                l.refused.to_string(),
+            ]);
         }
+        table.print()?;
         if lines.iter().any(usage::is_offline) {
-            writeln!(
-                w,
-                "offline model: answered on this machine, no account, nothing spent"
-            )?;
+            println!("offline model: answered on this machine, no account, nothing spent");
         }
         Ok(())
     })?;
