@@ -17,6 +17,11 @@ pub const DENSE_CANDIDATES: usize = 100;
 /// are few, and one said in other words than the question's is still an
 /// answer ("where is the yacht kept?" for "the boat is moored at pier 7").
 pub const DENSE_OTHERS: usize = 8;
+/// The cosine one of those needs to join by meaning alone: where meaning
+/// alone reaches injection's floor (0.2 of its 0.4 weight, on the
+/// model's scale from 0.15 to 0.65), so a prompt no word links to joins
+/// only when it plainly bears on the question.
+pub const DENSE_OTHERS_MIN_COSINE: f32 = 0.40;
 
 /// Cosines of the candidates with vectors, by (kind, id); passages whose
 /// meaning is nearest join the candidates.
@@ -51,7 +56,9 @@ pub(super) fn meaning(
         let new: Vec<(i64, f32)> = near
             .best
             .into_iter()
-            .filter(|(id, _)| !have.contains(id))
+            .filter(|(id, c)| {
+                !have.contains(id) && (kind == "passage" || *c >= DENSE_OTHERS_MIN_COSINE)
+            })
             .collect();
         if !new.is_empty() {
             let ids: Vec<i64> = new.iter().map(|(id, _)| *id).collect();
