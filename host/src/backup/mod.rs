@@ -29,6 +29,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use g2_core::confined::{Dir, Kind};
+
 use crate::error::IoContext;
 use crate::home::Home;
 use crate::store::backup::{self as snapshot, Summary};
@@ -206,15 +208,23 @@ impl<W: Write> Writer<W> {
 
     /// Adds the folder `rel` of `root` and what is in it: folders and
     /// regular files (read whole, so a file written meanwhile is never
-    /// torn in the tar); links, sockets and pipes are left out.
+    /// torn in the tar); links, sockets and pipes are left out. Beneath
+    /// `root/rel` (the operator's folder) everything is opened through the
+    /// confined access, never by a path: an agent that swaps a file for a
+    /// link meanwhile gets nothing of the host into the backup.
     fn tree(&mut self, root: &Path, rel: &Path) -> Result<()> {
-        let dir = root.join(rel);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
+        let path = root.join(rel);
+        let dir = match Dir::open(&path) {
+            Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io(format!("reading {}", dir.display()), e)),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
         };
-        let meta = std::fs::symlink_metadata(&dir).ctx(|| format!("reading {}", dir.display()))?;
+        self.walk(&dir, rel)
+    }
+
+    fn walk(&mut self, dir: &Dir, rel: &Path) -> Result<()> {
+        let at = || format!("reading {}", dir.path().display());
+        let meta = std::fs::symlink_metadata(dir.path()).ctx(at)?;
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(tar::EntryType::Directory);
         h.set_size(0);
@@ -223,30 +233,26 @@ impl<W: Write> Writer<W> {
         self.tar
             .append_data(&mut h, rel, std::io::empty())
             .ctx(|| format!("adding {} to the backup", rel.display()))?;
-        let mut names: Vec<_> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.file_name())
-            .collect();
-        names.sort();
-        for name in names {
-            let path = dir.join(&name);
-            if self.skip.iter().any(|s| s == &path) {
+        let mut entries = dir.entries().ctx(at)?;
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        for e in entries {
+            if self.skip.iter().any(|s| s == &dir.path().join(&e.name)) {
                 continue;
             }
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue; // removed meanwhile
-            };
-            if meta.is_dir() {
-                self.tree(root, &rel.join(&name))?;
-            } else if meta.is_file() {
-                match std::fs::read(&path) {
-                    Ok(body) => {
-                        let mtime = u64::try_from(meta.mtime()).unwrap_or(0);
-                        self.append(rel.join(&name), meta.mode(), &body, mtime)?;
+            match e.kind {
+                Kind::Dir => match dir.open_dir(&e.name) {
+                    Ok(sub) => self.walk(&sub, &rel.join(&e.name))?,
+                    Err(err) if gone_or_swapped(&err) => {}
+                    Err(err) => return Err(Error::io(at(), err)),
+                },
+                Kind::File => match read_file(dir, &e.name) {
+                    Ok((body, mode, mtime)) => {
+                        self.append(rel.join(&e.name), mode, &body, mtime)?;
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-                }
+                    Err(err) if gone_or_swapped(&err) => {}
+                    Err(err) => return Err(Error::io(at(), err)),
+                },
+                _ => {}
             }
         }
         Ok(())
@@ -270,11 +276,28 @@ impl<W: Write> Writer<W> {
         if self.names.contains(rel) || pending.is_some_and(|p| self.names.contains(&p)) {
             return true;
         }
-        match std::fs::read(root.join(rel)) {
+        match Dir::open(root).and_then(|d| d.read(rel, u64::MAX)) {
             Ok(body) => self.append(rel, 0o644, &body, now_secs()).is_ok(),
             Err(_) => false,
         }
     }
+}
+
+/// A regular file of `dir`, whole, with its mode and time; never through
+/// a link.
+fn read_file(dir: &Dir, name: &str) -> std::io::Result<(Vec<u8>, u32, u64)> {
+    use std::io::Read;
+    let mut f = dir.open_file(name)?;
+    let meta = f.metadata()?;
+    let mut body = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    f.read_to_end(&mut body)?;
+    Ok((body, meta.mode(), u64::try_from(meta.mtime()).unwrap_or(0)))
+}
+
+/// Removed while the folder was read, or made a link meanwhile (which the
+/// confined access refuses): left out, as links are.
+fn gone_or_swapped(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || g2_core::confined::is_planted(e)
 }
 
 fn now_secs() -> u64 {
