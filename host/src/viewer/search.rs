@@ -136,14 +136,8 @@ pub(super) async fn search_page(
 /// gate, then each hit at or above its floor — and how many fell below.
 /// Scores are on one absolute scale, so the bar holds for every question.
 fn relevant(hits: Vec<RecallHit>) -> (Vec<RecallHit>, usize) {
-    let bar = Injection::SHIPPED;
-    let best = hits.iter().map(|h| h.score).fold(f64::MIN, f64::max);
     let total = hits.len();
-    let kept: Vec<RecallHit> = if best < bar.gate {
-        Vec::new()
-    } else {
-        hits.into_iter().filter(|h| h.score >= bar.floor).collect()
-    };
+    let kept = Injection::SHIPPED.bar(hits);
     let weaker = total - kept.len();
     (kept, weaker)
 }

@@ -77,6 +77,15 @@ impl Injection {
         floor: 0.2,
         message_chars: 200,
     };
+
+    /// The hits that clear the bar: none unless the best reaches the
+    /// gate, then each at or above the floor, in their order.
+    pub fn bar(&self, hits: Vec<RecallHit>) -> Vec<RecallHit> {
+        if hits.iter().all(|h| h.score < self.gate) {
+            return Vec::new();
+        }
+        hits.into_iter().filter(|h| h.score >= self.floor).collect()
+    }
 }
 /// Characters per token, for the budgets (a rough, safe estimate).
 const CHARS_PER_TOKEN: usize = 4;
@@ -253,13 +262,13 @@ pub fn prompt_memory(
     if prompt.contains(NO_MEMORY) {
         return Ok(PromptMemory::default());
     }
-    let hits: Vec<RecallHit> = recall::recall(conn, group, prompt, how.hits * 2)?
+    let found: Vec<RecallHit> = recall::recall(conn, group, prompt, how.hits * 2)?
         .into_iter()
         // A prompt no archive holds yet is likely this very conversation.
-        .filter(|h| h.kind != "prompt" && h.score >= how.floor)
-        .take(how.hits)
+        .filter(|h| h.kind != "prompt")
         .collect();
-    if hits.first().is_none_or(|h| h.score < how.gate) {
+    let hits: Vec<RecallHit> = how.bar(found).into_iter().take(how.hits).collect();
+    if hits.is_empty() {
         return Ok(PromptMemory::default());
     }
     let terms = crate::search::SnippetTerms::new(crate::search::question::cap(prompt).text);
