@@ -47,6 +47,8 @@ pub(crate) const TABLES: &[&str] = &[
     "embeddings",
     "embedding_jobs",
     "embedding_deletes",
+    "mcp_tokens",
+    "mcp_calls",
 ];
 
 /// Tables the target's triggers write as rows go in: copied last, over
@@ -61,6 +63,8 @@ const IDENTITIES: &[(&str, &str)] = &[
     ("task_run_logs", "id"),
     ("model_usage", "id"),
     ("ipc_log", "id"),
+    ("mcp_tokens", "id"),
+    ("mcp_calls", "id"),
     ("memory_sessions", "id"),
     ("prompt_batches", "id"),
     ("activities", "id"),

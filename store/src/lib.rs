@@ -43,6 +43,7 @@ pub mod error;
 mod fts;
 pub mod groups;
 pub mod leases;
+pub mod mcp;
 pub mod memory;
 pub mod messages;
 pub mod notify;
@@ -87,6 +88,7 @@ const SQLITE_MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0015_job_claims.sql"),
     include_str!("../../migrations/0016_passed_over.sql"),
     include_str!("../../migrations/0017_attachments.sql"),
+    include_str!("../../migrations/0018_mcp_tokens.sql"),
 ];
 
 /// The schema version of an up-to-date SQLite store (`PRAGMA

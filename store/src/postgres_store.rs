@@ -41,6 +41,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/postgres/0006_attachments.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/postgres/0007_mcp_tokens.sql"),
+    ),
 ];
 
 /// The advisory lock every write transaction takes (any constant shared

@@ -12,6 +12,7 @@ mod archives;
 mod cluster;
 mod db;
 mod fulltext;
+mod mcp;
 mod memory;
 mod rows;
 
