@@ -4,6 +4,8 @@
 //! Parsing never fails: a line that names no command or misses arguments
 //! becomes [`Command::Invalid`], and the reply says why.
 
+use serde_json::Value;
+
 use super::Refusal;
 
 /// The commands, for `g2:help` and error replies.
@@ -71,6 +73,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "g2:register <folder> <name>",
         "register a new group (main group only)",
     ),
+    (
+        "g2:tool <tool-name> [<json-object>]",
+        "call any tool by name with that input (e.g. an MCP server's, mcp__<server>__<tool>)",
+    ),
 ];
 
 /// A parsed command line.
@@ -117,6 +123,12 @@ pub enum Command {
     Register {
         folder: String,
         name: String,
+    },
+    /// One call of the tool named `name`, as named, with `input` (a JSON
+    /// object).
+    Tool {
+        name: String,
+        input: Value,
     },
     /// A line that names no command or misses arguments; the reply says why.
     Invalid {
@@ -204,6 +216,7 @@ fn parse_command(line: &str, rest: &str) -> Command {
             Some((folder, name)) => Command::Register { folder, name },
             None => invalid("needs a folder and a name"),
         },
+        "tool" => parse_tool(args).unwrap_or_else(|why| invalid(&why.0)),
         "resume" => {
             let (id, save_as) = match args.split_once(char::is_whitespace) {
                 Some((id, s)) => (id, Some(s.trim().to_string()).filter(|s| !s.is_empty())),
@@ -246,6 +259,54 @@ fn split_word(args: &str) -> Option<(String, String)> {
 /// `args` when it is exactly one word.
 fn one_word(args: &str) -> Option<String> {
     (!args.is_empty() && !args.contains(char::is_whitespace)).then(|| args.to_string())
+}
+
+/// Longest tool name `g2:tool` takes.
+const TOOL_NAME_MAX: usize = 128;
+
+/// `<tool-name> [<json-object>]`: the name as it is, the rest of the line
+/// as the input (`{}` when there is none).
+fn parse_tool(args: &str) -> Result<Command, Refusal> {
+    let (name, json) = match args.split_once(char::is_whitespace) {
+        Some((name, json)) => (name, json.trim()),
+        None => (args, ""),
+    };
+    if name.is_empty() {
+        return Err("needs a tool name: g2:tool <tool-name> [<json-object>]".into());
+    }
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if name.len() > TOOL_NAME_MAX || !name.chars().all(valid) {
+        return Err(Refusal(format!(
+            "needs a tool name of letters, digits, _ and - (at most {TOOL_NAME_MAX})"
+        )));
+    }
+    let input = match json {
+        "" => Value::Object(Default::default()),
+        json => match serde_json::from_str::<Value>(json) {
+            Ok(input @ Value::Object(_)) => input,
+            Ok(other) => {
+                let kind = match other {
+                    Value::Array(_) => "an array",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "null",
+                };
+                return Err(Refusal(format!(
+                    "needs a JSON object after the tool name, not {kind}"
+                )));
+            }
+            Err(e) => {
+                return Err(Refusal(format!(
+                    "needs a JSON object after the tool name: {e}"
+                )));
+            }
+        },
+    };
+    Ok(Command::Tool {
+        name: name.to_string(),
+        input,
+    })
 }
 
 /// `<cron|interval|once> <value> <prompt>` after `command`; a cron value is
@@ -314,6 +375,7 @@ pub(super) fn label(cmd: &Command) -> String {
         Command::Unpause(id) => format!("g2:unpause {id}"),
         Command::Cancel(id) => format!("g2:cancel {id}"),
         Command::Register { folder, .. } => format!("g2:register {folder}"),
+        Command::Tool { name, .. } => format!("g2:tool {name}"),
         Command::Remember(_) => "g2:remember".into(),
         Command::Help => "g2:help".into(),
         Command::Context => "g2:context".into(),

@@ -110,6 +110,10 @@ pub(super) fn next_step(cmd: &Command, done: &[Outcome], cwd: &str) -> Next {
         Command::Register { folder, name } => {
             mcp("register_group", json!({ "folder": folder, "name": name }))
         }
+        Command::Tool { name, input } => Next::Call {
+            name: name.clone(),
+            input: input.clone(),
+        },
         Command::Remember(text) => {
             let path = format!("{}/CLAUDE.md", cwd.trim_end_matches('/'));
             match done {

@@ -352,3 +352,59 @@ fn context_shows_the_injected_memory_blocks() {
         "g2:context: no memory was injected into this request"
     );
 }
+
+#[test]
+fn tool_calls_the_named_tool_with_the_input_then_reports() {
+    let cmd = Command::Tool {
+        name: "mcp__g2mem__memory_search".into(),
+        input: json!({ "query": "the boat", "limit": 3 }),
+    };
+    match next_step(&cmd, &[], "/work/g") {
+        Next::Call { name, input } => {
+            assert_eq!(name, "mcp__g2mem__memory_search");
+            assert_eq!(input, json!({ "query": "the boat", "limit": 3 }));
+        }
+        Next::Done(t) => panic!("no call: {t}"),
+    }
+    let reported = |text: &str, is_error: bool| {
+        let done = [request::Outcome {
+            text: text.into(),
+            is_error,
+        }];
+        match next_step(&cmd, &done, "/work/g") {
+            Next::Done(t) => t,
+            Next::Call { name, .. } => panic!("called {name} again"),
+        }
+    };
+    assert_eq!(
+        reported("o12 fact pier 7", false),
+        "g2:tool mcp__g2mem__memory_search: o12 fact pier 7"
+    );
+    assert_eq!(
+        reported("no such server", true),
+        "g2:tool mcp__g2mem__memory_search failed: no such server"
+    );
+
+    // Through a conversation: the call goes out as given, and a tool the
+    // agent was not given is reported, not called.
+    let prompt = "g2:tool mcp__g2mem__memory_search {\"query\": \"the boat\"}\n\
+                  g2:tool mcp__other__thing\ng2:tool Bash [1]";
+    let mut r = req(json!([{ "role": "user", "content": prompt }]));
+    r["tools"] = json!([{ "name": "mcp__g2mem__memory_search", "input_schema": {} }]);
+    let a = answer(&r).unwrap();
+    let (id, name, input) = call(&a);
+    assert_eq!(
+        (name, input),
+        ("mcp__g2mem__memory_search", &json!({ "query": "the boat" }))
+    );
+    r["messages"].as_array_mut().unwrap().extend([
+        json!({ "role": "assistant", "content": [{ "type": "tool_use", "id": id, "name": name, "input": input }] }),
+        json!({ "role": "user", "content": [{ "type": "tool_result", "tool_use_id": id, "content": "o12 pier 7" }] }),
+    ]);
+    assert_eq!(
+        text(&answer(&r).unwrap()),
+        "g2:tool mcp__g2mem__memory_search: o12 pier 7\n\
+         g2:tool mcp__other__thing: the tool mcp__other__thing is not available here\n\
+         `g2:tool Bash [1]` needs a JSON object after the tool name, not an array. Send g2:help for the commands."
+    );
+}

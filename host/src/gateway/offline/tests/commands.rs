@@ -1,5 +1,7 @@
 //! Parsing the command language.
 
+use serde_json::json;
+
 use crate::gateway::offline::commands::help_text;
 use crate::gateway::offline::{Command, parse_commands};
 
@@ -104,4 +106,60 @@ fn task_message_and_group_commands_parse() {
     ] {
         assert!(help.contains(&format!("- g2:{c}")), "{c} missing from help");
     }
+}
+
+#[test]
+fn tool_takes_any_name_and_a_json_object() {
+    let tool = |name: &str, input: serde_json::Value| Command::Tool {
+        name: name.into(),
+        input,
+    };
+    assert_eq!(
+        parse_commands(
+            "g2:tool mcp__g2mem__memory_search {\"query\": \"the boat\", \"limit\": 3}\n\
+             @G2 g2:tool Bash\t{ \"command\": \"ls -l\" }\n\
+             g2:tool list-things"
+        ),
+        [
+            tool(
+                "mcp__g2mem__memory_search",
+                json!({ "query": "the boat", "limit": 3 })
+            ),
+            tool("Bash", json!({ "command": "ls -l" })),
+            tool("list-things", json!({})),
+        ]
+    );
+    let why = |line: &str| match &parse_commands(line)[0] {
+        Command::Invalid { why, .. } => why.clone(),
+        other => panic!("{line} parsed as {other:?}"),
+    };
+    assert_eq!(
+        why("g2:tool"),
+        "needs a tool name: g2:tool <tool-name> [<json-object>]"
+    );
+    assert_eq!(
+        why("g2:tool Bash {\"command\" ls}"),
+        "needs a JSON object after the tool name: expected `:` at line 1 column 12"
+    );
+    assert_eq!(
+        why("g2:tool Bash ls -l"),
+        "needs a JSON object after the tool name: expected value at line 1 column 1"
+    );
+    assert_eq!(
+        why("g2:tool Bash [\"ls\"]"),
+        "needs a JSON object after the tool name, not an array"
+    );
+    assert_eq!(
+        why("g2:tool Bash \"ls\""),
+        "needs a JSON object after the tool name, not a string"
+    );
+    let bad_name = "needs a tool name of letters, digits, _ and - (at most 128)";
+    assert_eq!(why("g2:tool mcp.server/tool {}"), bad_name);
+    assert_eq!(why("g2:tool {\"command\":\"ls\"}"), bad_name);
+    assert_eq!(why(&format!("g2:tool {}", "a".repeat(129))), bad_name);
+    assert_eq!(
+        parse_commands(&format!("g2:tool {}", "a".repeat(128)))[0],
+        tool(&"a".repeat(128), json!({}))
+    );
+    assert!(help_text().contains("- g2:tool <tool-name> [<json-object>]: call any tool"));
 }
