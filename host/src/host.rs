@@ -154,8 +154,12 @@ impl Host {
             choice.kind.as_str(),
             bound.port(),
         );
+        // `/mcp`'s own request server: a user's MCP client acts for the
+        // group its token names, through the same actions and checks.
+        let outside = request_server(home, &store, sessions.clone(), links.clone());
         let server = server::serve(
             api,
+            outside,
             platforms.webhook(&channels),
             listener,
             crate::http::Limits::from(&settings.api),

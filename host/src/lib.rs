@@ -32,6 +32,7 @@ pub mod http;
 pub mod jid;
 pub mod lanes;
 pub mod lock;
+pub mod mcp;
 pub mod media;
 pub mod memory;
 pub mod messages;

@@ -40,7 +40,8 @@ pub struct NewToken<'a> {
     pub expires_at: Option<&'a str>,
 }
 
-const COLUMNS: &str = "id, group_folder, name, hash, prefix, scope, created_at, expires_at, revoked_at, last_used_at";
+const COLUMNS: &str =
+    "id, group_folder, name, hash, prefix, scope, created_at, expires_at, revoked_at, last_used_at";
 
 fn token_row(r: &crate::Row<'_>) -> Result<TokenRow> {
     Ok(TokenRow {
@@ -75,8 +76,18 @@ pub fn insert_token(tx: &Db<'_>, t: &NewToken<'_>) -> Result<i64> {
     )
 }
 
+/// Lookups of a token by its hash since the process started (`GET
+/// /api/host` shows them, so a benchmark can count them per call).
+static LOOKUPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many times [`token_by_hash`] ran in this process.
+pub fn lookups() -> u64 {
+    LOOKUPS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The token whose hash is `hash` (one indexed lookup), revoked or not.
 pub fn token_by_hash(conn: &Db<'_>, hash: &str) -> Result<Option<TokenRow>> {
+    LOOKUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     conn.query_row(
         &format!("SELECT {COLUMNS} FROM mcp_tokens WHERE hash = ?1"),
         [hash],

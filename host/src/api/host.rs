@@ -20,6 +20,7 @@ async fn host(State(api): State<Api>) -> ApiResult<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "provider": api.provider,
         "settings": shown(&api.settings),
+        "mcp": { "token_lookups": crate::store::mcp::lookups() },
     })))
 }
 

@@ -12,6 +12,7 @@ mod groups;
 mod image;
 mod init;
 mod live;
+mod mcp;
 mod memory;
 mod migrate;
 mod output;
@@ -87,6 +88,10 @@ enum Command {
         #[command(flatten)]
         out: Output,
     },
+    /// Tokens for your own MCP clients (Claude Desktop, Claude Code, Cursor)
+    /// to read one group's memory at /mcp, and the calls made with them.
+    #[command(subcommand)]
+    Mcp(mcp::McpCmd),
     /// Full-text search over conversation archives, best first.
     Search {
         /// Words or a question to find (any word finds; archives holding all rank first; `word*` matches a prefix).
@@ -222,6 +227,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Groups(cmd) => groups::run(&ctx, cmd).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
         Command::Memory(cmd) => memory::run(&ctx, cmd).await,
+        Command::Mcp(cmd) => mcp::run(&ctx, cmd).await,
         Command::Archive {
             transcript,
             group,

@@ -11,6 +11,7 @@ use crate::background::Background;
 use crate::channels::Channels;
 use crate::channels::whatsapp::webhook::{self, Webhook};
 use crate::config::Settings;
+use crate::requests::RequestServer;
 use crate::routing::queue::QueueHandle;
 use crate::store::Store;
 
@@ -73,11 +74,12 @@ pub(super) fn api(
 /// until stopped.
 pub(super) fn serve(
     api: Api,
+    mcp: RequestServer,
     webhook: Option<Webhook>,
     listener: tokio::net::TcpListener,
     limits: crate::http::Limits,
 ) -> Background {
-    let router = router(api, webhook);
+    let router = router(api, mcp, webhook);
     Background::spawn(|stopped| async move {
         crate::http::serve(listener, router, limits, async move {
             let _ = stopped.await;
@@ -86,12 +88,16 @@ pub(super) fn serve(
     })
 }
 
-/// What the HTTP server serves: the API, and the viewer's pages beside it
-/// under the same access rules. Joined here, above both, so that the
-/// viewer depends on the API (its state and auth) and the API on nothing
-/// of the viewer.
-fn router(api: Api, webhook: Option<Webhook>) -> axum::Router {
-    let pages = crate::viewer::routes(&api);
+/// What the HTTP server serves: the API, and the viewer's pages and `/mcp`
+/// beside it under the same access rules (`/mcp` then checks its own
+/// tokens). Joined here, above them, so that the viewer and `/mcp` depend
+/// on the API (its state and auth) and the API on nothing of them.
+fn router(api: Api, mcp: RequestServer, webhook: Option<Webhook>) -> axum::Router {
+    let pages = crate::viewer::routes(&api).merge(crate::mcp::routes(
+        mcp,
+        api.store.clone(),
+        api.backoff.clone(),
+    ));
     let router = api.router(pages);
     // Outside the API's token and loopback checks: Meta reaches it through
     // the user's proxy, and each POST carries its own signature.

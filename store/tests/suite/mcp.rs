@@ -34,20 +34,39 @@ fn tokens_are_found_by_hash_listed_by_group_revoked_once_and_their_calls_counted
             .read_blocking(|c| mcp::token_by_hash(c, "h1"))
             .unwrap()
             .unwrap();
-        assert_eq!((found.id, found.group.as_str(), found.name.as_str()), (a, "family", "laptop"));
-        assert_eq!(found.expires_at.as_deref(), Some("2027-01-01T00:00:00.000Z"));
+        assert_eq!(
+            (found.id, found.group.as_str(), found.name.as_str()),
+            (a, "family", "laptop")
+        );
+        assert_eq!(
+            found.expires_at.as_deref(),
+            Some("2027-01-01T00:00:00.000Z")
+        );
         assert!(found.revoked_at.is_none() && found.last_used_at.is_none());
-        assert!(store.read_blocking(|c| mcp::token_by_hash(c, "h3")).unwrap().is_none());
+        assert!(
+            store
+                .read_blocking(|c| mcp::token_by_hash(c, "h3"))
+                .unwrap()
+                .is_none()
+        );
 
         let all = store.read_blocking(|c| mcp::tokens(c, None)).unwrap();
         assert_eq!(all.iter().map(|t| t.id).collect::<Vec<_>>(), [a, b]);
-        let work = store.read_blocking(|c| mcp::tokens(c, Some("work"))).unwrap();
+        let work = store
+            .read_blocking(|c| mcp::tokens(c, Some("work")))
+            .unwrap();
         assert_eq!(work.iter().map(|t| t.id).collect::<Vec<_>>(), [b]);
 
         assert!(store.write_blocking(|tx| mcp::revoke(tx, b)).unwrap());
-        assert!(!store.write_blocking(|tx| mcp::revoke(tx, b)).unwrap(), "once");
+        assert!(
+            !store.write_blocking(|tx| mcp::revoke(tx, b)).unwrap(),
+            "once"
+        );
         assert!(!store.write_blocking(|tx| mcp::revoke(tx, 999)).unwrap());
-        let revoked = store.read_blocking(move |c| mcp::token(c, b)).unwrap().unwrap();
+        let revoked = store
+            .read_blocking(move |c| mcp::token(c, b))
+            .unwrap()
+            .unwrap();
         assert!(revoked.revoked_at.is_some());
 
         for outcome in ["ok", "ok", "refused"] {
@@ -67,16 +86,38 @@ fn tokens_are_found_by_hash_listed_by_group_revoked_once_and_their_calls_counted
                 })
                 .unwrap();
         }
-        let used = store.read_blocking(move |c| mcp::token(c, a)).unwrap().unwrap();
+        let used = store
+            .read_blocking(move |c| mcp::token(c, a))
+            .unwrap()
+            .unwrap();
         assert!(used.last_used_at.is_some());
-        let lines = store.read_blocking(|c| mcp::report(c, Some("family"), None)).unwrap();
+        let lines = store
+            .read_blocking(|c| mcp::report(c, Some("family"), None))
+            .unwrap();
         assert_eq!(lines.len(), 1);
         let l = &lines[0];
         assert_eq!(
-            (l.token.as_str(), l.tool.as_str(), l.calls, l.refused, l.failed, l.total_duration_ms),
+            (
+                l.token.as_str(),
+                l.tool.as_str(),
+                l.calls,
+                l.refused,
+                l.failed,
+                l.total_duration_ms
+            ),
             ("laptop", "memory_search", 3, 1, 0, 21)
         );
-        assert!(store.read_blocking(|c| mcp::report(c, Some("work"), None)).unwrap().is_empty());
-        assert!(store.read_blocking(|c| mcp::report(c, None, Some("2999-01-01"))).unwrap().is_empty());
+        assert!(
+            store
+                .read_blocking(|c| mcp::report(c, Some("work"), None))
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .read_blocking(|c| mcp::report(c, None, Some("2999-01-01")))
+                .unwrap()
+                .is_empty()
+        );
     });
 }

@@ -302,7 +302,7 @@ pub fn prompt_block(lines: &str) -> String {
 /// One injected memory on one line: `- [day id] ` and, for a passage, its
 /// messages as `who: "text"` (each cut around the prompt's words to
 /// `chars`); for an observation or a summary, its text, quoted.
-fn turn_line(
+pub(crate) fn turn_line(
     conn: &Db<'_>,
     h: &RecallHit,
     terms: &crate::search::SnippetTerms,

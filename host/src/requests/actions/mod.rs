@@ -17,6 +17,15 @@ mod sessions;
 mod tasks;
 
 impl RequestServer {
+    /// Carries out `action` for group `folder` as for its own agent, for a
+    /// caller outside the group's container that speaks for the group
+    /// (a user's MCP client, by its token): the same matrix and checks,
+    /// the same text back. Not recorded in `ipc_log` (the caller keeps
+    /// its own record).
+    pub async fn act_for(&self, folder: &GroupFolder, action: Action) -> Result<String> {
+        self.act(folder, action).await
+    }
+
     /// Carries out `action` for the group whose IPC folder is `folder`.
     pub(super) async fn act(&self, folder: &GroupFolder, action: Action) -> Result<String> {
         let me = authorize::source(&self.store, folder).await?;
