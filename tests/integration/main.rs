@@ -35,6 +35,7 @@ mod ipc;
 mod local_api;
 mod login;
 mod loopback;
+mod mcp;
 mod meaning;
 mod media;
 mod memory;

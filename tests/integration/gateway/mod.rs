@@ -37,16 +37,16 @@ fn recorded(name: &str) -> String {
 }
 
 /// A running `g2 gateway`; killed when dropped.
-struct GatewayProcess {
+pub(crate) struct GatewayProcess {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     sockets: HashMap<String, PathBuf>,
     log: PathBuf,
     _logdir: tempfile::TempDir,
 }
 
 impl GatewayProcess {
-    fn start(home: &TestHome, env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(home: &TestHome, env: &[(&str, &str)]) -> Self {
         let logdir = tempfile::tempdir().unwrap();
         let log = logdir.path().join("stderr.log");
         let mut child = home

@@ -176,7 +176,12 @@ impl RequestServer {
                 .await
                 .map_err(Error::from)??
                 .ok_or_else(|| Error::NotFound(format!("the file of archive {}", rec.id)))?;
-        let said = crate::store::passages::said(&markdown);
+        // What comes before the first speaker is the archive's own header
+        // (its name and times), which the first line gives.
+        let said: Vec<_> = crate::store::passages::said(&markdown)
+            .into_iter()
+            .skip_while(|m| m.speaker.is_none())
+            .collect();
         let (total, first) = (said.len(), from.max(1));
         let name = quote::text(&rec.name);
         if first > total {
