@@ -19,53 +19,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Rng, command, day_archive, env_or, g2_binary, home_store, init_home};
-use g2_host::store;
-
-const WORDS: &[&str] = &[
-    "boat", "pier", "harbour", "tide", "key", "shed", "garden", "lasagne", "sister", "birthday",
-    "train", "ticket", "Monday", "invoice", "printer", "meeting", "budget", "holiday", "school",
-    "the", "a", "is", "at", "on", "we", "should", "remember", "that", "next", "week",
-];
-
-fn sentence(rng: &mut Rng, n: usize) -> String {
-    (0..n)
-        .map(|_| WORDS[(rng.next() as usize) % WORDS.len()])
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// `archives` archives, files and rows, 1,000 rows a transaction.
-fn generate(home: &Path, archives: usize) {
-    let (store, _) = home_store(home);
-    let dir = home.join("groups/main/conversations");
-    let mut rng = Rng::default();
-    let mut batch = Vec::new();
-    for i in 0..archives {
-        let mut body = format!("# Day {i}\n\n---\n\n");
-        for _ in 0..20 {
-            let (u, a) = (4 + rng.next() as usize % 20, 8 + rng.next() as usize % 60);
-            body.push_str(&format!(
-                "**User**: {}\n\n**G2**: {}\n\n",
-                sentence(&mut rng, u),
-                sentence(&mut rng, a)
-            ));
-        }
-        std::fs::write(dir.join(format!("{i}.md")), &body).unwrap();
-        batch.push(day_archive(i, body));
-        if batch.len() == 1000 || i + 1 == archives {
-            let b = std::mem::take(&mut batch);
-            store
-                .write_blocking(move |tx| {
-                    for p in &b {
-                        store::archives::insert(tx, p)?;
-                    }
-                    Ok(())
-                })
-                .unwrap();
-        }
-    }
-}
+use common::{command, env_or, g2_binary, init_home, word_archives};
 
 fn bytes_under(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
@@ -109,7 +63,7 @@ fn main() {
     std::fs::create_dir(&home).unwrap();
     init_home(&home);
     let t = Instant::now();
-    generate(&home, archives);
+    word_archives(&home, archives);
     let size = bytes_under(&home.join("data/g2.db")) + bytes_under(&home.join("groups"));
     println!(
         "home: {archives} archives, store + groups/ {} (generated in {:.1} s)",

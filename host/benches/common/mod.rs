@@ -493,3 +493,51 @@ pub fn group_memory(store: &g2_host::store::Store, ex: &[(String, String)]) {
         })
         .unwrap();
 }
+
+/// The words [`word_archives`] draws from.
+pub const WORDS: &[&str] = &[
+    "boat", "pier", "harbour", "tide", "key", "shed", "garden", "lasagne", "sister", "birthday",
+    "train", "ticket", "Monday", "invoice", "printer", "meeting", "budget", "holiday", "school",
+    "the", "a", "is", "at", "on", "we", "should", "remember", "that", "next", "week",
+];
+
+pub fn sentence(rng: &mut Rng, n: usize) -> String {
+    (0..n)
+        .map(|_| WORDS[(rng.next() as usize) % WORDS.len()])
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `archives` archives of 20 exchanges each in group `main`, drawn from a
+/// small vocabulary by a seeded PRNG: files in `groups/main/conversations/`
+/// and their rows and index, 1,000 rows a transaction.
+pub fn word_archives(home: &Path, archives: usize) {
+    let (store, _) = home_store(home);
+    let dir = home.join("groups/main/conversations");
+    let mut rng = Rng::default();
+    let mut batch = Vec::new();
+    for i in 0..archives {
+        let mut body = format!("# Day {i}\n\n---\n\n");
+        for _ in 0..20 {
+            let (u, a) = (4 + rng.next() as usize % 20, 8 + rng.next() as usize % 60);
+            body.push_str(&format!(
+                "**User**: {}\n\n**G2**: {}\n\n",
+                sentence(&mut rng, u),
+                sentence(&mut rng, a)
+            ));
+        }
+        std::fs::write(dir.join(format!("{i}.md")), &body).unwrap();
+        batch.push(day_archive(i, body));
+        if batch.len() == 1000 || i + 1 == archives {
+            let b = std::mem::take(&mut batch);
+            store
+                .write_blocking(move |tx| {
+                    for p in &b {
+                        g2_host::store::archives::insert(tx, p)?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+    }
+}
