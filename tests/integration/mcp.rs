@@ -398,6 +398,36 @@ async fn revoked_expired_unknown_tokens_and_foreign_origins_are_refused() {
         assert_eq!(status, 403, "{origin}: {body}");
         assert!(body.contains("forbidden"), "{body}");
     }
+    // No stream to open (stateless); malformed or oversized bodies are
+    // refused whole.
+    let c = http_client();
+    let raw = |body: String| {
+        c.post(format!("{url}/mcp"))
+            .header("authorization", bearer(&live))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+    };
+    let get = c
+        .get(format!("{url}/mcp"))
+        .header("authorization", bearer(&live))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 405);
+    let bad = raw("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ".into())
+        .await
+        .unwrap();
+    assert!(bad.status().is_client_error(), "{}", bad.status());
+    let huge = raw(format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"memory_search\",\"arguments\":{{\"query\":\"{}\"}}}}}}",
+        "boat ".repeat(40_000)
+    ))
+    .await
+    .unwrap();
+    assert_eq!(huge.status().as_u16(), 413);
     let (status, body, _) = initialize(url, &[]).await;
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("Authorization: Bearer"), "{body}");
