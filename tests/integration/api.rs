@@ -482,3 +482,122 @@ async fn a_retried_message_with_its_idempotency_key_is_stored_once() {
         .collect();
     assert_eq!(texts, ["we need milk", "we need milk"], "{all}");
 }
+
+/// SHA-256 of `token`, hex: what the store keeps of it.
+fn token_hash(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tokens_are_listed_and_revoked_and_never_shown() {
+    let Some((home, s)) = quiet_family(&[]) else {
+        return;
+    };
+    let c = http_client();
+    let u = |p: &str| format!("{}{p}", s.url);
+    let (st, none) = call(&c, "GET", &u("/api/mcp/tokens"), None).await;
+    assert_eq!((st, none), (200, json!([])));
+    let laptop = home.json(&["mcp", "tokens", "create", "main", "--name", "laptop"]);
+    let phone = home.json(&[
+        "mcp", "tokens", "create", "family", "--write", "--name", "phone",
+    ]);
+    let secrets: Vec<String> = [&laptop, &phone]
+        .iter()
+        .flat_map(|t| {
+            let token = t["token"].as_str().unwrap().to_string();
+            [token_hash(&token), token]
+        })
+        .collect();
+    let (laptop_id, phone_id) = (
+        laptop["details"]["id"].as_i64().unwrap(),
+        phone["details"]["id"].as_i64().unwrap(),
+    );
+    // Every answer is checked for a token or its hash.
+    let mut answers = Vec::new();
+
+    let (st, all) = call(&c, "GET", &u("/api/mcp/tokens"), None).await;
+    assert_eq!(st, 200, "{all}");
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["laptop", "phone"], "{all}");
+    assert_eq!(all[0]["group"], "main");
+    assert_eq!(all[1]["scope"], "write");
+    assert!(
+        all[0]["prefix"].as_str().unwrap().starts_with("g2mcp_"),
+        "{all}"
+    );
+    assert!(all[0].get("hash").is_none(), "{all}");
+    assert!(all[0]["revoked_at"].is_null(), "{all}");
+    answers.push(all);
+    let (st, family) = call(&c, "GET", &u("/api/mcp/tokens?group=family"), None).await;
+    assert_eq!(st, 200, "{family}");
+    assert_eq!(family.as_array().unwrap().len(), 1, "{family}");
+    assert_eq!(family[0]["id"], phone_id);
+    answers.push(family);
+    let (st, other) = call(&c, "GET", &u("/api/mcp/tokens?group=nobody"), None).await;
+    assert_eq!((st, &other), (200, &json!([])));
+    let (st, e) = call(&c, "GET", &u("/api/mcp/tokens?group=..%2Fetc"), None).await;
+    assert_eq!(
+        (st, e["error"]["kind"].as_str()),
+        (400, Some("invalid")),
+        "{e}"
+    );
+
+    // Revoked once: the token as it is now; a second time is a conflict.
+    let revoke = u(&format!("/api/mcp/tokens/{laptop_id}"));
+    let (st, revoked) = call(&c, "DELETE", &revoke, None).await;
+    assert_eq!(st, 200, "{revoked}");
+    assert_eq!(revoked["id"], laptop_id);
+    assert!(revoked["revoked_at"].is_string(), "{revoked}");
+    answers.push(revoked);
+    let (st, e) = call(&c, "DELETE", &revoke, None).await;
+    assert_eq!(
+        (st, e["error"]["kind"].as_str()),
+        (409, Some("conflict")),
+        "{e}"
+    );
+    answers.push(e);
+    let (st, e) = call(&c, "DELETE", &u("/api/mcp/tokens/99999"), None).await;
+    assert_eq!(
+        (st, e["error"]["kind"].as_str()),
+        (404, Some("not_found")),
+        "{e}"
+    );
+    let (st, e) = call(&c, "DELETE", &u("/api/mcp/tokens/laptop"), None).await;
+    assert_eq!(st, 400, "{e}");
+    // The store agrees: only the laptop's is revoked, and `/mcp` refuses it.
+    let listed = home.json(&["mcp", "tokens", "list"]);
+    let states: Vec<(i64, bool)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["id"].as_i64().unwrap(), t["revoked_at"].is_string()))
+        .collect();
+    assert_eq!(states, [(laptop_id, true), (phone_id, false)], "{listed}");
+    let r = c
+        .post(u("/mcp"))
+        .bearer_auth(laptop["token"].as_str().unwrap())
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.text().await.unwrap().contains("revoked"));
+    let (_, after) = call(&c, "GET", &u("/api/mcp/tokens"), None).await;
+    answers.push(after);
+    for answer in answers {
+        let text = answer.to_string();
+        for secret in &secrets {
+            assert!(!text.contains(secret.as_str()), "{text}");
+        }
+    }
+}

@@ -47,6 +47,7 @@ const OTHER_ROUTES: &[(&str, &str)] = &[
     ("GET", "/tasks"),
     ("GET", "/tasks/1"),
     ("GET", "/usage"),
+    ("GET", "/mcp-tokens"),
     ("GET", "/archives/1"),
     ("GET", "/login"),
     ("POST", "/login"),

@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 use crate::browser::Browser;
 use crate::support::*;
 
+mod mcp_tokens;
+
 pub fn browser_present() -> bool {
     let runs = |exe: &str| {
         Command::new(exe)

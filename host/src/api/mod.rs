@@ -15,7 +15,7 @@
 //! [`Path`], never axum's.
 //!
 //! Layout: one file per resource (`groups`, `messages`, `sessions`,
-//! `memory`, `tasks`, `archives`, `usage`), each owning its routes and
+//! `memory`, `tasks`, `archives`, `usage`, `mcp_tokens`), each owning its routes and
 //! calling the domain modules (`crate::groups`, `crate::tasks`,
 //! `crate::memory::forget`, …), not SQL; `extract.rs` holds the
 //! extractors and the error shape; [`auth`] is who may come in (token,
@@ -33,6 +33,7 @@ mod cluster;
 mod extract;
 mod groups;
 mod host;
+mod mcp_tokens;
 mod memory;
 mod memory_search;
 mod messages;
@@ -119,6 +120,7 @@ impl Api {
             .merge(usage::routes())
             .merge(cluster::routes())
             .merge(host::routes())
+            .merge(mcp_tokens::routes())
             .route("/openapi.yaml", get(openapi))
             .method_not_allowed_fallback(method_not_allowed)
             .route_layer(middleware::from_fn_with_state(

@@ -12,12 +12,13 @@
 //! it, a live feed of what is stored, the observations with their
 //! provenance and forget buttons, the summaries), and search over
 //! archives and memory (`/search?q=`), the scheduled tasks (`/tasks`,
-//! `/tasks/{id}` with its run log; pause, resume, cancel) and model usage
-//! (`/usage`: a chart drawn here as SVG, budgets and refusals). Actions are forms the script sends to the API as JSON
+//! `/tasks/{id}` with its run log; pause, resume, cancel), model usage
+//! (`/usage`: a chart drawn here as SVG, budgets and refusals) and the
+//! tokens of `/mcp` (`/mcp-tokens`: revoke). Actions are forms the script sends to the API as JSON
 //! (`data-api`), after a confirmation (`data-confirm`).
 //!
 //! Layout: one file per page (`groups`, `chat`, `sessions`, `archives`,
-//! `memory`, `search`, `tasks`, `usage`, `login`); this module holds the
+//! `memory`, `search`, `tasks`, `usage`, `mcp_tokens`, `login`); this module holds the
 //! routes, the page frame (`page`, `error_page`, `failed`, `time`),
 //! the security headers and the embedded assets. API boundary: [`routes`],
 //! which `host/server.rs` hands to `Api::router` to be served beside the API.
@@ -41,6 +42,7 @@ mod chat;
 mod groups;
 mod login;
 pub mod markdown;
+mod mcp_tokens;
 mod media;
 mod memory;
 mod search;
@@ -82,6 +84,7 @@ pub fn routes(api: &Api) -> Router<Api> {
         .route("/tasks", get(tasks::tasks_page))
         .route("/tasks/{id}", get(tasks::task_page))
         .route("/usage", get(usage::usage_page))
+        .route("/mcp-tokens", get(mcp_tokens::tokens_page))
         .route("/archives/{id}", get(archives::archive_page))
         .route_layer(middleware::from_fn_with_state(
             api.clone(),
@@ -145,7 +148,7 @@ fn page(api: &Api, title: &str, body: &str) -> Response {
 <title>{title} · g2</title>\
 <link rel=\"stylesheet\" href=\"/assets/app.css\">\
 <script src=\"/assets/app.js\" defer></script></head>\
-<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a> <a href=\"/search\">Search</a> <a href=\"/tasks\">Tasks</a> <a href=\"/usage\">Usage</a>{sign_out}</nav></header>\
+<body><header><nav><a href=\"/\" class=\"brand\">g2</a> <a href=\"/\">Groups</a> <a href=\"/search\">Search</a> <a href=\"/tasks\">Tasks</a> <a href=\"/usage\">Usage</a> <a href=\"/mcp-tokens\">MCP tokens</a>{sign_out}</nav></header>\
 <main>{body}</main></body></html>",
         title = escape(title),
     );
