@@ -117,13 +117,20 @@ pub fn tokens(conn: &Db<'_>, group: Option<&str>) -> Result<Vec<TokenRow>> {
     )
 }
 
-/// Revokes token `id` now; false when it was revoked already or is unknown.
-pub fn revoke(tx: &Db<'_>, id: i64) -> Result<bool> {
+/// Revokes token `id` now: the token as it is then. An unknown id is
+/// `NotFound`, a token revoked already a `Conflict`.
+pub fn revoke(tx: &Db<'_>, id: i64) -> Result<TokenRow> {
     let n = tx.execute(
         "UPDATE mcp_tokens SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
         params![id, now_rfc3339()],
     )?;
-    Ok(n == 1)
+    let row = token(tx, id)?.ok_or_else(|| crate::Error::NotFound(format!("MCP token {id}")))?;
+    if n == 0 {
+        return Err(crate::Error::Conflict(format!(
+            "MCP token {id} was revoked already"
+        )));
+    }
+    Ok(row)
 }
 
 /// One tool call made with a token.

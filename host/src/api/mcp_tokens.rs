@@ -4,8 +4,8 @@
 //! it once.
 //!
 //! `crate::mcp` is a layer above the API, so these two calls go to the
-//! store's rows directly, with `mcp::tokens`'s rules: an unknown id is
-//! `not_found`, a token revoked already a `conflict`.
+//! store directly (an unknown id is `not_found`, a token revoked already a
+//! `conflict`).
 
 use axum::Router;
 use axum::extract::State;
@@ -13,7 +13,6 @@ use axum::routing::{delete, get};
 use serde::Deserialize;
 
 use super::{Api, ApiResult, Json, Path, Query};
-use crate::Error;
 use crate::store::mcp::{self, TokenRow};
 
 pub(super) fn routes() -> Router<Api> {
@@ -44,19 +43,6 @@ async fn list_tokens(
 
 /// Revokes token `id` (its next call is refused): the token as it is now.
 async fn revoke_token(State(api): State<Api>, Path(id): Path<i64>) -> ApiResult<TokenRow> {
-    let row = api
-        .store
-        .write(move |tx| {
-            let revoked = mcp::revoke(tx, id)?;
-            let row =
-                mcp::token(tx, id)?.ok_or_else(|| Error::NotFound(format!("MCP token {id}")))?;
-            if !revoked {
-                return Err(Error::Conflict(format!(
-                    "MCP token {id} was revoked already"
-                )));
-            }
-            Ok(row)
-        })
-        .await?;
+    let row = api.store.write(move |tx| mcp::revoke(tx, id)).await?;
     Ok(Json(row))
 }

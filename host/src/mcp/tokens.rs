@@ -131,19 +131,10 @@ pub async fn list(store: &Store, folder: Option<&GroupFolder>) -> Result<Vec<Tok
         .await
 }
 
-/// Revokes token `id`: the next call made with it is refused.
+/// Revokes token `id`: the next call made with it is refused. An unknown
+/// id is `NotFound`, a token revoked already a `Conflict`.
 pub async fn revoke(store: &Store, id: i64) -> Result<TokenRow> {
-    let revoked = store.write(move |tx| store::mcp::revoke(tx, id)).await?;
-    let row = store
-        .read(move |c| store::mcp::token(c, id))
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("MCP token {id}")))?;
-    if !revoked {
-        return Err(Error::Conflict(format!(
-            "MCP token {id} was revoked already"
-        )));
-    }
-    Ok(row)
+    store.write(move |tx| store::mcp::revoke(tx, id)).await
 }
 
 /// Why a presented token does not let its client in.

@@ -57,12 +57,18 @@ fn tokens_are_found_by_hash_listed_by_group_revoked_once_and_their_calls_counted
             .unwrap();
         assert_eq!(work.iter().map(|t| t.id).collect::<Vec<_>>(), [b]);
 
-        assert!(store.write_blocking(|tx| mcp::revoke(tx, b)).unwrap());
+        let first = store.write_blocking(|tx| mcp::revoke(tx, b)).unwrap();
+        assert!(first.revoked_at.is_some());
+        let again = store.write_blocking(|tx| mcp::revoke(tx, b));
         assert!(
-            !store.write_blocking(|tx| mcp::revoke(tx, b)).unwrap(),
-            "once"
+            matches!(again, Err(g2_store::Error::Conflict(_))),
+            "once: {again:?}"
         );
-        assert!(!store.write_blocking(|tx| mcp::revoke(tx, 999)).unwrap());
+        let unknown = store.write_blocking(|tx| mcp::revoke(tx, 999));
+        assert!(
+            matches!(unknown, Err(g2_store::Error::NotFound(_))),
+            "{unknown:?}"
+        );
         let revoked = store
             .read_blocking(move |c| mcp::token(c, b))
             .unwrap()
