@@ -15,6 +15,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use g2_core::ipc;
+use g2_core::tools::{
+    ForgetArgs, MemoryGetArgs, MemorySearchArgs, MemoryTimelineArgs, RememberArgs, SearchArgs,
+};
 use g2_core::watch::Watch;
 use g2_core::wire::{Action, TaskRequest, TaskResponse};
 
@@ -35,56 +38,6 @@ pub struct ResumeArgs {
     pub history_id: i64,
     /// Bookmark the current conversation under this name before switching.
     pub save_current_as: Option<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct SearchArgs {
-    /// Words or a question to find in archived conversations (any word finds; archives holding all of them rank first; word* matches a prefix).
-    pub query: String,
-    /// Most results (default 10).
-    pub limit: Option<usize>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct MemorySearchArgs {
-    /// A question or words, as a person would ask (no word is required).
-    pub query: String,
-    /// Most results (default 10).
-    pub limit: Option<usize>,
-    /// Only this kind: passage, observation, summary, or an observation kind (decision, fact, preference, todo, person, change, bugfix, discovery).
-    pub kind: Option<String>,
-    /// Only memories from this time on (RFC 3339 or YYYY-MM-DD).
-    pub since: Option<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct MemoryTimelineArgs {
-    /// A memory id from memory_search (o12, p34, s3, b5).
-    pub id: Option<String>,
-    /// Or a question: the timeline around its best hit.
-    pub query: Option<String>,
-    /// Entries before (default 2).
-    pub before: Option<usize>,
-    /// Entries after (default 2).
-    pub after: Option<usize>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct MemoryGetArgs {
-    /// Memory ids from memory_search (o12, p34, s3, b5).
-    pub ids: Vec<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct RememberArgs {
-    /// What to remember, as one statement ("the boat is moored at pier 7").
-    pub text: String,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct ForgetArgs {
-    /// An observation id from memory_search (o12).
-    pub id: String,
 }
 
 #[derive(Deserialize, JsonSchema)]

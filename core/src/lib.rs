@@ -19,6 +19,8 @@
 //! - [`media`]: a message's files (voice notes, photos) as stored and named.
 //! - [`quote`]: how what people and agents wrote is quoted in text g2
 //!   speaks in (memory blocks, tool results).
+//! - [`tools`]: the arguments of the memory and session tools both of
+//!   g2's MCP servers offer.
 
 pub mod archive;
 pub mod confined;
@@ -27,6 +29,7 @@ pub mod ipc;
 pub mod media;
 pub mod privacy;
 pub mod quote;
+pub mod tools;
 pub mod trace;
 pub mod transcript;
 pub mod validate;

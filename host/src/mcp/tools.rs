@@ -31,6 +31,9 @@ use crate::requests::RequestServer;
 use crate::store::{self, Store};
 use crate::{Error, Result};
 use g2_core::quote;
+use g2_core::tools::{
+    ForgetArgs, MemoryGetArgs, MemorySearchArgs, MemoryTimelineArgs, RememberArgs, SearchArgs,
+};
 use g2_core::wire::Action;
 
 /// Most hits one `memory_search` returns.
@@ -39,61 +42,11 @@ const MAX_HITS: usize = 30;
 const HIT_CHARS: usize = 300;
 
 #[derive(Deserialize, JsonSchema)]
-pub struct SearchArgs {
-    /// A question or words, as a person would ask ("what did we decide about the trip?").
-    pub query: String,
-    /// Most results (default 10, at most 30).
-    pub limit: Option<usize>,
-    /// Only this kind: passage, observation, summary, or an observation kind (decision, fact, preference, todo, person, change, bugfix, discovery).
-    pub kind: Option<String>,
-    /// Only memories from this time on (RFC 3339 or YYYY-MM-DD).
-    pub since: Option<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct TimelineArgs {
-    /// A memory id from memory_search (o12, p34, s3, b5).
-    pub id: Option<String>,
-    /// Or a question: the timeline around its best hit.
-    pub query: Option<String>,
-    /// Entries before (default 2).
-    pub before: Option<usize>,
-    /// Entries after (default 2).
-    pub after: Option<usize>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct GetArgs {
-    /// Memory ids from memory_search (o12, p34, s3, b5); at most 20.
-    pub ids: Vec<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct ArchiveSearchArgs {
-    /// Words to find in the group's archived conversations (any word finds; archives holding all of them rank first; word* matches a prefix).
-    pub query: String,
-    /// Most results (default 10).
-    pub limit: Option<usize>,
-}
-
-#[derive(Deserialize, JsonSchema)]
 pub struct ReadArchiveArgs {
     /// The archive: its file as search_archives shows it (conversations/….md) or its number.
     pub archive: String,
     /// The first message to show, from 1 (default 1); a long archive is read in parts.
     pub from: Option<usize>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct RememberArgs {
-    /// What to remember, as one statement ("the boat is moored at pier 7").
-    pub text: String,
-}
-
-#[derive(Deserialize, JsonSchema)]
-pub struct ForgetArgs {
-    /// An observation id from memory_search (o12).
-    pub id: String,
 }
 
 /// The tools, acting for whichever caller each request carries.
@@ -121,7 +74,7 @@ impl MemoryTools {
     async fn memory_search(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<SearchArgs>,
+        Parameters(a): Parameters<MemorySearchArgs>,
     ) -> CallToolResult {
         self.run(&parts, "memory_search", Scope::Read, |me| {
             self.search(me, a)
@@ -136,7 +89,7 @@ impl MemoryTools {
     async fn memory_timeline(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<TimelineArgs>,
+        Parameters(a): Parameters<MemoryTimelineArgs>,
     ) -> CallToolResult {
         let action = Action::MemoryTimeline {
             id: a.id,
@@ -155,7 +108,7 @@ impl MemoryTools {
     async fn memory_get(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<GetArgs>,
+        Parameters(a): Parameters<MemoryGetArgs>,
     ) -> CallToolResult {
         let action = Action::MemoryGet { ids: a.ids };
         self.act(&parts, "memory_get", Scope::Read, action).await
@@ -168,7 +121,7 @@ impl MemoryTools {
     async fn search_archives(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<ArchiveSearchArgs>,
+        Parameters(a): Parameters<SearchArgs>,
     ) -> CallToolResult {
         let action = Action::SearchSessions {
             query: a.query,
@@ -317,7 +270,7 @@ impl MemoryTools {
     /// `memory_search`: recall for the caller's group, each hit as the
     /// per-prompt block shows it (day, id, who said what, quoted) and where
     /// it is from.
-    async fn search(&self, me: Caller, a: SearchArgs) -> Result<String> {
+    async fn search(&self, me: Caller, a: MemorySearchArgs) -> Result<String> {
         let capped = crate::search::question::cap(&a.query);
         let (q, g) = (capped.text.to_string(), me.group.clone());
         let filters = Filters {
