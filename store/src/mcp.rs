@@ -168,11 +168,13 @@ pub fn record_call(tx: &Db<'_>, c: &Call<'_>) -> Result<()> {
     Ok(())
 }
 
-/// Calls per day, group, token and tool.
+/// Calls per day, group, token (by id: two tokens may share a name) and
+/// tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CallLine {
     pub day: String,
     pub group: String,
+    pub token_id: i64,
     pub token: String,
     pub tool: String,
     pub calls: u64,
@@ -185,25 +187,26 @@ pub struct CallLine {
 /// newest day first.
 pub fn report(conn: &Db<'_>, group: Option<&str>, since: Option<&str>) -> Result<Vec<CallLine>> {
     conn.query_all(
-        "SELECT substr(at, 1, 10) AS day, group_folder, token_name, tool, count(*),
+        "SELECT substr(at, 1, 10) AS day, group_folder, token_id, token_name, tool, count(*),
                 count(*) FILTER (WHERE outcome = 'refused'), count(*) FILTER (WHERE outcome = 'failed'),
                 sum(duration_ms)
          FROM mcp_calls
          WHERE (CAST(?1 AS TEXT) IS NULL OR group_folder = ?1) AND (CAST(?2 AS TEXT) IS NULL OR at >= ?2)
-         GROUP BY substr(at, 1, 10), group_folder, token_name, tool
-         ORDER BY day DESC, group_folder, token_name, tool",
+         GROUP BY substr(at, 1, 10), group_folder, token_id, token_name, tool
+         ORDER BY day DESC, group_folder, token_name, token_id, tool",
         params![group, since],
         |r| {
             let n = |i: usize| -> Result<u64> { Ok(r.get::<i64>(i)?.max(0) as u64) };
             Ok(CallLine {
                 day: r.get(0)?,
                 group: r.get(1)?,
-                token: r.get(2)?,
-                tool: r.get(3)?,
-                calls: n(4)?,
-                refused: n(5)?,
-                failed: n(6)?,
-                total_duration_ms: n(7)?,
+                token_id: r.get(2)?,
+                token: r.get(3)?,
+                tool: r.get(4)?,
+                calls: n(5)?,
+                refused: n(6)?,
+                failed: n(7)?,
+                total_duration_ms: n(8)?,
             })
         },
     )

@@ -314,6 +314,18 @@ async fn an_mcp_client_calls_every_tool_and_reads_its_tokens_group_only() {
         !listed.to_string().contains(&read[6..]),
         "a token is never listed"
     );
+    // A removed group's tokens answer nothing of it.
+    home.ok(&["groups", "remove", "work"]);
+    for (tool, args) in [
+        ("memory_search", json!({"query": "Falcon"})),
+        ("search_archives", json!({"query": "Falcon"})),
+    ] {
+        let (err, text) = call(&b, tool, args).await;
+        assert!(
+            err && text.contains("not a registered group"),
+            "{tool}: {text}"
+        );
+    }
     for client in [c, w, b] {
         let _ = client.cancel().await;
     }
@@ -364,6 +376,14 @@ async fn revoked_expired_unknown_tokens_and_foreign_origins_are_refused() {
     assert!(
         list[0]["expires_at"].is_string() && list[1]["expires_at"].is_null(),
         "{list}"
+    );
+    for days in ["0", "36501"] {
+        let why = home.fails(&["mcp", "tokens", "create", "family", "--expires", days]);
+        assert!(why.contains("1 to 36500 days"), "{why}");
+    }
+    assert!(
+        home.fails(&["mcp", "tokens", "create", "nobody"])
+            .contains("not found")
     );
     home.ok(&["mcp", "tokens", "revoke", &id_of("gone").to_string()]);
     assert!(

@@ -94,6 +94,18 @@ impl Backoff {
         self.attempt_at(client, Instant::now(), right)
     }
 
+    /// How long `client` must still wait before its next credential is
+    /// checked, if it must: a caller whose check is costly (a lookup in the
+    /// store) asks this first, so a waiting guesser costs nothing.
+    pub fn waiting(&self, client: IpAddr) -> Option<Duration> {
+        let now = Instant::now();
+        let tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
+        tracked
+            .peek(&key(client))
+            .filter(|f| now.saturating_duration_since(f.last) < FORGET && f.until > now)
+            .map(|f| f.until - now)
+    }
+
     /// [`Backoff::attempt`] at `now`. The check runs under the lock, so
     /// concurrent guesses from one address are checked no faster than
     /// one after another.
@@ -202,6 +214,21 @@ mod tests {
         let waits: Vec<u64> = (1..=12).map(|n| wait_after(n).as_secs()).collect();
         assert_eq!(waits, [0, 0, 1, 2, 4, 8, 16, 32, 60, 60, 60, 60]);
         assert_eq!(wait_after(u32::MAX), MAX_WAIT);
+    }
+
+    #[test]
+    fn waiting_says_whether_an_address_must_wait_without_counting() {
+        let b = Backoff::default();
+        let now = Instant::now();
+        for _ in 0..FREE {
+            assert_eq!(b.attempt_at(A, now, || false), Attempt::Wrong);
+            assert_eq!(b.waiting(A), None, "the free ones cost nothing");
+        }
+        assert_eq!(b.attempt_at(A, now, || false), Attempt::Wrong);
+        let w = b.waiting(A).expect("waits after the third");
+        assert!(w <= FIRST_WAIT && w > Duration::ZERO, "{w:?}");
+        assert_eq!(b.waiting(B), None, "another address never waits for A");
+        assert_eq!(b.len(), 1, "asking counts nothing and tracks no one");
     }
 
     #[test]

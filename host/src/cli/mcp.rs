@@ -89,9 +89,11 @@ pub(super) async fn run(ctx: &Ctx, cmd: McpCmd) -> Result<i32> {
                         .map(|at| format!(", expires {at}"))
                         .unwrap_or_default()
                 );
+                // Listening on every address, the host is still this one.
+                let at = ctx.settings.api.listen.replace("0.0.0.0", "127.0.0.1");
                 eprintln!(
-                    "connect: claude mcp add --transport http g2-{} http://{}/mcp --header \"Authorization: Bearer <the token>\"",
-                    issued.row.group, ctx.settings.api.listen
+                    "connect: claude mcp add --transport http g2-{} http://{at}/mcp --header \"Authorization: Bearer <the token>\" (behind a TLS proxy: its https:// URL)",
+                    issued.row.group
                 );
                 Ok(())
             })?;

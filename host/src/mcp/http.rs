@@ -64,8 +64,9 @@ pub fn routes<S: Clone + Send + Sync + 'static>(
 /// An `Origin` other than the server's own (a web page elsewhere, or one
 /// rebound to this address) is refused, whatever the token; a request
 /// without one is no browser's. Then the bearer token must be a live MCP
-/// token, checked within the client's back-off; its [`tokens::Caller`]
-/// goes on the request for the tools.
+/// token, checked within the client's back-off (an unknown token counts as
+/// a guess; a revoked or expired one is refused without counting); its
+/// [`tokens::Caller`] goes on the request for the tools.
 async fn require_token(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let host = req
@@ -105,6 +106,11 @@ async fn require_token(State(gate): State<Gate>, mut req: Request, next: Next) -
             "an MCP token is required: Authorization: Bearer g2mcp_… (g2 mcp tokens create)".into(),
         );
     };
+    let client = Client::of(req.extensions());
+    // A waiting address is answered before any lookup.
+    if let Some(wait) = gate.backoff.waiting(client.0) {
+        return Refused::Wait(wait).into_response();
+    }
     let checked = match tokens::check(&gate.store, &given).await {
         Ok(c) => c,
         Err(e) => {
@@ -116,15 +122,22 @@ async fn require_token(State(gate): State<Gate>, mut req: Request, next: Next) -
             );
         }
     };
-    let client = Client::of(req.extensions());
-    match gate.backoff.attempt(client.0, || checked.is_ok()) {
-        Attempt::Right => {}
-        Attempt::Wait(wait) => return Refused::Wait(wait).into_response(),
-        Attempt::Wrong => {
-            let why = checked.err().unwrap_or(Refusal::Unknown);
-            tracing::warn!(client = %client.0, reason = %why, "refused an MCP token");
+    match &checked {
+        // A token g2 issued, revoked or expired since: refused, but not
+        // counted as a guess (nor ending a count), so a client left with
+        // an old token does not slow every other client of its address.
+        Err(why @ (Refusal::Revoked | Refusal::Expired(_))) => {
+            tracing::info!(client = %client.0, reason = %why, "refused an MCP token");
             return unauthorized(why.to_string());
         }
+        _ => match gate.backoff.attempt(client.0, || checked.is_ok()) {
+            Attempt::Right => {}
+            Attempt::Wait(wait) => return Refused::Wait(wait).into_response(),
+            Attempt::Wrong => {
+                tracing::warn!(client = %client.0, "refused an unknown MCP token");
+                return unauthorized(Refusal::Unknown.to_string());
+            }
+        },
     }
     if let Ok(caller) = checked {
         req.extensions_mut().insert(caller);

@@ -22,6 +22,9 @@ pub const PREFIX: &str = "g2mcp_";
 const SHOWN: usize = PREFIX.len() + 6;
 /// The longest token name.
 pub const MAX_NAME: usize = 64;
+/// The longest expiry, in days (a hundred years; times stay in RFC 3339's
+/// four-digit years, which sort as they compare).
+pub const MAX_DAYS: u32 = 36_500;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +90,11 @@ pub async fn issue(
         None => format!("{folder}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S")),
     };
     let expires_at = match expires_days {
-        Some(0) => return Err(Error::Invalid("--expires needs 1 day or more".into())),
+        Some(d) if !(1..=MAX_DAYS).contains(&d) => {
+            return Err(Error::Invalid(format!(
+                "--expires takes 1 to {MAX_DAYS} days (leave it out for no expiry)"
+            )));
+        }
         Some(d) => Some(
             (chrono::Utc::now() + chrono::Duration::days(i64::from(d)))
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

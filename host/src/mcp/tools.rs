@@ -271,6 +271,9 @@ impl MemoryTools {
     /// per-prompt block shows it (day, id, who said what, quoted) and where
     /// it is from.
     async fn search(&self, me: Caller, a: MemorySearchArgs) -> Result<String> {
+        // As every other tool (through the request server): a group no
+        // longer registered answers nothing, whatever its tokens.
+        crate::requests::authorize::source(&self.store, &me.group).await?;
         let capped = crate::search::question::cap(&a.query);
         let (q, g) = (capped.text.to_string(), me.group.clone());
         let filters = Filters {

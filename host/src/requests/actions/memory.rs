@@ -43,9 +43,12 @@ impl Id {
             Some(c @ ('o' | 'p' | 's' | 'b')) => (c, &s[1..]),
             _ => ('o', s),
         };
-        let n: i64 = n
-            .parse()
-            .map_err(|_| Error::Invalid(format!("{s:?} is not a memory id (o12, p34, s3, b5)")))?;
+        let n: i64 = n.parse().map_err(|_| {
+            Error::Invalid(format!(
+                "{} is not a memory id (o12, p34, s3, b5)",
+                quote::cut(s, 40)
+            ))
+        })?;
         Ok(match kind {
             'p' => Id::Passage(n),
             'b' => Id::Prompt(n),
@@ -273,7 +276,10 @@ impl RequestServer {
                     ));
                 }
                 if let (Some(sid), Some(n)) = (&o.session_id, o.prompt_number) {
-                    s.push_str(&format!("\nfrom session {sid}, prompt {n}"));
+                    s.push_str(&format!(
+                        "\nfrom session {}, prompt {n}",
+                        quote::escape(sid)
+                    ));
                 }
                 Ok(s)
             }
@@ -352,10 +358,10 @@ impl RequestServer {
             (None, Some(q)) => {
                 let q = crate::search::question::cap(q).text.to_string();
                 let g = me.folder.clone();
-                let hits = self
-                    .store
-                    .read(move |c| recall::recall(c, &g, &q, 1))
-                    .await?;
+                let hits = crate::lanes::read(&self.store, me.folder.as_str(), move |c| {
+                    recall::recall(c, &g, &q, 1)
+                })
+                .await?;
                 match hits.first() {
                     Some(h) => Id::of(h),
                     None => return Ok("Nothing in memory answers that.".into()),

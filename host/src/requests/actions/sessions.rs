@@ -125,8 +125,8 @@ impl RequestServer {
 
 /// Messages one part of `read_archive` shows at most.
 const PART_MESSAGES: usize = 40;
-/// Characters one part of `read_archive` shows at most (one message at
-/// least, cut at the archive's own length).
+/// Bytes one part of `read_archive` shows at most (one message at least,
+/// cut at the archive's own length).
 const PART_CHARS: usize = 24_000;
 
 impl RequestServer {
@@ -150,32 +150,38 @@ impl RequestServer {
                 quote::cut(which, 200)
             ))
         };
-        let rec = match which.trim_start_matches('#').parse::<i64>() {
-            Ok(id) => {
-                self.store
-                    .read(move |c| crate::store::archives::get(c, id))
-                    .await?
-            }
+        // The lookup and the file's read take a place in the group's lane,
+        // as its searches do: a client paging through archives waits its
+        // turn in its own group.
+        enum Which {
+            Number(i64),
+            Path(String),
+        }
+        let which_one = match which.trim_start_matches('#').parse::<i64>() {
+            Ok(id) => Which::Number(id),
             Err(_) => {
                 let name = which.strip_prefix("conversations/").unwrap_or(which);
                 if name.is_empty() || name.starts_with('.') || name.contains(['/', '\\']) {
                     return Err(missing());
                 }
-                let path = format!("groups/{folder}/conversations/{name}");
-                self.store
-                    .read(move |c| crate::store::archives::by_path(c, &path))
-                    .await?
+                Which::Path(format!("groups/{folder}/conversations/{name}"))
             }
         };
-        let rec = rec
-            .filter(|r| r.group == folder.as_str())
-            .ok_or_else(missing)?;
-        let (home, r) = (self.home.clone(), rec.clone());
+        let (home, group) = (self.home.clone(), folder.clone());
+        let found = crate::lanes::read(&self.store, folder.as_str(), move |c| {
+            let rec = match which_one {
+                Which::Number(id) => crate::store::archives::get(c, id)?,
+                Which::Path(path) => crate::store::archives::by_path(c, &path)?,
+            };
+            match rec.filter(|r| r.group == group.as_str()) {
+                Some(r) => Ok(Some((crate::archives::read_markdown(&home, &r)?, r))),
+                None => Ok(None),
+            }
+        })
+        .await?;
+        let (markdown, rec) = found.ok_or_else(missing)?;
         let markdown =
-            tokio::task::spawn_blocking(move || crate::archives::read_markdown(&home, &r))
-                .await
-                .map_err(Error::from)??
-                .ok_or_else(|| Error::NotFound(format!("the file of archive {}", rec.id)))?;
+            markdown.ok_or_else(|| Error::NotFound(format!("the file of archive {}", rec.id)))?;
         // What comes before the first speaker is the archive's own header
         // (its name and times), which the first line gives.
         let said: Vec<_> = crate::store::passages::said(&markdown)
