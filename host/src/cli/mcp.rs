@@ -149,13 +149,7 @@ fn print_tokens(rows: &[TokenRow]) -> Result<()> {
     };
     let now = crate::now_rfc3339();
     for r in rows {
-        let state = if r.revoked_at.is_some() {
-            "revoked"
-        } else if r.expires_at.as_deref().is_some_and(|at| at <= now.as_str()) {
-            "expired"
-        } else {
-            "live"
-        };
+        let state = tokens::state(r, &now);
         table.row([
             r.id.to_string(),
             r.group.clone(),

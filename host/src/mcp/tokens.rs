@@ -144,6 +144,18 @@ pub async fn revoke(store: &Store, id: i64) -> Result<TokenRow> {
     store.write(move |tx| store::mcp::revoke(tx, id)).await
 }
 
+/// A token's state at `now` (RFC 3339, as stored): `live`, `revoked` or
+/// `expired`.
+pub fn state(t: &TokenRow, now: &str) -> &'static str {
+    if t.revoked_at.is_some() {
+        "revoked"
+    } else if t.expires_at.as_deref().is_some_and(|at| at <= now) {
+        "expired"
+    } else {
+        "live"
+    }
+}
+
 /// Why a presented token does not let its client in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
@@ -242,6 +254,18 @@ mod tests {
             judge(Some(row(None, Some(now))), &h, now).unwrap_err(),
             Refusal::Expired(now.into())
         );
+    }
+
+    #[test]
+    fn a_token_is_live_until_revoked_or_expired() {
+        let now = "2026-06-01T00:00:00.000Z";
+        assert_eq!(state(&row(None, None), now), "live");
+        assert_eq!(
+            state(&row(None, Some("2026-06-02T00:00:00.000Z")), now),
+            "live"
+        );
+        assert_eq!(state(&row(None, Some(now)), now), "expired");
+        assert_eq!(state(&row(Some(now), Some(now)), now), "revoked");
     }
 
     #[test]

@@ -9,18 +9,7 @@ use axum::response::Response;
 use super::markdown::escape;
 use super::{failed, page, time};
 use crate::api::Api;
-use crate::mcp::tokens::{self, TokenRow};
-
-/// `live`, `revoked` or `expired`, at `now` (RFC 3339, as stored).
-fn state(t: &TokenRow, now: &str) -> &'static str {
-    if t.revoked_at.is_some() {
-        "revoked"
-    } else if t.expires_at.as_deref().is_some_and(|at| at <= now) {
-        "expired"
-    } else {
-        "live"
-    }
-}
+use crate::mcp::tokens;
 
 pub(super) async fn tokens_page(State(api): State<Api>) -> Response {
     let rows = match tokens::list(&api.store, None).await {
@@ -46,7 +35,7 @@ forget too).</p>",
 <th>scope</th><th>created</th><th>expires</th><th>state</th><th>last used</th><th></th></tr></thead><tbody>",
     );
     for t in &rows {
-        let state = state(t, &now);
+        let state = tokens::state(t, &now);
         let shown = match t.revoked_at.as_deref() {
             Some(at) => format!("revoked {}", time(at)),
             None => state.to_string(),
@@ -85,36 +74,4 @@ data-confirm=\"Revoke this token? Its client is refused from its next call.\">\
     }
     body.push_str("</tbody></table>");
     page(&api, "MCP tokens", &body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(revoked: Option<&str>, expires: Option<&str>) -> TokenRow {
-        TokenRow {
-            id: 1,
-            group: "family".into(),
-            name: "laptop".into(),
-            hash: String::new(),
-            prefix: "g2mcp_abcdef".into(),
-            scope: "read".into(),
-            created_at: "2026-01-01T00:00:00.000Z".into(),
-            expires_at: expires.map(str::to_string),
-            revoked_at: revoked.map(str::to_string),
-            last_used_at: None,
-        }
-    }
-
-    #[test]
-    fn a_token_is_live_until_revoked_or_expired() {
-        let now = "2026-06-01T00:00:00.000Z";
-        assert_eq!(state(&row(None, None), now), "live");
-        assert_eq!(
-            state(&row(None, Some("2026-06-02T00:00:00.000Z")), now),
-            "live"
-        );
-        assert_eq!(state(&row(None, Some(now)), now), "expired");
-        assert_eq!(state(&row(Some(now), Some(now)), now), "revoked");
-    }
 }
