@@ -444,6 +444,16 @@ pub fn agent_owner() -> Option<(u32, u32)> {
     (host_ids().0 == 0).then(agent_ids)
 }
 
+/// A path stored relative to the home (`groups/{folder}/…`) as the
+/// group's agent sees it, relative to its folder (`conversations/…`);
+/// another path as it is.
+pub fn in_group<'a>(folder: &str, rel: &'a str) -> &'a str {
+    rel.strip_prefix("groups/")
+        .and_then(|r| r.strip_prefix(folder))
+        .and_then(|r| r.strip_prefix('/'))
+        .unwrap_or(rel)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -154,12 +154,14 @@ impl Host {
             choice.kind.as_str(),
             bound.port(),
         );
-        // `/mcp`'s own request server: a user's MCP client acts for the
-        // group its token names, through the same actions and checks.
-        let outside = request_server(home, &store, sessions.clone(), links.clone());
+        // The request server: `/mcp` acts through it at once (for the group
+        // a token names, with the agents' own actions and checks); its
+        // watch of the agents' requests starts below, once the cluster
+        // says which groups are this host's.
+        let requests = request_server(home, &store, sessions, links);
         let server = server::serve(
             api,
-            outside,
+            requests.clone(),
             platforms.webhook(&channels),
             listener,
             crate::http::Limits::from(&settings.api),
@@ -172,9 +174,7 @@ impl Host {
         let follow = follow_others(&store, &queue, &channels);
         // The requests of this host's groups, including what an earlier
         // holder left unanswered.
-        let requests = request_server(home, &store, sessions, links)
-            .with_leases(cluster.leases().clone())
-            .watch_all()?;
+        let requests = requests.with_leases(cluster.leases().clone()).watch_all()?;
         // The gateway sockets of this host's groups (another's group gets
         // its socket when it becomes this host's and its container starts).
         for f in cluster.leases().held_groups() {

@@ -108,9 +108,9 @@ pub async fn issue(
     );
     let (h, shown) = (hash(&token), token[..SHOWN].to_string());
     let group = folder.to_string();
-    let id = store
+    let row = store
         .write(move |tx| {
-            store::mcp::insert_token(
+            let id = store::mcp::insert_token(
                 tx,
                 &store::mcp::NewToken {
                     group: &group,
@@ -120,13 +120,10 @@ pub async fn issue(
                     scope: scope.as_str(),
                     expires_at: expires_at.as_deref(),
                 },
-            )
+            )?;
+            store::mcp::token(tx, id)?.ok_or_else(|| Error::NotFound(format!("token {id}")))
         })
         .await?;
-    let row = store
-        .read(move |c| store::mcp::token(c, id))
-        .await?
-        .ok_or_else(|| Error::NotFound(format!("token {id}")))?;
     Ok(Issued { token, row })
 }
 

@@ -323,10 +323,7 @@ fn source(group: &g2_core::validate::GroupFolder, h: &recall::RecallHit) -> Stri
             quote::cut(&h.title, 120),
             h.archive_path
                 .as_deref()
-                .map(|p| format!(
-                    " ({})",
-                    quote::text(p.strip_prefix(&format!("groups/{}/", h.group)).unwrap_or(p))
-                ))
+                .map(|p| format!(" ({})", quote::text(crate::home::in_group(&h.group, p))))
                 .unwrap_or_default()
         ),
         "prompt" => "the conversation going on now (not archived yet)".into(),

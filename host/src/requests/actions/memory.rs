@@ -292,7 +292,7 @@ impl RequestServer {
                     day(&p.at),
                     p.turn_start,
                     p.turn_end,
-                    quote::text(&super::sessions::in_group(&me.folder, &p.archive_path)),
+                    quote::text(crate::home::in_group(me.folder.as_str(), &p.archive_path)),
                     passage_lines(&p.text)
                 ))
             }
