@@ -44,6 +44,7 @@ mod candidates;
 pub mod indexing;
 mod lexical;
 mod meaning;
+pub mod when;
 
 use crate::store::db::Db;
 use serde::{Deserialize, Serialize};
