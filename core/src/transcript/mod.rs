@@ -89,6 +89,39 @@ pub struct Stats {
     pub bytes: u64,
 }
 
+/// When an entry was said: the first and the last of its lines' times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub first: chrono::DateTime<chrono::Utc>,
+    pub last: chrono::DateTime<chrono::Utc>,
+}
+
+/// Widens entry `i`'s span in `times` by `at` (the list grows to hold it).
+fn note_time(times: &mut Vec<Option<Span>>, i: usize, at: Option<chrono::DateTime<chrono::Utc>>) {
+    if times.len() <= i {
+        times.resize(i + 1, None);
+    }
+    if let Some(at) = at {
+        times[i] = Some(match times[i] {
+            Some(s) => Span {
+                first: s.first.min(at),
+                last: s.last.max(at),
+            },
+            None => Span {
+                first: at,
+                last: at,
+            },
+        });
+    }
+}
+
+/// A line's `timestamp`, read.
+fn line_time(ts: Option<&str>) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::DateTime::parse_from_rfc3339(ts?)
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
 /// A parsed transcript.
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
@@ -103,6 +136,10 @@ pub struct Transcript {
     /// only roughly; they are kept as written).
     pub first_timestamp: Option<String>,
     pub last_timestamp: Option<String>,
+    /// When each entry was said, beside `entries` (same index): the
+    /// earliest and latest `timestamp` of the lines it was made of; None
+    /// for an entry whose lines carried none.
+    pub times: Vec<Option<Span>>,
     pub stats: Stats,
     /// A subagent's own transcript: every message line was a sidechain, and
     /// the entries are the subagent's conversation.
@@ -265,6 +302,8 @@ pub struct Parser {
     /// The sidechain's entries, kept while no main-chain message line has
     /// been seen (the file may be a subagent's own transcript).
     side: Vec<Entry>,
+    /// When each of `side` was said.
+    side_times: Vec<Option<Span>>,
     /// A message line not on a sidechain was seen: this is a main
     /// transcript and sidechain lines are left out.
     main_seen: bool,
@@ -311,17 +350,21 @@ impl Parser {
                 // A boundary belongs to its chain; a main-chain one goes to
                 // the sidechain too while the file may still be a
                 // subagent's (whose boundary line may not be marked).
+                let at = line_time(raw.timestamp.as_deref());
                 if raw.is_sidechain == Some(true) {
                     if self.main_seen {
                         t.stats.skipped += 1;
                     } else {
                         self.side.push(c);
+                        note_time(&mut self.side_times, self.side.len() - 1, at);
                     }
                 } else {
                     if !self.main_seen {
                         self.side.push(c.clone());
+                        note_time(&mut self.side_times, self.side.len() - 1, at);
                     }
                     t.entries.push(c);
+                    note_time(&mut t.times, t.entries.len() - 1, at);
                 }
             }
             _ => t.stats.skipped += 1,
@@ -354,11 +397,13 @@ impl Parser {
         } else if !self.main_seen {
             self.main_seen = true;
             self.side = Vec::new();
+            self.side_times = Vec::new();
         }
-        let entries = if sidechain {
-            &mut self.side
+        let at = line_time(raw.timestamp.as_deref());
+        let (entries, times) = if sidechain {
+            (&mut self.side, &mut self.side_times)
         } else {
-            &mut t.entries
+            (&mut t.entries, &mut t.times)
         };
         if raw.is_meta == Some(true) {
             return;
@@ -403,6 +448,7 @@ impl Parser {
                     ..Compaction::default()
                 })),
             }
+            note_time(times, entries.len() - 1, at);
             return;
         }
         if is_user && is_noise(text) {
@@ -415,13 +461,16 @@ impl Parser {
             (_, true) => entries.push(Entry::User(vec![text.to_string()])),
             (_, false) => entries.push(Entry::Assistant(vec![text.to_string()])),
         }
+        note_time(times, entries.len() - 1, at);
     }
 
     pub fn finish(self) -> Transcript {
         let mut t = self.transcript;
+        t.times.resize(t.entries.len(), None);
         if !self.main_seen && t.stats.sidechain > 0 {
             // Every message line was a sidechain: a subagent's transcript.
             t.entries = self.side;
+            t.times = self.side_times;
             t.subagent = true;
             t.stats.sidechain = 0;
         }

@@ -295,3 +295,49 @@ fn memory_sent_beside_a_prompt_is_not_the_users_speech() {
         ]
     );
 }
+
+#[test]
+fn each_entry_keeps_when_its_lines_were_said() {
+    let t = parse(concat!(
+        r#"{"type":"user","uuid":"u1","timestamp":"2026-05-01T09:00:00.000Z","message":{"content":"plan the trip"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a1","timestamp":"2026-05-01T09:00:05.000Z","message":{"content":[{"type":"text","text":"sure"}]}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a2","timestamp":"2026-05-01T09:00:09.000Z","message":{"content":[{"type":"text","text":"Lisbon?"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u2","message":{"content":"no time on this line"}}"#,
+        "\n",
+        r#"{"type":"assistant","uuid":"a3","message":{"content":[{"type":"text","text":"ok"}]}}"#,
+        "\n",
+        r#"{"type":"user","uuid":"u3","timestamp":"2026-05-15T20:00:00.000Z","message":{"content":"two weeks on"}}"#,
+        "\n",
+    ));
+    assert_eq!(t.entries.len(), t.times.len());
+    let at = |s: &str| {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    };
+    let spans: Vec<Option<(String, String)>> = t
+        .times
+        .iter()
+        .map(|s| s.map(|s| (s.first.to_rfc3339(), s.last.to_rfc3339())))
+        .collect();
+    assert_eq!(
+        t.times[0],
+        Some(Span {
+            first: at("2026-05-01T09:00:00Z"),
+            last: at("2026-05-01T09:00:00Z")
+        })
+    );
+    assert_eq!(
+        t.times[1],
+        Some(Span {
+            first: at("2026-05-01T09:00:05Z"),
+            last: at("2026-05-01T09:00:09Z")
+        }),
+        "two lines of one reply: {spans:?}"
+    );
+    assert_eq!((t.times[2], t.times[3]), (None, None), "{spans:?}");
+    assert_eq!(t.times[4].unwrap().first, at("2026-05-15T20:00:00Z"));
+}
