@@ -148,6 +148,7 @@ async fn memory_search(
     let filters = crate::memory::recall::Filters {
         kind: q.kind,
         since: q.since,
+        asked: None,
     };
     let limit = q.limit.unwrap_or(10);
     let headers = super::extract::query_headers(&q.q);

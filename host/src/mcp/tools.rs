@@ -279,6 +279,7 @@ impl MemoryTools {
         let filters = Filters {
             kind: a.kind,
             since: a.since,
+            asked: None,
         };
         let limit = a.limit.unwrap_or(10).clamp(1, MAX_HITS);
         let lines = crate::lanes::read(&self.store, me.group.as_str(), move |c| {

@@ -305,6 +305,7 @@ async fn a_compaction_gets_a_summary_that_the_end_of_the_session_renews() {
                 &crate::memory::recall::Filters {
                     kind: Some("summary".into()),
                     since: None,
+                    asked: None,
                 },
             )
         })

@@ -167,6 +167,9 @@ pub struct Filters {
     pub kind: Option<String>,
     /// Only memories from this time on (RFC 3339, or a date).
     pub since: Option<String>,
+    /// When and in which timezone the question is asked, for the times it
+    /// names ([`when`]); none: now, in UTC.
+    pub asked: Option<when::Asked>,
 }
 
 impl Filters {

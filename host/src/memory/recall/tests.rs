@@ -142,6 +142,7 @@ fn observations_rank_first_and_forgetting_removes_them() {
     let only = |k: &str| Filters {
         kind: Some(k.into()),
         since: None,
+        asked: None,
     };
     assert!(ask(only("passage")).iter().all(|h| h.kind == "passage"));
     assert_eq!(ask(only("fact")).len(), 1);
@@ -149,7 +150,8 @@ fn observations_rank_first_and_forgetting_removes_them() {
     assert!(
         ask(Filters {
             kind: None,
-            since: Some("2027".into())
+            since: Some("2027".into()),
+            asked: None,
         })
         .is_empty()
     );

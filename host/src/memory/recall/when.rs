@@ -33,7 +33,7 @@ use chrono::{DateTime, Datelike, Days, Duration, Months, NaiveDate, TimeZone, Ut
 use chrono_tz::Tz;
 
 /// When and where a question is asked.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Asked {
     pub at: DateTime<Utc>,
     pub tz: Tz,

@@ -38,7 +38,11 @@ impl RequestServer {
                 kind,
                 since,
             } => {
-                let filters = crate::memory::recall::Filters { kind, since };
+                let filters = crate::memory::recall::Filters {
+                    kind,
+                    since,
+                    asked: None,
+                };
                 self.memory_search(&me, &query, limit.unwrap_or(10), filters)
                     .await
             }
