@@ -89,6 +89,7 @@ const SQLITE_MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0016_passed_over.sql"),
     include_str!("../../migrations/0017_attachments.sql"),
     include_str!("../../migrations/0018_mcp_tokens.sql"),
+    include_str!("../../migrations/0019_said_times.sql"),
 ];
 
 /// The schema version of an up-to-date SQLite store (`PRAGMA

@@ -45,6 +45,10 @@ pub(crate) const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../migrations/postgres/0007_mcp_tokens.sql"),
     ),
+    (
+        8,
+        include_str!("../../migrations/postgres/0008_said_times.sql"),
+    ),
 ];
 
 /// The advisory lock every write transaction takes (any constant shared

@@ -81,7 +81,7 @@ pub fn clear_passages(tx: &Db<'_>) -> Result<usize> {
 /// The columns [`row`] reads, before the score and the group.
 macro_rules! passage_columns {
     () => {
-        "p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at,
+        "p.id, p.archive_id, p.ordinal, p.turn_start, p.turn_end, p.text, p.at, p.at_end,
          a.name, a.path, a.session_id"
     };
 }
@@ -95,7 +95,11 @@ pub struct PassageRow {
     pub turn_start: i64,
     pub turn_end: i64,
     pub text: String,
+    /// When its first message was said (RFC 3339, UTC); for passages
+    /// recorded before messages were dated, the archive's time.
     pub at: String,
+    /// When its last message was said; none when not known.
+    pub at_end: Option<String>,
     pub archive_name: String,
     pub archive_path: String,
     pub session_id: Option<String>,
@@ -217,7 +221,7 @@ fn bm25_score(r: &Row<'_>, i: usize) -> Result<f64> {
 
 fn row(r: &Row<'_>) -> Result<PassageRow> {
     Ok(read_row!(r => PassageRow {
-        id, archive_id, ordinal, turn_start, turn_end, text, at, archive_name, archive_path,
+        id, archive_id, ordinal, turn_start, turn_end, text, at, at_end, archive_name, archive_path,
         session_id, score = bm25_score, group,
     }))
 }

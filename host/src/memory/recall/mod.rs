@@ -148,8 +148,18 @@ pub struct RecallHit {
     pub archive_path: Option<String>,
     pub turn_start: Option<i64>,
     pub turn_end: Option<i64>,
-    /// When it was said or learned (RFC 3339).
+    /// When it was said (RFC 3339, UTC): a passage's first message, a
+    /// prompt's, what an observation was learned from, a summary's
+    /// session's start.
     pub at: String,
+    /// When a passage's last message (a summary's session's end) was said,
+    /// when it differs from `at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_end: Option<String>,
+    /// The local day (or days, `2026-05-08…05-10`) it was said on, in the
+    /// timezone of the question: what every view of a hit shows.
+    #[serde(default)]
+    pub day: String,
     /// The text around its first match, matches in `[` `]`.
     pub snippet: String,
     /// Higher is better; comparable within one recall only.
@@ -343,9 +353,11 @@ pub fn recall_weighted(
     scored.truncate(limit);
     // Snippets for the hits returned only.
     let terms = SnippetTerms::new(&q.text);
+    let tz = filters.asked.map_or(chrono_tz::Tz::UTC, |a| a.tz);
     Ok(scored
         .into_iter()
         .map(|(score, matched, c)| RecallHit {
+            day: when::day(&c.hit.at, c.hit.at_end.as_deref(), tz),
             snippet: make_snippet(&c.text, &terms),
             score,
             matched_words: matched,

@@ -450,3 +450,25 @@ pub fn read(words: &[String], asked: &Asked) -> When {
 
 #[cfg(test)]
 mod tests;
+
+/// The local day `at` (RFC 3339) falls on in `tz`, `2026-05-08`; with an
+/// `at_end` on a later day, both: `2026-05-08…05-10` (the year repeated
+/// only when it changes). A time that does not parse shows as given, cut
+/// to its date.
+pub fn day(at: &str, at_end: Option<&str>, tz: Tz) -> String {
+    let local = |s: &str| {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&tz).date_naive())
+    };
+    let Some(first) = local(at) else {
+        return at.get(..10).unwrap_or(at).to_string();
+    };
+    match at_end.and_then(local).filter(|last| *last > first) {
+        None => first.format("%Y-%m-%d").to_string(),
+        Some(last) if last.year() == first.year() => {
+            format!("{}…{}", first.format("%Y-%m-%d"), last.format("%m-%d"))
+        }
+        Some(last) => format!("{}…{}", first.format("%Y-%m-%d"), last.format("%Y-%m-%d")),
+    }
+}

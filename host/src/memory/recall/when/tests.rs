@@ -148,3 +148,25 @@ fn a_day_that_starts_in_a_daylight_saving_gap_starts_when_it_can() {
     let w = read(&words("yesterday"), &a).windows[0];
     assert_eq!(w.from, Utc.with_ymd_and_hms(2024, 9, 8, 4, 0, 0).unwrap());
 }
+
+#[test]
+fn a_day_is_the_local_date_and_a_span_names_both_ends() {
+    let berlin: Tz = "Europe/Berlin".parse().unwrap();
+    // 23:30 UTC is the next day in Berlin.
+    assert_eq!(day("2026-05-07T23:30:00Z", None, berlin), "2026-05-08");
+    assert_eq!(day("2026-05-07T23:30:00Z", None, Tz::UTC), "2026-05-07");
+    assert_eq!(
+        day("2026-05-08T09:00:00Z", Some("2026-05-10T09:00:00Z"), berlin),
+        "2026-05-08…05-10"
+    );
+    assert_eq!(
+        day("2025-12-31T09:00:00Z", Some("2026-01-02T09:00:00Z"), Tz::UTC),
+        "2025-12-31…2026-01-02"
+    );
+    // The same day twice is one day; a bad time shows as its date part.
+    assert_eq!(
+        day("2026-05-08T09:00:00Z", Some("2026-05-08T10:00:00Z"), berlin),
+        "2026-05-08"
+    );
+    assert_eq!(day("2026-05-08 garbled", None, berlin), "2026-05-08");
+}
