@@ -279,6 +279,7 @@ impl Settings {
                 "cluster.runtime_dir: a folder, or leave it out".into(),
             ));
         }
+        self.memory.check_timezones().map_err(Error::Config)?;
         if self.archive.max_message_chars == 0 {
             return Err(Error::Config(
                 "archive.max_message_chars must be at least 1".into(),

@@ -50,6 +50,10 @@ pub struct MemorySettings {
     /// Recall by meaning: `local` embeds with the model on this machine,
     /// `off` recalls by words only (docs/recall.md).
     pub embeddings: EmbeddingsMode,
+    /// The IANA timezone memory is dated in: the days an archive shows and
+    /// a hit is said on, and what "yesterday" or "last Tuesday" means in a
+    /// question. Per group: `[memory.groups.family] timezone = "…"`.
+    pub timezone: String,
     /// The embedding model's folder. Default: `tools/models/all-minilm-l6-v2`
     /// as `scripts/setup.sh` unpacks it (under the home, or beside the `g2`
     /// binary's project).
@@ -70,6 +74,7 @@ pub enum EmbeddingsMode {
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryGroupLimits {
     pub daily_tokens: Option<u64>,
+    pub timezone: Option<String>,
 }
 
 impl MemorySettings {
@@ -79,6 +84,36 @@ impl MemorySettings {
             .get(group)
             .and_then(|g| g.daily_tokens)
             .unwrap_or(self.daily_tokens)
+    }
+
+    /// The timezone a group's memory is dated in (its own, else
+    /// `timezone`; UTC for a name that is not one, which loading refuses).
+    pub fn timezone_for(&self, group: &str) -> chrono_tz::Tz {
+        self.groups
+            .get(group)
+            .and_then(|g| g.timezone.as_deref())
+            .unwrap_or(&self.timezone)
+            .parse()
+            .unwrap_or(chrono_tz::Tz::UTC)
+    }
+
+    /// Every timezone named is an IANA one.
+    pub(crate) fn check_timezones(&self) -> Result<(), String> {
+        let named = std::iter::once(("memory.timezone".to_string(), &self.timezone)).chain(
+            self.groups.iter().filter_map(|(g, l)| {
+                l.timezone
+                    .as_ref()
+                    .map(|t| (format!("memory.groups.{g}.timezone"), t))
+            }),
+        );
+        for (key, tz) in named {
+            if tz.parse::<chrono_tz::Tz>().is_err() {
+                return Err(format!(
+                    "{key} {tz:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -103,6 +138,7 @@ impl Default for MemorySettings {
             groups: Default::default(),
             embeddings: EmbeddingsMode::Local,
             embedding_model: None,
+            timezone: "UTC".into(),
         }
     }
 }

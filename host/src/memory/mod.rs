@@ -23,3 +23,4 @@ pub mod shown;
 #[cfg(test)]
 mod testing;
 pub mod vectors;
+pub mod zone;

@@ -534,6 +534,7 @@ mod tests {
             "quiet".into(),
             crate::config::MemoryGroupLimits {
                 daily_tokens: Some(0),
+                ..Default::default()
             },
         );
         let ex = ModelExtractor::new(gateway.clone(), settings);

@@ -178,7 +178,8 @@ pub struct Filters {
     /// Only memories from this time on (RFC 3339, or a date).
     pub since: Option<String>,
     /// When and in which timezone the question is asked, for the times it
-    /// names ([`when`]); none: now, in UTC.
+    /// names ([`when`]); none: now, in the group's timezone
+    /// (`memory::zone`).
     pub asked: Option<when::Asked>,
 }
 
@@ -286,6 +287,9 @@ pub fn recall_weighted(
     let Some(q) = question::read(query) else {
         return Ok(Vec::new());
     };
+    let asked = filters
+        .asked
+        .unwrap_or_else(|| crate::memory::zone::asked_now(group.as_str()));
     // The question's vector is made on the model's shared pool (rayon's,
     // one thread a core: bounded, and where its products run anyway) while
     // the words find their candidates here (docs/recall.md: it takes
@@ -353,7 +357,7 @@ pub fn recall_weighted(
     scored.truncate(limit);
     // Snippets for the hits returned only.
     let terms = SnippetTerms::new(&q.text);
-    let tz = filters.asked.map_or(chrono_tz::Tz::UTC, |a| a.tz);
+    let tz = asked.tz;
     Ok(scored
         .into_iter()
         .map(|(score, matched, c)| RecallHit {

@@ -160,7 +160,11 @@ fn a_day_is_the_local_date_and_a_span_names_both_ends() {
         "2026-05-08…05-10"
     );
     assert_eq!(
-        day("2025-12-31T09:00:00Z", Some("2026-01-02T09:00:00Z"), Tz::UTC),
+        day(
+            "2025-12-31T09:00:00Z",
+            Some("2026-01-02T09:00:00Z"),
+            Tz::UTC
+        ),
         "2025-12-31…2026-01-02"
     );
     // The same day twice is one day; a bad time shows as its date part.
