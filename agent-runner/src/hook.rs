@@ -116,7 +116,12 @@ fn archive_transcript(
     trigger: Option<&str>,
 ) -> anyhow::Result<()> {
     let parsed = transcript::parse_file(transcript_path)?;
-    let now = chrono::Local::now();
+    // Dated in the group's timezone, as the host dates what it archives.
+    let tz: chrono_tz::Tz = std::env::var(wire::ENV_TIMEZONE)
+        .ok()
+        .and_then(|z| z.parse().ok())
+        .unwrap_or(chrono_tz::Tz::UTC);
+    let now = chrono::Utc::now().with_timezone(&tz);
     let opts = ArchiveOptions {
         assistant_name: std::env::var(wire::ENV_ASSISTANT_NAME)
             .unwrap_or_else(|_| wire::DEFAULT_ASSISTANT_NAME.into()),

@@ -121,7 +121,12 @@ pub fn transcript(data: &[u8]) {
         max_message_chars: 40,
         ..ArchiveOptions::default()
     };
-    let md = archive::render(&title, &t, &now, &opts);
+    let md = archive::render(
+        &title,
+        &t,
+        &now.with_timezone(&archive::dates::Tz::UTC),
+        &opts,
+    );
     assert!(md.starts_with("# "));
     assert_eq!(
         md.lines().next(),
@@ -503,7 +508,9 @@ pub fn memory_block(data: &[u8]) {
     ]);
     let mut t = Transcript::default();
     t.entries = vec![Entry::User(vec![env]), Entry::Assistant(vec![reply])];
-    let at = chrono::DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z").expect("a time");
+    let at = chrono::DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
+        .expect("a time")
+        .with_timezone(&archive::dates::Tz::UTC);
     let md = archive::render("t", &t, &at, &ArchiveOptions::default());
     let hit = |kind: &str| RecallHit {
         kind: kind.into(),

@@ -71,7 +71,7 @@ fn main() {
 
     // What each side extracts, as a sanity check that the work is comparable.
     let parsed = transcript::parse_file(&fixture).expect("parse fixture");
-    let now = chrono::Local::now();
+    let now = chrono::Utc::now().with_timezone(&chrono_tz::Tz::UTC);
     let opts = ArchiveOptions::default();
     let title = archive::title(None, &parsed, &now);
     let body = archive::render(&title, &parsed, &now, &opts);
@@ -115,7 +115,7 @@ fn main() {
         "parse + render markdown".into(),
         time_runs(|| {
             let t = transcript::parse_file(&fixture).unwrap();
-            let now = chrono::Local::now();
+            let now = chrono::Utc::now().with_timezone(&chrono_tz::Tz::UTC);
             let title = archive::title(None, &t, &now);
             let body = archive::render(&title, &t, &now, &opts);
             std::hint::black_box(body.len());

@@ -78,7 +78,9 @@ pub fn render(exchanges: &[(String, String)], date: &str) -> (String, String, Ve
         }
         messages.push(idx);
     }
-    let now = chrono::DateTime::parse_from_rfc3339(&rfc3339(date)).unwrap();
+    let now = chrono::DateTime::parse_from_rfc3339(&rfc3339(date))
+        .unwrap()
+        .with_timezone(&chrono_tz::Tz::UTC);
     let opts = ArchiveOptions {
         max_message_chars: 100_000,
         ..ArchiveOptions::default()

@@ -201,7 +201,12 @@ fn messages_are_cut_at_2000_characters() {
     // Every paragraph of a turn is at most 2,000 characters plus the mark.
     for f in FIXTURES {
         let t = transcript::parse_file(&fixture(f.file)).unwrap();
-        let md = g2_core::archive::render("t", &t, &chrono::Utc::now(), &Default::default());
+        let md = g2_core::archive::render(
+            "t",
+            &t,
+            &chrono::Utc::now().with_timezone(&g2_core::archive::dates::Tz::UTC),
+            &Default::default(),
+        );
         assert!(md.len() < std::fs::metadata(fixture(f.file)).unwrap().len() as usize + 200);
     }
 }

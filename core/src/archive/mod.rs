@@ -5,9 +5,11 @@
 //! ```markdown
 //! # Tax research
 //!
-//! Archived: Nov 21, 2026, 3:39 PM
+//! Archived: Nov 21, 2026, 3:39 PM (Europe/Berlin)
 //!
 //! ---
+//!
+//! ### Sat, Nov 21, 2026
 //!
 //! **User**: …
 //!
@@ -22,7 +24,9 @@
 //! `[redacted:<kind>]`, before the text is cut (a cut never leaves half a
 //! key behind unredacted); a message left empty is left out. A subagent's
 //! own transcript ([`Transcript::subagent`]) is archived like any other,
-//! under a line that says whose it is.
+//! under a line that says whose it is. A day line (`### Sat, Nov 21,
+//! 2026`) opens each local day of the messages, in the archive's timezone
+//! ([`dates`]).
 //! Files are written atomically (a temp file in the same folder, then a hard
 //! link to the final name, which fails instead of replacing) and never
 //! overwrite: a name that is taken gets `-2`, `-3`, … appended.
@@ -30,13 +34,16 @@
 use std::borrow::Cow;
 use std::io;
 
-use chrono::{DateTime, TimeZone};
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
 
 use crate::confined::Dir;
 use crate::envelope;
 use crate::privacy;
 use crate::transcript::{Entry, Transcript};
 use crate::validate;
+
+pub mod dates;
 
 /// Default cut for one message in an archive, in characters.
 pub const DEFAULT_MAX_MESSAGE_CHARS: usize = 2000;
@@ -92,13 +99,17 @@ impl ArchiveOptions {
 /// blanks) has its leading asterisks escaped (`\*\*G2**:`), so neither
 /// the passages that recall reads nor a reader of the Markdown can take
 /// `**G2**: …` or `**Ann** (08:00): …` inside someone's words for a turn of
-/// its own. Markdown shows the escaped asterisks as they were typed.
+/// its own; a line that reads as a day line ([`dates`]) starts with `\`. Markdown shows the escaped asterisks as they were typed.
 pub fn body(text: &str) -> String {
     let text = text.replace("\r\n", "\n").replace('\r', "\n");
     let mut out = String::with_capacity(text.len() + 8);
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
+        }
+        if dates::read_day_line(line).is_some() {
+            // Someone's words never open a day.
+            out.push('\\');
         }
         let rest = line.trim_start_matches([' ', '\t']);
         out.push_str(&line[..line.len() - rest.len()]);
@@ -125,9 +136,9 @@ pub fn speaker_name(name: &str) -> String {
 /// prompt, the first message people sent, not its envelope), else
 /// `conversation-HHMM`. Cleaned as the default [`ArchiveOptions`] say
 /// ([`title_with`] takes them).
-pub fn title<Tz: TimeZone>(name: Option<&str>, t: &Transcript, now: &DateTime<Tz>) -> String
+pub fn title<Z: chrono::TimeZone>(name: Option<&str>, t: &Transcript, now: &DateTime<Z>) -> String
 where
-    Tz::Offset: std::fmt::Display,
+    Z::Offset: std::fmt::Display,
 {
     title_with(name, t, now, &ArchiveOptions::default())
 }
@@ -135,14 +146,14 @@ where
 /// [`title`], each candidate cleaned as `opts` say first: the title names
 /// the file and is indexed, so a secret in the first prompt must not reach
 /// it, and a candidate that was all private gives way to the next.
-pub fn title_with<Tz: TimeZone>(
+pub fn title_with<Z: chrono::TimeZone>(
     name: Option<&str>,
     t: &Transcript,
-    now: &DateTime<Tz>,
+    now: &DateTime<Z>,
     opts: &ArchiveOptions,
 ) -> String
 where
-    Tz::Offset: std::fmt::Display,
+    Z::Offset: std::fmt::Display,
 {
     let pick = |s: &str| {
         let s = opts.clean(s);
@@ -165,23 +176,41 @@ where
         .unwrap_or_else(|| format!("conversation-{}", now.format("%H%M")))
 }
 
-/// Renders the archive markdown.
-pub fn render<Tz: TimeZone>(
+/// The day lines of an archive being written: one wherever the local day
+/// of what is said next changes.
+struct Days {
+    tz: Tz,
+    shown: Option<NaiveDate>,
+}
+
+impl Days {
+    fn mark(&mut self, out: &mut String, at: Option<DateTime<Utc>>) {
+        let Some(day) = at.map(|t| t.with_timezone(&self.tz).date_naive()) else {
+            return;
+        };
+        if self.shown != Some(day) {
+            self.shown = Some(day);
+            out.push_str(&dates::day_line(day));
+            out.push_str("\n\n");
+        }
+    }
+}
+
+/// Renders the archive markdown, its days and times in `archived_at`'s
+/// timezone.
+pub fn render(
     title: &str,
     t: &Transcript,
     archived_at: &DateTime<Tz>,
     opts: &ArchiveOptions,
-) -> String
-where
-    Tz::Offset: std::fmt::Display,
-{
+) -> String {
     let mut out = String::with_capacity(256 + t.entries.len() * 256);
     // A title is one line; anything after a newline would become body text.
     let title = title.lines().next().unwrap_or("").trim();
     out.push_str("# ");
     out.push_str(opts.clean(title).trim());
     out.push_str("\n\nArchived: ");
-    out.push_str(&archived_at.format("%b %-d, %Y, %-I:%M %p").to_string());
+    out.push_str(&dates::archived_line(archived_at));
     out.push_str("\n\n---\n\n");
     if t.subagent {
         // Its user turn is the prompt the parent agent gave it.
@@ -193,11 +222,20 @@ where
         }
         out.push_str(": its prompt and answers.*\n\n");
     }
-    for entry in &t.entries {
+    let mut days = Days {
+        tz: archived_at.timezone(),
+        shown: None,
+    };
+    for (i, entry) in t.entries.iter().enumerate() {
+        let said = t.times.get(i).copied().flatten().map(|s| s.first);
         match entry {
-            Entry::User(parts) => push_user(&mut out, parts, opts, &archived_at.timezone()),
-            Entry::Assistant(parts) => push_turn(&mut out, &opts.assistant_name, parts, opts),
+            Entry::User(parts) => push_user(&mut out, parts, opts, &mut days, said),
+            Entry::Assistant(parts) => {
+                days.mark(&mut out, said);
+                push_turn(&mut out, &opts.assistant_name, parts, opts);
+            }
             Entry::Compaction(c) => {
+                days.mark(&mut out, said);
                 out.push_str("*Conversation compacted");
                 let detail: Vec<String> = c
                     .trigger
@@ -252,15 +290,19 @@ fn push_files(out: &mut String, files: &[envelope::File]) {
 
 /// A user turn. A routed prompt (see [`envelope`]) shows who said what,
 /// one line per message: `**Ann** (09:00): we need milk`, unescaped, the
-/// time in the archive's timezone (and a link to each file it came with);
-/// a note the host put before it shows in
-/// italics. Anything else is one `**User**` turn, as Claude Code saw it.
+/// time in the archive's timezone, under its own day's line (and a link
+/// to each file it came with); a note the host put before it shows in
+/// italics. Anything else is one `**User**` turn, as Claude Code saw it,
+/// on the day the transcript dates it (`said`).
 /// The envelope is read before cleaning: its text is escaped, so a
 /// `<private>` tag in a message only shows once it is unescaped.
-fn push_user<Tz: TimeZone>(out: &mut String, parts: &[String], opts: &ArchiveOptions, tz: &Tz)
-where
-    Tz::Offset: std::fmt::Display,
-{
+fn push_user(
+    out: &mut String,
+    parts: &[String],
+    opts: &ArchiveOptions,
+    days: &mut Days,
+    said: Option<DateTime<Utc>>,
+) {
     let mut plain: Vec<String> = Vec::new();
     for part in parts {
         let Some(env) = envelope::read(part) else {
@@ -268,9 +310,16 @@ where
             continue;
         };
         if !plain.is_empty() {
+            days.mark(out, said);
             push_turn(out, "User", &plain, opts);
             plain.clear();
         }
+        let first_sent = env
+            .messages
+            .first()
+            .and_then(|m| DateTime::parse_from_rfc3339(&m.time).ok())
+            .map(|t| t.with_timezone(&Utc));
+        days.mark(out, first_sent.or(said));
         if let Some(preface) = opts.show(&env.preface) {
             out.push('*');
             out.push_str(&preface);
@@ -281,11 +330,15 @@ where
                 continue;
             };
             let name = speaker_name(&opts.clean(&m.sender));
+            let sent = DateTime::parse_from_rfc3339(&m.time)
+                .ok()
+                .map(|t| t.with_timezone(&Utc));
+            days.mark(out, sent.or(said));
             out.push_str("**");
             out.push_str(if name.is_empty() { "?" } else { &name });
             out.push_str("**");
-            if let Ok(t) = DateTime::parse_from_rfc3339(&m.time) {
-                out.push_str(&t.with_timezone(tz).format(" (%H:%M)").to_string());
+            if let Some(t) = sent {
+                out.push_str(&t.with_timezone(&days.tz).format(" (%H:%M)").to_string());
             }
             out.push_str(": ");
             out.push_str(&text);
@@ -294,6 +347,7 @@ where
         }
     }
     if !plain.is_empty() {
+        days.mark(out, said);
         push_turn(out, "User", &plain, opts);
     }
 }
@@ -337,9 +391,9 @@ fn shorten(s: &str, max: usize) -> String {
 
 /// The file name stem for an archive: the slug of its title, or
 /// `conversation-HHMM` when the title has no usable characters.
-pub fn stem<Tz: TimeZone>(title: &str, now: &DateTime<Tz>) -> String
+pub fn stem<Z: chrono::TimeZone>(title: &str, now: &DateTime<Z>) -> String
 where
-    Tz::Offset: std::fmt::Display,
+    Z::Offset: std::fmt::Display,
 {
     let s = validate::slug(title);
     if s.is_empty() {

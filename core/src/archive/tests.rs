@@ -3,8 +3,11 @@ use crate::transcript::parse_bytes;
 use chrono::Utc;
 use std::fs;
 
-fn at() -> DateTime<Utc> {
-    "2026-02-21T03:39:00Z".parse().unwrap()
+fn at() -> DateTime<Tz> {
+    "2026-02-21T03:39:00Z"
+        .parse::<DateTime<Utc>>()
+        .unwrap()
+        .with_timezone(&Tz::UTC)
 }
 
 #[test]
@@ -19,7 +22,7 @@ fn renders_the_seed_format() {
     let md = render("Travel Planning", &t, &at(), &ArchiveOptions::default());
     assert_eq!(
         md,
-        "# Travel Planning\n\nArchived: Feb 21, 2026, 3:39 AM\n\n---\n\n\
+        "# Travel Planning\n\nArchived: Feb 21, 2026, 3:39 AM (UTC)\n\n---\n\n\
              **User**: I want to plan a trip to Japan\n\n**G2**: Here are some suggestions\n\n"
     );
 }
@@ -326,7 +329,7 @@ fn a_subagents_transcript_archives_its_prompt_and_answers() {
     let md = render(&title, &t, &at(), &ArchiveOptions::default());
     assert_eq!(
         md,
-        "# Count the TODOs\n\nArchived: Feb 21, 2026, 3:39 AM\n\n---\n\n\
+        "# Count the TODOs\n\nArchived: Feb 21, 2026, 3:39 AM (UTC)\n\n---\n\n\
              *A subagent's transcript (agent a1b2c3d): its prompt and answers.*\n\n\
              **User**: Count the TODOs\n\n**G2**: There are 3.\n\n"
     );

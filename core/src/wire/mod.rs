@@ -80,6 +80,9 @@ pub const ENV_WORKSPACE: &str = "G2_WORKSPACE";
 pub const ENV_CLAUDE: &str = "G2_CLAUDE";
 /// The assistant's name in archives the PreCompact hook writes.
 pub const ENV_ASSISTANT_NAME: &str = "G2_ASSISTANT_NAME";
+/// The IANA timezone the group's memory is dated in (the day lines of the
+/// archives the PreCompact hook writes); UTC when unset or unknown.
+pub const ENV_TIMEZONE: &str = "G2_TIMEZONE";
 /// When set, the runner logs when each message reached claude's stdin (the
 /// follow-up latency bench) and reports the turn's stamps in its reply
 /// frames (`crate::trace`); the host sets it while it traces turns.

@@ -184,7 +184,13 @@ pub fn spec_for(
         mounts,
         user: format!("{uid}:{gid}"),
         env: {
-            let mut env = vec![("HOME".into(), image::AGENT_HOME.into())];
+            let mut env = vec![
+                ("HOME".into(), image::AGENT_HOME.into()),
+                (
+                    g2_core::wire::ENV_TIMEZONE.into(),
+                    crate::memory::zone::of(group.folder.as_str()).name().into(),
+                ),
+            ];
             if !cfg.memory.captures() {
                 env.push((g2_core::wire::ENV_CAPTURE.into(), "0".into()));
             }

@@ -121,7 +121,10 @@ fn passages_of(messages: &[(String, String)], reply: &str) -> Vec<String> {
         redact_secrets: false,
         ..Default::default()
     };
-    let at: chrono::DateTime<chrono::Utc> = "2026-11-22T10:00:00Z".parse().unwrap();
+    let at = "2026-11-22T10:00:00Z"
+        .parse::<chrono::DateTime<chrono::Utc>>()
+        .unwrap()
+        .with_timezone(&chrono_tz::Tz::UTC);
     let md = g2_core::archive::render("t", &t, &at, &opts);
     store::passages::split(&md)
         .into_iter()
