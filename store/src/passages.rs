@@ -10,7 +10,15 @@
 //! message follows an answer. A passage longer than [`MAX_PASSAGE_CHARS`]
 //! is cut at a message boundary when it can be, else at a word. The header
 //! (title, date, rule) is not part of any passage, nor is text before the
-//! first speaker.
+//! first speaker, nor a day line (`### Tue, May 8, 2026`).
+//!
+//! A passage is dated by its messages ([`Passage::first`], `last`): the
+//! day lines and people's `(HH:MM)` the archive shows, read in the
+//! timezone its header names (`g2_core::archive::dates`); an archive
+//! made before day lines is walked back from its `Archived:` time.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use g2_core::archive::dates::{self, Mark, Tz};
 
 pub use g2_core::quote::Speaker;
 
@@ -26,12 +34,25 @@ pub struct Passage {
     pub turn_start: i64,
     pub turn_end: i64,
     pub text: String,
+    /// When its first and its last message were said (RFC 3339, UTC);
+    /// none when the archive dates nothing.
+    pub first: Option<String>,
+    pub last: Option<String>,
 }
 
-/// A message of the body and whether people said it.
+/// A message of the body, whether people said it, and its date marks.
 struct Message<'a> {
     text: &'a str,
     people: bool,
+    mark: Mark,
+}
+
+/// A person's time in a speaker mark (`**Ann** (09:00):`).
+fn clock(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("**")?;
+    let end = rest.find("**")?;
+    let t = rest[end + 2..].strip_prefix(" (")?;
+    Some(t[..t.find("):")?].to_string())
 }
 
 /// The speaker of a message line, whether it is the people's (`**User**`
@@ -65,31 +86,49 @@ fn body_of(markdown: &str) -> &str {
     }
 }
 
-fn messages(markdown: &str) -> Vec<Message<'_>> {
-    let body = body_of(markdown);
-    let mut out: Vec<Message<'_>> = Vec::new();
-    let mut start: Option<(usize, bool)> = None;
+fn messages<'a>(markdown: &'a str) -> Vec<Message<'a>> {
+    let body: &'a str = body_of(markdown);
+    let mut out: Vec<Message<'a>> = Vec::new();
+    let mut start: Option<(usize, bool, Mark)> = None;
+    let mut day = None;
     let mut offset = 0;
+    let close = |out: &mut Vec<Message<'a>>, from: Option<(usize, bool, Mark)>, to: usize| {
+        if let Some((s, people, mark)) = from {
+            out.push(Message {
+                text: body[s..to].trim(),
+                people,
+                mark,
+            });
+        }
+    };
     for line in body.split_inclusive('\n') {
-        if let Some((people, _)) = speaker(line) {
-            if let Some((s, p)) = start {
-                out.push(Message {
-                    text: body[s..offset].trim(),
-                    people: p,
-                });
-            }
-            start = Some((offset, people));
+        if let Some(d) = dates::read_day_line(line) {
+            // A day line ends the message before it and dates the next.
+            close(&mut out, start.take(), offset);
+            day = Some(d);
+        } else if let Some((people, _)) = speaker(line) {
+            close(&mut out, start.take(), offset);
+            let mark = Mark {
+                day: day.take(),
+                clock: people.then(|| clock(line)).flatten(),
+            };
+            start = Some((offset, people, mark));
         }
         offset += line.len();
     }
-    if let Some((s, p)) = start {
-        out.push(Message {
-            text: body[s..].trim(),
-            people: p,
-        });
+    close(&mut out, start, body.len());
+    // An empty message's day passes to the next one.
+    let mut kept: Vec<Message<'_>> = Vec::with_capacity(out.len());
+    let mut carried = None;
+    for mut m in out {
+        if m.text.is_empty() {
+            carried = m.mark.day.or(carried);
+            continue;
+        }
+        m.mark.day = m.mark.day.or(carried.take());
+        kept.push(m);
     }
-    out.retain(|m| !m.text.is_empty());
-    out
+    kept
 }
 
 /// One message of a passage as it is quoted: who said it (none for text
@@ -173,9 +212,32 @@ fn cut(text: &str, max: usize) -> Vec<&str> {
     out
 }
 
-/// The passages of an archive's markdown, in order.
+/// The passages of an archive's markdown, in order, dated in the timezone
+/// its header names (UTC for an archive that names none).
 pub fn split(markdown: &str) -> Vec<Passage> {
+    split_in(markdown, Tz::UTC)
+}
+
+/// [`split`], an archive that names no timezone read in `tz`.
+pub fn split_in(markdown: &str, tz: Tz) -> Vec<Passage> {
     let msgs = messages(markdown);
+    let (archived, tz) =
+        dates::read_archived(markdown, tz).map_or((None, tz), |(a, z)| (Some(a), z));
+    let marks: Vec<Mark> = msgs.iter().map(|m| m.mark.clone()).collect();
+    let times = dates::read(&marks, tz, archived);
+    let mut out = cut_passages(&msgs);
+    let at = |i: i64| -> Option<String> {
+        let t: DateTime<Utc> = times.get(usize::try_from(i).ok()?).copied().flatten()?;
+        Some(t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    };
+    for p in &mut out {
+        p.first = at(p.turn_start);
+        p.last = at(p.turn_end);
+    }
+    out
+}
+
+fn cut_passages(msgs: &[Message<'_>]) -> Vec<Passage> {
     let mut out: Vec<Passage> = Vec::new();
     let mut open: Option<Passage> = None;
     let mut answered = false;
@@ -216,6 +278,8 @@ pub fn split(markdown: &str) -> Vec<Passage> {
                         turn_start: i,
                         turn_end: i,
                         text: piece.to_string(),
+                        first: None,
+                        last: None,
                     };
                     if k == last {
                         open = Some(p);
@@ -301,6 +365,49 @@ Second paragraph of the answer.\n\n\
         // Nothing is lost: every word is in some passage.
         let words: usize = p.iter().map(|p| p.text.matches("word").count()).sum();
         assert_eq!(words, 1800);
+    }
+
+    #[test]
+    fn passages_are_dated_by_their_days_and_times() {
+        let md = "# Boat\n\nArchived: May 20, 2026, 9:00 AM (Europe/Berlin)\n\n---\n\n\
+### Tue, May 5, 2026\n\n\
+**Ann** (23:50): the boat is at pier 7\n\n\
+### Wed, May 6, 2026\n\n\
+**G2**: Noted.\n\n\
+### Tue, May 12, 2026\n\n\
+**User**: where is the boat?\n\n\
+**G2**: At pier 7.\n";
+        let p = split(md);
+        assert_eq!(p.len(), 2, "{p:#?}");
+        // No day line is part of a passage.
+        assert!(p.iter().all(|p| !p.text.contains("###")), "{p:#?}");
+        assert_eq!(
+            p[0].text,
+            "**Ann** (23:50): the boat is at pier 7\n\n**G2**: Noted."
+        );
+        // Berlin is UTC+2 in May.
+        assert_eq!(p[0].first.as_deref(), Some("2026-05-05T21:50:00.000Z"));
+        assert_eq!(p[0].last.as_deref(), Some("2026-05-05T22:00:00.000Z"));
+        assert_eq!(p[1].first.as_deref(), Some("2026-05-11T22:00:00.000Z"));
+        // An escaped day line in someone's words is text, not a day.
+        let forged = "# T\n\nArchived: May 20, 2026, 9:00 AM (UTC)\n\n---\n\n\
+### Tue, May 12, 2026\n\n**User**: hi\n\\### Mon, Jan 1, 2024\n\n**G2**: ok\n";
+        let p = split(forged);
+        assert_eq!(p.len(), 1, "{p:#?}");
+        assert!(p[0].text.contains("\\### Mon, Jan 1, 2024"), "{p:#?}");
+        assert_eq!(p[0].last.as_deref(), Some("2026-05-12T00:00:00.000Z"));
+    }
+
+    #[test]
+    fn an_archive_without_day_lines_is_walked_back_from_its_time() {
+        // ARCHIVE names no zone: read in the one given.
+        let p = split_in(ARCHIVE, "Africa/Lagos".parse().unwrap());
+        // 3:39 PM in Lagos (UTC+1) is 14:39Z; Ann's 09:00 that morning.
+        assert_eq!(p[0].first.as_deref(), Some("2026-11-21T08:00:00.000Z"));
+        assert_eq!(p[0].last.as_deref(), Some("2026-11-21T14:39:00.000Z"));
+        assert_eq!(p[1].first.as_deref(), Some("2026-11-21T14:39:00.000Z"));
+        // Nothing dates an archive without a readable header.
+        assert!(split("# T\n\n---\n\n**User**: hi\n")[0].first.is_none());
     }
 
     #[test]

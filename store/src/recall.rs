@@ -14,7 +14,8 @@ use crate::params;
 use super::passages::Passage;
 use super::{Result, query_all};
 
-/// Records an archive's passages in the caller's transaction.
+/// Records an archive's passages in the caller's transaction, each dated
+/// by its messages, else `at` (the archive's time).
 pub fn insert_passages(
     tx: &Db<'_>,
     archive_id: i64,
@@ -24,8 +25,8 @@ pub fn insert_passages(
 ) -> Result<()> {
     for p in passages {
         tx.execute(
-            "INSERT INTO archive_passages (archive_id, group_folder, ordinal, turn_start, turn_end, text, at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO archive_passages (archive_id, group_folder, ordinal, turn_start, turn_end, text, at, at_end)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
             archive_id,
             group,
@@ -33,7 +34,8 @@ pub fn insert_passages(
             p.turn_start,
             p.turn_end,
             p.text,
-            at
+            p.first.as_deref().unwrap_or(at),
+            p.last.as_deref().or(p.first.as_deref()).unwrap_or(at)
         ],
         )?;
     }

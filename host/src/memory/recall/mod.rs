@@ -392,7 +392,9 @@ pub fn index_missing(tx: &Db<'_>) -> Result<usize> {
 pub fn index_after(tx: &Db<'_>, after: i64, limit: i64) -> Result<Option<(i64, usize)>> {
     let missing = store::recall::archives_without_passages(tx, after, limit)?;
     for (id, group, at, body) in &missing {
-        let passages = crate::search::passages::split(body);
+        // An archive from before archives named their timezone was
+        // written in the group's.
+        let passages = crate::search::passages::split_in(body, crate::memory::zone::of(group));
         store::recall::insert_passages(tx, *id, group, at, &passages)?;
     }
     Ok(missing.last().map(|(id, ..)| (*id, missing.len())))
