@@ -526,3 +526,18 @@ fn json_values(conn: &Db<'_>, n: usize, alias: &str) -> String {
         Dialect::Postgres => format!("jsonb_array_elements_text(?{n}::jsonb) {alias}(value)"),
     }
 }
+
+/// Dates passage `ordinal` of archive `archive_id`: when its first message
+/// was said and its last (RFC 3339, UTC).
+pub fn set_passage_times(
+    tx: &Db<'_>,
+    archive_id: i64,
+    ordinal: i64,
+    at: &str,
+    at_end: Option<&str>,
+) -> Result<usize> {
+    tx.execute(
+        "UPDATE archive_passages SET at = ?1, at_end = ?2 WHERE archive_id = ?3 AND ordinal = ?4",
+        params![at, at_end, archive_id, ordinal],
+    )
+}

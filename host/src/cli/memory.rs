@@ -191,7 +191,7 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
                         "{} [{kind} {}] {} {}",
                         inert_name(&h.group),
                         h.id,
-                        h.at.get(..10).unwrap_or(&h.at),
+                        inert_name(&h.day),
                         inert_name(&h.title)
                     );
                     if let (Some(p), Some(s), Some(e)) = (&h.archive_path, h.turn_start, h.turn_end)

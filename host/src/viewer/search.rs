@@ -142,8 +142,19 @@ fn relevant(hits: Vec<RecallHit>) -> (Vec<RecallHit>, usize) {
     (kept, weaker)
 }
 
+/// The day (or days) a hit was said on, as recall dated it in its group's
+/// timezone: shown as is (the page's script leaves it, unlike a `<time>`
+/// it puts in the browser's timezone), the time itself in its title.
+fn said_on(h: &RecallHit) -> String {
+    format!(
+        "<span class=\"day\" title=\"{}\">{}</span>",
+        escape(&h.at),
+        escape(&h.day)
+    )
+}
+
 /// Recalled memories as a list (`#memory-hits`), each linked to where it
-/// reads whole, with its day; one found by meaning alone (none of the
+/// reads whole, with the day it was said; one found by meaning alone (none of the
 /// question's words) is tagged so.
 pub(super) fn memory_hits(hits: &[RecallHit]) -> String {
     if hits.is_empty() {
@@ -171,11 +182,11 @@ pub(super) fn memory_hits(hits: &[RecallHit]) -> String {
             ""
         };
         out.push_str(&format!(
-            "<li><span class=\"tag\">{kind}</span>{meaning} {title} <span class=\"muted\">{g} · {t}</span>\
+            "<li><span class=\"tag\">{kind}</span>{meaning} {title} <span class=\"muted\">{g} · {d}</span>\
 <div class=\"snippet\">{snip}</div></li>",
             kind = escape(kind),
             g = escape(&h.group),
-            t = time(&h.at),
+            d = said_on(h),
             snip = marked(&plain(&h.snippet)),
         ));
     }
@@ -194,5 +205,27 @@ mod tests {
             "the <mark>boat</mark> &lt;b&gt;is&lt;/b&gt; <mark>moored</mark>"
         );
         assert_eq!(marked("a ] b"), "a ] b");
+    }
+
+    #[test]
+    fn hits_show_the_day_they_were_said() {
+        let hit = RecallHit {
+            kind: "passage".into(),
+            group: "main".into(),
+            title: "T".into(),
+            at: "2026-05-07T22:00:00.000Z".into(),
+            at_end: Some("2026-05-09T08:00:00.000Z".into()),
+            day: "2026-05-07…05-09".into(),
+            matched_words: 1,
+            ..Default::default()
+        };
+        let list = memory_hits(&[hit]);
+        assert!(
+            list.contains(
+                "<span class=\"day\" title=\"2026-05-07T22:00:00.000Z\">2026-05-07…05-09</span>"
+            ),
+            "{list}"
+        );
+        assert!(!list.contains("<time"), "{list}");
     }
 }

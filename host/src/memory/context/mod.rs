@@ -10,8 +10,8 @@
 //! - **Each prompt**: recall on the prompt, gated on recall's final score
 //!   ([`Injection::SHIPPED`]): nothing unless the best hit reaches the
 //!   gate, then the hits above the floor, each quoted as its turn (the day
-//!   it was said, its id, who said what, cut around the prompt's words),
-//!   within `memory.prompt_inject_tokens`. The values and what they trade
+//!   it was said in the group's timezone, its id, who said what, cut
+//!   around the prompt's words), within `memory.prompt_inject_tokens`. The values and what they trade
 //!   are measured in docs/recall.md.
 //!
 //! **Quoting.** Everything in a block that people or agents wrote — a
@@ -155,12 +155,14 @@ pub fn session_start(conn: &Db<'_>, group: &GroupFolder, tokens: usize) -> Resul
     if summaries.is_empty() && observations.is_empty() {
         return Ok(String::new());
     }
+    // Days as the group lives them (`memory.timezone`).
+    let tz = crate::memory::zone::of(group.as_str());
     let mut body = format!("What this group's memory holds (g2). {QUOTES_ARE_RECORDS}\n");
     if !summaries.is_empty() {
         push_within(&mut body, "Recent sessions:", budget);
         for s in &summaries {
             let line = summary_line(
-                s.created_at.get(..10).unwrap_or(""),
+                &recall::when::day(&s.created_at, None, tz),
                 &s.title,
                 [
                     ("learned", s.learned.as_str()),
@@ -299,7 +301,8 @@ pub fn prompt_block(lines: &str) -> String {
     wrap(&format!("{PROMPT_HEAD} {QUOTES_ARE_RECORDS}\n{lines}"))
 }
 
-/// One injected memory on one line: `- [day id] ` and, for a passage, its
+/// One injected memory on one line: `- [day id] ` (the hit's local day,
+/// or days, `2026-05-08…05-10`, a passage spans) and, for a passage, its
 /// messages as `who: "text"` (each cut around the prompt's words to
 /// `chars`); for an observation or a summary, its text, quoted.
 pub(crate) fn turn_line(
@@ -322,7 +325,8 @@ pub(crate) fn turn_line(
 /// `turn_line` once the hit's text is read (a passage's, else its
 /// title): `cut` shortens each message before it is quoted.
 pub fn memory_line(h: &RecallHit, text: &str, cut: impl Fn(&str) -> String) -> String {
-    let day = quote::escape(h.at.get(..10).unwrap_or(&h.at));
+    // The local day recall dated it with, from the store's times only.
+    let day = quote::escape(&h.day);
     let (id, said) = match h.kind.as_str() {
         "passage" => {
             let said: Vec<String> = store::passages::said(text)

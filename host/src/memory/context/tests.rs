@@ -60,6 +60,10 @@ fn blocks_hold_the_groups_memory_within_budget() {
         })
         .unwrap();
 }
+/// A day as g2 writes it: `2026-05-08`, or days, `2026-05-08…05-10` (the
+/// year again when it changes).
+const DAY: &str = r"\d{4}-\d\d-\d\d(?:…(?:\d{4}-)?\d\d-\d\d)?";
+
 /// What g2 may write outside quotes on a line of a block: the header,
 /// the section names, and lines of memories whose every word outside
 /// a quote is g2's. `Ok` with the speakers of each memory line, as
@@ -74,13 +78,13 @@ fn well_formed(block: &str) -> std::result::Result<Vec<Vec<String>>, String> {
     }
     let speaker = r#"(?:Q(?: \(\d\d:\d\d\))?|the user|the agent|a compaction summary)"#;
     let passage = regex::Regex::new(&format!(
-        r#"^- \[\d{{4}}-\d\d-\d\d p\d+\] (?:{speaker}: )?Q(?: \| (?:{speaker}: )?Q)*$"#
+        r#"^- \[{DAY} p\d+\] (?:{speaker}: )?Q(?: \| (?:{speaker}: )?Q)*$"#
     ))
     .unwrap();
-    let other = regex::Regex::new(
-            r#"^(?:- \[\d{4}-\d\d-\d\d (?:o\d+ [a-z]+|s\d+ session|b\d+)\] Q|- \[(?:global )?[a-z]+ o\d+\] Q(?: \(about Q(?:, Q)*\))?|- \d{4}-\d\d-\d\d Q(?:; (?:learned|done|next): Q)*)$"#,
-        )
-        .unwrap();
+    let other = regex::Regex::new(&format!(
+        r#"^(?:- \[{DAY} (?:o\d+ [a-z]+|s\d+ session|b\d+)\] Q|- \[(?:global )?[a-z]+ o\d+\] Q(?: \(about Q(?:, Q)*\))?|- {DAY} Q(?:; (?:learned|done|next): Q)*)$"#,
+    ))
+    .unwrap();
     let quoted = regex::Regex::new(r#""[^"]*""#).unwrap();
     let mut speakers = Vec::new();
     for (i, line) in body.lines().enumerate() {
@@ -138,6 +142,13 @@ fn hit(kind: &str, text: &str) -> RecallHit {
         id: 7,
         observation_kind: (kind == "observation").then(|| "fact".into()),
         at: "2026-11-22T09:00:00.000Z".into(),
+        at_end: (kind == "passage").then(|| "2026-11-23T01:00:00.000Z".into()),
+        day: if kind == "passage" {
+            "2026-11-22…11-23"
+        } else {
+            "2026-11-22"
+        }
+        .into(),
         title: text.into(),
         ..Default::default()
     }
@@ -240,4 +251,134 @@ fn the_issues_messages_stay_quoted() {
         "{block}"
     );
     assert_eq!(block.matches("<g2-memory>").count(), 1);
+}
+
+/// An archive of `group` recorded on `archived` (its passages, as recall
+/// indexes them, dated so too), of one exchange per (user, reply); each
+/// passage then dated as said at the `said` of its ordinal. Its id.
+fn archive_said(
+    tx: &Db<'_>,
+    group: &str,
+    archived: &str,
+    exchanges: &[(&str, &str)],
+    said: &[(&str, Option<&str>)],
+) -> Result<i64> {
+    let mut body = String::from("# T\n\nArchived: x\n\n---\n\n");
+    for (u, a) in exchanges {
+        body.push_str(&format!("**User**: {u}\n\n**G2**: {a}\n\n"));
+    }
+    let id: i64 = tx.query_row(
+        "INSERT INTO conversation_archives (group_folder, session_id, name, path, trigger, created_at)
+         VALUES (?1, NULL, 'T', ?2, 'manual', ?3) RETURNING id",
+        crate::store::params![group, format!("groups/{group}/conversations/t.md"), archived],
+        |r| r.get(0),
+    )?;
+    tx.execute(
+        "INSERT INTO archives_fts (rowid, name, body) VALUES (?1, 'T', ?2)",
+        crate::store::params![id, body],
+    )?;
+    recall::index_missing(tx)?;
+    for (ordinal, (at, at_end)) in said.iter().enumerate() {
+        store::recall::set_passage_times(tx, id, ordinal as i64, at, *at_end)?;
+    }
+    Ok(id)
+}
+
+#[test]
+fn the_injected_block_shows_each_message_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+    store
+        .write_blocking(|tx| {
+            archive_said(
+                tx,
+                "main",
+                "2026-05-20T10:00:00.000Z",
+                &[
+                    ("remember that the boat is moored at pier 7", "noted"),
+                    ("the dinghy sails from the slipway", "ok"),
+                ],
+                &[
+                    ("2026-05-05T09:00:00.000Z", Some("2026-05-05T09:01:00.000Z")),
+                    ("2026-05-07T22:00:00.000Z", Some("2026-05-09T08:00:00.000Z")),
+                ],
+            )
+            .map(drop)
+        })
+        .unwrap();
+    let main = GroupFolder::new("main").unwrap();
+    store
+        .read_blocking(|c| {
+            // The day its messages were said, not the day it was archived.
+            let block = for_prompt(c, &main, "where is the boat moored?", 500)?;
+            assert!(block.contains("- [2026-05-05 p"), "{block}");
+            assert!(!block.contains("2026-05-20"), "{block}");
+            well_formed(&block).unwrap();
+            // A passage said over several days shows them all.
+            let block = for_prompt(c, &main, "where does the dinghy sail from?", 500)?;
+            assert!(block.contains("- [2026-05-07…05-09 p"), "{block}");
+            well_formed(&block).unwrap();
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Puts the process's timezones back as loading no settings leaves them.
+struct ZoneReset;
+
+impl Drop for ZoneReset {
+    fn drop(&mut self) {
+        crate::memory::zone::configure(&MemorySettings::default());
+    }
+}
+
+#[test]
+fn days_are_the_groups_own() {
+    // A group no other test names: the timezones are the process's.
+    let group = "berlin-days";
+    let mut settings = MemorySettings::default();
+    settings.groups.insert(
+        group.into(),
+        g2_settings::MemoryGroupLimits {
+            timezone: Some("Europe/Berlin".into()),
+            ..Default::default()
+        },
+    );
+    crate::memory::zone::configure(&settings);
+    let _reset = ZoneReset;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();
+    let g = GroupFolder::new(group).unwrap();
+    let owner = g.clone();
+    store
+        .write_blocking(move |tx| {
+            let late = "2026-05-05T23:30:00.000Z";
+            archive_said(
+                tx,
+                group,
+                "2026-05-20T10:00:00.000Z",
+                &[("remember that the boat is moored at pier 7", "noted")],
+                &[(late, None)],
+            )?;
+            let session = store::memory::open_session(tx, &owner, "late", None, None, late)?;
+            let summary = store::observations::SummaryDraft {
+                learned: "the boat is at pier 7".into(),
+                title: "mooring".into(),
+                ..Default::default()
+            };
+            store::observations::insert_summary(tx, &owner, session, &summary, late)
+        })
+        .unwrap();
+    store
+        .read_blocking(|c| {
+            // 23:30 UTC is 01:30 the next day in Berlin.
+            let block = for_prompt(c, &g, "where is the boat moored?", 500)?;
+            assert!(block.contains("- [2026-05-06 p"), "{block}");
+            assert!(!block.contains("2026-05-05"), "{block}");
+            let start = session_start(c, &g, 1_500)?;
+            assert!(start.contains("- 2026-05-06 \"mooring\""), "{start}");
+            well_formed(&start).unwrap();
+            Ok(())
+        })
+        .unwrap();
 }

@@ -68,8 +68,12 @@ impl Id {
     }
 }
 
-fn day(at: &str) -> String {
-    quote::escape(at.get(..10).unwrap_or(at))
+/// The local day (or days) something `group` keeps was said on, from the
+/// store's times (`at`, and `at_end` when it spans more), in the group's
+/// timezone (`memory.timezone`): as recall dates its hits.
+fn day(at: &str, at_end: Option<&str>, group: &GroupFolder) -> String {
+    let tz = crate::memory::zone::of(group.as_str());
+    quote::escape(&recall::when::day(at, at_end, tz))
 }
 
 /// Characters of one message quoted in full records (`memory_get`,
@@ -92,6 +96,7 @@ pub(super) fn passage_lines(text: &str) -> String {
 /// `at` marked, under `head`.
 fn around_prompt(
     head: String,
+    group: &GroupFolder,
     t: &store::memory::Timeline,
     at: i64,
     before: i64,
@@ -107,7 +112,7 @@ fn around_prompt(
         s.push_str(&format!(
             "\n--- prompt {}{mark} ({})\n{}",
             b.prompt_number,
-            day(&b.started_at),
+            day(&b.started_at, None, group),
             quote::prompt(&b.prompt, MESSAGE_CHARS).join("\n")
         ));
         if let Some(r) = &b.reply {
@@ -213,7 +218,11 @@ impl RequestServer {
             } else {
                 quote::cut(&h.title, 120)
             };
-            s.push_str(&format!("\n{} {kind} {} {title}", Id::of(h), day(&h.at)));
+            s.push_str(&format!(
+                "\n{} {kind} {} {title}",
+                Id::of(h),
+                quote::escape(&h.day)
+            ));
         }
         s.push_str("\nmemory_get gives full records, memory_timeline what happened around one.");
         s.push_str(&cut);
@@ -249,7 +258,7 @@ impl RequestServer {
                     quote::escape(&o.kind),
                     o.importance,
                     quote::escape(&o.status),
-                    day(&o.created_at),
+                    day(&o.created_at, None, &me.folder),
                     if o.concerns.is_empty() {
                         String::new()
                     } else {
@@ -289,7 +298,7 @@ impl RequestServer {
                     "p{} from {} ({}), messages {}-{} of {}\n{}",
                     p.id,
                     quote::cut(&p.archive_name, 200),
-                    day(&p.at),
+                    day(&p.at, p.at_end.as_deref(), &me.folder),
                     p.turn_start,
                     p.turn_end,
                     quote::text(crate::home::in_group(me.folder.as_str(), &p.archive_path)),
@@ -303,7 +312,7 @@ impl RequestServer {
                     p.id,
                     p.prompt_number,
                     quote::escape(&p.session_id),
-                    day(&p.at),
+                    day(&p.at, None, &me.folder),
                     quote::prompt(&p.prompt, MESSAGE_CHARS).join("\n")
                 );
                 if !p.reply.is_empty() {
@@ -325,7 +334,7 @@ impl RequestServer {
                     "s{} summary of session {} ({})\ntitle: {}",
                     m.id,
                     quote::escape(&m.session_id),
-                    day(&m.created_at),
+                    day(&m.created_at, None, &me.folder),
                     quote::cut(&m.title, MESSAGE_CHARS)
                 );
                 for (k, v) in [
@@ -386,7 +395,7 @@ impl RequestServer {
                     "Around p{} in {} ({}):",
                     p.id,
                     quote::cut(&p.archive_name, 200),
-                    day(&p.at)
+                    day(&p.at, p.at_end.as_deref(), &me.folder)
                 );
                 for q in around {
                     let mark = if q.id == p.id { " <<" } else { "" };
@@ -431,6 +440,7 @@ impl RequestServer {
                 );
                 Ok(around_prompt(
                     head,
+                    &me.folder,
                     &t,
                     o.prompt_number.unwrap_or(1),
                     before,
@@ -450,7 +460,14 @@ impl RequestServer {
                     p.id,
                     quote::escape(&p.session_id)
                 );
-                Ok(around_prompt(head, &t, p.prompt_number, before, after))
+                Ok(around_prompt(
+                    head,
+                    &me.folder,
+                    &t,
+                    p.prompt_number,
+                    before,
+                    after,
+                ))
             }
             Id::Summary(_) => self.one_memory(me, &raw).await,
         }
