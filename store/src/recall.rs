@@ -432,11 +432,13 @@ pub struct PromptRow {
     pub prompt_number: i64,
     pub prompt: String,
     pub reply: String,
+    /// When it was said: its first message's time, else when it was
+    /// captured.
     pub at: String,
 }
 
 const PROMPT: &str = "SELECT b.id, b.group_folder, m.content_session_id, b.prompt_number, b.prompt,
-        coalesce(b.reply, ''), b.started_at
+        coalesce(b.reply, ''), coalesce(b.said_at, b.started_at)
  FROM prompt_batches b CROSS JOIN memory_sessions m ON m.id = b.session_id";
 
 fn prompt_row(r: &Row<'_>) -> Result<PromptRow> {

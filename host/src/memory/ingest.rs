@@ -5,8 +5,10 @@
 //!
 //! - `session_start` opens (or reopens) the session, with its source;
 //! - `prompt` starts the next batch — a routed prompt is stored as who said
-//!   what (`Ann: we need milk`, one line per message) with its senders; an
-//!   entirely private prompt is a batch with no text;
+//!   what (`Ann: we need milk`, one line per message) with its senders and
+//!   when its first message was said (a direct prompt's is not known: read
+//!   as when it was captured); an entirely private prompt is a batch with
+//!   no text;
 //! - `tool` records an activity in the open batch (none open: recovery
 //!   attaches it later); a tool call without an id gets one made of what
 //!   is unique to it, so a replay still finds it;
@@ -20,6 +22,7 @@
 
 use crate::store::db::Db;
 
+use chrono::{DateTime, SecondsFormat, Utc};
 use g2_core::envelope;
 use g2_core::privacy::Redactor;
 use g2_core::validate::GroupFolder;
@@ -61,14 +64,14 @@ pub fn capture(
         Captured::SessionStart { .. } | Captured::SubagentStop { .. } => {}
         Captured::Prompt { text, private } => {
             // Unwrapped first: in an envelope a private tag is escaped.
-            let (prompt, senders) = if *private {
-                (String::new(), Vec::new())
+            let (prompt, senders, said_at) = if *private {
+                (String::new(), Vec::new(), None)
             } else {
-                let (said, senders) = who_said(text);
+                let (said, senders, said_at) = who_said(text, Utc::now());
                 let senders = senders.iter().map(|s| clean(s)).collect();
-                (clean(&said).trim().to_string(), senders)
+                (clean(&said).trim().to_string(), senders, said_at)
             };
-            rows::start_batch(tx, session, &prompt, &senders, at)?;
+            rows::start_said_batch(tx, session, &prompt, &senders, said_at.as_deref(), at)?;
         }
         Captured::Tool {
             tool_use_id,
@@ -117,11 +120,25 @@ pub fn capture(
     Ok(true)
 }
 
-/// A routed prompt as who said what, one line per message, and its
-/// senders (each once, in order); any other prompt as it is.
-fn who_said(prompt: &str) -> (String, Vec<String>) {
+/// Later than now by more than this, a message's time is not believed.
+const CLOCK_SKEW: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+/// A routed prompt as who said what, one line per message, its senders
+/// (each once, in order) and when its first message was said (RFC 3339,
+/// UTC; the earliest of its messages' times that read as RFC 3339 and are
+/// not after `now` by more than [`CLOCK_SKEW`]); any other prompt as it
+/// is, said at a time not known.
+fn who_said(prompt: &str, now: DateTime<Utc>) -> (String, Vec<String>, Option<String>) {
     match envelope::read(prompt) {
         Some(env) if !env.messages.is_empty() => {
+            let said_at = env
+                .messages
+                .iter()
+                .filter_map(|m| DateTime::parse_from_rfc3339(&m.time).ok())
+                .map(|t| t.with_timezone(&Utc))
+                .filter(|t| *t <= now + CLOCK_SKEW)
+                .min()
+                .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
             let mut senders: Vec<String> = Vec::new();
             let lines: Vec<String> = env
                 .messages
@@ -133,9 +150,9 @@ fn who_said(prompt: &str) -> (String, Vec<String>) {
                     format!("{}: {}", m.sender, m.text)
                 })
                 .collect();
-            (lines.join("\n"), senders)
+            (lines.join("\n"), senders, said_at)
         }
-        _ => (prompt.to_string(), Vec::new()),
+        _ => (prompt.to_string(), Vec::new(), None),
     }
 }
 
@@ -150,10 +167,36 @@ mod tests {
             ("Bob", "t", "and eggs"),
             ("Ann", "t", "ok"),
         ]);
-        let (text, senders) = who_said(&p);
+        let (text, senders, said_at) = who_said(&p, Utc::now());
         assert_eq!(text, "Ann: we need milk\nBob: and eggs\nAnn: ok");
         assert_eq!(senders, ["Ann", "Bob"]);
-        assert_eq!(who_said("plain"), ("plain".to_string(), vec![]));
+        assert_eq!(said_at, None, "no time reads as one");
+        assert_eq!(
+            who_said("plain", Utc::now()),
+            ("plain".to_string(), vec![], None)
+        );
+    }
+
+    #[test]
+    fn a_routed_prompt_was_said_at_its_first_believable_time() {
+        let now = DateTime::parse_from_rfc3339("2026-05-10T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let p = envelope::write([
+            ("Ann", "2026-05-10T12:04:00.000Z", "within the clocks' skew"),
+            (
+                "Bob",
+                "2026-05-07T09:30:00+02:00",
+                "three days ago, in Paris",
+            ),
+            ("Cy", "yesterday", "not a time"),
+            ("Dee", "2026-05-11T12:00:00.000Z", "tomorrow: not believed"),
+            ("Eve", "2026-05-08T10:00:00.000Z", "later than Bob"),
+        ]);
+        let (_, _, said_at) = who_said(&p, now);
+        assert_eq!(said_at.as_deref(), Some("2026-05-07T07:30:00.000Z"));
+        let future = envelope::write([("Dee", "2026-05-10T12:06:00.000Z", "too soon")]);
+        assert_eq!(who_said(&future, now).2, None);
     }
 
     #[test]

@@ -145,12 +145,26 @@ pub fn open_session(
 }
 
 /// Starts the next prompt of a session (ending the one still open): its
-/// number is the session's prompt count after this one.
+/// number is the session's prompt count after this one. When it was said
+/// is not known: read as `at`.
 pub fn start_batch(
     tx: &Db<'_>,
     session: i64,
     prompt: &str,
     senders: &[String],
+    at: &str,
+) -> Result<i64> {
+    start_said_batch(tx, session, prompt, senders, None, at)
+}
+
+/// [`start_batch`] for a prompt first said at `said_at` (RFC 3339, UTC;
+/// none: not known).
+pub fn start_said_batch(
+    tx: &Db<'_>,
+    session: i64,
+    prompt: &str,
+    senders: &[String],
+    said_at: Option<&str>,
     at: &str,
 ) -> Result<i64> {
     complete_open_batches(tx, session, at)?;
@@ -164,10 +178,11 @@ pub fn start_batch(
         .transpose()?;
     tx.query_row(
         "INSERT INTO prompt_batches
-           (session_id, group_folder, prompt_number, prompt, senders, started_at, last_activity_at)
-         SELECT id, group_folder, prompt_count, ?2, ?3, ?4, ?4 FROM memory_sessions WHERE id = ?1
+           (session_id, group_folder, prompt_number, prompt, senders, started_at, last_activity_at,
+            said_at)
+         SELECT id, group_folder, prompt_count, ?2, ?3, ?4, ?4, ?5 FROM memory_sessions WHERE id = ?1
          RETURNING id",
-        params![session, prompt, senders, at],
+        params![session, prompt, senders, at, said_at],
         |r| r.get(0),
     )
 }

@@ -114,6 +114,10 @@ pub struct ObservationRow {
     pub session_id: Option<String>,
     pub prompt_number: Option<i64>,
     pub created_at: String,
+    /// When what it was learned from was said (RFC 3339, UTC): its prompt's
+    /// said time, else the prompt's own; a remembered one's is when it was
+    /// remembered; else `created_at`.
+    pub said_at: String,
     /// The newest archive of the session it came from (relative to the
     /// home), once the session was archived.
     pub archive_path: Option<String>,
@@ -127,7 +131,8 @@ const OBSERVATION_COLUMNS: &str =
     (SELECT a.path FROM memory_sessions s
      CROSS JOIN conversation_archives a ON a.session_id = s.content_session_id
      WHERE s.id = o.session_id AND a.group_folder = o.group_folder
-     ORDER BY a.created_at DESC LIMIT 1)";
+     ORDER BY a.created_at DESC LIMIT 1),
+    coalesce(o.said_at, o.created_at)";
 
 /// A column as a [`MemoryFolder`] (a group's folder or `global`).
 fn memory_folder_at(r: &Row<'_>, i: usize) -> Result<MemoryFolder> {
@@ -160,6 +165,7 @@ fn observation_from_row(r: &Row<'_>) -> Result<ObservationRow> {
         prompt_number: r.get(13)?,
         created_at: r.get(14)?,
         archive_path: r.get(15)?,
+        said_at: r.get(16)?,
     })
 }
 
@@ -174,7 +180,9 @@ pub struct Provenance {
 }
 
 /// Records an observation; an active one of the same group and kind whose
-/// title says the same (`same_as`) is superseded by it. Returns its id.
+/// title says the same (`same_as`) is superseded by it. Returns its id. It
+/// was said when its batch was (the batch's said time, else its start); a
+/// remembered one at `at`.
 pub fn insert(
     tx: &Db<'_>,
     group: &MemoryFolder,
@@ -186,8 +194,12 @@ pub fn insert(
     let list = |v: &[String]| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
     let id: i64 = tx.query_row(
         "INSERT INTO observations (group_folder, kind, title, narrative, facts, files, concerns,
-           importance, origin, session_id, batch_id, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) RETURNING id",
+           importance, origin, session_id, batch_id, created_at, said_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+           CASE WHEN ?9 = 'remembered' THEN ?12
+                ELSE (SELECT coalesce(b.said_at, b.started_at) FROM prompt_batches b
+                      WHERE b.id = ?11) END)
+         RETURNING id",
         params![
             group.as_str(),
             o.kind.as_str(),
@@ -362,7 +374,7 @@ pub fn matching(
              ORDER BY s.score"
         ),
         params![fts, groups[0], limit, groups[1]],
-        |r| Ok((observation_from_row(r)?, -r.get::<f64>(16)?)),
+        |r| Ok((observation_from_row(r)?, -r.get::<f64>(17)?)),
     )
 }
 

@@ -42,21 +42,27 @@ pub struct SummaryRow {
     pub completed: String,
     pub next_steps: String,
     pub created_at: String,
+    /// When its session's first and last prompts were said (RFC 3339, UTC;
+    /// each prompt's said time, else its start): its first is `created_at`
+    /// when not known.
+    pub said_from: String,
+    pub said_to: Option<String>,
 }
 
 const SUMMARY_COLUMNS: &str = "m.id, m.group_folder, s.content_session_id, m.title, m.request,
-    m.investigated, m.learned, m.completed, m.next_steps, m.created_at";
+    m.investigated, m.learned, m.completed, m.next_steps, m.created_at,
+    coalesce(m.said_from, m.created_at), m.said_to";
 
 fn summary_from_row(r: &Row<'_>) -> Result<SummaryRow> {
     Ok(read_row!(r => SummaryRow {
         id, group = memory_folder_at, session_id, title, request, investigated, learned, completed,
-        next_steps, created_at,
+        next_steps, created_at, said_from, said_to,
     }))
 }
 
 /// Records a session's summary (a newer one replaces it: the session
 /// compacted again or completed) and fills the session's title when it has
-/// none.
+/// none. It spans the times its session's prompts were said.
 pub fn insert_summary(
     tx: &Db<'_>,
     group: &GroupFolder,
@@ -66,12 +72,15 @@ pub fn insert_summary(
 ) -> Result<()> {
     tx.execute(
         "INSERT INTO session_summaries (session_id, group_folder, title, request, investigated,
-           learned, completed, next_steps, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+           learned, completed, next_steps, created_at, said_from, said_to)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+           min(coalesce(b.said_at, b.started_at)), max(coalesce(b.said_at, b.started_at))
+         FROM prompt_batches b WHERE b.session_id = ?1
          ON CONFLICT (session_id) DO UPDATE SET title = excluded.title,
            request = excluded.request, investigated = excluded.investigated,
            learned = excluded.learned, completed = excluded.completed,
-           next_steps = excluded.next_steps, created_at = excluded.created_at",
+           next_steps = excluded.next_steps, created_at = excluded.created_at,
+           said_from = excluded.said_from, said_to = excluded.said_to",
         params![
             session,
             group.as_str(),
@@ -173,6 +182,6 @@ pub fn matching_summaries(
              ORDER BY x.score"
         ),
         params![fts, groups[0], limit, groups[1]],
-        |r| Ok((summary_from_row(r)?, -r.get::<f64>(10)?)),
+        |r| Ok((summary_from_row(r)?, -r.get::<f64>(12)?)),
     )
 }

@@ -15,6 +15,7 @@ mod fulltext;
 mod mcp;
 mod memory;
 mod rows;
+mod said;
 
 use std::time::Duration;
 

@@ -358,3 +358,104 @@ async fn an_outcome_whose_claim_was_released_meanwhile_is_dropped() {
     s.write_blocking(move |tx| obs::check_claim(tx, Queue::Batches, key, "host-2"))
         .unwrap();
 }
+
+#[tokio::test]
+async fn memory_is_dated_when_it_was_said_not_when_it_was_recorded() {
+    use crate::memory::ingest::capture;
+    use crate::memory::recall::{Filters, recall_with};
+    use g2_core::wire::Captured;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("g2.db"), Duration::from_secs(1)).unwrap();
+    let fam = GroupFolder::new("fam").unwrap();
+    let now = Utc::now();
+    let days_ago = |d: i64| ts(now - chrono::TimeDelta::days(d));
+    let (three, two) = (days_ago(3), days_ago(2));
+    let redactor = g2_core::privacy::Redactor::default();
+    // Session "s1": two routed prompts, said three and two days ago, taken
+    // in now; session "s2": a direct prompt, with no time but its capture.
+    let routed = |time: &str, text: &str| Captured::Prompt {
+        text: g2_core::envelope::write([("Ann", time, text)]),
+        private: false,
+    };
+    let direct = Captured::Prompt {
+        text: "the canoe is in the barn".into(),
+        private: false,
+    };
+    let events = [
+        ("s1", routed(&three, "the kayak is behind the garage")),
+        ("s1", Captured::Stop { reply: None }),
+        ("s1", routed(&two, "the kayak paddle is in the kayak")),
+        ("s1", Captured::Stop { reply: None }),
+        ("s1", Captured::SessionEnd { reason: None }),
+        ("s2", direct),
+        ("s2", Captured::Stop { reply: None }),
+        ("s2", Captured::SessionEnd { reason: None }),
+    ];
+    let at = ts(now);
+    for (i, (sid, event)) in events.iter().enumerate() {
+        let (f, r, at) = (fam.clone(), &redactor, &at);
+        s.write_blocking(move |tx| capture(tx, &f, &format!("e{i}"), Some(sid), at, event, r))
+            .unwrap();
+    }
+    let batches: Vec<(String, Option<String>, String)> = s
+        .read_blocking(|c| {
+            store::query_all(
+                c,
+                "SELECT prompt, said_at, started_at FROM prompt_batches ORDER BY id",
+                (),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+        })
+        .unwrap();
+    assert_eq!(batches[0].1.as_deref(), Some(three.as_str()), "{batches:?}");
+    assert_eq!(batches[1].1.as_deref(), Some(two.as_str()), "{batches:?}");
+    assert_eq!(batches[2].1, None, "a direct prompt's time is not known");
+    assert_eq!(batches[2].2, at);
+    let (ex, settings) = echo();
+    let p = pass(&s, &ex, &settings, HOST, now).await.unwrap();
+    assert_eq!((p.batches, p.summaries), (3, 2), "{p:?}");
+    // Observations: said when their prompt was, else when it was captured.
+    let f = fam.clone();
+    let list = s
+        .read_blocking(move |c| obs::list(c, &(&f).into(), true))
+        .unwrap();
+    let said = |title: &str| {
+        let o = list.iter().find(|o| o.title.contains(title)).unwrap();
+        (o.said_at.clone(), o.created_at.clone())
+    };
+    assert_eq!(said("behind the garage"), (three.clone(), at.clone()));
+    assert_eq!(said("paddle"), (two.clone(), at.clone()));
+    assert_eq!(said("canoe"), (at.clone(), at.clone()));
+    // Summaries span their session's prompts.
+    let summary = |sid: &'static str| {
+        let f = fam.clone();
+        let m = s
+            .read_blocking(move |c| obs::summary(c, &f, sid))
+            .unwrap()
+            .unwrap();
+        (m.said_from, m.said_to)
+    };
+    assert_eq!(summary("s1"), (three.clone(), Some(two.clone())));
+    assert_eq!(summary("s2"), (at.clone(), Some(at.clone())));
+    // Recall reads each hit as said.
+    let ask = |q: &'static str| {
+        let f = fam.clone();
+        s.read_blocking(move |c| recall_with(c, &f, q, 10, &Filters::default()))
+            .unwrap()
+    };
+    let hits = ask("where is the kayak behind the garage?");
+    for kind in ["prompt", "observation", "summary"] {
+        let h = hits
+            .iter()
+            .find(|h| h.kind == kind && h.title.contains("garage"));
+        let h = h.unwrap_or_else(|| panic!("no {kind}: {hits:#?}"));
+        assert_eq!(h.at, three, "{h:#?}");
+        let end = (kind == "summary").then(|| two.clone());
+        assert_eq!(h.at_end, end, "{h:#?}");
+    }
+    let hits = ask("canoe");
+    let o = hits.iter().find(|h| h.kind == "observation").unwrap();
+    assert_eq!(o.at, at, "{hits:#?}");
+    let pr = hits.iter().find(|h| h.kind == "prompt").unwrap();
+    assert_eq!(pr.at, at, "{hits:#?}");
+}
