@@ -162,7 +162,7 @@ pub fn session_start(conn: &Db<'_>, group: &GroupFolder, tokens: usize) -> Resul
         push_within(&mut body, "Recent sessions:", budget);
         for s in &summaries {
             let line = summary_line(
-                &recall::when::day(&s.created_at, None, tz),
+                &recall::when::day(&s.said_from, s.said_to.as_deref(), tz),
                 &s.title,
                 [
                     ("learned", s.learned.as_str()),

@@ -258,7 +258,7 @@ impl RequestServer {
                     quote::escape(&o.kind),
                     o.importance,
                     quote::escape(&o.status),
-                    day(&o.created_at, None, &me.folder),
+                    day(&o.said_at, None, &me.folder),
                     if o.concerns.is_empty() {
                         String::new()
                     } else {
@@ -334,7 +334,7 @@ impl RequestServer {
                     "s{} summary of session {} ({})\ntitle: {}",
                     m.id,
                     quote::escape(&m.session_id),
-                    day(&m.created_at, None, &me.folder),
+                    day(&m.said_from, m.said_to.as_deref(), &me.folder),
                     quote::cut(&m.title, MESSAGE_CHARS)
                 );
                 for (k, v) in [
