@@ -151,69 +151,50 @@ const CANDIDATES_PG: &str = concat!(
  ORDER BY s.score"
 );
 
-/// Up to `limit` passages of `group` said on one of `days` ("MM-DD", any
-/// year), newest first, with a score of 0: what a question that names a day
-/// is about, whatever its words. One seek of the (group, time) index per
-/// day and year the group's passages span (the newest 50 years).
-pub fn passages_on_days(
+/// How long before a window a passage may start and still reach into it
+/// (a passage's messages span at most a few days).
+pub const SPAN_DAYS: i64 = 7;
+
+/// The group's passages said within any of `windows` (UTC `[from, to)`,
+/// RFC 3339 as the rows hold them: a passage whose first message is
+/// before `to` and whose last is at or after `from`), newest first, at
+/// most `limit` a window: "what did we say last Tuesday?" is answered by
+/// Tuesday's passages whatever their words. One seek of the (group, time)
+/// index per window, reaching [`SPAN_DAYS`] before it.
+pub fn passages_in(
     conn: &Db<'_>,
     group: &str,
-    days: &[String],
+    windows: &[(String, String)],
     limit: i64,
 ) -> Result<Vec<PassageRow>> {
-    let span: Option<(String, String)> = conn.query_row(
-        // Two subqueries: SQLite answers a lone min() or max() with one
-        // index seek, both in one select with a scan.
-        "SELECT (SELECT min(at) FROM archive_passages WHERE group_folder = ?1),
-                (SELECT max(at) FROM archive_passages WHERE group_folder = ?1)",
-        [group],
-        |r| Ok(r.get::<Option<String>>(0)?.zip(r.get::<Option<String>>(1)?)),
-    )?;
-    let Some((first, last)) = span else {
-        return Ok(Vec::new());
-    };
-    let year = |s: &str| s.get(..4).and_then(|y| y.parse::<i32>().ok());
-    let (Some(first), Some(last)) = (year(&first), year(&last)) else {
-        return Ok(Vec::new());
-    };
-    let prefixes: Vec<String> = (first.max(last - 49)..=last)
-        .flat_map(|y| days.iter().map(move |d| format!("{y:04}-{d}")))
-        .collect();
-    // PostgreSQL planned the join as one walk of the group's passages,
-    // newest first, against every day: a lateral subquery per day makes it
-    // the seeks the index is for.
-    let on_days = match conn.dialect() {
-        Dialect::Sqlite => {
-            "CROSS JOIN archive_passages p
-               ON p.group_folder = ?1 AND p.at >= d.value AND p.at < d.value || 'U'"
+    let mut out: Vec<PassageRow> = Vec::new();
+    for (from, to) in windows {
+        let reach = chrono::DateTime::parse_from_rfc3339(from)
+            .map(|f| {
+                (f - chrono::Duration::days(SPAN_DAYS))
+                    .to_utc()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+            })
+            .unwrap_or_else(|_| from.clone());
+        let rows = query_all(
+            conn,
+            &format!(
+                "{PASSAGE}
+                 WHERE p.group_folder = ?1 AND p.at >= ?2 AND p.at < ?3
+                   AND coalesce(p.at_end, p.at) >= ?4
+                 ORDER BY p.at DESC, p.id
+                 LIMIT ?5"
+            ),
+            params![group, reach, to, from, limit],
+            row,
+        )?;
+        for r in rows {
+            if !out.iter().any(|x| x.id == r.id) {
+                out.push(r);
+            }
         }
-        Dialect::Postgres => {
-            "JOIN LATERAL (
-                 SELECT * FROM archive_passages x
-                 WHERE x.group_folder = ?1 AND x.at >= d.value AND x.at < d.value || 'U'
-                 ORDER BY x.at DESC, x.id
-                 LIMIT ?3) p ON true"
-        }
-    };
-    query_all(
-        conn,
-        &format!(
-            "SELECT {}, 0.0, p.group_folder
-             FROM {}
-             {on_days}
-             CROSS JOIN conversation_archives a ON a.id = p.archive_id
-             ORDER BY p.at DESC, p.id
-             LIMIT ?3",
-            passage_columns!(),
-            json_values(conn, 2, "d")
-        ),
-        params![
-            group,
-            serde_json::to_string(&prefixes).unwrap_or_default(),
-            limit
-        ],
-        row,
-    )
+    }
+    Ok(out)
 }
 
 /// bm25() made "higher is better".

@@ -44,11 +44,19 @@ fn archives_are_recorded_with_passages_and_jobs() {
             jobs.iter()
                 .all(|j| j.kind == "passage" && !j.text.is_empty())
         );
-        // Same day of the year, any year; the other group is not read.
-        let days = store
-            .read_blocking(|c| recall::passages_on_days(c, "main", &["05-01".into()], 10))
-            .unwrap();
-        assert_eq!(days.len(), passages.len());
+        // Said within a window (the passages carry the archive's time,
+        // 2026-05-01); the other group is not read.
+        let window = |from: &str, to: &str| {
+            let w = vec![(from.to_string(), to.to_string())];
+            store
+                .read_blocking(move |c| recall::passages_in(c, "main", &w, 10))
+                .unwrap()
+        };
+        assert_eq!(
+            window("2026-05-01T00:00:00.000Z", "2026-05-02T00:00:00.000Z").len(),
+            passages.len()
+        );
+        assert!(window("2026-05-02T00:00:00.000Z", "2026-05-03T00:00:00.000Z").is_empty());
         let ids: Vec<i64> = passages.iter().map(|p| p.id).collect();
         let by_ids = store
             .read_blocking(move |c| recall::passages_by_ids(c, &ids, ["main", "main"]))

@@ -12,6 +12,7 @@ use crate::steps::{Chat, item};
 use crate::support::*;
 
 mod capture;
+mod dated;
 mod recall;
 mod search_cli;
 

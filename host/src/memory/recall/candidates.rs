@@ -6,31 +6,33 @@
 use crate::store::db::Db;
 
 use super::lexical::weigh_alike;
+use super::when::Window;
 use super::{Candidate, PROMPTS, RecallHit};
 use crate::Result;
 use crate::search::question::Question;
 use crate::store;
 use g2_core::validate::{GroupFolder, MemoryFolder};
 
-/// The group's archive passages that may answer `q`.
+/// The group's archive passages that may answer `q`, asked about the
+/// times in `windows`.
 pub(super) fn passages(
     conn: &Db<'_>,
     group: &GroupFolder,
     q: &Question,
+    windows: &[Window],
     docs: &[i64],
     want: i64,
 ) -> Result<Vec<Candidate>> {
     let (mut rows, ranked) =
         candidates(conn, [group.as_str(), MemoryFolder::GLOBAL], q, docs, want)?;
-    if !q.days.is_empty() {
-        // "What did we talk about on April 27th?": that day's passages are
+    if !windows.is_empty() {
+        // "What did we talk about last Tuesday?": that time's passages are
         // candidates whatever their words.
-        let days: Vec<String> = q
-            .days
+        let spans: Vec<(String, String)> = windows
             .iter()
-            .map(|(m, d)| format!("{m:02}-{d:02}"))
+            .map(|w| (stamp(w.from), stamp(w.to)))
             .collect();
-        for r in store::recall::passages_on_days(conn, group.as_str(), &days, want)? {
+        for r in store::recall::passages_in(conn, group.as_str(), &spans, want)? {
             if !rows.iter().any(|x| x.id == r.id) {
                 rows.push(r);
             }
@@ -282,4 +284,10 @@ pub(super) fn summary_candidate(m: store::observations::SummaryRow, relevance: f
 
 fn relative(score: f64, best: f64) -> f64 {
     if best > 0.0 { score / best } else { 0.0 }
+}
+
+/// A time as the store's rows write it (RFC 3339, milliseconds, `Z`), so
+/// they compare as text.
+pub(super) fn stamp(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

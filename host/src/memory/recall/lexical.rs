@@ -8,6 +8,7 @@
 use crate::store::db::Db;
 use chrono::Datelike;
 
+use super::when::Window;
 use crate::Result;
 use crate::search::question::{self, Question};
 use crate::search::stem;
@@ -137,19 +138,19 @@ pub(super) fn matches(q: &Question, text: &str) -> (Vec<bool>, f64) {
     (seen, phrase)
 }
 
-/// Whether `at` (RFC 3339) falls on a (month, day) the question names.
-pub(super) fn on_named_day(q: &Question, at: &str) -> bool {
-    if q.days.is_empty() {
+/// Whether what was said from `at` to `at_end` (RFC 3339) touches a
+/// time the question names.
+pub(super) fn in_window(windows: &[Window], at: &str, at_end: Option<&str>) -> bool {
+    let time = |s: &str| {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.to_utc())
+    };
+    let Some(first) = time(at) else {
         return false;
-    }
-    let md = (at.get(5..7), at.get(8..10));
-    match md {
-        (Some(m), Some(d)) => match (m.parse::<u32>(), d.parse::<u32>()) {
-            (Ok(m), Ok(d)) => q.days.contains(&(m, d)),
-            _ => false,
-        },
-        _ => false,
-    }
+    };
+    let last = at_end.and_then(time).unwrap_or(first).max(first);
+    windows.iter().any(|w| w.touches(first, last))
 }
 
 /// 0 for the oldest candidate, 1 for the newest (RFC 3339 strings compare

@@ -56,7 +56,7 @@ use crate::store;
 use g2_core::validate::{GroupFolder, MemoryFolder};
 
 use candidates::{observations, passages, prompts, summaries};
-use lexical::{doc_counts, idf, matches, on_named_day, recency, share};
+use lexical::{doc_counts, idf, in_window, matches, recency, share};
 pub use meaning::{DENSE_CANDIDATES, DENSE_OTHERS};
 use meaning::{fuse, meaning};
 
@@ -84,8 +84,8 @@ pub struct Weights {
     /// and the share of its adjacent word pairs held side by side; these
     /// three are scaled to 0–1 together.
     pub phrase: f64,
-    /// Added: said on a day the question names; how recent (the newest
-    /// candidate gets all of it).
+    /// Added: said within a time the question names ([`when`]); how
+    /// recent (the newest candidate gets all of it).
     pub named_day: f64,
     pub recency: f64,
     /// Min-max scale the lexical score and the cosine over the candidates
@@ -199,7 +199,7 @@ impl Filters {
             }
             _ => true,
         };
-        kind_ok && self.since.as_deref().is_none_or(|s| c.at.as_str() >= s)
+        kind_ok
     }
 }
 
@@ -290,6 +290,11 @@ pub fn recall_weighted(
     let asked = filters
         .asked
         .unwrap_or_else(|| crate::memory::zone::asked_now(group.as_str()));
+    // The times it names ("last Tuesday", "in May"), read in the asker's
+    // timezone.
+    let words: Vec<String> = question::words(query).collect();
+    let when = when::read(&words, &asked);
+    let since = filters.since.as_deref().map(|s| since(s, &asked));
     // The question's vector is made on the model's shared pool (rayon's,
     // one thread a core: bounded, and where its products run anyway) while
     // the words find their candidates here (docs/recall.md: it takes
@@ -307,7 +312,7 @@ pub fn recall_weighted(
     let docs = doc_counts(conn, &q)?;
     let idf = idf(conn, &docs, w.idf)?;
     if filters.wants("passage") {
-        all.extend(passages(conn, group, &q, &docs, want)?);
+        all.extend(passages(conn, group, &q, &when.windows, &docs, want)?);
     }
     if filters.wants("prompt") {
         all.extend(prompts(conn, groups, &q)?);
@@ -323,7 +328,7 @@ pub fn recall_weighted(
         Some((model, qv)) => Some(meaning(conn, groups, &model.name, &qv, filters, &mut all)?),
         None => None,
     };
-    all.retain(|c| filters.admits(c));
+    all.retain(|c| filters.admits(c) && since.as_deref().is_none_or(|s| c.at.as_str() >= s));
     let newest = all.iter().map(|c| c.at.clone()).max().unwrap_or_default();
     let oldest = all.iter().map(|c| c.at.clone()).min().unwrap_or_default();
     let words = q.terms.len();
@@ -343,7 +348,12 @@ pub fn recall_weighted(
                 c.relevance * coverage
             };
             let score = (w.bm25 * relevance + w.coverage * coverage + w.phrase * phrase) / parts
-                + w.named_day * f64::from(u8::from(on_named_day(&q, &c.at)))
+                + w.named_day
+                    * f64::from(u8::from(in_window(
+                        &when.windows,
+                        &c.at,
+                        c.hit.at_end.as_deref(),
+                    )))
                 + w.recency * recency(&c.at, &oldest, &newest)
                 + c.importance
                     .map_or(0.0, |i| OBSERVATION + IMPORTANCE * i as f64);
@@ -369,6 +379,19 @@ pub fn recall_weighted(
             ..c.hit
         })
         .collect())
+}
+
+/// `since` as a time the rows compare with: a date (`2026-05-08`) is that
+/// day's start in the asker's timezone; anything else is taken as written
+/// (RFC 3339).
+fn since(s: &str, asked: &when::Asked) -> String {
+    match chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d") {
+        Ok(d) => candidates::stamp(g2_core::archive::dates::instant(
+            asked.tz,
+            d.and_time(chrono::NaiveTime::MIN),
+        )),
+        Err(_) => s.to_string(),
+    }
 }
 
 /// Splits every archive that has no passages yet (archives recorded before

@@ -271,3 +271,101 @@ fn a_search_of_several_groups_merges_by_score_and_counts_global_once() {
     // The limit keeps the best of the merged list, not of one group's.
     assert_eq!(top, all[..2].to_vec(), "{all:#?}");
 }
+
+/// An archive of one long session: the same words said on several days.
+fn dated_md() -> String {
+    let mut s = String::from(
+        "# Shed\n\nArchived: May 14, 2026, 10:00 AM (Europe/Berlin)\n\n---\n\n",
+    );
+    for (day, words) in [
+        ("Tue, May 5, 2026", "the shed roof first quote"),
+        ("Tue, May 12, 2026", "the shed roof second quote"),
+        ("Wed, May 13, 2026", "the shed roof third quote"),
+    ] {
+        s.push_str(&format!(
+            "### {day}\n\n**Ann** (18:00): {words}\n\n**G2**: noted\n\n"
+        ));
+    }
+    s
+}
+
+#[test]
+fn last_tuesday_asked_on_a_fixed_date_finds_tuesdays_passage_first() {
+    let (_d, store) = store_with(&[("main", "2026-05-14T08:00:00.000Z", &dated_md())]);
+    let main = GroupFolder::new("main").unwrap();
+    // Thursday 14 May 2026, 10:00 in Berlin.
+    let asked = when::Asked {
+        at: "2026-05-14T08:00:00Z".parse().unwrap(),
+        tz: chrono_tz::Europe::Berlin,
+    };
+    let ask = |q: &str| {
+        let (m, q) = (main.clone(), q.to_string());
+        let filters = Filters {
+            asked: Some(asked),
+            ..Filters::default()
+        };
+        store
+            .read_blocking(move |c| recall_with(c, &m, &q, 5, &filters))
+            .unwrap()
+    };
+    let first = |q: &str| {
+        let hits = ask(q);
+        assert!(!hits.is_empty(), "{q}");
+        (hits[0].day.clone(), hits[0].snippet.clone())
+    };
+    // Without a time, the newest is first.
+    assert_eq!(first("what about the shed roof?").0, "2026-05-13");
+    // Every passage is dated by its own day, not the archive's.
+    let days: Vec<String> = ask("shed roof").into_iter().map(|h| h.day).collect();
+    assert_eq!(days.len(), 3, "{days:?}");
+    for d in ["2026-05-05", "2026-05-12", "2026-05-13"] {
+        assert!(days.contains(&d.to_string()), "{days:?}");
+    }
+    assert_eq!(first("what did we say about the shed roof last Tuesday?").0, "2026-05-12");
+    assert_eq!(first("what did we say last tuesday").0, "2026-05-12");
+    assert_eq!(first("the shed roof, last week").0, "2026-05-05");
+    assert_eq!(first("shed roof yesterday").0, "2026-05-13");
+    assert_eq!(first("the roof on 5 May").0, "2026-05-05");
+    // Asked in Tokyo at 00:30 on the 14th (still the 13th in Berlin and
+    // UTC), "yesterday" is Tokyo's 13th: Wednesday's passage (said at 18:00
+    // Berlin, 01:00 on the 14th in Tokyo) is not in it, Tuesday's is.
+    let tokyo = when::Asked {
+        at: "2026-05-13T15:30:00Z".parse().unwrap(),
+        tz: chrono_tz::Asia::Tokyo,
+    };
+    let m = main.clone();
+    let hits = store
+        .read_blocking(move |c| {
+            recall_with(
+                c,
+                &m,
+                "shed roof yesterday",
+                5,
+                &Filters {
+                    asked: Some(tokyo),
+                    ..Filters::default()
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(hits[0].day, "2026-05-13", "{hits:#?}");
+    assert!(hits[0].snippet.contains("second"), "{hits:#?}");
+    // `since` a date is that day's start where the question is asked.
+    let m = main.clone();
+    let hits = store
+        .read_blocking(move |c| {
+            recall_with(
+                c,
+                &m,
+                "shed roof",
+                5,
+                &Filters {
+                    since: Some("2026-05-13".into()),
+                    asked: Some(asked),
+                    ..Filters::default()
+                },
+            )
+        })
+        .unwrap();
+    assert_eq!(hits.len(), 1, "{hits:#?}");
+}
