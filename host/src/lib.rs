@@ -44,6 +44,7 @@ pub mod tasks;
 pub mod terminal;
 pub mod trace;
 pub mod viewer;
+pub mod zone;
 
 pub use g2_settings as config;
 pub use g2_store as store;

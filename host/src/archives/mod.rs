@@ -248,7 +248,7 @@ pub fn prepare(
         Some(id) => validate::session_id(id).ok(),
         None => None,
     };
-    let now = Utc::now().with_timezone(&crate::memory::zone::of(group.as_str()));
+    let now = Utc::now().with_timezone(&crate::zone::of(group.as_str()));
     // Cleaned as the archive is: the title names the file and is indexed.
     let title = archive::title_with(name, &parsed, &now, opts);
     let body = archive::render(&title, &parsed, &now, opts);

@@ -220,7 +220,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         home = home.with_settings_file(file);
     }
     let settings = Settings::load(home.root(), cli.config.as_deref())?;
-    crate::memory::zone::configure(&settings.memory);
+    crate::zone::configure(&settings.memory);
     let home = home.with_runtime_dir(settings.cluster.runtime_dir.as_deref());
     let ctx = Ctx { home, settings };
     match cli.command {

@@ -188,7 +188,7 @@ pub fn spec_for(
                 ("HOME".into(), image::AGENT_HOME.into()),
                 (
                     g2_core::wire::ENV_TIMEZONE.into(),
-                    crate::memory::zone::of(group.folder.as_str()).name().into(),
+                    crate::zone::of(group.folder.as_str()).name().into(),
                 ),
             ];
             if !cfg.memory.captures() {

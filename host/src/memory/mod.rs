@@ -23,4 +23,3 @@ pub mod shown;
 #[cfg(test)]
 mod testing;
 pub mod vectors;
-pub mod zone;

@@ -199,6 +199,10 @@ fn a_timezones_midnight_splits_the_days_of_a_real_transcript() {
                 .unwrap()
         };
         assert!(rows.len() >= 2, "{rows:?}");
-        assert_eq!((rows[0].0.as_str(), rows[1].0.as_str()), (first, second), "{zone}");
+        assert_eq!(
+            (rows[0].0.as_str(), rows[1].0.as_str()),
+            (first, second),
+            "{zone}"
+        );
     }
 }

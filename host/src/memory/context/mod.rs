@@ -156,7 +156,7 @@ pub fn session_start(conn: &Db<'_>, group: &GroupFolder, tokens: usize) -> Resul
         return Ok(String::new());
     }
     // Days as the group lives them (`memory.timezone`).
-    let tz = crate::memory::zone::of(group.as_str());
+    let tz = crate::zone::of(group.as_str());
     let mut body = format!("What this group's memory holds (g2). {QUOTES_ARE_RECORDS}\n");
     if !summaries.is_empty() {
         push_within(&mut body, "Recent sessions:", budget);

@@ -328,7 +328,7 @@ struct ZoneReset;
 
 impl Drop for ZoneReset {
     fn drop(&mut self) {
-        crate::memory::zone::configure(&MemorySettings::default());
+        crate::zone::configure(&MemorySettings::default());
     }
 }
 
@@ -344,7 +344,7 @@ fn days_are_the_groups_own() {
             ..Default::default()
         },
     );
-    crate::memory::zone::configure(&settings);
+    crate::zone::configure(&settings);
     let _reset = ZoneReset;
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("g2.db"), std::time::Duration::from_secs(5)).unwrap();

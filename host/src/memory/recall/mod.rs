@@ -179,7 +179,7 @@ pub struct Filters {
     pub since: Option<String>,
     /// When and in which timezone the question is asked, for the times it
     /// names ([`when`]); none: now, in the group's timezone
-    /// (`memory::zone`).
+    /// (`zone`).
     pub asked: Option<when::Asked>,
 }
 
@@ -287,9 +287,10 @@ pub fn recall_weighted(
     let Some(q) = question::read(query) else {
         return Ok(Vec::new());
     };
-    let asked = filters
-        .asked
-        .unwrap_or_else(|| crate::memory::zone::asked_now(group.as_str()));
+    let asked = filters.asked.unwrap_or_else(|| when::Asked {
+        at: chrono::Utc::now(),
+        tz: crate::zone::of(group.as_str()),
+    });
     // The times it names ("last Tuesday", "in May"), read in the asker's
     // timezone.
     let words: Vec<String> = question::words(query).collect();
@@ -417,7 +418,7 @@ pub fn index_after(tx: &Db<'_>, after: i64, limit: i64) -> Result<Option<(i64, u
     for (id, group, at, body) in &missing {
         // An archive from before archives named their timezone was
         // written in the group's.
-        let passages = crate::search::passages::split_in(body, crate::memory::zone::of(group));
+        let passages = crate::search::passages::split_in(body, crate::zone::of(group));
         store::recall::insert_passages(tx, *id, group, at, &passages)?;
     }
     Ok(missing.last().map(|(id, ..)| (*id, missing.len())))

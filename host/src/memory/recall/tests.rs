@@ -274,9 +274,8 @@ fn a_search_of_several_groups_merges_by_score_and_counts_global_once() {
 
 /// An archive of one long session: the same words said on several days.
 fn dated_md() -> String {
-    let mut s = String::from(
-        "# Shed\n\nArchived: May 14, 2026, 10:00 AM (Europe/Berlin)\n\n---\n\n",
-    );
+    let mut s =
+        String::from("# Shed\n\nArchived: May 14, 2026, 10:00 AM (Europe/Berlin)\n\n---\n\n");
     for (day, words) in [
         ("Tue, May 5, 2026", "the shed roof first quote"),
         ("Tue, May 12, 2026", "the shed roof second quote"),
@@ -321,7 +320,10 @@ fn last_tuesday_asked_on_a_fixed_date_finds_tuesdays_passage_first() {
     for d in ["2026-05-05", "2026-05-12", "2026-05-13"] {
         assert!(days.contains(&d.to_string()), "{days:?}");
     }
-    assert_eq!(first("what did we say about the shed roof last Tuesday?").0, "2026-05-12");
+    assert_eq!(
+        first("what did we say about the shed roof last Tuesday?").0,
+        "2026-05-12"
+    );
     assert_eq!(first("what did we say last tuesday").0, "2026-05-12");
     assert_eq!(first("the shed roof, last week").0, "2026-05-05");
     assert_eq!(first("shed roof yesterday").0, "2026-05-13");

@@ -72,7 +72,7 @@ impl Id {
 /// store's times (`at`, and `at_end` when it spans more), in the group's
 /// timezone (`memory.timezone`): as recall dates its hits.
 fn day(at: &str, at_end: Option<&str>, group: &GroupFolder) -> String {
-    let tz = crate::memory::zone::of(group.as_str());
+    let tz = crate::zone::of(group.as_str());
     quote::escape(&recall::when::day(at, at_end, tz))
 }
 

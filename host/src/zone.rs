@@ -1,15 +1,13 @@
 //! The timezone each group's memory is dated in (`memory.timezone`, per
 //! group `[memory.groups.<folder>] timezone`), known to the whole process
 //! once the settings are loaded, as the embedding model is: recall, the
-//! archiver and the memory block read it where no settings are at hand.
+//! archiver, the container's environment and the memory block read it
+//! where no settings are at hand.
 
 use std::sync::{Arc, RwLock};
 
-use chrono::Utc;
 use chrono_tz::Tz;
 use g2_settings::MemorySettings;
-
-use super::recall::when::Asked;
 
 static SETTINGS: RwLock<Option<Arc<MemorySettings>>> = RwLock::new(None);
 
@@ -28,12 +26,4 @@ pub fn of(group: &str) -> Tz {
         .ok()
         .and_then(|s| s.as_ref().map(|m| m.timezone_for(group)))
         .unwrap_or(Tz::UTC)
-}
-
-/// A question asked now by `group`.
-pub fn asked_now(group: &str) -> Asked {
-    Asked {
-        at: Utc::now(),
-        tz: of(group),
-    }
 }
