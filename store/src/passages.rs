@@ -132,37 +132,48 @@ fn messages<'a>(markdown: &'a str) -> Vec<Message<'a>> {
 }
 
 /// One message of a passage as it is quoted: who said it (none for text
-/// before the first speaker) and what.
+/// before the first speaker), what, and the day line just before it, if
+/// any (a whole archive's days; a passage holds none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Said<'a> {
     pub speaker: Option<Speaker>,
     pub text: &'a str,
+    pub day: Option<chrono::NaiveDate>,
 }
 
 /// A passage's messages with their speakers, in order.
 pub fn said<'a>(passage: &'a str) -> Vec<Said<'a>> {
+    type Open = Option<(usize, Option<Speaker>)>;
     let mut out: Vec<Said<'a>> = Vec::new();
-    let mut start: Option<(usize, Option<Speaker>)> = None;
+    let mut start: Open = None;
+    let mut day = None;
     let mut offset = 0;
-    let close = |out: &mut Vec<Said<'a>>, from: Option<(usize, Option<Speaker>)>, to: usize| {
+    let close = |out: &mut Vec<Said<'a>>, from: Open, to: usize, day: &mut Option<_>| {
         if let Some((s, speaker)) = from {
             let line = &passage[s..to];
             let text = speaker_text(line).unwrap_or(line).trim();
             if !text.is_empty() {
-                out.push(Said { speaker, text });
+                out.push(Said {
+                    speaker,
+                    text,
+                    day: day.take(),
+                });
             }
         }
     };
     for line in passage.split_inclusive('\n') {
-        if let Some(who) = speaker_of(line) {
-            close(&mut out, start.take(), offset);
+        if let Some(d) = dates::read_day_line(line) {
+            close(&mut out, start.take(), offset, &mut day);
+            day = Some(d);
+        } else if let Some(who) = speaker_of(line) {
+            close(&mut out, start.take(), offset, &mut day);
             start = Some((offset, Some(who)));
         } else if start.is_none() && !line.trim().is_empty() {
             start = Some((offset, None));
         }
         offset += line.len();
     }
-    close(&mut out, start, passage.len());
+    close(&mut out, start, passage.len(), &mut day);
     out
 }
 
@@ -344,6 +355,13 @@ Second paragraph of the answer.\n\n\
         let s = said("text before\n**User**: hi");
         assert_eq!((&s[0].speaker, s[0].text), (&None, "text before"));
         assert_eq!((&s[1].speaker, s[1].text), (&Some(Speaker::User), "hi"));
+        // A whole archive's day lines are no one's words: each dates the
+        // message after it.
+        let s =
+            said("### Tue, May 5, 2026\n\n**User**: hi\n\n### Wed, May 6, 2026\n\n**G2**: yes\n");
+        assert_eq!(s.len(), 2, "{s:#?}");
+        assert_eq!((s[0].text, s[1].text), ("hi", "yes"));
+        assert_eq!(s[1].day, Some("2026-05-06".parse().unwrap()));
     }
 
     #[test]

@@ -200,9 +200,14 @@ impl RequestServer {
         let (mut body, mut last) = (String::new(), first - 1);
         for (i, m) in said.iter().enumerate().skip(first - 1).take(PART_MESSAGES) {
             let words = quote::cut(m.text, g2_core::archive::DEFAULT_MAX_MESSAGE_CHARS);
+            // The archive's own day lines, in g2's words.
+            let day = m
+                .day
+                .map(|d| format!("\n(said on {})", d.format("%a %Y-%m-%d")))
+                .unwrap_or_default();
             let line = match &m.speaker {
-                Some(who) => format!("\n{}. {}: {words}", i + 1, who.label()),
-                None => format!("\n{}. {words}", i + 1),
+                Some(who) => format!("{day}\n{}. {}: {words}", i + 1, who.label()),
+                None => format!("{day}\n{}. {words}", i + 1),
             };
             if last >= first && body.len() + line.len() > PART_CHARS {
                 break;
