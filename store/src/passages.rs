@@ -232,10 +232,7 @@ pub fn split(markdown: &str) -> Vec<Passage> {
 /// [`split`], an archive that names no timezone read in `tz`.
 pub fn split_in(markdown: &str, tz: Tz) -> Vec<Passage> {
     let msgs = messages(markdown);
-    let (archived, tz) =
-        dates::read_archived(markdown, tz).map_or((None, tz), |(a, z)| (Some(a), z));
-    let marks: Vec<Mark> = msgs.iter().map(|m| m.mark.clone()).collect();
-    let times = dates::read(&marks, tz, archived);
+    let times = times_of(markdown, &msgs, tz);
     let mut out = cut_passages(&msgs);
     let at = |i: i64| -> Option<String> {
         let t: DateTime<Utc> = times.get(usize::try_from(i).ok()?).copied().flatten()?;
@@ -246,6 +243,46 @@ pub fn split_in(markdown: &str, tz: Tz) -> Vec<Passage> {
         p.last = at(p.turn_end);
     }
     out
+}
+
+/// When each of `msgs` was said, from the marks of `markdown` (its
+/// header's timezone, else `tz`).
+fn times_of(markdown: &str, msgs: &[Message<'_>], tz: Tz) -> Vec<Option<DateTime<Utc>>> {
+    let (archived, tz) =
+        dates::read_archived(markdown, tz).map_or((None, tz), |(a, z)| (Some(a), z));
+    let marks: Vec<Mark> = msgs.iter().map(|m| m.mark.clone()).collect();
+    dates::read(&marks, tz, archived)
+}
+
+/// One message of an archive as [`split_in`] numbers them (a passage's
+/// `turn_start..=turn_end`): who said it, what, and when the archive says
+/// it was said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dated<'a> {
+    pub speaker: Option<Speaker>,
+    pub text: &'a str,
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// The messages of an archive's markdown, in order, dated as [`split_in`]
+/// dates them.
+pub fn dated(markdown: &str, tz: Tz) -> Vec<Dated<'_>> {
+    let msgs = messages(markdown);
+    let times = times_of(markdown, &msgs, tz);
+    msgs.iter()
+        .zip(times)
+        .map(|(m, at)| Dated {
+            speaker: speaker_of(m.text),
+            text: speaker_text(m.text).unwrap_or(m.text).trim(),
+            at,
+        })
+        .collect()
+}
+
+/// Whether the archive opens its days with day lines (made since they
+/// were written): its marks date it on their own.
+pub fn has_day_lines(markdown: &str) -> bool {
+    messages(markdown).iter().any(|m| m.mark.day.is_some())
 }
 
 fn cut_passages(msgs: &[Message<'_>]) -> Vec<Passage> {

@@ -524,3 +524,111 @@ pub fn set_passage_times(
         params![at, at_end, archive_id, ordinal],
     )
 }
+
+/// An archive as `g2 memory reindex` dates it again: its row and its
+/// indexed text.
+#[derive(Debug, Clone)]
+pub struct ArchiveToDate {
+    pub id: i64,
+    pub group: String,
+    pub session_id: Option<String>,
+    pub created_at: String,
+    pub body: String,
+}
+
+/// Up to `limit` archives after id `after`, in id order, with their
+/// indexed text: read in pages, so a home of many large archives is never
+/// held in memory at once.
+pub fn archives_after(conn: &Db<'_>, after: i64, limit: i64) -> Result<Vec<ArchiveToDate>> {
+    query_all(
+        conn,
+        "SELECT a.id, a.group_folder, a.session_id, a.created_at, f.body
+         FROM conversation_archives a
+         CROSS JOIN archives_fts f ON f.rowid = a.id
+         WHERE a.id > ?1
+         ORDER BY a.id
+         LIMIT ?2",
+        params![after, limit],
+        |r| {
+            Ok(ArchiveToDate {
+                id: r.get(0)?,
+                group: r.get(1)?,
+                session_id: r.get(2)?,
+                created_at: r.get(3)?,
+                body: r.get(4)?,
+            })
+        },
+    )
+}
+
+/// A stored passage as the reindex compares it with a new split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPassage {
+    pub ordinal: i64,
+    pub turn_start: i64,
+    pub turn_end: i64,
+    pub text: String,
+    pub at: String,
+    pub at_end: Option<String>,
+}
+
+/// The passages of archive `archive_id`, by ordinal.
+pub fn archive_passages(conn: &Db<'_>, archive_id: i64) -> Result<Vec<StoredPassage>> {
+    query_all(
+        conn,
+        "SELECT ordinal, turn_start, turn_end, text, at, at_end
+         FROM archive_passages WHERE archive_id = ?1 ORDER BY ordinal",
+        [archive_id],
+        |r| {
+            Ok(StoredPassage {
+                ordinal: r.get(0)?,
+                turn_start: r.get(1)?,
+                turn_end: r.get(2)?,
+                text: r.get(3)?,
+                at: r.get(4)?,
+                at_end: r.get(5)?,
+            })
+        },
+    )
+}
+
+/// Replaces archive `archive_id`'s passages with `passages` (dated as
+/// [`insert_passages`] dates them) in the caller's transaction; false,
+/// with nothing written, when the archive is gone.
+pub fn replace_passages(
+    tx: &Db<'_>,
+    archive_id: i64,
+    group: &str,
+    at: &str,
+    passages: &[Passage],
+) -> Result<bool> {
+    tx.execute(
+        "DELETE FROM archive_passages WHERE archive_id = ?1",
+        [archive_id],
+    )?;
+    let there: i64 = tx.query_row(
+        "SELECT count(*) FROM conversation_archives WHERE id = ?1",
+        [archive_id],
+        |r| r.get(0),
+    )?;
+    if there == 0 {
+        return Ok(false);
+    }
+    insert_passages(tx, archive_id, group, at, passages)?;
+    Ok(true)
+}
+
+/// Rebuilds the passages' full-text index from their rows (the reindex
+/// keeps passages that are still their archive's split).
+pub fn rebuild_passage_index(tx: &Db<'_>) -> Result<()> {
+    match tx.dialect() {
+        Dialect::Sqlite => {
+            tx.execute_batch("INSERT INTO passages_fts (passages_fts) VALUES ('rebuild');")
+        }
+        Dialect::Postgres => tx.execute_batch(
+            "DELETE FROM passages_fts;
+             INSERT INTO passages_fts (rowid, text, group_folder)
+             SELECT id, text, group_folder FROM archive_passages;",
+        ),
+    }
+}

@@ -257,8 +257,21 @@ pub(super) async fn run(ctx: &Ctx, cmd: MemoryCmd) -> Result<i32> {
             })?;
         }
         MemoryCmd::Reindex => {
-            let n = crate::memory::recall::rebuild(&store).await?;
-            println!("reindexed: {n} archives split into passages");
+            let opts = ctx
+                .settings
+                .archive_options(&crate::gateway::credentials::redactor(
+                    ctx.home.root(),
+                    &ctx.settings,
+                ));
+            let done = crate::memory::recall::rebuild(&store, &ctx.home, opts).await?;
+            println!("reindexed: {} archives split into passages", done.split);
+            println!(
+                "re-dated {} archives: {} from transcripts, {} from their markdown, {} unchanged",
+                done.redated(),
+                done.from_transcripts,
+                done.from_markdown,
+                done.unchanged
+            );
             reembed(ctx, &store).await?;
         }
         MemoryCmd::Forget {

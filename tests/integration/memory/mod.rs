@@ -14,6 +14,7 @@ use crate::support::*;
 mod capture;
 mod dated;
 mod recall;
+mod redate;
 mod search_cli;
 
 /// A session of `main` with one prompt, one tool call and the reply, as

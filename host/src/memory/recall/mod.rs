@@ -44,6 +44,7 @@ mod candidates;
 pub mod indexing;
 mod lexical;
 mod meaning;
+pub mod redate;
 pub mod when;
 
 use crate::store::db::Db;
@@ -424,22 +425,24 @@ pub fn index_after(tx: &Db<'_>, after: i64, limit: i64) -> Result<Option<(i64, u
     Ok(missing.last().map(|(id, ..)| (*id, missing.len())))
 }
 
-/// Rebuilds every passage from the archives' indexed text.
-pub fn reindex(tx: &Db<'_>) -> Result<usize> {
-    store::recall::clear_passages(tx)?;
-    index_missing(tx)
-}
-
-/// `g2 memory reindex`: the observations' and summaries' full-text indexes
-/// rebuilt from their rows and every passage split again ([`reindex`]), in
-/// one transaction; returns how many archives were split.
-pub async fn rebuild(store: &store::Store) -> Result<usize> {
+/// `g2 memory reindex`: the full-text indexes of observations, summaries
+/// and passages rebuilt from their rows, then every archive's passages split
+/// and dated again ([`redate`]: from its transcript while it exists, else
+/// from its markdown), a page of archives per transaction; passages that
+/// are still their archive's split keep their rows (and vectors).
+pub async fn rebuild(
+    store: &store::Store,
+    home: &crate::home::Home,
+    opts: g2_core::archive::ArchiveOptions,
+) -> Result<redate::Reindexed> {
     store
         .write(|tx| {
             store::observations::rebuild_indexes(tx)?;
-            reindex(tx)
+            store::recall::rebuild_passage_index(tx)
         })
-        .await
+        .await?;
+    let (store, home) = (store.clone(), home.clone());
+    tokio::task::spawn_blocking(move || redate::all(&store, &home, &opts)).await?
 }
 
 #[cfg(test)]
