@@ -50,6 +50,9 @@ pub struct BatchRow {
     pub reply: Option<String>,
     /// Made by recovery to hold activities that arrived without a prompt.
     pub recovered: bool,
+    /// When its first message was said in the chat (a routed prompt's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub said_at: Option<String>,
     pub activities: Vec<ActivityRow>,
 }
 
@@ -483,7 +486,8 @@ pub fn timeline(conn: &Db<'_>, group: &GroupFolder, session_id: &str) -> Result<
 pub fn batches_of(conn: &Db<'_>, session: i64) -> Result<Vec<BatchRow>> {
     let mut batches = query_all(
         conn,
-        "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered
+        "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered,
+                said_at
          FROM prompt_batches WHERE session_id = ?1 ORDER BY prompt_number",
         [session],
         batch_from_row,
@@ -499,10 +503,10 @@ pub fn batch(conn: &Db<'_>, batch: i64) -> Result<Option<(GroupFolder, i64, Batc
     let Some((group, session, mut row)) = conn
         .query_row(
             "SELECT id, prompt_number, prompt, senders, status, started_at, ended_at, reply, recovered,
-                    group_folder, session_id
+                    said_at, group_folder, session_id
              FROM prompt_batches WHERE id = ?1",
             [batch],
-            |r| Ok((folder_at(r, 9)?, r.get::<i64>(10)?, batch_from_row(r)?)),
+            |r| Ok((folder_at(r, 10)?, r.get::<i64>(11)?, batch_from_row(r)?)),
         )
         .optional()?
     else {
@@ -526,6 +530,7 @@ fn batch_from_row(r: &Row<'_>) -> Result<BatchRow> {
         ended_at: r.get(6)?,
         reply: r.get(7)?,
         recovered: r.get(8)?,
+        said_at: r.get(9)?,
         activities: Vec::new(),
     })
 }

@@ -110,3 +110,84 @@ fn vectors_are_read_after_a_cursor_and_deletes_counted() {
         assert_eq!(deletes, stored as i64);
     });
 }
+
+/// What `g2 memory reindex` does to date old archives again: read them in
+/// pages, compare their passages, update times in place or replace them,
+/// and rebuild the passages' full-text index.
+#[test]
+fn passages_are_dated_again_in_place_or_replaced() {
+    each(|store| {
+        // An archive of the old kind: no day lines, every passage at its time.
+        let a = planned(store, "main", 1, "2026-05-01T10:00:00.000Z");
+        let page = store
+            .read_blocking(|c| recall::archives_after(c, 0, 10))
+            .unwrap();
+        assert_eq!(page.len(), 1);
+        assert_eq!((page[0].id, page[0].group.as_str()), (a.id, "main"));
+        assert!(page[0].body.contains("Lisbon"));
+        let id = a.id;
+        let before = store
+            .read_blocking(move |c| recall::archive_passages(c, id))
+            .unwrap();
+        assert!(!before.is_empty());
+        let in_april = || {
+            let w = vec![(
+                "2026-04-28T00:00:00.000Z".to_string(),
+                "2026-04-29T00:00:00.000Z".to_string(),
+            )];
+            store
+                .read_blocking(move |c| recall::passages_in(c, "main", &w, 10))
+                .unwrap()
+        };
+        assert!(in_april().is_empty());
+        // Dated in place: the same rows, now said on 28 April.
+        store
+            .write_blocking(move |tx| {
+                recall::set_passage_times(
+                    tx,
+                    id,
+                    0,
+                    "2026-04-28T09:00:00.000Z",
+                    Some("2026-04-28T09:05:00.000Z"),
+                )?;
+                recall::rebuild_passage_index(tx)
+            })
+            .unwrap();
+        let after = store
+            .read_blocking(move |c| recall::archive_passages(c, id))
+            .unwrap();
+        assert_eq!(after[0].at, "2026-04-28T09:00:00.000Z");
+        assert_eq!(after[0].at_end.as_deref(), Some("2026-04-28T09:05:00.000Z"));
+        assert_eq!(in_april().len(), 1);
+        // Words still find them after the index is rebuilt.
+        let found = store
+            .read_blocking(|c| recall::passage_candidates(c, "\"alfama\"", ["main", "main"], 10))
+            .unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        // Replaced: a new split, dated by its own messages.
+        let dated = format!(
+            "# T\n\nArchived: May 2, 2026, 9:00 AM (UTC)\n\n---\n\n### Sat, May 2, 2026\n\n{}",
+            BODY.split_once("\n\n").unwrap().1
+        );
+        let passages = g2_store::passages::split(&dated);
+        let replaced = store
+            .write_blocking(move |tx| {
+                recall::replace_passages(tx, id, "main", "2026-05-01T10:00:00.000Z", &passages)
+            })
+            .unwrap();
+        assert!(replaced);
+        let now = store
+            .read_blocking(move |c| recall::archive_passages(c, id))
+            .unwrap();
+        assert!(
+            now.iter().all(|p| p.at.starts_with("2026-05-02")),
+            "{now:?}"
+        );
+        // An archive that is gone is not written.
+        assert!(
+            !store
+                .write_blocking(|tx| recall::replace_passages(tx, 9_999, "main", "x", &[]))
+                .unwrap()
+        );
+    });
+}

@@ -13,8 +13,9 @@
 //!    (`search::COMMON`), ranked by BM25 among the newest
 //!    `store::recall::SCAN` that match; when every word is common, the
 //!    newest passages holding them are weighed here. A question's cost is
-//!    bounded by the rows read. A question naming a day also takes that
-//!    day's passages.
+//!    bounded by the rows read. A question naming a time ("last Tuesday",
+//!    "in May", read by [`when`] in the asker's timezone) also takes the
+//!    passages said then.
 //! 2. **Candidates by meaning.** With a model (`memory::embed`), the
 //!    question's vector is compared with the group's passages
 //!    (`memory::vectors`; the group is chosen before any similarity), and
@@ -24,7 +25,7 @@
 //! 3. **One final score on an absolute scale** ([`Weights::SHIPPED`]): the
 //!    lexical score (the share of the question's words a text holds, each
 //!    weighing its IDF; BM25 relative to the best, counted as far as those
-//!    words are there; adjacent pairs kept as phrases; a named day; a
+//!    words are there; adjacent pairs kept as phrases; a named time; a
 //!    touch of recency; an observation's importance), weighing 0.6,
 //!    and the cosine read on the model's scale (0 at 0.15, 1 at 0.65),
 //!    weighing 0.4 (chosen on three public sets, docs/recall.md). A
@@ -36,9 +37,10 @@
 //!
 //! Files: `candidates.rs` gathers the candidates by words (step 1),
 //! `meaning.rs` brings in and scores those by meaning and blends the two
-//! (steps 2 and 3), `lexical.rs` holds the lexical measures; this file
-//! holds the types, [`recall_weighted`] (the steps in order) and the
-//! passage index.
+//! (steps 2 and 3), `lexical.rs` holds the lexical measures, `when.rs`
+//! reads the times a question names, `redate.rs` dates archives made
+//! before passages were dated (`g2 memory reindex`); this file holds the
+//! types, [`recall_weighted`] (the steps in order) and the passage index.
 
 mod candidates;
 pub mod indexing;

@@ -154,13 +154,13 @@ fn render(
     if !t.times.iter().any(Option::is_some) {
         return None;
     }
-    let now = Utc::now().with_timezone(&crate::memory::zone::of(group.as_str()));
+    let now = Utc::now().with_timezone(&crate::zone::of(group.as_str()));
     Some(archive::render("", &t, &now, opts))
 }
 
 /// How `a`'s passages should be stored and dated.
 fn plan(home: &Home, opts: &ArchiveOptions, cache: &mut Rendered, a: ArchiveToDate) -> Plan {
-    let tz = crate::memory::zone::of(&a.group);
+    let tz = crate::zone::of(&a.group);
     let mut passages = passages::split_in(&a.body, tz);
     let mut source = if passages.iter().any(|p| p.first.is_some()) {
         Source::Markdown

@@ -112,7 +112,7 @@ fn around_prompt(
         s.push_str(&format!(
             "\n--- prompt {}{mark} ({})\n{}",
             b.prompt_number,
-            day(&b.started_at, None, group),
+            day(b.said_at.as_deref().unwrap_or(&b.started_at), None, group),
             quote::prompt(&b.prompt, MESSAGE_CHARS).join("\n")
         ));
         if let Some(r) = &b.reply {
