@@ -4,8 +4,8 @@
 //! **Quality.** Each data set (`recall/data.rs`: MemoryBank, a
 //! LongMemEval_S subset, and a generated set) is recorded as the host
 //! records archives: each group one g2 group, each session one archive
-//! (`store::archives::insert`, passages of one exchange included) dated as
-//! the session. Each question is asked in its group; for each ranking:
+//! (`store::archives::insert`, passages of one exchange included) made
+//! when the session began. Each question is asked in its group; for each ranking:
 //! the share of questions whose session is ranked first and in the top 5
 //! (a session ranks by its best passage), and whose answering exchange is
 //! among the top 5 passages. Rankings compared: `g2 search` (archives),
@@ -18,10 +18,21 @@
 //! exchanges each, drawn with a seeded PRNG from MemoryBank), every
 //! question asked 10 times: p50/p99.
 //!
+//! **Dates.** Every message is dated (`Transcript::times`: its session's
+//! date and a minute a message), and every question is asked at a time
+//! (`Filters::asked`, UTC): the date a data set gives it, else the day
+//! after its group's last session; it sees only the sessions dated on or
+//! before that day (`G2_BENCH_LATER=show`: every session).
+//! `G2_BENCH_LAYOUT=conversation` records each group's sessions (those a
+//! question sees) as one archive, in date order, instead of one archive
+//! each (`session`, the default; `recall/layout.rs`). Every figure is also
+//! given by the questions' kind.
+//!
 //! `cargo bench -p g2-host --bench recall` (`G2_BENCH_ARCHIVES`, default
-//! 10,000; `G2_BENCH_ONLY=quality` or `latency` runs one part;
-//! `G2_BENCH_STORE=postgres` runs it on PostgreSQL;
-//! `G2_REALTALK_DIR` adds REALTALK). The model is
+//! 10,000; `G2_BENCH_ONLY=quality` or `latency` runs one part, `ranking`
+//! the rankings alone; `G2_BENCH_SET=memorybank` or another set's name
+//! ranks on that set alone; `G2_BENCH_STORE=postgres` runs it on
+//! PostgreSQL; `G2_REALTALK_DIR` adds REALTALK). The model is
 //! `tools/models/all-minilm-l6-v2` (`scripts/setup.sh`) or `$G2_EMBED_MODEL`.
 
 // Tests and benches fail loudly: an unwrap is the assertion.
@@ -30,17 +41,22 @@
 mod common;
 #[path = "recall/data.rs"]
 mod data;
+#[path = "recall/layout.rs"]
+mod layout;
 #[path = "recall/rank.rs"]
 mod rank;
+#[path = "recall/report.rs"]
+mod report;
 #[path = "recall/vectors.rs"]
 mod vectors;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use chrono::{DateTime, Utc};
 use common::{Samples, env_or, fmt_dur, project_root};
 use g2_core::archive::{self, ArchiveOptions};
-use g2_core::transcript::{Entry, Transcript};
+use g2_core::transcript::{Entry, Span, Transcript};
 use g2_core::validate::GroupFolder;
 use g2_host::archives::{Prepared, Trigger};
 use g2_host::memory::recall::recall;
@@ -56,41 +72,68 @@ pub fn slug(name: &str) -> GroupFolder {
     GroupFolder::new(s.trim_matches('-')).unwrap()
 }
 
-/// A session's exchanges as an archive: its title, markdown, and each
-/// exchange's message indices (an empty text is left out of an archive).
-pub fn render(exchanges: &[(String, String)], date: &str) -> (String, String, Vec<Vec<i64>>) {
-    let mut t = Transcript::default();
+/// Appends a session's exchanges to `t`, its `i`-th message said at
+/// `start` + `i` minutes (`Transcript::times`); each exchange's message
+/// indices (an empty text is left out of an archive).
+pub fn append(
+    t: &mut Transcript,
+    exchanges: &[(String, String)],
+    start: DateTime<Utc>,
+) -> Vec<Vec<i64>> {
     let mut messages = Vec::new();
-    let mut next = 0;
+    let mut minute = 0;
     for (q, r) in exchanges {
         let mut idx = Vec::new();
         for (text, user) in [(q, true), (r, false)] {
             if text.trim().is_empty() {
                 continue;
             }
+            idx.push(t.entries.len() as i64);
             t.entries.push(if user {
                 Entry::User(vec![text.clone()])
             } else {
                 Entry::Assistant(vec![text.clone()])
             });
-            idx.push(next);
-            next += 1;
+            let at = start + chrono::Duration::minutes(minute);
+            t.times.push(Some(Span {
+                first: at,
+                last: at,
+            }));
+            minute += 1;
         }
         messages.push(idx);
     }
-    let now = chrono::DateTime::parse_from_rfc3339(&rfc3339(date))
-        .unwrap()
-        .with_timezone(&chrono_tz::Tz::UTC);
+    messages
+}
+
+/// A transcript as an archive made at `at` (in UTC, as a timezone the
+/// archive names its days in): its title and markdown.
+pub fn markdown(t: &Transcript, at: DateTime<Utc>) -> (String, String) {
+    let now = at.with_timezone(&chrono_tz::UTC);
     let opts = ArchiveOptions {
         max_message_chars: 100_000,
         ..ArchiveOptions::default()
     };
-    let title = archive::title_with(None, &t, &now, &opts);
-    (
-        title.clone(),
-        archive::render(&title, &t, &now, &opts),
-        messages,
-    )
+    let title = archive::title_with(None, t, &now, &opts);
+    let body = archive::render(&title, t, &now, &opts);
+    (title, body)
+}
+
+/// A session's exchanges as an archive made when the session began, its
+/// messages dated from then: its title, markdown, and each exchange's
+/// message indices.
+pub fn render(exchanges: &[(String, String)], date: &str) -> (String, String, Vec<Vec<i64>>) {
+    let mut t = Transcript::default();
+    let messages = append(&mut t, exchanges, utc(date));
+    let (title, body) = markdown(&t, utc(date));
+    (title, body, messages)
+}
+
+/// `YYYY-MM-DD HH:MM` (UTC; noon without a time) as an instant.
+pub fn utc(date: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(&rfc3339(date))
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 /// `YYYY-MM-DD HH:MM` as RFC 3339 (UTC).
@@ -159,6 +202,10 @@ fn main() {
     };
     let sets = data::all(&project_root());
     let only = std::env::var("G2_BENCH_ONLY").unwrap_or_default();
+    let set = std::env::var("G2_BENCH_SET")
+        .unwrap_or_default()
+        .to_lowercase();
+    let layout = layout::Layout::from_env();
     let mut all_exchanges = Vec::new();
     for ds in &sets {
         if ds.name == "MemoryBank" {
@@ -169,9 +216,12 @@ fn main() {
                 .flat_map(|s| s.exchanges.clone())
                 .collect();
         }
-        if only != "latency" {
-            rank::run(ds, &model, &mut cache, &product);
+        if only != "latency" && ds.name.to_lowercase().contains(&set) {
+            rank::run(ds, layout, &model, &mut cache, &product);
         }
+    }
+    if only == "ranking" {
+        return;
     }
     if only == "latency" {
         g2_host::memory::embed::install(Some(product.clone()));

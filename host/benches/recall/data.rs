@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use chrono::{DateTime, Days, NaiveDate, Utc};
 use serde_json::Value;
 
 pub struct Session {
@@ -32,6 +33,10 @@ pub struct Question {
     /// (session id, exchange index), first the one that states it.
     pub evidence: Vec<(String, usize)>,
     pub kind: String,
+    /// When it is asked: the end of the day the data set gives it (a
+    /// date without a time), else noon the day after its group's last
+    /// session.
+    pub asked: DateTime<Utc>,
 }
 
 pub struct Dataset {
@@ -56,6 +61,20 @@ fn lines(p: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// When a question dated `day` (`YYYY-MM-DD`) is asked: the day's last
+/// minute, so that the sessions of that day come before it.
+fn asked_on(day: &str) -> DateTime<Utc> {
+    super::utc(&format!("{day} 23:59"))
+}
+
+/// When a question of a group whose data set dates no question is asked:
+/// noon the day after the group's last session.
+pub fn asked_after(sessions: &[Session]) -> DateTime<Utc> {
+    let last = sessions.iter().map(|s| &s.date[..10]).max().unwrap();
+    let day = NaiveDate::parse_from_str(last, "%Y-%m-%d").unwrap() + Days::new(1);
+    super::utc(&format!("{day} 12:00"))
+}
+
 /// Checks every label against its data set: the exchange exists.
 fn check(ds: &Dataset) {
     let by: HashMap<(&str, &str), usize> = ds
@@ -75,7 +94,8 @@ fn check(ds: &Dataset) {
     }
 }
 
-/// MemoryBank: each day one session, at noon.
+/// MemoryBank: each day one session, at noon; each question of a kind
+/// (`type` in the labels: `dated`, `relative` or `plain`).
 pub fn memorybank(fixtures: &Path, labels: &Path) -> Dataset {
     let bank = read_json(&fixtures.join("memory_bank_en.json"));
     let mut groups = Vec::new();
@@ -135,11 +155,13 @@ pub fn memorybank(fixtures: &Path, labels: &Path) -> Dataset {
             unanswerable += 1;
             continue;
         }
+        let group = groups.iter().find(|g| g.name == person).unwrap();
         questions.push(Question {
+            asked: asked_after(&group.sessions),
             group: person,
             text,
             evidence,
-            kind: String::new(),
+            kind: l["type"].as_str().unwrap().to_string(),
         });
     }
     let ds = Dataset {
@@ -155,7 +177,7 @@ pub fn memorybank(fixtures: &Path, labels: &Path) -> Dataset {
 /// A set in the shared shape (`conversations.json`, `labels.jsonl`).
 pub fn shaped(name: &'static str, dir: &Path) -> Dataset {
     let conv = read_json(&dir.join("conversations.json"));
-    let groups = conv
+    let groups: Vec<Group> = conv
         .as_object()
         .unwrap()
         .iter()
@@ -201,11 +223,23 @@ pub fn shaped(name: &'static str, dir: &Path) -> Dataset {
             unanswerable += 1;
             continue;
         }
+        let group = l["person"].as_str().unwrap().to_string();
+        let asked = match l["asked"].as_str() {
+            Some(day) => asked_on(day),
+            None => asked_after(
+                &groups
+                    .iter()
+                    .find(|g: &&Group| g.name == group)
+                    .unwrap()
+                    .sessions,
+            ),
+        };
         questions.push(Question {
-            group: l["person"].as_str().unwrap().to_string(),
+            group,
             text: l["question"].as_str().unwrap().to_string(),
             evidence,
             kind: l["type"].as_str().unwrap_or("").to_string(),
+            asked,
         });
     }
     let ds = Dataset {
@@ -311,6 +345,7 @@ pub fn realtalk(dir: &Path) -> Dataset {
                 text: q["question"].as_str().unwrap().to_string(),
                 evidence,
                 kind: format!("category {}", q["category"]),
+                asked: asked_after(&sessions),
             });
         }
         groups.push(Group { name, sessions });

@@ -2,39 +2,31 @@
 
 use std::collections::{HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use g2_embed::{Embedder, dot};
 use g2_host::memory::context::{self, Injection};
 use g2_host::memory::embed;
-use g2_host::memory::recall::{Filters, Weights, recall, recall_weighted};
+use g2_host::memory::recall::when::Asked;
+use g2_host::memory::recall::{Filters, Weights, recall_weighted, recall_with};
 use g2_host::search::question;
 use g2_host::store;
 use std::sync::Arc;
 
 use super::data::Dataset;
+use super::layout::{self, Layout};
+use super::report::{self, Report};
 use super::vectors::Cache;
 
-#[derive(Default, Clone)]
-struct Tally {
-    n: usize,
-    first: usize,
-    top5: usize,
-    turn5: usize,
-}
-
-impl Tally {
-    fn add(&mut self, rank: Option<usize>, turn: bool) {
-        self.n += 1;
-        self.first += usize::from(rank == Some(0));
-        self.top5 += usize::from(rank.is_some_and(|r| r < 5));
-        self.turn5 += usize::from(turn);
-    }
-    fn pct(&self, k: usize) -> String {
-        format!("{:5.1}%", 100.0 * k as f64 / self.n.max(1) as f64)
+/// Recall's filters for a question asked at `at`, in UTC.
+fn asked(at: DateTime<Utc>) -> Filters {
+    Filters {
+        asked: Some(Asked {
+            at,
+            tz: chrono_tz::Tz::UTC,
+        }),
+        ..Filters::default()
     }
 }
-
-/// A recorded session: its archive, and each exchange's message indices.
-type Recorded = (i64, Vec<Vec<i64>>);
 
 /// A passage as the rankings see it.
 struct Unit {
@@ -226,9 +218,9 @@ const UNRELATED: &[&str] = &[
 
 /// Per-prompt injection configurations compared: (hits, characters per
 /// message).
-const INJECTIONS: [(usize, usize); 5] = [(3, 300), (5, 300), (5, 200), (8, 200), (5, 500)];
+pub const INJECTIONS: [(usize, usize); 5] = [(3, 300), (5, 300), (5, 200), (8, 200), (5, 500)];
 /// Gates compared: (the best hit's, every other hit's).
-const GATES: [(f64, f64); 10] = [
+pub const GATES: [(f64, f64); 10] = [
     (0.0, 0.0),
     (0.2, 0.2),
     (0.25, 0.15),
@@ -261,30 +253,22 @@ fn gated(
     hits.iter().filter(|h| h.score >= floor).collect()
 }
 
-pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embed::Model>) {
+pub fn run(
+    ds: &Dataset,
+    layout: Layout,
+    model: &Embedder,
+    cache: &mut Cache,
+    product: &Arc<embed::Model>,
+) {
     let home = tempfile::tempdir().unwrap();
     let store = crate::common::bench_store(home.path());
-    // (group, session id) → (archive id, each exchange's message indices).
-    let mut sessions: HashMap<(String, String), Recorded> = HashMap::new();
-    for g in &ds.groups {
-        let folder = super::slug(&g.name);
-        let mut batch = Vec::new();
-        let mut msgs = Vec::new();
-        for (n, s) in g.sessions.iter().enumerate() {
-            let (title, body, m) = super::render(&s.exchanges, &s.date);
-            batch.push(super::prepared(&folder, n, &s.date, title, body));
-            msgs.push(m);
-        }
-        let ids = super::record(&store, batch);
-        for ((s, id), m) in g.sessions.iter().zip(ids).zip(msgs) {
-            sessions.insert((g.name.clone(), s.id.clone()), (id, m));
-        }
-    }
-    // Every group's passages, and their vectors.
+    let views = layout::record(ds, &store, layout);
+    // Every view's passages, and their vectors.
     let mut units: HashMap<String, Vec<Unit>> = HashMap::new();
     let mut texts: Vec<String> = ds.questions.iter().map(|q| q.text.clone()).collect();
-    for g in &ds.groups {
-        let folder = super::slug(&g.name);
+    for (folder, _) in &views.views {
+        let key = folder.to_string();
+        let folder = folder.clone();
         let rows = store
             .read_blocking(move |c| store::recall::group_passages(c, folder.as_str()))
             .unwrap();
@@ -305,7 +289,7 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
             texts.push(u.whole.clone());
             texts.extend(u.parts.iter().cloned());
         }
-        units.insert(g.name.clone(), us);
+        units.insert(key, us);
     }
     cache.fill(model, &texts);
     // The product's vectors: what its jobs would store (the text they
@@ -363,16 +347,10 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
         .map(ToString::to_string)
         .chain(variants.iter().map(|v| v.0.clone()))
         .collect();
-    // Per injection configuration and gate: questions whose block holds an
-    // answering turn, unrelated prompts given a block, characters injected.
-    let mut held = vec![[0usize; GATES.len()]; INJECTIONS.len()];
-    let mut noisy = vec![[0usize; GATES.len()]; INJECTIONS.len()];
-    let mut chars = vec![[0usize; GATES.len()]; INJECTIONS.len()];
-    let mut unrelated_n = 0;
-    let mut top_scores: Vec<f64> = Vec::new();
-    let mut unrelated_top: Vec<f64> = Vec::new();
+    let mut r = Report::new(ds, layout, &views, names);
     let inject = |folder: &g2_core::validate::GroupFolder,
                   text: &str,
+                  at: DateTime<Utc>,
                   (hits, message_chars): (usize, usize)| {
         let how = Injection {
             hits,
@@ -382,37 +360,35 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
         };
         let (g, t) = (folder.clone(), text.to_string());
         store
-            .read_blocking(move |c| context::prompt_memory(c, &g, &t, 500, &how))
+            .read_blocking(move |c| context::prompt_memory_with(c, &g, &t, 500, &how, &asked(at)))
             .unwrap()
     };
-    let mut tallies = vec![Tally::default(); names.len()];
-    let mut by_kind: HashMap<String, Vec<Tally>> = HashMap::new();
-    for q in &ds.questions {
-        let folder = super::slug(&q.group);
-        let answer_archives: HashSet<i64> = q
-            .evidence
-            .iter()
-            .map(|(s, _)| sessions[&(q.group.clone(), s.clone())].0)
-            .collect();
+    for (q, folder) in ds.questions.iter().zip(&views.folder) {
+        let recorded = |s: &String| &views.sessions[&(folder.clone(), s.clone())];
+        let answer_sessions: HashSet<&str> = q.evidence.iter().map(|(s, _)| s.as_str()).collect();
+        let answer_archives: HashSet<i64> = q.evidence.iter().map(|(s, _)| recorded(s).0).collect();
         let answer_messages: HashSet<(i64, i64)> = q
             .evidence
             .iter()
             .flat_map(|(s, e)| {
-                let (a, m) = &sessions[&(q.group.clone(), s.clone())];
+                let (a, m) = recorded(s);
                 m[*e].iter().map(move |i| (*a, *i))
             })
             .collect();
-        let us = &units[&q.group];
+        let us = &units[folder.as_str()];
         let by_id: HashMap<i64, &Unit> = us.iter().map(|u| (u.id, u)).collect();
+        // A session ranks by its best passage.
         let judge = |passages: &[i64]| -> (Option<usize>, bool) {
-            let mut archives: Vec<i64> = Vec::new();
+            let mut sessions: Vec<&str> = Vec::new();
             for p in passages {
-                let a = by_id[p].archive;
-                if !archives.contains(&a) {
-                    archives.push(a);
+                let u = by_id[p];
+                for s in views.sessions_of(u.archive, u.turns) {
+                    if !sessions.contains(&s) {
+                        sessions.push(s);
+                    }
                 }
             }
-            let rank = archives.iter().position(|a| answer_archives.contains(a));
+            let rank = sessions.iter().position(|s| answer_sessions.contains(s));
             let turn = passages.iter().take(5).any(|p| {
                 let u = by_id[p];
                 (u.turns.0..=u.turns.1).any(|m| answer_messages.contains(&(u.archive, m)))
@@ -438,8 +414,8 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
         let ask = || {
             store
                 .read_blocking({
-                    let (t, g) = (q.text.clone(), folder.clone());
-                    move |c| recall(c, &g, &t, 50)
+                    let (t, g, f) = (q.text.clone(), folder.clone(), asked(q.asked));
+                    move |c| recall_with(c, &g, &t, 50, &f)
                 })
                 .unwrap()
         };
@@ -562,9 +538,9 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
             results.push(judge(&order(s)));
         }
         for (_, w) in &variants {
-            let (t, g, w) = (q.text.clone(), folder.clone(), *w);
+            let (t, g, w, f) = (q.text.clone(), folder.clone(), *w, asked(q.asked));
             let hits = store
-                .read_blocking(move |c| recall_weighted(c, &g, &t, 50, &Filters::default(), &w))
+                .read_blocking(move |c| recall_weighted(c, &g, &t, 50, &f, &w))
                 .unwrap();
             results.push(judge(&passage_ids(&hits)));
         }
@@ -575,115 +551,36 @@ pub fn run(ds: &Dataset, model: &Embedder, cache: &mut Cache, product: &Arc<embe
                     (u.turns.0..=u.turns.1).any(|m| answer_messages.contains(&(u.archive, m)))
                 })
         };
+        let mut held = [[false; GATES.len()]; INJECTIONS.len()];
         for (i, how) in INJECTIONS.iter().enumerate() {
-            let m = inject(&folder, &q.text, *how);
+            let m = inject(folder, &q.text, q.asked, *how);
             if i == 1 {
-                top_scores.push(m.hits.first().map_or(f64::MIN, |h| h.score));
+                r.top_scores
+                    .push(m.hits.first().map_or(f64::MIN, |h| h.score));
             }
             for (k, gate) in GATES.iter().enumerate() {
                 let kept = gated(&m.hits, *gate);
-                held[i][k] += usize::from(kept.iter().any(|h| answers(h)));
-                chars[i][k] += block_chars(&m.block, kept.len(), m.hits.len());
+                held[i][k] = kept.iter().any(|h| answers(h));
+                r.chars[i][k] += block_chars(&m.block, kept.len(), m.hits.len());
             }
         }
-
-        let kinds = by_kind
-            .entry(q.kind.clone())
-            .or_insert_with(|| vec![Tally::default(); names.len()]);
-        for (i, (rank, turn)) in results.into_iter().enumerate() {
-            tallies[i].add(rank, turn);
-            kinds[i].add(rank, turn);
-        }
+        r.add(&q.kind, &results, &held);
     }
-    // Unrelated prompts, asked in every group.
-    for g in &ds.groups {
-        let folder = super::slug(&g.name);
+    // Unrelated prompts, asked in every group (as its last question is).
+    for (folder, at) in &views.unrelated {
         for p in UNRELATED {
-            unrelated_n += 1;
+            r.unrelated_n += 1;
             for (i, how) in INJECTIONS.iter().enumerate() {
-                let m = inject(&folder, p, *how);
+                let m = inject(folder, p, *at, *how);
                 if i == 1 {
-                    unrelated_top.push(m.hits.first().map_or(f64::MIN, |h| h.score));
+                    r.unrelated_top
+                        .push(m.hits.first().map_or(f64::MIN, |h| h.score));
                 }
                 for (k, gate) in GATES.iter().enumerate() {
-                    noisy[i][k] += usize::from(!gated(&m.hits, *gate).is_empty());
+                    r.noisy[i][k] += usize::from(!gated(&m.hits, *gate).is_empty());
                 }
             }
         }
     }
-    let sessions_n: usize = ds.groups.iter().map(|g| g.sessions.len()).sum();
-    println!(
-        "recall quality: {}, {} questions with an answer ({} without), {} groups, {} sessions",
-        ds.name,
-        ds.questions.len(),
-        ds.unanswerable,
-        ds.groups.len(),
-        sessions_n
-    );
-    println!(
-        "  {:<30} {:>14} {:>14} {:>14}",
-        "", "session first", "session top 5", "turn top 5"
-    );
-    for (name, t) in names.iter().zip(&tallies) {
-        let turn = if *name == "g2 search (archives)" {
-            "–".into()
-        } else {
-            t.pct(t.turn5)
-        };
-        println!(
-            "  {name:<30} {:>14} {:>14} {:>14}",
-            t.pct(t.first),
-            t.pct(t.top5),
-            turn
-        );
-    }
-    let pct = |k: usize, n: usize| format!("{:5.1}%", 100.0 * k as f64 / n.max(1) as f64);
-    println!(
-        "  per-prompt injection ({} questions; {unrelated_n} unrelated prompts): answer held / unrelated given a block / mean characters, by gate",
-        ds.questions.len()
-    );
-    for (i, (hits, mc)) in INJECTIONS.iter().enumerate() {
-        let cells: Vec<String> = GATES
-            .iter()
-            .enumerate()
-            .map(|(k, (g, f))| {
-                format!(
-                    "{g:.2}/{f:.2}: {} {} {:4}",
-                    pct(held[i][k], ds.questions.len()),
-                    pct(noisy[i][k], unrelated_n),
-                    chars[i][k] / ds.questions.len().max(1)
-                )
-            })
-            .collect();
-        println!(
-            "    {hits} hits, {mc} chars/message | {}",
-            cells.join(" | ")
-        );
-    }
-    let quantiles = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        [0.1, 0.25, 0.5, 0.75, 0.9]
-            .iter()
-            .map(|p| format!("{:.2}", v[((v.len() - 1) as f64 * p) as usize]))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    println!(
-        "    top hit's score, p10 p25 p50 p75 p90: questions {} | unrelated {}",
-        quantiles(top_scores),
-        quantiles(unrelated_top)
-    );
-    if std::env::var_os("G2_BENCH_KINDS").is_some() {
-        for (k, ts) in &by_kind {
-            println!("  by kind {k} ({}):", ts[0].n);
-            for (name, t) in names.iter().zip(ts) {
-                println!(
-                    "    {name:<28} {:>8} {:>8} {:>8}",
-                    t.pct(t.first),
-                    t.pct(t.top5),
-                    t.pct(t.turn5)
-                );
-            }
-        }
-    }
+    report::print(&r);
 }

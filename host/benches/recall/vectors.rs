@@ -58,6 +58,11 @@ impl Cache {
             return;
         }
         let t = Instant::now();
+        // `target/` of the checkout: absent when builds go elsewhere
+        // (`CARGO_TARGET_DIR`).
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
         let mut out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -261,10 +261,30 @@ pub fn prompt_memory(
     tokens: usize,
     how: &Injection,
 ) -> Result<PromptMemory> {
+    prompt_memory_with(
+        conn,
+        group,
+        prompt,
+        tokens,
+        how,
+        &recall::Filters::default(),
+    )
+}
+
+/// [`prompt_memory`], recalling with `filters` (when and where the prompt
+/// is asked, [`recall::Filters::asked`]).
+pub fn prompt_memory_with(
+    conn: &Db<'_>,
+    group: &GroupFolder,
+    prompt: &str,
+    tokens: usize,
+    how: &Injection,
+    filters: &recall::Filters,
+) -> Result<PromptMemory> {
     if prompt.contains(NO_MEMORY) {
         return Ok(PromptMemory::default());
     }
-    let found: Vec<RecallHit> = recall::recall(conn, group, prompt, how.hits * 2)?
+    let found: Vec<RecallHit> = recall::recall_with(conn, group, prompt, how.hits * 2, filters)?
         .into_iter()
         // A prompt no archive holds yet is likely this very conversation.
         .filter(|h| h.kind != "prompt")
