@@ -194,7 +194,7 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 /// Month names and their numbers, for the days a question names.
-const MONTHS: &[(&str, u32)] = &[
+pub(crate) const MONTHS: &[(&str, u32)] = &[
     ("january", 1),
     ("jan", 1),
     ("february", 2),

@@ -195,14 +195,15 @@ impl Filters {
         }
     }
 
+    /// Whether a candidate is of the kind asked for (`since` is read in
+    /// the asker's timezone, in the recall).
     fn admits(&self, c: &Candidate) -> bool {
-        let kind_ok = match self.kind.as_deref() {
+        match self.kind.as_deref() {
             Some(k) if crate::memory::extract::Kind::parse(k).is_some() => {
                 c.observation_kind.as_deref() == Some(k)
             }
             _ => true,
-        };
-        kind_ok
+        }
     }
 }
 

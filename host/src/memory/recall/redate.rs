@@ -247,7 +247,7 @@ fn keyed(markdown: &str, tz: chrono_tz::Tz) -> Vec<(Key, Option<DateTime<Utc>>)>
 
 /// The times of `archive`'s messages, taken from `rendered`'s: each
 /// archive message is matched, in order, to the next rendered message with
-/// its key (within [`LOOKAHEAD`] of the last match). One matched nowhere
+/// its key (within `LOOKAHEAD` of the last match). One matched nowhere
 /// (or to a message without a time) takes the time of the nearest matched
 /// one before it, else after it; all none when nothing matched.
 pub fn align<T: Copy>(

@@ -29,8 +29,10 @@
 //! A time the asker has not reached yet (`this week`'s rest) stays in its
 //! window: recall filters nothing by it, it only favours what falls inside.
 
-use chrono::{DateTime, Datelike, Days, Duration, Months, NaiveDate, TimeZone, Utc, Weekday};
+use chrono::{DateTime, Datelike, Days, Months, NaiveDate, Utc, Weekday};
 use chrono_tz::Tz;
+
+use crate::search::question::MONTHS;
 
 /// When and where a question is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,17 +50,7 @@ impl Asked {
     /// The first instant of local date `d` (a day that starts in a
     /// daylight-saving gap starts at the gap's end).
     fn start_of(&self, d: NaiveDate) -> DateTime<Utc> {
-        let midnight = d.and_hms_opt(0, 0, 0).unwrap_or_default();
-        (0..4)
-            .find_map(|h| {
-                self.tz
-                    .from_local_datetime(&(midnight + Duration::hours(h)))
-                    .earliest()
-            })
-            .map_or_else(
-                || Utc.from_utc_datetime(&midnight),
-                |t| t.with_timezone(&Utc),
-            )
+        g2_core::archive::dates::instant(self.tz, d.and_time(chrono::NaiveTime::MIN))
     }
 
     /// The window of local dates `first..=last`.
@@ -102,33 +94,6 @@ const WEEKDAYS: &[(&str, Weekday)] = &[
     ("friday", Weekday::Fri),
     ("saturday", Weekday::Sat),
     ("sunday", Weekday::Sun),
-];
-
-const MONTHS: &[(&str, u32)] = &[
-    ("january", 1),
-    ("jan", 1),
-    ("february", 2),
-    ("feb", 2),
-    ("march", 3),
-    ("mar", 3),
-    ("april", 4),
-    ("apr", 4),
-    ("may", 5),
-    ("june", 6),
-    ("jun", 6),
-    ("july", 7),
-    ("jul", 7),
-    ("august", 8),
-    ("aug", 8),
-    ("september", 9),
-    ("sep", 9),
-    ("sept", 9),
-    ("october", 10),
-    ("oct", 10),
-    ("november", 11),
-    ("nov", 11),
-    ("december", 12),
-    ("dec", 12),
 ];
 
 const NUMBERS: &[(&str, u32)] = &[

@@ -1,4 +1,5 @@
 use super::*;
+use chrono::{Duration, TimeZone};
 
 fn words(q: &str) -> Vec<String> {
     crate::search::question::words(q).collect()
