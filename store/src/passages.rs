@@ -87,6 +87,9 @@ fn body_of(markdown: &str) -> &str {
 }
 
 fn messages<'a>(markdown: &'a str) -> Vec<Message<'a>> {
+    // Only g2 writes day lines in an archive that names its zone; in an
+    // older one a line like one is someone's words.
+    let days = dates::names_zone(markdown);
     let body: &'a str = body_of(markdown);
     let mut out: Vec<Message<'a>> = Vec::new();
     let mut start: Option<(usize, bool, Mark)> = None;
@@ -102,7 +105,7 @@ fn messages<'a>(markdown: &'a str) -> Vec<Message<'a>> {
         }
     };
     for line in body.split_inclusive('\n') {
-        if let Some(d) = dates::read_day_line(line) {
+        if let Some(d) = dates::read_day_line(line).filter(|_| days) {
             // A day line ends the message before it and dates the next.
             close(&mut out, start.take(), offset);
             day = Some(d);
@@ -141,8 +144,20 @@ pub struct Said<'a> {
     pub day: Option<chrono::NaiveDate>,
 }
 
-/// A passage's messages with their speakers, in order.
-pub fn said<'a>(passage: &'a str) -> Vec<Said<'a>> {
+/// A passage's messages with their speakers, in order (a passage holds no
+/// day line: a line like one is someone's words).
+pub fn said(passage: &str) -> Vec<Said<'_>> {
+    said_with(passage, false)
+}
+
+/// A whole archive's messages with their speakers, in order, each with
+/// the day line before it where the archive's are g2's
+/// ([`dates::names_zone`]).
+pub fn said_archive(markdown: &str) -> Vec<Said<'_>> {
+    said_with(markdown, dates::names_zone(markdown))
+}
+
+fn said_with<'a>(passage: &'a str, days: bool) -> Vec<Said<'a>> {
     type Open = Option<(usize, Option<Speaker>)>;
     let mut out: Vec<Said<'a>> = Vec::new();
     let mut start: Open = None;
@@ -162,7 +177,7 @@ pub fn said<'a>(passage: &'a str) -> Vec<Said<'a>> {
         }
     };
     for line in passage.split_inclusive('\n') {
-        if let Some(d) = dates::read_day_line(line) {
+        if let Some(d) = dates::read_day_line(line).filter(|_| days) {
             close(&mut out, start.take(), offset, &mut day);
             day = Some(d);
         } else if let Some(who) = speaker_of(line) {
@@ -234,13 +249,26 @@ pub fn split_in(markdown: &str, tz: Tz) -> Vec<Passage> {
     let msgs = messages(markdown);
     let times = times_of(markdown, &msgs, tz);
     let mut out = cut_passages(&msgs);
-    let at = |i: i64| -> Option<String> {
-        let t: DateTime<Utc> = times.get(usize::try_from(i).ok()?).copied().flatten()?;
-        Some(t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    // Its earliest and latest message (routed times need not be in order).
+    let span = |from: i64, to: i64| -> Vec<DateTime<Utc>> {
+        let (from, to) = (
+            usize::try_from(from).unwrap_or(0),
+            usize::try_from(to).unwrap_or(0),
+        );
+        times
+            .get(from..=to)
+            .unwrap_or_default()
+            .iter()
+            .flatten()
+            .copied()
+            .collect()
     };
+    let stamp =
+        |t: Option<&DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true));
     for p in &mut out {
-        p.first = at(p.turn_start);
-        p.last = at(p.turn_end);
+        let said = span(p.turn_start, p.turn_end);
+        p.first = stamp(said.iter().min());
+        p.last = stamp(said.iter().max());
     }
     out
 }
@@ -394,11 +422,20 @@ Second paragraph of the answer.\n\n\
         assert_eq!((&s[1].speaker, s[1].text), (&Some(Speaker::User), "hi"));
         // A whole archive's day lines are no one's words: each dates the
         // message after it.
-        let s =
-            said("### Tue, May 5, 2026\n\n**User**: hi\n\n### Wed, May 6, 2026\n\n**G2**: yes\n");
+        let body = "### Tue, May 5, 2026\n\n**User**: hi\n\n### Wed, May 6, 2026\n\n**G2**: yes\n";
+        let md = format!("# T\n\nArchived: May 7, 2026, 9:00 AM (UTC)\n\n---\n\n{body}");
+        let s = said_archive(&md);
         assert_eq!(s.len(), 2, "{s:#?}");
         assert_eq!((s[0].text, s[1].text), ("hi", "yes"));
         assert_eq!(s[1].day, Some("2026-05-06".parse().unwrap()));
+        // In an archive that names no zone (written before day lines),
+        // and in a passage, such a line is the speaker's words.
+        let old = format!("# T\n\nArchived: May 7, 2026, 9:00 AM\n\n---\n\n{body}");
+        for s in [said_archive(&old), said(body)] {
+            assert_eq!(s.len(), 3, "{s:#?}");
+            assert!(s[1].text.ends_with("### Wed, May 6, 2026"), "{s:#?}");
+            assert!(s.iter().all(|m| m.day.is_none()));
+        }
     }
 
     #[test]

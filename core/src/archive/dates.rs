@@ -30,6 +30,19 @@ pub fn archived_line(at: &DateTime<Tz>) -> String {
     format!("{} ({})", at.format(ARCHIVED), at.timezone().name())
 }
 
+/// Whether the header names its timezone: an archive written since day
+/// lines were, whose `### …` lines g2 wrote (a member's are escaped). In
+/// an older archive a line like one is someone's words.
+pub fn names_zone(markdown: &str) -> bool {
+    markdown
+        .lines()
+        .take(8)
+        .find_map(|l| l.strip_prefix("Archived: "))
+        .and_then(|l| l.trim_end().rsplit_once(" ("))
+        .and_then(|(_, z)| z.strip_suffix(')'))
+        .is_some_and(|z| z.parse::<Tz>().is_ok())
+}
+
 /// The header's `Archived:` time and the timezone it names (none in
 /// archives made before they named one: read in `fallback`).
 pub fn read_archived(markdown: &str, fallback: Tz) -> Option<(DateTime<Utc>, Tz)> {

@@ -235,7 +235,8 @@ pub fn render(
                 push_turn(&mut out, &opts.assistant_name, parts, opts);
             }
             Entry::Compaction(c) => {
-                days.mark(&mut out, said);
+                // A day line goes right before a speaker's line only: the
+                // note before it stays with the message it follows.
                 out.push_str("*Conversation compacted");
                 let detail: Vec<String> = c
                     .trigger
@@ -250,6 +251,7 @@ pub fn render(
                 }
                 out.push_str(".*\n\n");
                 if let Some(summary) = &c.summary {
+                    days.mark(&mut out, said);
                     push_turn(&mut out, "Summary", std::slice::from_ref(summary), opts);
                 }
             }
@@ -314,12 +316,6 @@ fn push_user(
             push_turn(out, "User", &plain, opts);
             plain.clear();
         }
-        let first_sent = env
-            .messages
-            .first()
-            .and_then(|m| DateTime::parse_from_rfc3339(&m.time).ok())
-            .map(|t| t.with_timezone(&Utc));
-        days.mark(out, first_sent.or(said));
         if let Some(preface) = opts.show(&env.preface) {
             out.push('*');
             out.push_str(&preface);

@@ -69,7 +69,8 @@ pub(super) fn passage_candidate(r: store::recall::PassageRow, relevance: f64) ->
             turn_start: Some(r.turn_start),
             turn_end: Some(r.turn_end),
             at: r.at.clone(),
-            at_end: r.at_end,
+            // Only when the passage ends later than it starts.
+            at_end: r.at_end.filter(|e| *e != r.at),
             snippet: String::new(),
             score: 0.0,
             matched_words: 0,

@@ -1,7 +1,7 @@
 //! The lexical measures of a recall: how many passages hold each word and
 //! what it weighs (IDF), how much of the question a text holds (its words,
 //! weighted, and its adjacent pairs), BM25 with equal weights for the
-//! candidates FTS5 did not rank, a named day and recency. Pure functions
+//! candidates FTS5 did not rank, a named time and recency. Pure functions
 //! of the question and the text, apart from the two counts read from the
 //! index.
 

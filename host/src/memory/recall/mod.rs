@@ -123,6 +123,9 @@ impl Default for Weights {
 
 /// Extra weight of an observation (a distilled memory) over raw text,
 /// plus this much per point of importance.
+/// Times a question may name that recall looks up (one index seek each).
+pub const MAX_WINDOWS: usize = 8;
+
 pub const OBSERVATION: f64 = 0.1;
 pub const IMPORTANCE: f64 = 0.01;
 
@@ -298,7 +301,16 @@ pub fn recall_weighted(
     // The times it names ("last Tuesday", "in May"), read in the asker's
     // timezone.
     let words: Vec<String> = question::words(query).collect();
-    let when = when::read(&words, &asked);
+    let mut when = when::read(&words, &asked);
+    // A question's cost stays bounded however many dates it lists.
+    when.windows.truncate(MAX_WINDOWS);
+    // Only about a time: everything said then answers it. Otherwise what
+    // was said then counts only where the question's words are.
+    let only_time = !when.words.is_empty()
+        && words
+            .iter()
+            .enumerate()
+            .all(|(i, w)| when.words.contains(&i) || question::is_stop(w));
     let since = filters.since.as_deref().map(|s| since(s, &asked));
     // The question's vector is made on the model's shared pool (rayon's,
     // one thread a core: bounded, and where its products run anyway) while
@@ -354,11 +366,10 @@ pub fn recall_weighted(
             };
             let score = (w.bm25 * relevance + w.coverage * coverage + w.phrase * phrase) / parts
                 + w.named_day
-                    * f64::from(u8::from(in_window(
-                        &when.windows,
-                        &c.at,
-                        c.hit.at_end.as_deref(),
-                    )))
+                    * f64::from(u8::from(
+                        (only_time || matched > 0)
+                            && in_window(&when.windows, &c.at, c.hit.at_end.as_deref()),
+                    ))
                 + w.recency * recency(&c.at, &oldest, &newest)
                 + c.importance
                     .map_or(0.0, |i| OBSERVATION + IMPORTANCE * i as f64);
@@ -387,16 +398,19 @@ pub fn recall_weighted(
 }
 
 /// `since` as a time the rows compare with: a date (`2026-05-08`) is that
-/// day's start in the asker's timezone; anything else is taken as written
-/// (RFC 3339).
+/// day's start in the asker's timezone; an RFC 3339 time is that instant;
+/// anything else is compared as written.
 fn since(s: &str, asked: &when::Asked) -> String {
-    match chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d") {
-        Ok(d) => candidates::stamp(g2_core::archive::dates::instant(
+    let s = s.trim();
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        return candidates::stamp(g2_core::archive::dates::instant(
             asked.tz,
             d.and_time(chrono::NaiveTime::MIN),
-        )),
-        Err(_) => s.to_string(),
+        ));
     }
+    // Any offset compares as the rows are written: UTC, milliseconds.
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map_or_else(|_| s.to_string(), |t| candidates::stamp(t.to_utc()))
 }
 
 /// Splits every archive that has no passages yet (archives recorded before

@@ -328,6 +328,15 @@ fn last_tuesday_asked_on_a_fixed_date_finds_tuesdays_passage_first() {
     assert_eq!(first("the shed roof, last week").0, "2026-05-05");
     assert_eq!(first("shed roof yesterday").0, "2026-05-13");
     assert_eq!(first("the roof on 5 May").0, "2026-05-05");
+    // A question about something else that names a time does not lift
+    // what was said then past the per-prompt gate.
+    let other = ask("is the kayak trip still on last tuesday?");
+    assert!(
+        other
+            .iter()
+            .all(|h| h.score < crate::memory::context::Injection::SHIPPED.gate),
+        "{other:#?}"
+    );
     // Asked in Tokyo at 00:30 on the 14th (still the 13th in Berlin and
     // UTC), "yesterday" is Tokyo's 13th: Wednesday's passage (said at 18:00
     // Berlin, 01:00 on the 14th in Tokyo) is not in it, Tuesday's is.

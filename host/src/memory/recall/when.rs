@@ -8,7 +8,8 @@
 //! - whether it asks **when** something happened (`when did …`, `what
 //!   day …`, `how long ago …`), so the answer's date matters more than
 //!   any window;
-//! - which words named the time, so they are not searched for as content.
+//! - which words named the time: a question with no other word that is not
+//!   a stop word asks only about a time ("what did we say last Tuesday?").
 //!
 //! The forms, and how each is read (the table in docs/recall.md):
 //!

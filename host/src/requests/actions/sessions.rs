@@ -185,7 +185,7 @@ impl RequestServer {
             markdown.ok_or_else(|| Error::NotFound(format!("the file of archive {}", rec.id)))?;
         // What comes before the first speaker is the archive's own header
         // (its name and times), which the first line gives.
-        let said: Vec<_> = crate::store::passages::said(&markdown)
+        let said: Vec<_> = crate::store::passages::said_archive(&markdown)
             .into_iter()
             .skip_while(|m| m.speaker.is_none())
             .collect();
