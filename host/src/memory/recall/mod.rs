@@ -304,13 +304,20 @@ pub fn recall_weighted(
     let mut when = when::read(&words, &asked);
     // A question's cost stays bounded however many dates it lists.
     when.windows.truncate(MAX_WINDOWS);
-    // Only about a time: everything said then answers it. Otherwise what
-    // was said then counts only where the question's words are.
+    when.loose.truncate(MAX_WINDOWS);
+    // A time past that it names ("last Tuesday", "on 8 May") lifts what was
+    // said then. One named by everyday words ("tonight", "on Tuesday",
+    // "this week", which also speak of plans) lifts it only where the
+    // question's words are, or when it asks about nothing but the time.
     let only_time = !when.words.is_empty()
         && words
             .iter()
             .enumerate()
             .all(|(i, w)| when.words.contains(&i) || question::is_stop(w));
+    let (loose, past): (Vec<_>, Vec<_>) =
+        when.windows.iter().zip(&when.loose).partition(|(_, l)| **l);
+    let past: Vec<when::Window> = past.into_iter().map(|(w, _)| *w).collect();
+    let loose: Vec<when::Window> = loose.into_iter().map(|(w, _)| *w).collect();
     let since = filters.since.as_deref().map(|s| since(s, &asked));
     // The question's vector is made on the model's shared pool (rayon's,
     // one thread a core: bounded, and where its products run anyway) while
@@ -367,8 +374,9 @@ pub fn recall_weighted(
             let score = (w.bm25 * relevance + w.coverage * coverage + w.phrase * phrase) / parts
                 + w.named_day
                     * f64::from(u8::from(
-                        (only_time || matched > 0)
-                            && in_window(&when.windows, &c.at, c.hit.at_end.as_deref()),
+                        in_window(&past, &c.at, c.hit.at_end.as_deref())
+                            || ((only_time || matched > 0)
+                                && in_window(&loose, &c.at, c.hit.at_end.as_deref())),
                     ))
                 + w.recency * recency(&c.at, &oldest, &newest)
                 + c.importance

@@ -81,6 +81,10 @@ impl Window {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct When {
     pub windows: Vec<Window>,
+    /// Beside `windows`: named only by everyday words ("today", "tonight",
+    /// "this week", "on Tuesday"), which also speak of plans; a date, a
+    /// day "ago", "yesterday" or "last …" names a time past.
+    pub loose: Vec<bool>,
     /// It asks when something happened.
     pub asks_when: bool,
     /// The indexes of the words that named a time (or asked when).
@@ -183,7 +187,8 @@ pub fn read(words: &[String], asked: &Asked) -> When {
     let take = |when: &mut When,
                 used: &mut Vec<bool>,
                 range: std::ops::Range<usize>,
-                win: Option<Window>| {
+                win: Option<Window>,
+                loose: bool| {
         for i in range {
             if i < used.len() && !used[i] {
                 used[i] = true;
@@ -194,6 +199,7 @@ pub fn read(words: &[String], asked: &Asked) -> When {
             && !when.windows.contains(&win)
         {
             when.windows.push(win);
+            when.loose.push(loose);
         }
     };
     let mut i = 0;
@@ -227,14 +233,14 @@ pub fn read(words: &[String], asked: &Asked) -> When {
         {
             when.asks_when = true;
             let n = if here == "how" { 3 } else { 2 };
-            take(&mut when, &mut used, i..i + n, None);
+            take(&mut when, &mut used, i..i + n, None, false);
             i += n;
             continue;
         }
         let day = |d: NaiveDate| Some(asked.days(d, d));
         match here {
             "today" | "tonight" => {
-                take(&mut when, &mut used, i..i + 1, day(today));
+                take(&mut when, &mut used, i..i + 1, day(today), true);
                 i += 1;
                 continue;
             }
@@ -247,9 +253,16 @@ pub fn read(words: &[String], asked: &Asked) -> When {
                         &mut used,
                         i - 2..i + 1,
                         day(today - Days::new(2)),
+                        false,
                     );
                 } else {
-                    take(&mut when, &mut used, i..i + 1, day(today - Days::new(1)));
+                    take(
+                        &mut when,
+                        &mut used,
+                        i..i + 1,
+                        day(today - Days::new(1)),
+                        false,
+                    );
                 }
                 i += 1;
                 continue;
@@ -278,7 +291,7 @@ pub fn read(words: &[String], asked: &Asked) -> When {
                 _ => None,
             };
             if win.is_some() {
-                take(&mut when, &mut used, i..i + 3, win);
+                take(&mut when, &mut used, i..i + 3, win, false);
                 i += 3;
                 continue;
             }
@@ -314,7 +327,7 @@ pub fn read(words: &[String], asked: &Asked) -> When {
                 None => None,
             };
             if win.is_some() {
-                take(&mut when, &mut used, i..i + 2, win);
+                take(&mut when, &mut used, i..i + 2, win, !last);
                 i += 2;
                 continue;
             }
@@ -327,7 +340,7 @@ pub fn read(words: &[String], asked: &Asked) -> When {
             )
             && let Some(date) = NaiveDate::from_ymd_opt(y, m, d)
         {
-            take(&mut when, &mut used, i..i + 3, day(date));
+            take(&mut when, &mut used, i..i + 3, day(date), false);
             i += 3;
             continue;
         }
@@ -355,7 +368,7 @@ pub fn read(words: &[String], asked: &Asked) -> When {
                     } else {
                         start
                     };
-                    take(&mut when, &mut used, start..end, day(date));
+                    take(&mut when, &mut used, start..end, day(date), false);
                     i = end;
                     continue;
                 }
@@ -379,6 +392,7 @@ pub fn read(words: &[String], asked: &Asked) -> When {
                         &mut used,
                         start..end,
                         Some(asked.days(first, last_of_month(first))),
+                        false,
                     );
                     i = end;
                     continue;
@@ -393,7 +407,13 @@ pub fn read(words: &[String], asked: &Asked) -> When {
                 NaiveDate::from_ymd_opt(y, 12, 31),
             )
         {
-            take(&mut when, &mut used, i..i + 2, Some(asked.days(a, b)));
+            take(
+                &mut when,
+                &mut used,
+                i..i + 2,
+                Some(asked.days(a, b)),
+                false,
+            );
             i += 2;
             continue;
         }
@@ -406,7 +426,7 @@ pub fn read(words: &[String], asked: &Asked) -> When {
             } else {
                 i
             };
-            take(&mut when, &mut used, start..i + 1, day(d));
+            take(&mut when, &mut used, start..i + 1, day(d), true);
         }
         i += 1;
     }
